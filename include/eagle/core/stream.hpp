@@ -1,0 +1,31 @@
+// An ordered queue of work on one device. On the CPU work runs when it is issued.
+#pragma once
+
+#include <memory>
+
+#include "eagle/core/device.hpp"
+
+namespace eagle {
+
+class Stream {
+ public:
+  // A new stream on the device (a non-blocking cudaStream_t on CUDA devices).
+  explicit Stream(Device device);
+  ~Stream();
+  Stream(Stream&&) noexcept;
+  Stream& operator=(Stream&&) noexcept;
+  Stream(const Stream&) = delete;
+  Stream& operator=(const Stream&) = delete;
+
+  Device device() const { return device_; }
+  // The cudaStream_t, or nullptr on the CPU.
+  void* native() const { return handle_; }
+  // Waits until all work issued on the stream has finished.
+  void synchronize() const;
+
+ private:
+  Device device_;
+  void* handle_ = nullptr;
+};
+
+}  // namespace eagle

@@ -1,0 +1,76 @@
+// A recorded graph that is built once for a device and replayed with next to no host cost.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "eagle/core/array.hpp"
+#include "eagle/core/device.hpp"
+#include "eagle/core/stream.hpp"
+#include "eagle/graph/recording.hpp"
+
+namespace eagle {
+
+struct BuildOptions {
+  int threads = 0;  // CPU: size of the thread team (0 = one per hardware thread)
+};
+
+class Graph {
+ public:
+  // Runs `body` once with a recorder. Ordinary C++ control flow inside it decides at record
+  // time; only the path taken is recorded. Refuses races with a RecordError.
+  static Graph record(const std::function<void(Recorder&)>& body);
+
+  Graph(Graph&&) noexcept;
+  Graph& operator=(Graph&&) noexcept;
+  ~Graph();
+
+  // ---- introspection (before or after build)
+  const Recording& recording() const { return *rec_; }
+  const std::vector<NodeInfo>& nodes() const { return rec_->nodes(); }
+  std::vector<std::pair<int, int>> edges() const { return rec_->edges(); }
+  std::string to_json() const { return rec_->to_json(); }
+  std::string to_dot() const { return rec_->to_dot(); }
+
+  // ---- build
+  // On a CUDA device: one CUDA graph, instantiated. On the CPU: a host schedule over a thread
+  // team. Every param and buffer= array must live on `device`. Allocates the graph's arrays.
+  void build(Device device, const BuildOptions& options = {});
+  // Builds on the device where the params live (the CPU when there are none).
+  void build();
+  bool built() const;
+  Device device() const;
+  std::string backend() const;   // "cuda-graph" or "cpu-host-schedule"; "" before build
+  std::string schedule() const;  // what the backend built, in words
+  int native_node_count() const;  // nodes in the instantiated CUDA graph / the host schedule
+  std::size_t allocated_bytes() const;  // device bytes this graph allocated at build
+
+  // ---- run
+  // launch(1), wait, and the results. Nothing is recorded, allocated or compiled here.
+  const std::vector<Array>& operator()();
+  // n launches and one wait.
+  const std::vector<Array>& operator()(int n);
+  void launch(int n = 1);  // issue n launches on the graph's stream; does not wait
+  void synchronize();
+  const std::vector<Array>& results() const;
+  const Stream& stream() const;
+
+  // Swaps the array bound to param `name`. Shape, dtype, device and contiguity must match the
+  // array it replaces; on error the graph is unchanged and still runs. On the GPU the pointers of
+  // each node holding the array are patched in the instantiated graph; a node that cannot be
+  // patched (a captured library call) makes the graph rebuild, with one warning.
+  void bind(const std::string& name, const Array& array);
+  int rebuild_count() const;  // rebuilds bind() had to do
+  // Where warnings go (default: standard error).
+  void set_warning_handler(std::function<void(const std::string&)> handler);
+
+ private:
+  explicit Graph(std::shared_ptr<const Recording> rec);
+  struct State;
+  std::shared_ptr<const Recording> rec_;
+  std::unique_ptr<State> state_;
+};
+
+}  // namespace eagle

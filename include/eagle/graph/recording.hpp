@@ -1,0 +1,191 @@
+// Recording: kernel calls become nodes; edges come from what each node reads and writes.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "eagle/core/array.hpp"
+#include "eagle/kernel/kernel.hpp"
+
+namespace eagle {
+
+class Recording;
+
+// An array inside a recording: a view (byte offset, shape, dtype) of one of the graph's
+// buffers. It has no memory until the graph is built.
+class Value {
+ public:
+  Value() = default;
+  const Shape& shape() const;
+  DType dtype() const;
+  int64_t numel() const;
+  // Rows [begin, end) of dimension 0 (a contiguous view of the same buffer).
+  Value slice(int64_t begin, int64_t end) const;
+  // Same elements, new shape.
+  Value reshape(const Shape& shape) const;
+  int id() const { return id_; }
+  bool defined() const { return rec_ != nullptr; }
+
+ private:
+  friend class Recorder;
+  friend class Recording;
+  Value(Recording* rec, int id) : rec_(rec), id_(id) {}
+  Recording* rec_ = nullptr;
+  int id_ = -1;
+};
+
+// One argument of a recorded call: an array or a scalar.
+class Arg {
+ public:
+  Arg(Value v) : value_(v) {}   // NOLINT(google-explicit-constructor)
+  Arg(Scalar s) : value_(s) {}  // NOLINT(google-explicit-constructor)
+  Arg(double v) : value_(Scalar(v)) {}   // NOLINT(google-explicit-constructor)
+  Arg(float v) : value_(Scalar(v)) {}    // NOLINT(google-explicit-constructor)
+  Arg(int v) : value_(Scalar(v)) {}      // NOLINT(google-explicit-constructor)
+  Arg(int64_t v) : value_(Scalar(v)) {}  // NOLINT(google-explicit-constructor)
+  const std::variant<Value, Scalar>& get() const { return value_; }
+
+ private:
+  std::variant<Value, Scalar> value_;
+};
+
+// Where an output goes: a caller's array (written directly), or an existing value of the
+// recording (written in place, so the output keeps that value's buffer).
+using BufferArg = std::variant<Array, Value>;
+
+struct CallOptions {
+  std::vector<BufferArg> buffers;  // per output, in order; outputs past the list are allocated
+  std::string label;               // names the node (and its new arrays); default: kernel name
+};
+inline CallOptions buffer(BufferArg b, std::string label = {}) {
+  return CallOptions{{std::move(b)}, std::move(label)};
+}
+
+enum class BufferKind : uint8_t {
+  internal,  // allocated by the graph at build: an output, a temporary, a shadow of a param
+  param,     // a named argument; bind() swaps it
+  external,  // a caller's array passed with buffer=; the graph writes it directly
+};
+std::string_view buffer_kind_name(BufferKind kind);
+
+struct BufferInfo {
+  int id;
+  std::string label;
+  BufferKind kind;
+  Shape shape;  // of the array the buffer was created for
+  DType dtype;
+  std::size_t bytes;
+  int shadow_of = -1;  // for a param's private copy: the param buffer it is copied from
+};
+
+struct NodeArgInfo {
+  std::string param;  // the kernel's parameter name
+  Access access;
+  int buffer;
+  int64_t byte_offset;
+  int64_t bytes;
+  Shape shape;
+  DType dtype;
+};
+
+enum class NodeKind : uint8_t { kernel, copy_in };
+
+struct NodeInfo {
+  int id;
+  NodeKind kind;
+  std::string label;   // the call's label or the kernel's name
+  std::string kernel;  // kernel name ("copy_in" for a param's copy)
+  std::vector<NodeArgInfo> arrays;
+  std::vector<ScalarArg> scalars;
+  std::vector<int> deps;  // nodes that must finish first (ascending)
+};
+
+class Recorder {
+ public:
+  // A named argument, bound to `initial` until bind() swaps it. The graph never writes it:
+  // if any node writes it, the graph writes a private copy filled at the start of each launch.
+  Value param(const std::string& name, const Array& initial);
+  // A new graph-owned array with unspecified contents (use it as a buffer= for fill).
+  Value empty(const Shape& shape, DType dtype, const std::string& label = "");
+  // Appends a node calling `kernel` on the read and read-write arrays and the scalars, in the
+  // kernel's parameter order; returns its outputs (one per write-only parameter), allocated
+  // unless `options.buffers` supplies them. For a read-write parameter the value passed is
+  // updated in place and returned too, after the write-only outputs.
+  std::vector<Value> call_all(const Kernel& kernel, const std::vector<Arg>& args,
+                              const CallOptions& options = {});
+  // call_all for a kernel with exactly one output (write-only or read-write).
+  Value call(const Kernel& kernel, const std::vector<Arg>& args, const CallOptions& options = {});
+  // What the graph returns from g().
+  void result(const std::vector<Value>& values);
+  void result(Value value) { result(std::vector<Value>{value}); }
+
+ private:
+  friend class Recording;
+  explicit Recorder(Recording* rec) : rec_(rec) {}
+  Recording* rec_;
+};
+
+// What a recording produced: nodes, buffers, params and results. Immutable once recorded.
+class Recording {
+ public:
+  // Runs `body` once with a recorder and returns what it recorded.
+  static std::shared_ptr<const Recording> record(const std::function<void(Recorder&)>& body);
+  Recording(const Recording&) = delete;
+  Recording& operator=(const Recording&) = delete;
+
+  const std::vector<NodeInfo>& nodes() const { return nodes_; }
+  const std::vector<BufferInfo>& buffers() const { return buffers_; }
+  std::vector<std::pair<int, int>> edges() const;  // (from, to)
+  const std::vector<std::string>& param_names() const { return param_names_; }
+  int param_buffer(const std::string& name) const;  // -1 when there is no such param
+  const Array& param_initial(int buffer) const;
+  const Array& external_array(int buffer) const;
+  // Results as (buffer, byte offset, shape, dtype).
+  const std::vector<NodeArgInfo>& results() const { return results_; }
+  // The kernel and implementation of a kernel node.
+  const Kernel& kernel_of(int node) const { return *kernels_.at(node); }
+  const KernelImpl& impl_of(int node) const { return impls_.at(node); }
+
+  std::string to_json() const;
+  std::string to_dot() const;
+
+ private:
+  friend class Recorder;
+  friend class Value;
+  Recording() = default;
+
+  struct ValueData {
+    int buffer;
+    int64_t byte_offset;
+    Shape shape;
+    DType dtype;
+  };
+  int new_buffer(BufferKind kind, const Shape& shape, DType dtype, std::string label);
+  int new_value(int buffer, int64_t byte_offset, const Shape& shape, DType dtype);
+  const ValueData& value(const Value& v, const std::string& what) const;
+  int current_buffer(int buffer) const;  // a written param's reads go to its private copy
+  int shadow_param(int param_buffer);
+  void add_node(NodeInfo node, const Kernel* kernel, KernelImpl impl);
+  void check_races(const NodeInfo& node, bool per_sample) const;
+  void check_distinct_memory(const Array& a, const std::string& what) const;
+  void infer_edges();
+  void finish();
+
+  std::vector<ValueData> values_;
+  std::vector<BufferInfo> buffers_;
+  std::vector<int> redirect_;  // per buffer: the buffer its accesses now go to
+  std::vector<Array> arrays_;  // per buffer: a param's initial array or an external array
+  std::vector<NodeInfo> nodes_;
+  std::vector<std::unique_ptr<Kernel>> kernels_;  // per node (null for copies)
+  std::vector<KernelImpl> impls_;
+  std::vector<std::string> param_names_;
+  std::vector<NodeArgInfo> results_;
+  std::vector<int> result_values_;
+  bool results_set_ = false;
+  bool finished_ = false;
+};
+
+}  // namespace eagle

@@ -1,0 +1,19 @@
+// The standard kernels. Elementwise kernels serve f64, f32, f16 and bf16 (i64 and i32 where
+// integer arithmetic makes sense); reductions serve f64, f32, i64 and i32.
+#pragma once
+
+#include "eagle/kernel/kernel.hpp"
+
+namespace eagle::kernels {
+
+const Kernel& fill();   // out = value                  (shape and dtype given by the call)
+const Kernel& copy();   // out = x
+const Kernel& scale();  // out = alpha * x
+const Kernel& axpy();   // out = alpha * x + y
+const Kernel& add();    // out = a + b
+const Kernel& mul();    // out = a * b
+const Kernel& where();  // out = cond ? a : b           (cond is bool or u8)
+const Kernel& sum();    // out[0] = sum of x            (a captured CUB call on the GPU)
+const Kernel& max();    // out[0] = max of x            (a captured CUB call on the GPU)
+
+}  // namespace eagle::kernels

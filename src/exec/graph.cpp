@@ -1,0 +1,246 @@
+#include "eagle/exec/graph.hpp"
+
+#include <iostream>
+#include <optional>
+
+#include "eagle/core/error.hpp"
+#include "exec/executor.hpp"
+
+namespace eagle {
+
+struct Graph::State {
+  Device device = Device::cpu();
+  BuildOptions options;
+  std::optional<Stream> stream;
+  std::vector<Array> buffers;  // per recording buffer: its memory on the built device
+  std::vector<detail::PlannedNode> planned;
+  std::vector<std::vector<int>> nodes_of_buffer;  // which planned nodes touch each buffer
+  std::vector<Array> results;
+  std::unique_ptr<detail::Executor> executor;
+  std::size_t allocated = 0;
+  int rebuilds = 0;
+  bool warned_rebuild = false;
+  std::function<void(const std::string&)> warn = [](const std::string& m) {
+    std::cerr << "eagle: warning: " << m << "\n";
+  };
+};
+
+Graph::Graph(std::shared_ptr<const Recording> rec) : rec_(std::move(rec)), state_(std::make_unique<State>()) {}
+Graph::Graph(Graph&&) noexcept = default;
+Graph& Graph::operator=(Graph&&) noexcept = default;
+Graph::~Graph() {
+  // The executor refers to the planned nodes and buffers: stop it first.
+  if (state_ && state_->executor) {
+    try {
+      state_->executor->synchronize();
+    } catch (...) {
+    }
+    state_->executor.reset();
+  }
+}
+
+Graph Graph::record(const std::function<void(Recorder&)>& body) { return Graph(Recording::record(body)); }
+
+namespace {
+
+[[noreturn]] void not_built(const char* what) {
+  throw InvalidArgument(std::string("Graph::") + what + ": the graph is not built; call build() first");
+}
+
+char* at(const Array& buffer, int64_t byte_offset) { return static_cast<char*>(buffer.data()) + byte_offset; }
+
+// Fills the planned form of recorded node `n` from the buffers' current memory.
+void plan_node(const Recording& rec, int i, const std::vector<Array>& buffers, detail::PlannedNode& out) {
+  const NodeInfo& n = rec.nodes()[i];
+  out.label = n.label;
+  out.deps = n.deps;
+  if (n.kind == NodeKind::copy_in) {
+    out.is_copy = true;
+    out.copy_src = at(buffers[n.arrays[0].buffer], n.arrays[0].byte_offset);
+    out.copy_dst = at(buffers[n.arrays[1].buffer], n.arrays[1].byte_offset);
+    out.copy_bytes = static_cast<std::size_t>(n.arrays[0].bytes);
+    return;
+  }
+  out.impl = rec.impl_of(i);
+  out.args.num_arrays = static_cast<int32_t>(n.arrays.size());
+  out.args.num_scalars = static_cast<int32_t>(n.scalars.size());
+  for (std::size_t a = 0; a < n.arrays.size(); ++a) {
+    const NodeArgInfo& arg = n.arrays[a];
+    out.args.arrays[a] = make_array_arg(at(buffers[arg.buffer], arg.byte_offset), arg.shape, arg.dtype);
+  }
+  for (std::size_t s = 0; s < n.scalars.size(); ++s) out.args.scalars[s] = n.scalars[s];
+}
+
+void check_device(Device device) {
+  if (device.is_cuda() && device.ordinal() >= cuda_device_count())
+    throw InvalidArgument("Graph::build: device " + device.str() + " is not attached (" +
+                          std::to_string(cuda_device_count()) + " CUDA devices" +
+                          (cuda_device_count() == 0 ? "; build on Device::cpu()" : "") + ")");
+}
+
+}  // namespace
+
+void Graph::build() {
+  std::optional<Device> where;
+  for (const BufferInfo& b : rec_->buffers()) {
+    if (b.kind == BufferKind::internal) continue;
+    const Device d = rec_->param_initial(b.id).device();
+    if (where && *where != d)
+      throw InvalidArgument("Graph::build: arrays live on " + where->str() + " and " + d.str() +
+                            " (array '" + b.label + "'); pass the device to build(device)");
+    where = d;
+  }
+  build(where.value_or(Device::cpu()), {});
+}
+
+void Graph::build(Device device, const BuildOptions& options) {
+  check_device(device);
+  const auto& infos = rec_->buffers();
+  // Everything is made in a new state and swapped in at the end: an error changes nothing.
+  auto next = std::make_unique<State>();
+  next->device = device;
+  next->options = options;
+  next->warn = state_->warn;
+  next->rebuilds = state_->rebuilds;
+  next->warned_rebuild = state_->warned_rebuild;
+  next->buffers.resize(infos.size());
+  for (const BufferInfo& b : infos) {
+    if (b.kind == BufferKind::internal) continue;
+    // A param keeps what bind() gave it; the first build takes the recorded array.
+    const Array& a = state_->buffers.empty() || !state_->buffers[b.id].defined()
+                         ? rec_->param_initial(b.id)
+                         : state_->buffers[b.id];
+    if (a.device() != device)
+      throw InvalidArgument("Graph::build: " + std::string(buffer_kind_name(b.kind)) + " array '" +
+                            b.label + "' lives on " + a.device().str() +
+                            " but the graph is being built for " + device.str());
+    next->buffers[b.id] = a;
+  }
+  for (const NodeInfo& n : rec_->nodes())
+    if (n.kind == NodeKind::kernel && device.is_cuda() && !rec_->impl_of(n.id).has_cuda())
+      throw NotSupported("Graph::build: node " + std::to_string(n.id) + " '" + n.label +
+                         "' (kernel " + n.kernel + ") has no CUDA implementation for its dtypes");
+  for (const BufferInfo& b : infos) {
+    if (b.kind != BufferKind::internal) continue;
+    next->buffers[b.id] = Array::empty(b.shape, b.dtype, device);
+    next->allocated += b.bytes;
+  }
+  const auto& nodes = rec_->nodes();
+  next->planned.resize(nodes.size());
+  next->nodes_of_buffer.resize(infos.size());
+  for (std::size_t i = 0; i < nodes.size(); ++i) {
+    plan_node(*rec_, static_cast<int>(i), next->buffers, next->planned[i]);
+    for (const NodeArgInfo& a : nodes[i].arrays) {
+      auto& list = next->nodes_of_buffer[a.buffer];
+      if (list.empty() || list.back() != static_cast<int>(i)) list.push_back(static_cast<int>(i));
+    }
+  }
+  for (const NodeArgInfo& r : rec_->results())
+    next->results.push_back(Array::on_storage(next->buffers[r.buffer].storage(), r.shape, r.dtype,
+                                              next->buffers[r.buffer].byte_offset() + r.byte_offset));
+  next->stream.emplace(device);
+  next->executor = device.is_cuda() ? detail::make_cuda_executor(next->planned, device, *next->stream)
+                                    : detail::make_cpu_executor(next->planned, options.threads);
+  if (state_->executor) state_->executor->synchronize();
+  state_ = std::move(next);
+}
+
+bool Graph::built() const { return state_->executor != nullptr; }
+Device Graph::device() const { return state_->device; }
+std::string Graph::backend() const { return built() ? state_->executor->backend() : ""; }
+std::string Graph::schedule() const { return built() ? state_->executor->schedule() : ""; }
+int Graph::native_node_count() const {
+  if (!built()) not_built("native_node_count");
+  return state_->executor->native_node_count();
+}
+std::size_t Graph::allocated_bytes() const { return state_->allocated; }
+int Graph::rebuild_count() const { return state_->rebuilds; }
+
+void Graph::set_warning_handler(std::function<void(const std::string&)> handler) {
+  state_->warn = handler ? std::move(handler) : [](const std::string&) {};
+}
+
+const Stream& Graph::stream() const {
+  if (!built()) not_built("stream");
+  return *state_->stream;
+}
+
+void Graph::launch(int n) {
+  if (!state_->executor) not_built("launch");
+  if (n < 0) throw InvalidArgument("Graph::launch: n must be >= 0, got " + std::to_string(n));
+  state_->executor->launch(n);
+}
+
+void Graph::synchronize() {
+  if (!state_->executor) not_built("synchronize");
+  state_->executor->synchronize();
+}
+
+const std::vector<Array>& Graph::operator()() { return (*this)(1); }
+
+const std::vector<Array>& Graph::operator()(int n) {
+  launch(n);
+  state_->executor->synchronize();
+  return state_->results;
+}
+
+const std::vector<Array>& Graph::results() const {
+  if (!built()) not_built("results");
+  return state_->results;
+}
+
+void Graph::bind(const std::string& name, const Array& array) {
+  const int b = rec_->param_buffer(name);
+  if (b < 0) {
+    std::string known;
+    for (const auto& p : rec_->param_names()) known += (known.empty() ? "" : ", ") + p;
+    throw InvalidArgument("Graph::bind: no param named '" + name + "' (params: " +
+                          (known.empty() ? "none" : known) + ")");
+  }
+  const Array& old = built() && state_->buffers[b].defined() ? state_->buffers[b] : rec_->param_initial(b);
+  const std::string who = "Graph::bind('" + name + "')";
+  if (!array.defined()) throw InvalidArgument(who + ": the array is not defined");
+  if (array.shape() != old.shape() || array.dtype() != old.dtype() || array.device() != old.device())
+    throw InvalidArgument(who + ": the new array is " + array.describe() + " but the param is " +
+                          old.describe() + "; shape, dtype and device must stay the same");
+  if (!array.is_contiguous()) throw InvalidArgument(who + ": the new array must be contiguous");
+  if (!built()) {
+    // Not built yet: remember the array; build() picks it up.
+    state_->buffers.resize(rec_->buffers().size());
+    state_->buffers[b] = array;
+    return;
+  }
+  const auto [lo, hi] = array.byte_span();
+  for (const BufferInfo& other : rec_->buffers()) {
+    if (other.id == b) continue;
+    const Array& o = state_->buffers[other.id];
+    if (!o.defined() || o.nbytes() == 0) continue;
+    const auto [olo, ohi] = o.byte_span();
+    if (lo < ohi && olo < hi)
+      throw InvalidArgument(who + ": the new array overlaps the graph's array '" + other.label +
+                            "'; a param must not share memory with another array of the graph");
+  }
+  State& s = *state_;
+  s.buffers[b] = array;
+  const auto& touched = s.nodes_of_buffer[b];
+  for (int i : touched) plan_node(*rec_, i, s.buffers, s.planned[i]);
+  const auto& results = rec_->results();
+  for (std::size_t r = 0; r < results.size(); ++r)
+    if (results[r].buffer == b)
+      s.results[r] = Array::on_storage(array.storage(), results[r].shape, results[r].dtype,
+                                       array.byte_offset() + results[r].byte_offset);
+  if (s.executor->patch(touched)) return;
+  // A node eagle cannot patch holds the array: build the backend again over the same buffers.
+  s.executor->synchronize();
+  s.executor.reset();
+  s.executor = s.device.is_cuda() ? detail::make_cuda_executor(s.planned, s.device, *s.stream)
+                                  : detail::make_cpu_executor(s.planned, s.options.threads);
+  ++s.rebuilds;
+  if (!s.warned_rebuild) {
+    s.warned_rebuild = true;
+    s.warn("Graph::bind('" + name + "'): a node holding the array cannot be patched (a captured "
+           "library call); the graph was rebuilt. Further rebuilds of this graph are silent.");
+  }
+}
+
+}  // namespace eagle

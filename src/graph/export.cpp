@@ -1,0 +1,80 @@
+// Introspection exports of a recording: JSON for tools, DOT for people.
+#include <sstream>
+
+#include "eagle/graph/recording.hpp"
+#include "util/json.hpp"
+
+namespace eagle {
+
+using detail::json_quote;
+
+namespace {
+
+std::string shape_json(const Shape& s) {
+  std::string out = "[";
+  for (std::size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
+  return out + "]";
+}
+
+}  // namespace
+
+std::string Recording::to_json() const {
+  std::ostringstream o;
+  o << "{\n  \"params\": [";
+  for (std::size_t i = 0; i < param_names_.size(); ++i) o << (i ? ", " : "") << json_quote(param_names_[i]);
+  o << "],\n  \"arrays\": [";
+  for (std::size_t i = 0; i < buffers_.size(); ++i) {
+    const BufferInfo& b = buffers_[i];
+    o << (i ? "," : "") << "\n    {\"id\": " << b.id << ", \"label\": " << json_quote(b.label)
+      << ", \"kind\": " << json_quote(buffer_kind_name(b.kind)) << ", \"dtype\": "
+      << json_quote(dtype_name(b.dtype)) << ", \"shape\": " << shape_json(b.shape)
+      << ", \"bytes\": " << b.bytes;
+    if (b.shadow_of >= 0) o << ", \"copy_of\": " << b.shadow_of;
+    o << "}";
+  }
+  o << "\n  ],\n  \"nodes\": [";
+  for (std::size_t i = 0; i < nodes_.size(); ++i) {
+    const NodeInfo& n = nodes_[i];
+    o << (i ? "," : "") << "\n    {\"id\": " << n.id << ", \"label\": " << json_quote(n.label)
+      << ", \"kernel\": " << json_quote(n.kernel) << ", \"args\": [";
+    for (std::size_t j = 0; j < n.arrays.size(); ++j) {
+      const NodeArgInfo& a = n.arrays[j];
+      o << (j ? ", " : "") << "{\"param\": " << json_quote(a.param) << ", \"access\": "
+        << json_quote(access_name(a.access)) << ", \"array\": " << a.buffer
+        << ", \"byte_offset\": " << a.byte_offset << ", \"bytes\": " << a.bytes << "}";
+    }
+    o << "], \"deps\": " << shape_json(Shape(n.deps.begin(), n.deps.end())) << "}";
+  }
+  o << "\n  ],\n  \"edges\": [";
+  const auto e = edges();
+  for (std::size_t i = 0; i < e.size(); ++i)
+    o << (i ? ", " : "") << "[" << e[i].first << ", " << e[i].second << "]";
+  o << "],\n  \"results\": [";
+  for (std::size_t i = 0; i < results_.size(); ++i)
+    o << (i ? ", " : "") << "{\"array\": " << results_[i].buffer << ", \"byte_offset\": "
+      << results_[i].byte_offset << ", \"shape\": " << shape_json(results_[i].shape) << "}";
+  o << "]\n}\n";
+  return o.str();
+}
+
+std::string Recording::to_dot() const {
+  std::ostringstream o;
+  o << "digraph eagle {\n  rankdir=TB;\n  node [shape=box, fontname=\"monospace\"];\n";
+  for (const NodeInfo& n : nodes_)
+    o << "  n" << n.id << " [label=" << json_quote(std::to_string(n.id) + ": " + n.label) << "];\n";
+  for (const NodeInfo& n : nodes_) {
+    for (int d : n.deps) {
+      // Label the edge with the arrays that order the two nodes.
+      std::string via;
+      for (const NodeArgInfo& a : n.arrays)
+        for (const NodeArgInfo& b : nodes_[d].arrays)
+          if (a.buffer == b.buffer && via.find(buffers_[a.buffer].label) == std::string::npos)
+            via += (via.empty() ? "" : ", ") + buffers_[a.buffer].label;
+      o << "  n" << d << " -> n" << n.id << " [label=" << json_quote(via) << "];\n";
+    }
+  }
+  o << "}\n";
+  return o.str();
+}
+
+}  // namespace eagle

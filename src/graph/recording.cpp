@@ -1,0 +1,417 @@
+#include "eagle/graph/recording.hpp"
+
+#include <algorithm>
+#include <set>
+
+#include "eagle/core/error.hpp"
+
+namespace eagle {
+
+std::string_view buffer_kind_name(BufferKind kind) {
+  switch (kind) {
+    case BufferKind::internal: return "internal";
+    case BufferKind::param: return "param";
+    case BufferKind::external: return "external";
+  }
+  return "?";
+}
+
+namespace {
+
+std::size_t bytes_of(const Shape& shape, DType dtype) {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return static_cast<std::size_t>(n) * itemsize(dtype);
+}
+
+bool overlaps(int64_t a0, int64_t a1, int64_t b0, int64_t b1) { return a0 < b1 && b0 < a1; }
+
+std::string node_name(const NodeInfo& n) {
+  return "node " + std::to_string(n.id) + " '" + n.label + "'";
+}
+
+}  // namespace
+
+// ---- Value -------------------------------------------------------------------------------
+
+const Shape& Value::shape() const { return rec_->value(*this, "Value::shape").shape; }
+DType Value::dtype() const { return rec_->value(*this, "Value::dtype").dtype; }
+int64_t Value::numel() const {
+  int64_t n = 1;
+  for (int64_t d : shape()) n *= d;
+  return n;
+}
+
+Value Value::slice(int64_t begin, int64_t end) const {
+  const auto& v = rec_->value(*this, "Value::slice");
+  if (v.shape.empty()) throw InvalidArgument("Value::slice: a 0-d value has no rows");
+  if (begin < 0 || end < begin || end > v.shape[0])
+    throw InvalidArgument("Value::slice: range [" + std::to_string(begin) + ", " +
+                          std::to_string(end) + ") must lie within [0, " +
+                          std::to_string(v.shape[0]) + "]");
+  Shape s = v.shape;
+  s[0] = end - begin;
+  const int64_t row_bytes = static_cast<int64_t>(bytes_of(Shape(v.shape.begin() + 1, v.shape.end()), v.dtype));
+  return Value(rec_, rec_->new_value(v.buffer, v.byte_offset + begin * row_bytes, s, v.dtype));
+}
+
+Value Value::reshape(const Shape& shape) const {
+  const auto& v = rec_->value(*this, "Value::reshape");
+  int64_t n = 1;
+  for (int64_t d : shape) {
+    if (d < 0) throw InvalidArgument("Value::reshape: shape " + shape_str(shape) + " has a negative size");
+    n *= d;
+  }
+  if (n != numel())
+    throw InvalidArgument("Value::reshape: " + shape_str(shape) + " holds " + std::to_string(n) +
+                          " elements but the value has " + std::to_string(numel()));
+  return Value(rec_, rec_->new_value(v.buffer, v.byte_offset, shape, v.dtype));
+}
+
+// ---- Recording internals -----------------------------------------------------------------
+
+const Recording::ValueData& Recording::value(const Value& v, const std::string& what) const {
+  if (v.rec_ != this || v.id_ < 0 || v.id_ >= static_cast<int>(values_.size()))
+    throw InvalidArgument(what + ": the value does not belong to this recording");
+  return values_[v.id_];
+}
+
+int Recording::new_buffer(BufferKind kind, const Shape& shape, DType dtype, std::string label) {
+  const int id = static_cast<int>(buffers_.size());
+  buffers_.push_back(BufferInfo{id, std::move(label), kind, shape, dtype, bytes_of(shape, dtype), -1});
+  redirect_.push_back(id);
+  arrays_.emplace_back();
+  return id;
+}
+
+int Recording::new_value(int buffer, int64_t byte_offset, const Shape& shape, DType dtype) {
+  values_.push_back(ValueData{buffer, byte_offset, shape, dtype});
+  return static_cast<int>(values_.size()) - 1;
+}
+
+int Recording::current_buffer(int buffer) const { return redirect_[buffer]; }
+
+// The first write to a param: from here on its accesses go to a private copy that a copy_in
+// node fills from the param. Nodes before this one keep reading the param itself.
+int Recording::shadow_param(int param) {
+  const BufferInfo p = buffers_[param];
+  const int shadow = new_buffer(BufferKind::internal, p.shape, p.dtype, p.label + ".copy");
+  buffers_[shadow].shadow_of = param;
+  NodeInfo copy;
+  copy.kind = NodeKind::copy_in;
+  copy.label = "copy_in " + p.label;
+  copy.kernel = "copy_in";
+  copy.arrays = {{"src", Access::read, param, 0, static_cast<int64_t>(p.bytes), p.shape, p.dtype},
+                 {"dst", Access::write, shadow, 0, static_cast<int64_t>(p.bytes), p.shape, p.dtype}};
+  add_node(std::move(copy), nullptr, KernelImpl{});
+  redirect_[param] = shadow;
+  return shadow;
+}
+
+void Recording::add_node(NodeInfo node, const Kernel* kernel, KernelImpl impl) {
+  node.id = static_cast<int>(nodes_.size());
+  nodes_.push_back(std::move(node));
+  kernels_.push_back(kernel ? std::make_unique<Kernel>(*kernel) : nullptr);
+  impls_.push_back(impl);
+}
+
+// Within one node, a written argument may overlap another only as the very same view of a
+// per-sample kernel (an in-place update); anything else is a race between the kernel's threads.
+void Recording::check_races(const NodeInfo& node, bool per_sample) const {
+  for (std::size_t i = 0; i < node.arrays.size(); ++i) {
+    for (std::size_t j = i + 1; j < node.arrays.size(); ++j) {
+      const NodeArgInfo& a = node.arrays[i];
+      const NodeArgInfo& b = node.arrays[j];
+      if (a.buffer != b.buffer || !(writes(a.access) || writes(b.access))) continue;
+      if (!overlaps(a.byte_offset, a.byte_offset + a.bytes, b.byte_offset, b.byte_offset + b.bytes))
+        continue;
+      const bool same_view = a.byte_offset == b.byte_offset && a.bytes == b.bytes && a.dtype == b.dtype;
+      if (same_view && per_sample) continue;
+      throw RecordError(
+          "race refused: " + node_name(node) + " passes overlapping views of array '" +
+          buffers_[a.buffer].label + "' as '" + a.param + "' (" + std::string(access_name(a.access)) +
+          ") and '" + b.param + "' (" + std::string(access_name(b.access)) + ")" +
+          (same_view ? "; only a per-sample kernel may update an array in place"
+                     : "; a kernel may write in place only over exactly the same view"));
+    }
+  }
+}
+
+
+// Edges from accesses in program order: read-after-write, write-after-read and
+// write-after-write on overlapping byte ranges of the same buffer.
+void Recording::infer_edges() {
+  struct Access_ {
+    int node;
+    int64_t begin, end;
+    bool write;
+  };
+  std::vector<std::vector<Access_>> live(buffers_.size());
+  for (NodeInfo& node : nodes_) {
+    std::set<int> deps;
+    for (const NodeArgInfo& a : node.arrays) {
+      const int64_t begin = a.byte_offset, end = a.byte_offset + a.bytes;
+      for (const Access_& prior : live[a.buffer])
+        if (prior.node != node.id && (prior.write || writes(a.access)) &&
+            overlaps(prior.begin, prior.end, begin, end))
+          deps.insert(prior.node);
+    }
+    for (const NodeArgInfo& a : node.arrays) {
+      auto& list = live[a.buffer];
+      const int64_t begin = a.byte_offset, end = a.byte_offset + a.bytes;
+      if (writes(a.access)) {
+        // Accesses this write covers are ordered before it; later nodes need only this one.
+        list.erase(std::remove_if(list.begin(), list.end(),
+                                  [&](const Access_& p) { return p.begin >= begin && p.end <= end; }),
+                   list.end());
+      }
+      list.push_back({node.id, begin, end, writes(a.access)});
+    }
+    node.deps.assign(deps.begin(), deps.end());
+  }
+}
+
+void Recording::finish() {
+  for (int id : result_values_) {
+    const ValueData& v = values_[id];
+    const int buffer = current_buffer(v.buffer);
+    results_.push_back({"result", Access::read, buffer, v.byte_offset,
+                        static_cast<int64_t>(bytes_of(v.shape, v.dtype)), v.shape, v.dtype});
+  }
+  infer_edges();
+  finished_ = true;
+}
+
+std::vector<std::pair<int, int>> Recording::edges() const {
+  std::vector<std::pair<int, int>> out;
+  for (const NodeInfo& n : nodes_)
+    for (int d : n.deps) out.emplace_back(d, n.id);
+  return out;
+}
+
+int Recording::param_buffer(const std::string& name) const {
+  for (const BufferInfo& b : buffers_)
+    if (b.kind == BufferKind::param && b.label == name) return b.id;
+  return -1;
+}
+
+const Array& Recording::param_initial(int buffer) const { return arrays_.at(buffer); }
+const Array& Recording::external_array(int buffer) const { return arrays_.at(buffer); }
+
+std::shared_ptr<const Recording> Recording::record(const std::function<void(Recorder&)>& body) {
+  std::shared_ptr<Recording> rec(new Recording());
+  Recorder r(rec.get());
+  body(r);
+  rec->finish();
+  return rec;
+}
+
+// ---- Recorder ----------------------------------------------------------------------------
+
+namespace {
+
+void check_open(bool finished) {
+  if (finished)
+    throw InvalidArgument("Recorder: the recording has finished; record calls only inside the "
+                          "function passed to Graph::record");
+}
+
+}  // namespace
+
+// Refuses a caller's array that overlaps another one the recording already holds: the graph
+// could not order accesses made through two different names for the same memory.
+void Recording::check_distinct_memory(const Array& a, const std::string& what) const {
+  const auto [lo, hi] = a.byte_span();
+  for (const BufferInfo& b : buffers_) {
+    const Array& other = arrays_[b.id];
+    if (!other.defined() || other.device() != a.device()) continue;
+    const auto [olo, ohi] = other.byte_span();
+    if (overlaps(static_cast<int64_t>(lo), static_cast<int64_t>(hi), static_cast<int64_t>(olo),
+                 static_cast<int64_t>(ohi)))
+      throw RecordError(what + " overlaps the memory of " + std::string(buffer_kind_name(b.kind)) +
+                        " array '" + b.label +
+                        "'; pass one array and take views of it (Value::slice) instead");
+  }
+}
+
+Value Recorder::param(const std::string& name, const Array& initial) {
+  check_open(rec_->finished_);
+  if (name.empty()) throw InvalidArgument("Recorder::param: name must not be empty");
+  if (rec_->param_buffer(name) >= 0)
+    throw InvalidArgument("Recorder::param: a param named '" + name + "' already exists");
+  if (!initial.defined())
+    throw InvalidArgument("Recorder::param: param '" + name + "' needs a defined array");
+  if (!initial.is_contiguous())
+    throw InvalidArgument("Recorder::param: param '" + name + "' must be contiguous");
+  rec_->check_distinct_memory(initial, "param '" + name + "'");
+  const int b = rec_->new_buffer(BufferKind::param, initial.shape(), initial.dtype(), name);
+  rec_->arrays_[b] = initial;
+  rec_->param_names_.push_back(name);
+  return Value(rec_, rec_->new_value(b, 0, initial.shape(), initial.dtype()));
+}
+
+Value Recorder::empty(const Shape& shape, DType dtype, const std::string& label) {
+  check_open(rec_->finished_);
+  for (int64_t d : shape)
+    if (d < 0) throw InvalidArgument("Recorder::empty: shape " + shape_str(shape) + " has a negative size");
+  const int b = rec_->new_buffer(BufferKind::internal, shape, dtype,
+                                 label.empty() ? "empty#" + std::to_string(rec_->buffers_.size()) : label);
+  return Value(rec_, rec_->new_value(b, 0, shape, dtype));
+}
+
+std::vector<Value> Recorder::call_all(const Kernel& kernel, const std::vector<Arg>& args,
+                                      const CallOptions& options) {
+  check_open(rec_->finished_);
+  const KernelDef& def = kernel.def();
+  const std::string who = "kernel " + def.name;
+  std::vector<Value> inputs;
+  std::vector<Scalar> scalars;
+  for (const Arg& a : args) {
+    if (const Value* v = std::get_if<Value>(&a.get())) {
+      inputs.push_back(*v);
+    } else {
+      scalars.push_back(std::get<Scalar>(a.get()));
+    }
+  }
+  if (static_cast<int>(inputs.size()) != kernel.num_inputs())
+    throw InvalidArgument(who + ": expects " + std::to_string(kernel.num_inputs()) +
+                          " array arguments, got " + std::to_string(inputs.size()));
+  if (scalars.size() != def.scalars.size())
+    throw InvalidArgument(who + ": expects " + std::to_string(def.scalars.size()) +
+                          " scalar arguments, got " + std::to_string(scalars.size()));
+  if (options.buffers.size() > static_cast<std::size_t>(kernel.num_outputs()))
+    throw InvalidArgument(who + ": " + std::to_string(options.buffers.size()) +
+                          " buffers given but the kernel has " + std::to_string(kernel.num_outputs()) +
+                          " outputs");
+  std::vector<ArrayMeta> metas;
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    const auto& v = rec_->value(inputs[i], who + ": array argument " + std::to_string(i));
+    metas.push_back({v.shape, v.dtype});
+  }
+  std::vector<ScalarArg> sargs;
+  for (std::size_t i = 0; i < scalars.size(); ++i) sargs.push_back(scalars[i].as(def.scalars[i].kind));
+  std::vector<ArrayMeta> out_metas = def.infer(metas, sargs);
+  const std::string label = options.label.empty() ? def.name : options.label;
+
+  // Validate every supplied buffer before anything is added, so an error changes nothing.
+  std::vector<std::string> out_names;
+  for (const auto& p : def.arrays)
+    if (!reads(p.access)) out_names.push_back(p.name);
+  for (std::size_t o = 0; o < out_metas.size(); ++o) {
+    const std::string what = who + ": output '" + out_names[o] + "'";
+    const bool free_shape = out_metas[o].shape == Shape{-1};
+    ArrayMeta got;
+    if (o >= options.buffers.size()) {
+      if (free_shape)
+        throw InvalidArgument(what + " has no shape determined by the inputs; supply it with buffer=");
+      continue;
+    }
+    if (const Array* a = std::get_if<Array>(&options.buffers[o])) {
+      if (!a->defined()) throw InvalidArgument(what + ": buffer= array is not defined");
+      if (!a->is_contiguous()) throw InvalidArgument(what + ": buffer= array must be contiguous");
+      got = {a->shape(), a->dtype()};
+    } else {
+      const auto& v = rec_->value(std::get<Value>(options.buffers[o]), what + " buffer=");
+      got = {v.shape, v.dtype};
+    }
+    if (!free_shape && (got.shape != out_metas[o].shape || got.dtype != out_metas[o].dtype))
+      throw InvalidArgument(what + " must be " + std::string(dtype_name(out_metas[o].dtype)) +
+                            shape_str(out_metas[o].shape) + " but buffer= is " +
+                            std::string(dtype_name(got.dtype)) + shape_str(got.shape));
+    out_metas[o] = got;
+  }
+  std::vector<DType> dtypes;
+  {
+    std::size_t in = 0, out = 0;
+    for (const auto& p : def.arrays) dtypes.push_back(reads(p.access) ? metas[in++].dtype : out_metas[out++].dtype);
+  }
+  const KernelImpl impl = def.select(dtypes);  // may decline with NotSupported
+
+  // Resolve output buffers: a caller's array, an existing value, or a new internal buffer.
+  std::vector<int> out_values;
+  for (std::size_t o = 0; o < out_metas.size(); ++o) {
+    if (o < options.buffers.size()) {
+      if (const Array* a = std::get_if<Array>(&options.buffers[o])) {
+        int existing = -1;
+        for (const BufferInfo& b : rec_->buffers_)
+          if (b.kind == BufferKind::external && rec_->arrays_[b.id].data() == a->data() &&
+              rec_->arrays_[b.id].shape() == a->shape() && rec_->arrays_[b.id].dtype() == a->dtype())
+            existing = b.id;
+        if (existing < 0) {
+          rec_->check_distinct_memory(*a, who + ": output '" + out_names[o] + "' buffer=");
+          existing = rec_->new_buffer(BufferKind::external, a->shape(), a->dtype(), label + "." + out_names[o]);
+          rec_->arrays_[existing] = *a;
+        }
+        out_values.push_back(rec_->new_value(existing, 0, a->shape(), a->dtype()));
+      } else {
+        out_values.push_back(std::get<Value>(options.buffers[o]).id());
+      }
+      continue;
+    }
+    const int b = rec_->new_buffer(BufferKind::internal, out_metas[o].shape, out_metas[o].dtype,
+                                   label + "#" + std::to_string(rec_->nodes_.size()) + "." + out_names[o]);
+    out_values.push_back(rec_->new_value(b, 0, out_metas[o].shape, out_metas[o].dtype));
+  }
+
+  // The node's arguments in parameter order. Written params get their private copy first.
+  std::vector<int> arg_values;
+  {
+    std::size_t in = 0, out = 0;
+    for (const auto& p : def.arrays)
+      arg_values.push_back(reads(p.access) ? inputs[in++].id() : out_values[out++]);
+  }
+  NodeInfo node;
+  node.kind = NodeKind::kernel;
+  node.label = label;
+  node.kernel = def.name;
+  node.scalars = sargs;
+  for (std::size_t i = 0; i < def.arrays.size(); ++i) {
+    const auto& v = rec_->values_[arg_values[i]];
+    int buffer = rec_->current_buffer(v.buffer);
+    node.arrays.push_back({def.arrays[i].name, def.arrays[i].access, buffer, v.byte_offset,
+                           static_cast<int64_t>(bytes_of(v.shape, v.dtype)), v.shape, v.dtype});
+  }
+  node.id = static_cast<int>(rec_->nodes_.size());
+  rec_->check_races(node, def.per_sample);
+  for (std::size_t i = 0; i < def.arrays.size(); ++i) {
+    const int b = node.arrays[i].buffer;
+    if (writes(def.arrays[i].access) && rec_->buffers_[b].kind == BufferKind::param) {
+      const int shadow = rec_->shadow_param(b);
+      for (auto& a : node.arrays)
+        if (a.buffer == b) a.buffer = shadow;
+    }
+  }
+  rec_->add_node(std::move(node), &kernel, impl);
+
+  std::vector<Value> results;
+  for (int v : out_values) results.push_back(Value(rec_, v));
+  {
+    std::size_t in = 0;
+    for (const auto& p : def.arrays) {
+      if (!reads(p.access)) continue;
+      if (writes(p.access)) results.push_back(inputs[in]);
+      ++in;
+    }
+  }
+  return results;
+}
+
+Value Recorder::call(const Kernel& kernel, const std::vector<Arg>& args, const CallOptions& options) {
+  int written = 0;
+  for (const auto& p : kernel.def().arrays) written += writes(p.access);
+  if (written != 1)
+    throw InvalidArgument("kernel " + kernel.name() + ": call() needs exactly one output, the kernel writes " +
+                          std::to_string(written) + " arrays; use call_all()");
+  return call_all(kernel, args, options).front();
+}
+
+void Recorder::result(const std::vector<Value>& values) {
+  check_open(rec_->finished_);
+  if (rec_->results_set_) throw InvalidArgument("Recorder::result: the result is already set");
+  for (std::size_t i = 0; i < values.size(); ++i)
+    rec_->value(values[i], "Recorder::result: value " + std::to_string(i));
+  for (const Value& v : values) rec_->result_values_.push_back(v.id());
+  rec_->results_set_ = true;
+}
+
+}  // namespace eagle

@@ -1,0 +1,146 @@
+// Definitions of the standard kernels: parameters, shape rules and implementation choice.
+#include "eagle/kernel/standard.hpp"
+
+#include "eagle/core/error.hpp"
+#include "kernel/standard_impl.hpp"
+
+namespace eagle::kernels {
+
+namespace {
+
+using detail::EwOp;
+using detail::ReduceOp;
+
+std::string arg_name(const std::string& kernel, const std::string& param) {
+  return "kernel " + kernel + ": argument '" + param + "'";
+}
+
+// Every input has the first input's shape and (except `exempt`) dtype; the output is like it.
+std::function<std::vector<ArrayMeta>(const std::vector<ArrayMeta>&, const std::vector<ScalarArg>&)>
+same_shape(std::string kernel, std::vector<std::string> names, int like, int dtype_exempt = -1) {
+  return [=](const std::vector<ArrayMeta>& in, const std::vector<ScalarArg>&) {
+    const ArrayMeta& ref = in[like];
+    for (std::size_t i = 0; i < in.size(); ++i) {
+      if (in[i].shape != ref.shape)
+        throw InvalidArgument(arg_name(kernel, names[i]) + " has shape " + shape_str(in[i].shape) +
+                              " but '" + names[like] + "' has " + shape_str(ref.shape) +
+                              "; elementwise arguments must have the same shape");
+      if (static_cast<int>(i) != dtype_exempt && in[i].dtype != ref.dtype)
+        throw InvalidArgument(arg_name(kernel, names[i]) + " has dtype " +
+                              std::string(dtype_name(in[i].dtype)) + " but '" + names[like] +
+                              "' has " + std::string(dtype_name(ref.dtype)) +
+                              "; elementwise arguments must have the same dtype");
+    }
+    if (dtype_exempt >= 0 && in[dtype_exempt].dtype != DType::boolean &&
+        in[dtype_exempt].dtype != DType::u8)
+      throw InvalidArgument(arg_name(kernel, names[dtype_exempt]) + " must be bool or u8, got " +
+                            std::string(dtype_name(in[dtype_exempt].dtype)));
+    return std::vector<ArrayMeta>{ref};
+  };
+}
+
+[[noreturn]] void decline(const std::string& kernel, DType d, const char* served) {
+  throw NotSupported("kernel " + kernel + ": dtype " + std::string(dtype_name(d)) +
+                     " is not served (serves " + served + ")");
+}
+
+Kernel elementwise(EwOp op, std::string name, std::vector<ArrayParam> arrays,
+                   std::vector<ScalarParam> scalars, int like, int dtype_exempt = -1) {
+  std::vector<std::string> input_names;
+  for (const auto& p : arrays)
+    if (reads(p.access)) input_names.push_back(p.name);
+  KernelDef def;
+  def.name = name;
+  def.arrays = std::move(arrays);
+  def.scalars = std::move(scalars);
+  def.per_sample = true;
+  def.reduces = false;
+  if (op == EwOp::fill) {
+    // The output's shape is the caller's choice: it comes from buffer=.
+    def.infer = [](const std::vector<ArrayMeta>&, const std::vector<ScalarArg>&) {
+      return std::vector<ArrayMeta>{ArrayMeta{{-1}, DType::f32}};
+    };
+  } else {
+    def.infer = same_shape(name, input_names, like, dtype_exempt);
+  }
+  const int out = detail::ew_output_index(op);
+  def.select = [op, name, out](const std::vector<DType>& dtypes) {
+    KernelImpl impl;
+    impl.cpu = detail::cpu_elementwise(op, dtypes[out]);
+    if (!impl.cpu) decline(name, dtypes[out], "f64, f32, f16, bf16, i64, i32");
+    detail::attach_cuda_elementwise(impl, op, dtypes[out]);
+    return impl;
+  };
+  return Kernel(std::move(def));
+}
+
+Kernel reduction(ReduceOp op, std::string name) {
+  KernelDef def;
+  def.name = name;
+  def.arrays = {{"x", Access::read}, {"out", Access::write}};
+  def.per_sample = false;
+  def.reduces = true;
+  def.infer = [](const std::vector<ArrayMeta>& in, const std::vector<ScalarArg>&) {
+    return std::vector<ArrayMeta>{ArrayMeta{{1}, in[0].dtype}};
+  };
+  def.select = [op, name](const std::vector<DType>& dtypes) {
+    KernelImpl impl;
+    impl.cpu = detail::cpu_reduce(op, dtypes[0]);
+    if (!impl.cpu || dtypes[1] != dtypes[0]) decline(name, dtypes[0], "f64, f32, i64, i32");
+    detail::attach_cuda_reduce(impl, op, dtypes[0]);
+    return impl;
+  };
+  return Kernel(std::move(def));
+}
+
+}  // namespace
+
+const Kernel& fill() {
+  static const Kernel k = elementwise(EwOp::fill, "fill", {{"out", Access::write}}, {{"value"}}, 0);
+  return k;
+}
+const Kernel& copy() {
+  static const Kernel k =
+      elementwise(EwOp::copy, "copy", {{"x", Access::read}, {"out", Access::write}}, {}, 0);
+  return k;
+}
+const Kernel& scale() {
+  static const Kernel k = elementwise(
+      EwOp::scale, "scale", {{"x", Access::read}, {"out", Access::write}}, {{"alpha"}}, 0);
+  return k;
+}
+const Kernel& axpy() {
+  static const Kernel k = elementwise(
+      EwOp::axpy, "axpy", {{"x", Access::read}, {"y", Access::read}, {"out", Access::write}},
+      {{"alpha"}}, 0);
+  return k;
+}
+const Kernel& add() {
+  static const Kernel k = elementwise(
+      EwOp::add, "add", {{"a", Access::read}, {"b", Access::read}, {"out", Access::write}}, {}, 0);
+  return k;
+}
+const Kernel& mul() {
+  static const Kernel k = elementwise(
+      EwOp::mul, "mul", {{"a", Access::read}, {"b", Access::read}, {"out", Access::write}}, {}, 0);
+  return k;
+}
+const Kernel& where() {
+  static const Kernel k = elementwise(EwOp::where, "where",
+                                      {{"cond", Access::read},
+                                       {"a", Access::read},
+                                       {"b", Access::read},
+                                       {"out", Access::write}},
+                                      {}, 1, 0);
+  return k;
+}
+const Kernel& sum() {
+  static const Kernel k = reduction(ReduceOp::sum, "sum");
+  return k;
+}
+const Kernel& max() {
+  static const Kernel k = reduction(ReduceOp::max, "max");
+  return k;
+}
+
+}  // namespace eagle::kernels
