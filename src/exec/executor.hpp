@@ -38,6 +38,8 @@ class Executor {
   virtual std::string backend() const = 0;
   virtual std::string schedule() const = 0;
   virtual int native_node_count() const = 0;
+  virtual void* native_graph() const { return nullptr; }
+  virtual void* native_graph_exec() const { return nullptr; }
 };
 
 std::unique_ptr<Executor> make_cpu_executor(const std::vector<PlannedNode>& nodes, int threads);

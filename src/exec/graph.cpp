@@ -153,6 +153,10 @@ int Graph::native_node_count() const {
   if (!built()) not_built("native_node_count");
   return state_->executor->native_node_count();
 }
+void* Graph::native_graph() const { return built() ? state_->executor->native_graph() : nullptr; }
+void* Graph::native_graph_exec() const {
+  return built() ? state_->executor->native_graph_exec() : nullptr;
+}
 std::size_t Graph::allocated_bytes() const { return state_->allocated; }
 int Graph::rebuild_count() const { return state_->rebuilds; }
 

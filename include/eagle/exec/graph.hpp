@@ -46,6 +46,10 @@ class Graph {
   std::string schedule() const;  // what the backend built, in words
   int native_node_count() const;  // nodes in the instantiated CUDA graph / the host schedule
   std::size_t allocated_bytes() const;  // device bytes this graph allocated at build
+  // Interop: the cudaGraph_t and cudaGraphExec_t of a graph built on a GPU (nullptr otherwise).
+  // Valid until the next build() or a rebuilding bind().
+  void* native_graph() const;
+  void* native_graph_exec() const;
 
   // ---- run
   // launch(1), wait, and the results. Nothing is recorded, allocated or compiled here.

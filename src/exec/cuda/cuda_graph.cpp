@@ -55,6 +55,8 @@ class CudaGraphExecutor final : public Executor {
            " nodes (" + std::to_string(kernels_) + " kernel, " + std::to_string(copies_) +
            " memcpy, " + std::to_string(captured_) + " captured child graphs)";
   }
+  void* native_graph() const override { return graph_; }
+  void* native_graph_exec() const override { return exec_; }
   int native_node_count() const override {
     std::size_t n = 0;
     cudaGraphGetNodes(graph_, nullptr, &n);
