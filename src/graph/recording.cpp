@@ -250,6 +250,18 @@ Value Recorder::param(const std::string& name, const Array& initial) {
   return Value(rec_, rec_->new_value(b, 0, initial.shape(), initial.dtype()));
 }
 
+Value Recorder::external(const Array& array, const std::string& label) {
+  check_open(rec_->finished_);
+  if (label.empty()) throw InvalidArgument("Recorder::external: label must not be empty");
+  if (!array.defined()) throw InvalidArgument("Recorder::external: '" + label + "' needs a defined array");
+  if (!array.is_contiguous())
+    throw InvalidArgument("Recorder::external: '" + label + "' must be contiguous");
+  rec_->check_distinct_memory(array, "external array '" + label + "'");
+  const int b = rec_->new_buffer(BufferKind::external, array.shape(), array.dtype(), label);
+  rec_->arrays_[b] = array;
+  return Value(rec_, rec_->new_value(b, 0, array.shape(), array.dtype()));
+}
+
 Value Recorder::empty(const Shape& shape, DType dtype, const std::string& label) {
   check_open(rec_->finished_);
   for (int64_t d : shape)

@@ -108,6 +108,9 @@ class Recorder {
   // A named argument, bound to `initial` until bind() swaps it. The graph never writes it:
   // if any node writes it, the graph writes a private copy filled at the start of each launch.
   Value param(const std::string& name, const Array& initial);
+  // A caller's array that the graph reads and writes directly, every launch (state that
+  // persists across launches: an accumulator, a cache). The caller keeps it alive.
+  Value external(const Array& array, const std::string& label);
   // A new graph-owned array with unspecified contents (use it as a buffer= for fill).
   Value empty(const Shape& shape, DType dtype, const std::string& label = "");
   // Appends a node calling `kernel` on the read and read-write arrays and the scalars, in the
