@@ -13,7 +13,9 @@ using test::random_array;
 class Exec : public test::OnDevice {};
 EAGLE_ON_EVERY_DEVICE(Exec);
 
-std::vector<double> host(const Array& a) { return a.to_vector<double>(); }
+std::vector<double> host(const Array& a) {
+  return a.to_vector<double>();
+}
 
 // y = 2x + 0.5 * (3x) computed as a small DAG with a fork and a join.
 Graph record_axpy_dag(const Array& x0) {
@@ -117,7 +119,8 @@ TEST_P(Exec, BindSwapsTheArgumentWithoutRebuildingKernelNodes) {
 TEST_P(Exec, BindOverACapturedLibraryCallRebuildsAndWarnsOnce) {
   Array x0 = random_array({5000}, DType::f64, device());
   Array x1 = random_array({5000}, DType::f64, device());
-  Graph g = Graph::record([&](Recorder& r) { r.result(r.call(kernels::sum(), {r.param("x", x0)})); });
+  Graph g =
+      Graph::record([&](Recorder& r) { r.result(r.call(kernels::sum(), {r.param("x", x0)})); });
   std::vector<std::string> warnings;
   g.set_warning_handler([&](const std::string& w) { warnings.push_back(w); });
   g.build(device());
@@ -185,11 +188,11 @@ TEST_P(Exec, AllocatesOneArrayPerOutputNotWrittenInPlace) {
   Array ext = random_array(shape, DType::f32, device());
   Graph g = Graph::record([&](Recorder& r) {
     Value x = r.param("x", x0);
-    Value a = r.call(kernels::scale(), {x, 2.0});         // new: 4000 bytes
-    r.call(kernels::scale(), {a, 3.0}, buffer(a));        // in place: nothing
-    Value b = r.call(kernels::add(), {a, x});             // new: 4000 bytes
-    r.call(kernels::add(), {a, b}, buffer(ext));          // the caller's array: nothing
-    r.result(r.call(kernels::sum(), {b}));                // new: 4 bytes
+    Value a = r.call(kernels::scale(), {x, 2.0});   // new: 4000 bytes
+    r.call(kernels::scale(), {a, 3.0}, buffer(a));  // in place: nothing
+    Value b = r.call(kernels::add(), {a, x});       // new: 4000 bytes
+    r.call(kernels::add(), {a, b}, buffer(ext));    // the caller's array: nothing
+    r.result(r.call(kernels::sum(), {b}));          // new: 4 bytes
   });
   const std::size_t hand_written = 4000 + 4000 + 4;
   const std::size_t before = bytes_in_use(device());
@@ -206,7 +209,8 @@ TEST_P(Exec, AllocatesOneArrayPerOutputNotWrittenInPlace) {
 
 TEST_P(Exec, BuildRefusesArraysOnAnotherDeviceAndKernelsWithoutACudaVersion) {
   Array x0 = random_array({16}, DType::f32, Device::cpu());
-  Graph g = Graph::record([&](Recorder& r) { r.result(r.call(test::cpu_only_square(), {r.param("x", x0)})); });
+  Graph g = Graph::record(
+      [&](Recorder& r) { r.result(r.call(test::cpu_only_square(), {r.param("x", x0)})); });
   if (device().is_cpu()) {
     g.build(device());
     std::vector<double> want;
@@ -218,12 +222,14 @@ TEST_P(Exec, BuildRefusesArraysOnAnotherDeviceAndKernelsWithoutACudaVersion) {
     g.build(device());
     FAIL() << "expected InvalidArgument";
   } catch (const InvalidArgument& e) {
-    EXPECT_NE(std::string(e.what()).find("param array 'x' lives on cpu but the graph is being built for cuda:0"),
+    EXPECT_NE(std::string(e.what()).find(
+                  "param array 'x' lives on cpu but the graph is being built for cuda:0"),
               std::string::npos)
         << e.what();
   }
   Array xg = random_array({16}, DType::f32, device());
-  Graph h = Graph::record([&](Recorder& r) { r.result(r.call(test::cpu_only_square(), {r.param("x", xg)})); });
+  Graph h = Graph::record(
+      [&](Recorder& r) { r.result(r.call(test::cpu_only_square(), {r.param("x", xg)})); });
   try {
     h.build(device());
     FAIL() << "expected NotSupported";
@@ -250,7 +256,8 @@ TEST(ExecCpu, BuildingForAnAbsentGpuIsAClearError) {
     g.build(Device::cuda(0));
     FAIL() << "expected InvalidArgument";
   } catch (const InvalidArgument& e) {
-    EXPECT_NE(std::string(e.what()).find("device cuda:0 is not attached"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("device cuda:0 is not attached"), std::string::npos)
+        << e.what();
   }
   g.build(Device::cpu());  // still usable
   EXPECT_CLOSE(host(g()[0]), axpy_dag_reference(host(x0)), 1e-6);

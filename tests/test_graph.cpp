@@ -13,7 +13,9 @@ using kernels::add;
 using kernels::fill;
 using kernels::scale;
 
-Array host_f32(const Shape& shape) { return test::random_array(shape, DType::f32, Device::cpu()); }
+Array host_f32(const Shape& shape) {
+  return test::random_array(shape, DType::f32, Device::cpu());
+}
 
 bool has_edge(const Graph& g, int from, int to) {
   auto e = g.edges();
@@ -42,10 +44,10 @@ TEST(Record, CallsBecomeNodesWithEdgesFromDataFlow) {
 TEST(Record, WriteAfterReadAndWriteAfterWriteAreOrdered) {
   Graph g = Graph::record([&](Recorder& r) {
     Value t = r.empty({16}, DType::f32, "t");
-    r.call(fill(), {1.0}, buffer(t));       // 0 writes t
-    Value u = r.call(scale(), {t, 2.0});    // 1 reads t      (RAW on 0)
-    r.call(fill(), {5.0}, buffer(t));       // 2 writes t     (WAR on 1, WAW on 0)
-    Value v = r.call(add(), {t, u});        // 3 reads t, u   (RAW on 2 and 1)
+    r.call(fill(), {1.0}, buffer(t));     // 0 writes t
+    Value u = r.call(scale(), {t, 2.0});  // 1 reads t      (RAW on 0)
+    r.call(fill(), {5.0}, buffer(t));     // 2 writes t     (WAR on 1, WAW on 0)
+    Value v = r.call(add(), {t, u});      // 3 reads t, u   (RAW on 2 and 1)
     r.result(v);
   });
   EXPECT_TRUE(has_edge(g, 0, 1));
@@ -128,7 +130,8 @@ TEST(Record, CallerArraysThatShareMemoryAreRefused) {
     });
     FAIL() << "expected a RecordError";
   } catch (const RecordError& e) {
-    EXPECT_NE(std::string(e.what()).find("overlaps the memory of param array 'x'"), std::string::npos)
+    EXPECT_NE(std::string(e.what()).find("overlaps the memory of param array 'x'"),
+              std::string::npos)
         << e.what();
   }
 }
@@ -137,8 +140,8 @@ TEST(Record, AWrittenParamGetsAPrivateCopyFilledFirst) {
   Array x0 = host_f32({8});
   Graph g = Graph::record([&](Recorder& r) {
     Value x = r.param("x", x0);
-    Value before = r.call(scale(), {x, 2.0});        // 0 reads the param itself
-    r.call(scale(), {x, 3.0}, buffer(x));            // 1 copy_in, 2 scales the copy in place
+    Value before = r.call(scale(), {x, 2.0});  // 0 reads the param itself
+    r.call(scale(), {x, 3.0}, buffer(x));      // 1 copy_in, 2 scales the copy in place
     r.result({before, x});
   });
   ASSERT_EQ(g.nodes().size(), 3u);
@@ -169,8 +172,9 @@ TEST(Record, ErrorsNameTheArgumentAndTheRule) {
               r.call(add(), {r.param("x", x0), r.param("y", y0)});
             }).find("argument 'b' has shape [4] but 'a' has [8]"),
             std::string::npos);
-  EXPECT_NE(message([&](Recorder& r) { r.call(scale(), {r.param("x", x0)}); })
-                .find("expects 1 scalar arguments, got 0"),
+  EXPECT_NE(message([&](Recorder& r) {
+              r.call(scale(), {r.param("x", x0)});
+            }).find("expects 1 scalar arguments, got 0"),
             std::string::npos);
   EXPECT_NE(message([&](Recorder& r) { r.call(fill(), {1.0}); }).find("supply it with buffer="),
             std::string::npos);
@@ -185,7 +189,8 @@ TEST(Record, ErrorsNameTheArgumentAndTheRule) {
             }).find("a param named 'x' already exists"),
             std::string::npos);
   EXPECT_NE(message([&](Recorder& r) {
-              r.call(kernels::sum(), {r.param("x", test::random_array({8}, DType::f16, Device::cpu()))});
+              r.call(kernels::sum(),
+                     {r.param("x", test::random_array({8}, DType::f16, Device::cpu()))});
             }).find("dtype f16 is not served"),
             std::string::npos);
 }

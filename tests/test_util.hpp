@@ -25,8 +25,10 @@ inline std::string device_name(const ::testing::TestParamInfo<Device>& info) {
   return info.param.is_cpu() ? "cpu" : "cuda";
 }
 
-#define EAGLE_ON_EVERY_DEVICE(Suite) \
-  INSTANTIATE_TEST_SUITE_P(Devices, Suite, ::testing::Values(::eagle::Device::cpu(), ::eagle::Device::cuda(0)), ::eagle::test::device_name)
+#define EAGLE_ON_EVERY_DEVICE(Suite)                                                            \
+  INSTANTIATE_TEST_SUITE_P(Devices, Suite,                                                      \
+                           ::testing::Values(::eagle::Device::cpu(), ::eagle::Device::cuda(0)), \
+                           ::eagle::test::device_name)
 
 // Fresh random values in [lo, hi) from a seed that differs per call (never zeros).
 inline std::vector<double> random_values(std::size_t n, double lo = -1.0, double hi = 1.0) {
@@ -44,10 +46,14 @@ inline Array random_array(const Shape& shape, DType dtype, Device device, double
   for (int64_t d : shape) n *= d;
   auto v = random_values(static_cast<std::size_t>(n), lo, hi);
   switch (dtype) {
-    case DType::f64: return Array::from(v, shape, device);
-    case DType::f32: return Array::from(std::vector<float>(v.begin(), v.end()), shape, device);
-    case DType::f16: return Array::from(std::vector<half>(v.begin(), v.end()), shape, device);
-    case DType::bf16: return Array::from(std::vector<bfloat16>(v.begin(), v.end()), shape, device);
+    case DType::f64:
+      return Array::from(v, shape, device);
+    case DType::f32:
+      return Array::from(std::vector<float>(v.begin(), v.end()), shape, device);
+    case DType::f16:
+      return Array::from(std::vector<half>(v.begin(), v.end()), shape, device);
+    case DType::bf16:
+      return Array::from(std::vector<bfloat16>(v.begin(), v.end()), shape, device);
     case DType::i64: {
       std::vector<int64_t> w;
       for (double x : v) w.push_back(static_cast<int64_t>(x * 100));
@@ -72,13 +78,27 @@ inline void poison(const Array& a) {
                         is_floating(a.dtype()) ? std::nan("") : -123456789.0);
   Array host;
   switch (a.dtype()) {
-    case DType::f64: host = Array::from(v, a.shape(), Device::cpu()); break;
-    case DType::f32: host = Array::from(std::vector<float>(v.begin(), v.end()), a.shape(), Device::cpu()); break;
-    case DType::f16: host = Array::from(std::vector<half>(v.begin(), v.end()), a.shape(), Device::cpu()); break;
-    case DType::bf16: host = Array::from(std::vector<bfloat16>(v.begin(), v.end()), a.shape(), Device::cpu()); break;
-    case DType::i64: host = Array::from(std::vector<int64_t>(v.begin(), v.end()), a.shape(), Device::cpu()); break;
-    case DType::i32: host = Array::from(std::vector<int32_t>(v.begin(), v.end()), a.shape(), Device::cpu()); break;
-    default: host = Array::from(std::vector<uint8_t>(v.size(), 0xAB), a.shape(), Device::cpu()); break;
+    case DType::f64:
+      host = Array::from(v, a.shape(), Device::cpu());
+      break;
+    case DType::f32:
+      host = Array::from(std::vector<float>(v.begin(), v.end()), a.shape(), Device::cpu());
+      break;
+    case DType::f16:
+      host = Array::from(std::vector<half>(v.begin(), v.end()), a.shape(), Device::cpu());
+      break;
+    case DType::bf16:
+      host = Array::from(std::vector<bfloat16>(v.begin(), v.end()), a.shape(), Device::cpu());
+      break;
+    case DType::i64:
+      host = Array::from(std::vector<int64_t>(v.begin(), v.end()), a.shape(), Device::cpu());
+      break;
+    case DType::i32:
+      host = Array::from(std::vector<int32_t>(v.begin(), v.end()), a.shape(), Device::cpu());
+      break;
+    default:
+      host = Array::from(std::vector<uint8_t>(v.size(), 0xAB), a.shape(), Device::cpu());
+      break;
   }
   a.copy_from(host);
 }
@@ -97,17 +117,22 @@ inline double rel_error(const std::vector<double>& got, const std::vector<double
 // Tolerances from the method: f32 far under 1e-3; 16-bit formats between 1e-3 and 1e-2.
 inline double tolerance(DType d) {
   switch (d) {
-    case DType::f64: return 1e-12;
-    case DType::f32: return 1e-6;
-    case DType::f16: return 2e-3;
-    case DType::bf16: return 1e-2;
-    default: return 0;
+    case DType::f64:
+      return 1e-12;
+    case DType::f32:
+      return 1e-6;
+    case DType::f16:
+      return 2e-3;
+    case DType::bf16:
+      return 1e-2;
+    default:
+      return 0;
   }
 }
 
-#define EXPECT_CLOSE(got, want, tol)                                   \
-  do {                                                                 \
-    const double eagle_err_ = ::eagle::test::rel_error((got), (want)); \
+#define EXPECT_CLOSE(got, want, tol)                                                       \
+  do {                                                                                     \
+    const double eagle_err_ = ::eagle::test::rel_error((got), (want));                     \
     EXPECT_TRUE(eagle_err_ <= (tol)) << "relative error " << eagle_err_ << " > " << (tol); \
   } while (0)
 

@@ -7,9 +7,13 @@ namespace eagle::test {
 
 namespace {
 
-void count_cpu(const KernelArgs& a, const ThreadTeam&) { ++*static_cast<uint32_t*>(a.arrays[0].data); }
+void count_cpu(const KernelArgs& a, const ThreadTeam&) {
+  ++*static_cast<uint32_t*>(a.arrays[0].data);
+}
 
-CudaLaunchShape one_thread(const KernelArgs&, const DeviceProperties&) { return {}; }
+CudaLaunchShape one_thread(const KernelArgs&, const DeviceProperties&) {
+  return {};
+}
 
 void square_cpu(const KernelArgs& a, const ThreadTeam& team) {
   const float* x = static_cast<const float*>(a.arrays[0].data);

@@ -1,5 +1,7 @@
 #include "testing_kernels.hpp"
 
 namespace eagle::test {
-const void* count_cuda_function() { return nullptr; }
+const void* count_cuda_function() {
+  return nullptr;
+}
 }  // namespace eagle::test

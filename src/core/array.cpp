@@ -30,7 +30,9 @@ void check_cuda_device(Device d, const char* what) {
 
 }  // namespace
 
-std::size_t bytes_in_use(Device device) { return counter(device).load(); }
+std::size_t bytes_in_use(Device device) {
+  return counter(device).load();
+}
 
 Storage::Storage(Device device, void* data, std::size_t bytes, bool owning,
                  std::shared_ptr<void> keep)
@@ -95,8 +97,8 @@ std::string shape_str(const Shape& shape) {
 static void check_shape(const Shape& shape, const char* what) {
   for (std::size_t i = 0; i < shape.size(); ++i)
     if (shape[i] < 0)
-      throw InvalidArgument(std::string(what) + ": shape " + shape_str(shape) + " has negative size in dim " +
-                            std::to_string(i));
+      throw InvalidArgument(std::string(what) + ": shape " + shape_str(shape) +
+                            " has negative size in dim " + std::to_string(i));
 }
 
 Array Array::empty(const Shape& shape, DType dtype, Device device) {
@@ -143,7 +145,9 @@ Array Array::on_storage(std::shared_ptr<Storage> storage, const Shape& shape, DT
   return a;
 }
 
-Device Array::device() const { return storage_ ? storage_->device() : Device::cpu(); }
+Device Array::device() const {
+  return storage_ ? storage_->device() : Device::cpu();
+}
 
 int64_t Array::numel() const {
   int64_t n = 1;
@@ -151,8 +155,12 @@ int64_t Array::numel() const {
   return n;
 }
 
-bool Array::is_contiguous() const { return numel() <= 1 || strides_ == contiguous_strides(shape_); }
-bool Array::owning() const { return storage_ && storage_->owning(); }
+bool Array::is_contiguous() const {
+  return numel() <= 1 || strides_ == contiguous_strides(shape_);
+}
+bool Array::owning() const {
+  return storage_ && storage_->owning();
+}
 
 void* Array::data() const {
   if (!storage_) return nullptr;
@@ -264,10 +272,10 @@ Array Array::to(Device device) const {
   auto [lo, hi] = byte_span();
   const std::size_t span = hi - lo;
   std::vector<char> host_span(span);
-  Array span_src = Array::wrap(reinterpret_cast<void*>(lo), {static_cast<int64_t>(span)},
-                               DType::u8, this->device());
-  Array span_dst = Array::wrap(host_span.data(), {static_cast<int64_t>(span)}, DType::u8,
-                               Device::cpu());
+  Array span_src = Array::wrap(reinterpret_cast<void*>(lo), {static_cast<int64_t>(span)}, DType::u8,
+                               this->device());
+  Array span_dst =
+      Array::wrap(host_span.data(), {static_cast<int64_t>(span)}, DType::u8, Device::cpu());
   span_dst.copy_from(span_src);
   const char* base = host_span.data() + (reinterpret_cast<uintptr_t>(data()) - lo);
   if (device.is_cpu()) {
@@ -296,15 +304,24 @@ To convert(From v) {
 template <class F>
 void visit_dtype(DType d, F&& f) {
   switch (d) {
-    case DType::f64: return f(double{});
-    case DType::f32: return f(float{});
-    case DType::f16: return f(half{});
-    case DType::bf16: return f(bfloat16{});
-    case DType::i64: return f(int64_t{});
-    case DType::i32: return f(int32_t{});
-    case DType::u32: return f(uint32_t{});
-    case DType::u8: return f(uint8_t{});
-    case DType::boolean: return f(bool{});
+    case DType::f64:
+      return f(double{});
+    case DType::f32:
+      return f(float{});
+    case DType::f16:
+      return f(half{});
+    case DType::bf16:
+      return f(bfloat16{});
+    case DType::i64:
+      return f(int64_t{});
+    case DType::i32:
+      return f(int32_t{});
+    case DType::u32:
+      return f(uint32_t{});
+    case DType::u8:
+      return f(uint8_t{});
+    case DType::boolean:
+      return f(bool{});
   }
 }
 
@@ -316,9 +333,8 @@ Array Array::from(const std::vector<T>& values, const Shape& shape, Device devic
   int64_t n = 1;
   for (int64_t d : shape) n *= d;
   if (n != static_cast<int64_t>(values.size()))
-    throw InvalidArgument("Array::from: shape " + shape_str(shape) + " holds " +
-                          std::to_string(n) + " elements but values has " +
-                          std::to_string(values.size()));
+    throw InvalidArgument("Array::from: shape " + shape_str(shape) + " holds " + std::to_string(n) +
+                          " elements but values has " + std::to_string(values.size()));
   Array out = Array::empty(shape, dtype_of<T>, device);
   if constexpr (std::is_same_v<T, bool>) {
     std::vector<uint8_t> bytes(values.begin(), values.end());
@@ -341,8 +357,8 @@ std::vector<T> Array::to_vector() const {
   return out;
 }
 
-#define EAGLE_ARRAY_INSTANTIATE(T)                                                     \
-  template Array Array::from<T>(const std::vector<T>&, const Shape&, Device);          \
+#define EAGLE_ARRAY_INSTANTIATE(T)                                            \
+  template Array Array::from<T>(const std::vector<T>&, const Shape&, Device); \
   template std::vector<T> Array::to_vector<T>() const;
 EAGLE_ARRAY_INSTANTIATE(double)
 EAGLE_ARRAY_INSTANTIATE(float)

@@ -44,7 +44,9 @@ int cuda_device_count() {
 #endif
 }
 
-bool cuda_available() { return cuda_device_count() > 0; }
+bool cuda_available() {
+  return cuda_device_count() > 0;
+}
 
 DeviceProperties DeviceProperties::query(Device device) {
   DeviceProperties p;
@@ -55,9 +57,8 @@ DeviceProperties DeviceProperties::query(Device device) {
     return p;
   }
   if (device.ordinal() >= cuda_device_count())
-    throw InvalidArgument("DeviceProperties::query: device " + device.str() +
-                          " is not attached (" + std::to_string(cuda_device_count()) +
-                          " CUDA devices)");
+    throw InvalidArgument("DeviceProperties::query: device " + device.str() + " is not attached (" +
+                          std::to_string(cuda_device_count()) + " CUDA devices)");
 #ifdef EAGLE_HAVE_CUDA
   cudaDeviceProp prop{};
   EAGLE_CUDA_CHECK(cudaGetDeviceProperties(&prop, device.ordinal()));
@@ -80,10 +81,11 @@ std::string DeviceProperties::to_json() const {
   auto num = [](int64_t v) { return std::to_string(v); };
   return "{\"device\": " + json_quote(device) + ", \"name\": " + json_quote(name) +
          ", \"sm\": " + num(sm) + ", \"multiprocessors\": " + num(multiprocessors) +
-         ", \"l2_bytes\": " + num(l2_bytes) + ", \"shared_mem_per_block\": " +
-         num(shared_mem_per_block) + ", \"shared_mem_per_block_optin\": " +
-         num(shared_mem_per_block_optin) + ", \"shared_mem_per_multiprocessor\": " +
-         num(shared_mem_per_multiprocessor) + ", \"total_memory\": " + num(total_memory) +
+         ", \"l2_bytes\": " + num(l2_bytes) +
+         ", \"shared_mem_per_block\": " + num(shared_mem_per_block) +
+         ", \"shared_mem_per_block_optin\": " + num(shared_mem_per_block_optin) +
+         ", \"shared_mem_per_multiprocessor\": " + num(shared_mem_per_multiprocessor) +
+         ", \"total_memory\": " + num(total_memory) +
          ", \"max_threads_per_block\": " + num(max_threads_per_block) +
          ", \"warp_size\": " + num(warp_size) + "}";
 }

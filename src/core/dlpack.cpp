@@ -15,9 +15,9 @@ struct DTypeCode {
   uint8_t bits;
 };
 constexpr DTypeCode kCodes[] = {
-    {DType::f64, kDLFloat, 64}, {DType::f32, kDLFloat, 32}, {DType::f16, kDLFloat, 16},
-    {DType::bf16, kDLBfloat, 16}, {DType::i64, kDLInt, 64}, {DType::i32, kDLInt, 32},
-    {DType::u32, kDLUInt, 32},  {DType::u8, kDLUInt, 8},    {DType::boolean, kDLBool, 8},
+    {DType::f64, kDLFloat, 64},   {DType::f32, kDLFloat, 32}, {DType::f16, kDLFloat, 16},
+    {DType::bf16, kDLBfloat, 16}, {DType::i64, kDLInt, 64},   {DType::i32, kDLInt, 32},
+    {DType::u32, kDLUInt, 32},    {DType::u8, kDLUInt, 8},    {DType::boolean, kDLBool, 8},
 };
 
 // What an exported tensor owns: the array (keeps the memory alive) and the shape/stride arrays.
@@ -61,11 +61,13 @@ DLManagedTensorVersioned* to_dlpack(const Array& array) {
 Array from_dlpack(DLManagedTensorVersioned* tensor) {
   if (!tensor) throw InvalidArgument("from_dlpack: tensor must not be null");
   if (tensor->version.major != DLPACK_MAJOR_VERSION)
-    throw InvalidArgument("from_dlpack: DLPack major version " + std::to_string(tensor->version.major) +
+    throw InvalidArgument("from_dlpack: DLPack major version " +
+                          std::to_string(tensor->version.major) +
                           " is not supported (eagle reads major version 1)");
   const DLTensor& t = tensor->dl_tensor;
   if (t.dtype.lanes != 1)
-    throw InvalidArgument("from_dlpack: dtype lanes must be 1, got " + std::to_string(t.dtype.lanes));
+    throw InvalidArgument("from_dlpack: dtype lanes must be 1, got " +
+                          std::to_string(t.dtype.lanes));
   const DTypeCode* code = nullptr;
   for (const auto& c : kCodes)
     if (c.code == t.dtype.code && c.bits == t.dtype.bits) code = &c;

@@ -15,16 +15,26 @@ struct DTypeInfo {
   bool floating;
 };
 constexpr DTypeInfo kInfo[] = {
-    {DType::f64, "f64", 8, true},  {DType::f32, "f32", 4, true},  {DType::f16, "f16", 2, true},
-    {DType::bf16, "bf16", 2, true}, {DType::i64, "i64", 8, false}, {DType::i32, "i32", 4, false},
-    {DType::u32, "u32", 4, false}, {DType::u8, "u8", 1, false},   {DType::boolean, "bool", 1, false},
+    {DType::f64, "f64", 8, true},       {DType::f32, "f32", 4, true},
+    {DType::f16, "f16", 2, true},       {DType::bf16, "bf16", 2, true},
+    {DType::i64, "i64", 8, false},      {DType::i32, "i32", 4, false},
+    {DType::u32, "u32", 4, false},      {DType::u8, "u8", 1, false},
+    {DType::boolean, "bool", 1, false},
 };
-const DTypeInfo& info(DType d) { return kInfo[static_cast<int>(d)]; }
+const DTypeInfo& info(DType d) {
+  return kInfo[static_cast<int>(d)];
+}
 }  // namespace
 
-std::size_t itemsize(DType dtype) { return info(dtype).size; }
-std::string_view dtype_name(DType dtype) { return info(dtype).name; }
-bool is_floating(DType dtype) { return info(dtype).floating; }
+std::size_t itemsize(DType dtype) {
+  return info(dtype).size;
+}
+std::string_view dtype_name(DType dtype) {
+  return info(dtype).name;
+}
+bool is_floating(DType dtype) {
+  return info(dtype).floating;
+}
 
 DType dtype_from_name(std::string_view name) {
   for (const auto& i : kInfo)

@@ -28,7 +28,8 @@ Stream::~Stream() {
 #endif
 }
 
-Stream::Stream(Stream&& o) noexcept : device_(o.device_), handle_(std::exchange(o.handle_, nullptr)) {}
+Stream::Stream(Stream&& o) noexcept
+    : device_(o.device_), handle_(std::exchange(o.handle_, nullptr)) {}
 
 Stream& Stream::operator=(Stream&& o) noexcept {
   if (this != &o) {

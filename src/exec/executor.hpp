@@ -11,7 +11,7 @@
 namespace eagle {
 class Stream;
 class ThreadTeam;
-}
+}  // namespace eagle
 
 namespace eagle::detail {
 

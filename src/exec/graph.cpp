@@ -25,7 +25,8 @@ struct Graph::State {
   };
 };
 
-Graph::Graph(std::shared_ptr<const Recording> rec) : rec_(std::move(rec)), state_(std::make_unique<State>()) {}
+Graph::Graph(std::shared_ptr<const Recording> rec)
+    : rec_(std::move(rec)), state_(std::make_unique<State>()) {}
 Graph::Graph(Graph&&) noexcept = default;
 Graph& Graph::operator=(Graph&&) noexcept = default;
 Graph::~Graph() {
@@ -39,18 +40,24 @@ Graph::~Graph() {
   }
 }
 
-Graph Graph::record(const std::function<void(Recorder&)>& body) { return Graph(Recording::record(body)); }
+Graph Graph::record(const std::function<void(Recorder&)>& body) {
+  return Graph(Recording::record(body));
+}
 
 namespace {
 
 [[noreturn]] void not_built(const char* what) {
-  throw InvalidArgument(std::string("Graph::") + what + ": the graph is not built; call build() first");
+  throw InvalidArgument(std::string("Graph::") + what +
+                        ": the graph is not built; call build() first");
 }
 
-char* at(const Array& buffer, int64_t byte_offset) { return static_cast<char*>(buffer.data()) + byte_offset; }
+char* at(const Array& buffer, int64_t byte_offset) {
+  return static_cast<char*>(buffer.data()) + byte_offset;
+}
 
 // Fills the planned form of recorded node `n` from the buffers' current memory.
-void plan_node(const Recording& rec, int i, const std::vector<Array>& buffers, detail::PlannedNode& out) {
+void plan_node(const Recording& rec, int i, const std::vector<Array>& buffers,
+               detail::PlannedNode& out) {
   const NodeInfo& n = rec.nodes()[i];
   out.label = n.label;
   out.deps = n.deps;
@@ -66,7 +73,8 @@ void plan_node(const Recording& rec, int i, const std::vector<Array>& buffers, d
   out.args.num_scalars = static_cast<int32_t>(n.scalars.size());
   for (std::size_t a = 0; a < n.arrays.size(); ++a) {
     const NodeArgInfo& arg = n.arrays[a];
-    out.args.arrays[a] = make_array_arg(at(buffers[arg.buffer], arg.byte_offset), arg.shape, arg.dtype);
+    out.args.arrays[a] =
+        make_array_arg(at(buffers[arg.buffer], arg.byte_offset), arg.shape, arg.dtype);
   }
   for (std::size_t s = 0; s < n.scalars.size(); ++s) out.args.scalars[s] = n.scalars[s];
 }
@@ -136,29 +144,45 @@ void Graph::build(Device device, const BuildOptions& options) {
     }
   }
   for (const NodeArgInfo& r : rec_->results())
-    next->results.push_back(Array::on_storage(next->buffers[r.buffer].storage(), r.shape, r.dtype,
-                                              next->buffers[r.buffer].byte_offset() + r.byte_offset));
+    next->results.push_back(
+        Array::on_storage(next->buffers[r.buffer].storage(), r.shape, r.dtype,
+                          next->buffers[r.buffer].byte_offset() + r.byte_offset));
   next->stream.emplace(device);
-  next->executor = device.is_cuda() ? detail::make_cuda_executor(next->planned, device, *next->stream)
-                                    : detail::make_cpu_executor(next->planned, options.threads);
+  next->executor = device.is_cuda()
+                       ? detail::make_cuda_executor(next->planned, device, *next->stream)
+                       : detail::make_cpu_executor(next->planned, options.threads);
   if (state_->executor) state_->executor->synchronize();
   state_ = std::move(next);
 }
 
-bool Graph::built() const { return state_->executor != nullptr; }
-Device Graph::device() const { return state_->device; }
-std::string Graph::backend() const { return built() ? state_->executor->backend() : ""; }
-std::string Graph::schedule() const { return built() ? state_->executor->schedule() : ""; }
+bool Graph::built() const {
+  return state_->executor != nullptr;
+}
+Device Graph::device() const {
+  return state_->device;
+}
+std::string Graph::backend() const {
+  return built() ? state_->executor->backend() : "";
+}
+std::string Graph::schedule() const {
+  return built() ? state_->executor->schedule() : "";
+}
 int Graph::native_node_count() const {
   if (!built()) not_built("native_node_count");
   return state_->executor->native_node_count();
 }
-void* Graph::native_graph() const { return built() ? state_->executor->native_graph() : nullptr; }
+void* Graph::native_graph() const {
+  return built() ? state_->executor->native_graph() : nullptr;
+}
 void* Graph::native_graph_exec() const {
   return built() ? state_->executor->native_graph_exec() : nullptr;
 }
-std::size_t Graph::allocated_bytes() const { return state_->allocated; }
-int Graph::rebuild_count() const { return state_->rebuilds; }
+std::size_t Graph::allocated_bytes() const {
+  return state_->allocated;
+}
+int Graph::rebuild_count() const {
+  return state_->rebuilds;
+}
 
 void Graph::set_warning_handler(std::function<void(const std::string&)> handler) {
   state_->warn = handler ? std::move(handler) : [](const std::string&) {};
@@ -180,7 +204,9 @@ void Graph::synchronize() {
   state_->executor->synchronize();
 }
 
-const std::vector<Array>& Graph::operator()() { return (*this)(1); }
+const std::vector<Array>& Graph::operator()() {
+  return (*this)(1);
+}
 
 const std::vector<Array>& Graph::operator()(int n) {
   launch(n);
@@ -198,13 +224,15 @@ void Graph::bind(const std::string& name, const Array& array) {
   if (b < 0) {
     std::string known;
     for (const auto& p : rec_->param_names()) known += (known.empty() ? "" : ", ") + p;
-    throw InvalidArgument("Graph::bind: no param named '" + name + "' (params: " +
-                          (known.empty() ? "none" : known) + ")");
+    throw InvalidArgument("Graph::bind: no param named '" + name +
+                          "' (params: " + (known.empty() ? "none" : known) + ")");
   }
-  const Array& old = built() && state_->buffers[b].defined() ? state_->buffers[b] : rec_->param_initial(b);
+  const Array& old =
+      built() && state_->buffers[b].defined() ? state_->buffers[b] : rec_->param_initial(b);
   const std::string who = "Graph::bind('" + name + "')";
   if (!array.defined()) throw InvalidArgument(who + ": the array is not defined");
-  if (array.shape() != old.shape() || array.dtype() != old.dtype() || array.device() != old.device())
+  if (array.shape() != old.shape() || array.dtype() != old.dtype() ||
+      array.device() != old.device())
     throw InvalidArgument(who + ": the new array is " + array.describe() + " but the param is " +
                           old.describe() + "; shape, dtype and device must stay the same");
   if (!array.is_contiguous()) throw InvalidArgument(who + ": the new array must be contiguous");
@@ -242,7 +270,8 @@ void Graph::bind(const std::string& name, const Array& array) {
   ++s.rebuilds;
   if (!s.warned_rebuild) {
     s.warned_rebuild = true;
-    s.warn("Graph::bind('" + name + "'): a node holding the array cannot be patched (a captured "
+    s.warn("Graph::bind('" + name +
+           "'): a node holding the array cannot be patched (a captured "
            "library call); the graph was rebuilt. Further rebuilds of this graph are silent.");
   }
 }

@@ -21,14 +21,15 @@ std::string shape_json(const Shape& s) {
 std::string Recording::to_json() const {
   std::ostringstream o;
   o << "{\n  \"params\": [";
-  for (std::size_t i = 0; i < param_names_.size(); ++i) o << (i ? ", " : "") << json_quote(param_names_[i]);
+  for (std::size_t i = 0; i < param_names_.size(); ++i)
+    o << (i ? ", " : "") << json_quote(param_names_[i]);
   o << "],\n  \"arrays\": [";
   for (std::size_t i = 0; i < buffers_.size(); ++i) {
     const BufferInfo& b = buffers_[i];
     o << (i ? "," : "") << "\n    {\"id\": " << b.id << ", \"label\": " << json_quote(b.label)
-      << ", \"kind\": " << json_quote(buffer_kind_name(b.kind)) << ", \"dtype\": "
-      << json_quote(dtype_name(b.dtype)) << ", \"shape\": " << shape_json(b.shape)
-      << ", \"bytes\": " << b.bytes;
+      << ", \"kind\": " << json_quote(buffer_kind_name(b.kind))
+      << ", \"dtype\": " << json_quote(dtype_name(b.dtype))
+      << ", \"shape\": " << shape_json(b.shape) << ", \"bytes\": " << b.bytes;
     if (b.shadow_of >= 0) o << ", \"copy_of\": " << b.shadow_of;
     o << "}";
   }
@@ -39,8 +40,8 @@ std::string Recording::to_json() const {
       << ", \"kernel\": " << json_quote(n.kernel) << ", \"args\": [";
     for (std::size_t j = 0; j < n.arrays.size(); ++j) {
       const NodeArgInfo& a = n.arrays[j];
-      o << (j ? ", " : "") << "{\"param\": " << json_quote(a.param) << ", \"access\": "
-        << json_quote(access_name(a.access)) << ", \"array\": " << a.buffer
+      o << (j ? ", " : "") << "{\"param\": " << json_quote(a.param)
+        << ", \"access\": " << json_quote(access_name(a.access)) << ", \"array\": " << a.buffer
         << ", \"byte_offset\": " << a.byte_offset << ", \"bytes\": " << a.bytes << "}";
     }
     o << "], \"deps\": " << shape_json(Shape(n.deps.begin(), n.deps.end())) << "}";
@@ -51,8 +52,9 @@ std::string Recording::to_json() const {
     o << (i ? ", " : "") << "[" << e[i].first << ", " << e[i].second << "]";
   o << "],\n  \"results\": [";
   for (std::size_t i = 0; i < results_.size(); ++i)
-    o << (i ? ", " : "") << "{\"array\": " << results_[i].buffer << ", \"byte_offset\": "
-      << results_[i].byte_offset << ", \"shape\": " << shape_json(results_[i].shape) << "}";
+    o << (i ? ", " : "") << "{\"array\": " << results_[i].buffer
+      << ", \"byte_offset\": " << results_[i].byte_offset
+      << ", \"shape\": " << shape_json(results_[i].shape) << "}";
   o << "]\n}\n";
   return o.str();
 }

@@ -9,9 +9,12 @@ namespace eagle {
 
 std::string_view buffer_kind_name(BufferKind kind) {
   switch (kind) {
-    case BufferKind::internal: return "internal";
-    case BufferKind::param: return "param";
-    case BufferKind::external: return "external";
+    case BufferKind::internal:
+      return "internal";
+    case BufferKind::param:
+      return "param";
+    case BufferKind::external:
+      return "external";
   }
   return "?";
 }
@@ -24,7 +27,9 @@ std::size_t bytes_of(const Shape& shape, DType dtype) {
   return static_cast<std::size_t>(n) * itemsize(dtype);
 }
 
-bool overlaps(int64_t a0, int64_t a1, int64_t b0, int64_t b1) { return a0 < b1 && b0 < a1; }
+bool overlaps(int64_t a0, int64_t a1, int64_t b0, int64_t b1) {
+  return a0 < b1 && b0 < a1;
+}
 
 std::string node_name(const NodeInfo& n) {
   return "node " + std::to_string(n.id) + " '" + n.label + "'";
@@ -34,8 +39,12 @@ std::string node_name(const NodeInfo& n) {
 
 // ---- Value -------------------------------------------------------------------------------
 
-const Shape& Value::shape() const { return rec_->value(*this, "Value::shape").shape; }
-DType Value::dtype() const { return rec_->value(*this, "Value::dtype").dtype; }
+const Shape& Value::shape() const {
+  return rec_->value(*this, "Value::shape").shape;
+}
+DType Value::dtype() const {
+  return rec_->value(*this, "Value::dtype").dtype;
+}
 int64_t Value::numel() const {
   int64_t n = 1;
   for (int64_t d : shape()) n *= d;
@@ -51,7 +60,8 @@ Value Value::slice(int64_t begin, int64_t end) const {
                           std::to_string(v.shape[0]) + "]");
   Shape s = v.shape;
   s[0] = end - begin;
-  const int64_t row_bytes = static_cast<int64_t>(bytes_of(Shape(v.shape.begin() + 1, v.shape.end()), v.dtype));
+  const int64_t row_bytes =
+      static_cast<int64_t>(bytes_of(Shape(v.shape.begin() + 1, v.shape.end()), v.dtype));
   return Value(rec_, rec_->new_value(v.buffer, v.byte_offset + begin * row_bytes, s, v.dtype));
 }
 
@@ -59,7 +69,8 @@ Value Value::reshape(const Shape& shape) const {
   const auto& v = rec_->value(*this, "Value::reshape");
   int64_t n = 1;
   for (int64_t d : shape) {
-    if (d < 0) throw InvalidArgument("Value::reshape: shape " + shape_str(shape) + " has a negative size");
+    if (d < 0)
+      throw InvalidArgument("Value::reshape: shape " + shape_str(shape) + " has a negative size");
     n *= d;
   }
   if (n != numel())
@@ -78,7 +89,8 @@ const Recording::ValueData& Recording::value(const Value& v, const std::string& 
 
 int Recording::new_buffer(BufferKind kind, const Shape& shape, DType dtype, std::string label) {
   const int id = static_cast<int>(buffers_.size());
-  buffers_.push_back(BufferInfo{id, std::move(label), kind, shape, dtype, bytes_of(shape, dtype), -1});
+  buffers_.push_back(
+      BufferInfo{id, std::move(label), kind, shape, dtype, bytes_of(shape, dtype), -1});
   redirect_.push_back(id);
   arrays_.emplace_back();
   return id;
@@ -89,7 +101,9 @@ int Recording::new_value(int buffer, int64_t byte_offset, const Shape& shape, DT
   return static_cast<int>(values_.size()) - 1;
 }
 
-int Recording::current_buffer(int buffer) const { return redirect_[buffer]; }
+int Recording::current_buffer(int buffer) const {
+  return redirect_[buffer];
+}
 
 // The first write to a param: from here on its accesses go to a private copy that a copy_in
 // node fills from the param. Nodes before this one keep reading the param itself.
@@ -101,8 +115,9 @@ int Recording::shadow_param(int param) {
   copy.kind = NodeKind::copy_in;
   copy.label = "copy_in " + p.label;
   copy.kernel = "copy_in";
-  copy.arrays = {{"src", Access::read, param, 0, static_cast<int64_t>(p.bytes), p.shape, p.dtype},
-                 {"dst", Access::write, shadow, 0, static_cast<int64_t>(p.bytes), p.shape, p.dtype}};
+  copy.arrays = {
+      {"src", Access::read, param, 0, static_cast<int64_t>(p.bytes), p.shape, p.dtype},
+      {"dst", Access::write, shadow, 0, static_cast<int64_t>(p.bytes), p.shape, p.dtype}};
   add_node(std::move(copy), nullptr, KernelImpl{});
   redirect_[param] = shadow;
   return shadow;
@@ -125,18 +140,19 @@ void Recording::check_races(const NodeInfo& node, bool per_sample) const {
       if (a.buffer != b.buffer || !(writes(a.access) || writes(b.access))) continue;
       if (!overlaps(a.byte_offset, a.byte_offset + a.bytes, b.byte_offset, b.byte_offset + b.bytes))
         continue;
-      const bool same_view = a.byte_offset == b.byte_offset && a.bytes == b.bytes && a.dtype == b.dtype;
+      const bool same_view =
+          a.byte_offset == b.byte_offset && a.bytes == b.bytes && a.dtype == b.dtype;
       if (same_view && per_sample) continue;
-      throw RecordError(
-          "race refused: " + node_name(node) + " passes overlapping views of array '" +
-          buffers_[a.buffer].label + "' as '" + a.param + "' (" + std::string(access_name(a.access)) +
-          ") and '" + b.param + "' (" + std::string(access_name(b.access)) + ")" +
-          (same_view ? "; only a per-sample kernel may update an array in place"
-                     : "; a kernel may write in place only over exactly the same view"));
+      throw RecordError("race refused: " + node_name(node) +
+                        " passes overlapping views of array '" + buffers_[a.buffer].label +
+                        "' as '" + a.param + "' (" + std::string(access_name(a.access)) +
+                        ") and '" + b.param + "' (" + std::string(access_name(b.access)) + ")" +
+                        (same_view
+                             ? "; only a per-sample kernel may update an array in place"
+                             : "; a kernel may write in place only over exactly the same view"));
     }
   }
 }
-
 
 // Edges from accesses in program order: read-after-write, write-after-read and
 // write-after-write on overlapping byte ranges of the same buffer.
@@ -161,9 +177,10 @@ void Recording::infer_edges() {
       const int64_t begin = a.byte_offset, end = a.byte_offset + a.bytes;
       if (writes(a.access)) {
         // Accesses this write covers are ordered before it; later nodes need only this one.
-        list.erase(std::remove_if(list.begin(), list.end(),
-                                  [&](const Access_& p) { return p.begin >= begin && p.end <= end; }),
-                   list.end());
+        list.erase(
+            std::remove_if(list.begin(), list.end(),
+                           [&](const Access_& p) { return p.begin >= begin && p.end <= end; }),
+            list.end());
       }
       list.push_back({node.id, begin, end, writes(a.access)});
     }
@@ -195,8 +212,12 @@ int Recording::param_buffer(const std::string& name) const {
   return -1;
 }
 
-const Array& Recording::param_initial(int buffer) const { return arrays_.at(buffer); }
-const Array& Recording::external_array(int buffer) const { return arrays_.at(buffer); }
+const Array& Recording::param_initial(int buffer) const {
+  return arrays_.at(buffer);
+}
+const Array& Recording::external_array(int buffer) const {
+  return arrays_.at(buffer);
+}
 
 std::shared_ptr<const Recording> Recording::record(const std::function<void(Recorder&)>& body) {
   std::shared_ptr<Recording> rec(new Recording());
@@ -212,8 +233,9 @@ namespace {
 
 void check_open(bool finished) {
   if (finished)
-    throw InvalidArgument("Recorder: the recording has finished; record calls only inside the "
-                          "function passed to Graph::record");
+    throw InvalidArgument(
+        "Recorder: the recording has finished; record calls only inside the "
+        "function passed to Graph::record");
 }
 
 }  // namespace
@@ -253,7 +275,8 @@ Value Recorder::param(const std::string& name, const Array& initial) {
 Value Recorder::external(const Array& array, const std::string& label) {
   check_open(rec_->finished_);
   if (label.empty()) throw InvalidArgument("Recorder::external: label must not be empty");
-  if (!array.defined()) throw InvalidArgument("Recorder::external: '" + label + "' needs a defined array");
+  if (!array.defined())
+    throw InvalidArgument("Recorder::external: '" + label + "' needs a defined array");
   if (!array.is_contiguous())
     throw InvalidArgument("Recorder::external: '" + label + "' must be contiguous");
   rec_->check_distinct_memory(array, "external array '" + label + "'");
@@ -265,9 +288,11 @@ Value Recorder::external(const Array& array, const std::string& label) {
 Value Recorder::empty(const Shape& shape, DType dtype, const std::string& label) {
   check_open(rec_->finished_);
   for (int64_t d : shape)
-    if (d < 0) throw InvalidArgument("Recorder::empty: shape " + shape_str(shape) + " has a negative size");
-  const int b = rec_->new_buffer(BufferKind::internal, shape, dtype,
-                                 label.empty() ? "empty#" + std::to_string(rec_->buffers_.size()) : label);
+    if (d < 0)
+      throw InvalidArgument("Recorder::empty: shape " + shape_str(shape) + " has a negative size");
+  const int b =
+      rec_->new_buffer(BufferKind::internal, shape, dtype,
+                       label.empty() ? "empty#" + std::to_string(rec_->buffers_.size()) : label);
   return Value(rec_, rec_->new_value(b, 0, shape, dtype));
 }
 
@@ -293,15 +318,16 @@ std::vector<Value> Recorder::call_all(const Kernel& kernel, const std::vector<Ar
                           " scalar arguments, got " + std::to_string(scalars.size()));
   if (options.buffers.size() > static_cast<std::size_t>(kernel.num_outputs()))
     throw InvalidArgument(who + ": " + std::to_string(options.buffers.size()) +
-                          " buffers given but the kernel has " + std::to_string(kernel.num_outputs()) +
-                          " outputs");
+                          " buffers given but the kernel has " +
+                          std::to_string(kernel.num_outputs()) + " outputs");
   std::vector<ArrayMeta> metas;
   for (std::size_t i = 0; i < inputs.size(); ++i) {
     const auto& v = rec_->value(inputs[i], who + ": array argument " + std::to_string(i));
     metas.push_back({v.shape, v.dtype});
   }
   std::vector<ScalarArg> sargs;
-  for (std::size_t i = 0; i < scalars.size(); ++i) sargs.push_back(scalars[i].as(def.scalars[i].kind));
+  for (std::size_t i = 0; i < scalars.size(); ++i)
+    sargs.push_back(scalars[i].as(def.scalars[i].kind));
   std::vector<ArrayMeta> out_metas = def.infer(metas, sargs);
   const std::string label = options.label.empty() ? def.name : options.label;
 
@@ -315,7 +341,8 @@ std::vector<Value> Recorder::call_all(const Kernel& kernel, const std::vector<Ar
     ArrayMeta got;
     if (o >= options.buffers.size()) {
       if (free_shape)
-        throw InvalidArgument(what + " has no shape determined by the inputs; supply it with buffer=");
+        throw InvalidArgument(what +
+                              " has no shape determined by the inputs; supply it with buffer=");
       continue;
     }
     if (const Array* a = std::get_if<Array>(&options.buffers[o])) {
@@ -335,7 +362,8 @@ std::vector<Value> Recorder::call_all(const Kernel& kernel, const std::vector<Ar
   std::vector<DType> dtypes;
   {
     std::size_t in = 0, out = 0;
-    for (const auto& p : def.arrays) dtypes.push_back(reads(p.access) ? metas[in++].dtype : out_metas[out++].dtype);
+    for (const auto& p : def.arrays)
+      dtypes.push_back(reads(p.access) ? metas[in++].dtype : out_metas[out++].dtype);
   }
   const KernelImpl impl = def.select(dtypes);  // may decline with NotSupported
 
@@ -347,11 +375,13 @@ std::vector<Value> Recorder::call_all(const Kernel& kernel, const std::vector<Ar
         int existing = -1;
         for (const BufferInfo& b : rec_->buffers_)
           if (b.kind == BufferKind::external && rec_->arrays_[b.id].data() == a->data() &&
-              rec_->arrays_[b.id].shape() == a->shape() && rec_->arrays_[b.id].dtype() == a->dtype())
+              rec_->arrays_[b.id].shape() == a->shape() &&
+              rec_->arrays_[b.id].dtype() == a->dtype())
             existing = b.id;
         if (existing < 0) {
           rec_->check_distinct_memory(*a, who + ": output '" + out_names[o] + "' buffer=");
-          existing = rec_->new_buffer(BufferKind::external, a->shape(), a->dtype(), label + "." + out_names[o]);
+          existing = rec_->new_buffer(BufferKind::external, a->shape(), a->dtype(),
+                                      label + "." + out_names[o]);
           rec_->arrays_[existing] = *a;
         }
         out_values.push_back(rec_->new_value(existing, 0, a->shape(), a->dtype()));
@@ -360,8 +390,9 @@ std::vector<Value> Recorder::call_all(const Kernel& kernel, const std::vector<Ar
       }
       continue;
     }
-    const int b = rec_->new_buffer(BufferKind::internal, out_metas[o].shape, out_metas[o].dtype,
-                                   label + "#" + std::to_string(rec_->nodes_.size()) + "." + out_names[o]);
+    const int b =
+        rec_->new_buffer(BufferKind::internal, out_metas[o].shape, out_metas[o].dtype,
+                         label + "#" + std::to_string(rec_->nodes_.size()) + "." + out_names[o]);
     out_values.push_back(rec_->new_value(b, 0, out_metas[o].shape, out_metas[o].dtype));
   }
 
@@ -408,11 +439,13 @@ std::vector<Value> Recorder::call_all(const Kernel& kernel, const std::vector<Ar
   return results;
 }
 
-Value Recorder::call(const Kernel& kernel, const std::vector<Arg>& args, const CallOptions& options) {
+Value Recorder::call(const Kernel& kernel, const std::vector<Arg>& args,
+                     const CallOptions& options) {
   int written = 0;
   for (const auto& p : kernel.def().arrays) written += writes(p.access);
   if (written != 1)
-    throw InvalidArgument("kernel " + kernel.name() + ": call() needs exactly one output, the kernel writes " +
+    throw InvalidArgument("kernel " + kernel.name() +
+                          ": call() needs exactly one output, the kernel writes " +
                           std::to_string(written) + " arrays; use call_all()");
   return call_all(kernel, args, options).front();
 }

@@ -40,7 +40,10 @@ EAGLE_HD Acc ew_apply(const KernelArgs& a, int64_t i, Load load) {
 
 // Index of the output array in the parameter list.
 constexpr int ew_output_index(EwOp op) {
-  return op == EwOp::fill ? 0 : op == EwOp::copy || op == EwOp::scale ? 1 : op == EwOp::where ? 3 : 2;
+  return op == EwOp::fill                        ? 0
+         : op == EwOp::copy || op == EwOp::scale ? 1
+         : op == EwOp::where                     ? 3
+                                                 : 2;
 }
 
 }  // namespace eagle::detail

@@ -12,9 +12,12 @@ namespace eagle {
 
 std::string_view access_name(Access access) {
   switch (access) {
-    case Access::read: return "read";
-    case Access::write: return "write";
-    case Access::read_write: return "read-write";
+    case Access::read:
+      return "read";
+    case Access::write:
+      return "write";
+    case Access::read_write:
+      return "read-write";
   }
   return "?";
 }
@@ -46,7 +49,9 @@ int Kernel::num_inputs() const {
   return n;
 }
 
-int Kernel::num_outputs() const { return static_cast<int>(def_->arrays.size()) - num_inputs(); }
+int Kernel::num_outputs() const {
+  return static_cast<int>(def_->arrays.size()) - num_inputs();
+}
 
 ScalarArg Scalar::as(ScalarKind kind) const {
   ScalarArg out;
@@ -101,7 +106,8 @@ PreparedCall prepare(const Kernel& kernel, const std::vector<Array>& inputs,
   std::vector<ArrayMeta> metas;
   for (const auto& a : inputs) metas.push_back({a.shape(), a.dtype()});
   std::vector<ScalarArg> sargs;
-  for (std::size_t i = 0; i < scalars.size(); ++i) sargs.push_back(scalars[i].as(def.scalars[i].kind));
+  for (std::size_t i = 0; i < scalars.size(); ++i)
+    sargs.push_back(scalars[i].as(def.scalars[i].kind));
   PreparedCall call;
   call.outputs = def.infer(metas, sargs);
   if (outputs) {
@@ -121,8 +127,9 @@ PreparedCall prepare(const Kernel& kernel, const std::vector<Array>& inputs,
   }
   for (const auto& o : call.outputs)
     if (o.shape == Shape{-1})
-      throw InvalidArgument(who + ": the output's shape is not determined by the inputs; pass the "
-                                  "output array (launch_into, or buffer= when recording)");
+      throw InvalidArgument(who +
+                            ": the output's shape is not determined by the inputs; pass the "
+                            "output array (launch_into, or buffer= when recording)");
   std::vector<DType> dtypes;
   std::size_t in = 0, out = 0;
   for (const auto& p : def.arrays)
@@ -140,11 +147,14 @@ void issue(const Kernel& kernel, const KernelImpl& impl, const std::vector<Array
   for (std::size_t i = 0; i < def.arrays.size(); ++i) {
     const Array& a = reads(def.arrays[i].access) ? inputs[in++] : outputs[out++];
     if (a.device() != stream.device())
-      throw InvalidArgument("kernel " + def.name + ": argument '" + def.arrays[i].name + "' is on " +
-                            a.device().str() + " but the stream is on " + stream.device().str());
-    args.arrays[i] = make_array_arg(a, "kernel " + def.name + ": argument '" + def.arrays[i].name + "'");
+      throw InvalidArgument("kernel " + def.name + ": argument '" + def.arrays[i].name +
+                            "' is on " + a.device().str() + " but the stream is on " +
+                            stream.device().str());
+    args.arrays[i] =
+        make_array_arg(a, "kernel " + def.name + ": argument '" + def.arrays[i].name + "'");
   }
-  for (std::size_t i = 0; i < scalars.size(); ++i) args.scalars[i] = scalars[i].as(def.scalars[i].kind);
+  for (std::size_t i = 0; i < scalars.size(); ++i)
+    args.scalars[i] = scalars[i].as(def.scalars[i].kind);
   args.num_arrays = static_cast<int32_t>(def.arrays.size());
   args.num_scalars = static_cast<int32_t>(scalars.size());
   if (stream.device().is_cpu()) {
@@ -155,8 +165,8 @@ void issue(const Kernel& kernel, const KernelImpl& impl, const std::vector<Array
     throw NotSupported("kernel " + def.name + " has no CUDA implementation for these dtypes");
   if (impl.cuda_workspace && impl.cuda_workspace(args) > 0) {
     // Eager use of a captured sequence: a temporary workspace, freed once the work is done.
-    Array workspace = Array::empty({static_cast<int64_t>(impl.cuda_workspace(args))}, DType::u8,
-                                   stream.device());
+    Array workspace =
+        Array::empty({static_cast<int64_t>(impl.cuda_workspace(args))}, DType::u8, stream.device());
     detail::cuda_issue(impl, args, stream.device(), stream.native(), workspace.data());
     stream.synchronize();
     return;
@@ -171,7 +181,8 @@ std::vector<Array> launch(const Kernel& kernel, const std::vector<Array>& inputs
                           const ThreadTeam& team) {
   PreparedCall call = prepare(kernel, inputs, scalars, nullptr);
   std::vector<Array> outputs;
-  for (const auto& o : call.outputs) outputs.push_back(Array::empty(o.shape, o.dtype, stream.device()));
+  for (const auto& o : call.outputs)
+    outputs.push_back(Array::empty(o.shape, o.dtype, stream.device()));
   issue(kernel, call.impl, inputs, scalars, outputs, stream, team);
   return outputs;
 }

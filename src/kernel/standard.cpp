@@ -126,12 +126,10 @@ const Kernel& mul() {
   return k;
 }
 const Kernel& where() {
-  static const Kernel k = elementwise(EwOp::where, "where",
-                                      {{"cond", Access::read},
-                                       {"a", Access::read},
-                                       {"b", Access::read},
-                                       {"out", Access::write}},
-                                      {}, 1, 0);
+  static const Kernel k = elementwise(
+      EwOp::where, "where",
+      {{"cond", Access::read}, {"a", Access::read}, {"b", Access::read}, {"out", Access::write}},
+      {}, 1, 0);
   return k;
 }
 const Kernel& sum() {

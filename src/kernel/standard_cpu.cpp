@@ -10,9 +10,18 @@ namespace eagle::detail {
 namespace {
 
 // Arithmetic type for an element type: float for the 16-bit formats, the type itself otherwise.
-template <class T> struct acc_of { using type = T; };
-template <> struct acc_of<half> { using type = float; };
-template <> struct acc_of<bfloat16> { using type = float; };
+template <class T>
+struct acc_of {
+  using type = T;
+};
+template <>
+struct acc_of<half> {
+  using type = float;
+};
+template <>
+struct acc_of<bfloat16> {
+  using type = float;
+};
 
 constexpr int64_t kGrain = 1 << 14;
 
@@ -32,13 +41,20 @@ void elementwise(const KernelArgs& a, const ThreadTeam& team) {
 template <EwOp op>
 CpuFn pick(DType d) {
   switch (d) {
-    case DType::f64: return &elementwise<op, double>;
-    case DType::f32: return &elementwise<op, float>;
-    case DType::f16: return &elementwise<op, half>;
-    case DType::bf16: return &elementwise<op, bfloat16>;
-    case DType::i64: return &elementwise<op, int64_t>;
-    case DType::i32: return &elementwise<op, int32_t>;
-    default: return nullptr;
+    case DType::f64:
+      return &elementwise<op, double>;
+    case DType::f32:
+      return &elementwise<op, float>;
+    case DType::f16:
+      return &elementwise<op, half>;
+    case DType::bf16:
+      return &elementwise<op, bfloat16>;
+    case DType::i64:
+      return &elementwise<op, int64_t>;
+    case DType::i32:
+      return &elementwise<op, int32_t>;
+    default:
+      return nullptr;
   }
 }
 
@@ -49,7 +65,8 @@ void reduce(const KernelArgs& a, const ThreadTeam& team) {
   const T* x = static_cast<const T*>(a.arrays[0].data);
   const int64_t n = a.arrays[0].numel;
   constexpr int kMaxChunks = 64;
-  const int chunks = static_cast<int>(std::clamp<int64_t>((n + (1 << 16) - 1) >> 16, 1, kMaxChunks));
+  const int chunks =
+      static_cast<int>(std::clamp<int64_t>((n + (1 << 16) - 1) >> 16, 1, kMaxChunks));
   const Acc identity = op == ReduceOp::sum ? Acc(0) : std::numeric_limits<Acc>::lowest();
   Acc partial[kMaxChunks];
   auto run_chunk = [&](int c) {
@@ -76,11 +93,16 @@ void reduce(const KernelArgs& a, const ThreadTeam& team) {
 template <ReduceOp op>
 CpuFn pick_reduce(DType d) {
   switch (d) {
-    case DType::f64: return &reduce<op, double>;
-    case DType::f32: return &reduce<op, float>;
-    case DType::i64: return &reduce<op, int64_t>;
-    case DType::i32: return &reduce<op, int32_t>;
-    default: return nullptr;
+    case DType::f64:
+      return &reduce<op, double>;
+    case DType::f32:
+      return &reduce<op, float>;
+    case DType::i64:
+      return &reduce<op, int64_t>;
+    case DType::i32:
+      return &reduce<op, int32_t>;
+    default:
+      return nullptr;
   }
 }
 
@@ -88,19 +110,27 @@ CpuFn pick_reduce(DType d) {
 
 CpuFn cpu_elementwise(EwOp op, DType dtype) {
   switch (op) {
-    case EwOp::fill: return pick<EwOp::fill>(dtype);
-    case EwOp::copy: return pick<EwOp::copy>(dtype);
-    case EwOp::scale: return pick<EwOp::scale>(dtype);
-    case EwOp::axpy: return pick<EwOp::axpy>(dtype);
-    case EwOp::add: return pick<EwOp::add>(dtype);
-    case EwOp::mul: return pick<EwOp::mul>(dtype);
-    case EwOp::where: return pick<EwOp::where>(dtype);
+    case EwOp::fill:
+      return pick<EwOp::fill>(dtype);
+    case EwOp::copy:
+      return pick<EwOp::copy>(dtype);
+    case EwOp::scale:
+      return pick<EwOp::scale>(dtype);
+    case EwOp::axpy:
+      return pick<EwOp::axpy>(dtype);
+    case EwOp::add:
+      return pick<EwOp::add>(dtype);
+    case EwOp::mul:
+      return pick<EwOp::mul>(dtype);
+    case EwOp::where:
+      return pick<EwOp::where>(dtype);
   }
   return nullptr;
 }
 
 CpuFn cpu_reduce(ReduceOp op, DType dtype) {
-  return op == ReduceOp::sum ? pick_reduce<ReduceOp::sum>(dtype) : pick_reduce<ReduceOp::max>(dtype);
+  return op == ReduceOp::sum ? pick_reduce<ReduceOp::sum>(dtype)
+                             : pick_reduce<ReduceOp::max>(dtype);
 }
 
 }  // namespace eagle::detail

@@ -12,24 +12,54 @@ namespace eagle::detail {
 
 namespace {
 
-template <class T> struct device_type { using type = T; };
-template <> struct device_type<half> { using type = __half; };
-template <> struct device_type<bfloat16> { using type = __nv_bfloat16; };
+template <class T>
+struct device_type {
+  using type = T;
+};
+template <>
+struct device_type<half> {
+  using type = __half;
+};
+template <>
+struct device_type<bfloat16> {
+  using type = __nv_bfloat16;
+};
 
-template <class T> struct acc_of { using type = T; };
-template <> struct acc_of<__half> { using type = float; };
-template <> struct acc_of<__nv_bfloat16> { using type = float; };
+template <class T>
+struct acc_of {
+  using type = T;
+};
+template <>
+struct acc_of<__half> {
+  using type = float;
+};
+template <>
+struct acc_of<__nv_bfloat16> {
+  using type = float;
+};
 
-template <class T> __device__ __forceinline__ typename acc_of<T>::type to_acc(T v) { return v; }
-template <> __device__ __forceinline__ float to_acc<__half>(__half v) { return __half2float(v); }
-template <> __device__ __forceinline__ float to_acc<__nv_bfloat16>(__nv_bfloat16 v) {
+template <class T>
+__device__ __forceinline__ typename acc_of<T>::type to_acc(T v) {
+  return v;
+}
+template <>
+__device__ __forceinline__ float to_acc<__half>(__half v) {
+  return __half2float(v);
+}
+template <>
+__device__ __forceinline__ float to_acc<__nv_bfloat16>(__nv_bfloat16 v) {
   return __bfloat162float(v);
 }
-template <class T, class A> __device__ __forceinline__ T from_acc(A v) { return static_cast<T>(v); }
-template <> __device__ __forceinline__ __half from_acc<__half, float>(float v) {
+template <class T, class A>
+__device__ __forceinline__ T from_acc(A v) {
+  return static_cast<T>(v);
+}
+template <>
+__device__ __forceinline__ __half from_acc<__half, float>(float v) {
   return __float2half_rn(v);
 }
-template <> __device__ __forceinline__ __nv_bfloat16 from_acc<__nv_bfloat16, float>(float v) {
+template <>
+__device__ __forceinline__ __nv_bfloat16 from_acc<__nv_bfloat16, float>(float v) {
   return __float2bfloat16_rn(v);
 }
 
@@ -62,26 +92,36 @@ CudaLaunchShape elementwise_shape(const KernelArgs& a, const DeviceProperties& d
 
 template <EwOp op, class T>
 void attach(KernelImpl& impl) {
-  impl.cuda_function = reinterpret_cast<const void*>(&elementwise_kernel<op, typename device_type<T>::type>);
+  impl.cuda_function =
+      reinterpret_cast<const void*>(&elementwise_kernel<op, typename device_type<T>::type>);
   impl.cuda_shape = &elementwise_shape<op>;
 }
 
 template <EwOp op>
 void attach_op(KernelImpl& impl, DType d) {
   switch (d) {
-    case DType::f64: return attach<op, double>(impl);
-    case DType::f32: return attach<op, float>(impl);
-    case DType::f16: return attach<op, half>(impl);
-    case DType::bf16: return attach<op, bfloat16>(impl);
-    case DType::i64: return attach<op, int64_t>(impl);
-    case DType::i32: return attach<op, int32_t>(impl);
-    default: return;
+    case DType::f64:
+      return attach<op, double>(impl);
+    case DType::f32:
+      return attach<op, float>(impl);
+    case DType::f16:
+      return attach<op, half>(impl);
+    case DType::bf16:
+      return attach<op, bfloat16>(impl);
+    case DType::i64:
+      return attach<op, int64_t>(impl);
+    case DType::i32:
+      return attach<op, int32_t>(impl);
+    default:
+      return;
   }
 }
 
 struct MaxOp {
   template <class T>
-  __device__ __forceinline__ T operator()(const T& a, const T& b) const { return a < b ? b : a; }
+  __device__ __forceinline__ T operator()(const T& a, const T& b) const {
+    return a < b ? b : a;
+  }
 };
 
 // One CUB call: with workspace == nullptr it only reports the bytes it needs.
@@ -122,11 +162,16 @@ void attach_reduce_t(KernelImpl& impl) {
 template <ReduceOp op>
 void attach_reduce_op(KernelImpl& impl, DType d) {
   switch (d) {
-    case DType::f64: return attach_reduce_t<op, double>(impl);
-    case DType::f32: return attach_reduce_t<op, float>(impl);
-    case DType::i64: return attach_reduce_t<op, int64_t>(impl);
-    case DType::i32: return attach_reduce_t<op, int32_t>(impl);
-    default: return;
+    case DType::f64:
+      return attach_reduce_t<op, double>(impl);
+    case DType::f32:
+      return attach_reduce_t<op, float>(impl);
+    case DType::i64:
+      return attach_reduce_t<op, int64_t>(impl);
+    case DType::i32:
+      return attach_reduce_t<op, int32_t>(impl);
+    default:
+      return;
   }
 }
 
@@ -134,13 +179,20 @@ void attach_reduce_op(KernelImpl& impl, DType d) {
 
 void attach_cuda_elementwise(KernelImpl& impl, EwOp op, DType dtype) {
   switch (op) {
-    case EwOp::fill: return attach_op<EwOp::fill>(impl, dtype);
-    case EwOp::copy: return attach_op<EwOp::copy>(impl, dtype);
-    case EwOp::scale: return attach_op<EwOp::scale>(impl, dtype);
-    case EwOp::axpy: return attach_op<EwOp::axpy>(impl, dtype);
-    case EwOp::add: return attach_op<EwOp::add>(impl, dtype);
-    case EwOp::mul: return attach_op<EwOp::mul>(impl, dtype);
-    case EwOp::where: return attach_op<EwOp::where>(impl, dtype);
+    case EwOp::fill:
+      return attach_op<EwOp::fill>(impl, dtype);
+    case EwOp::copy:
+      return attach_op<EwOp::copy>(impl, dtype);
+    case EwOp::scale:
+      return attach_op<EwOp::scale>(impl, dtype);
+    case EwOp::axpy:
+      return attach_op<EwOp::axpy>(impl, dtype);
+    case EwOp::add:
+      return attach_op<EwOp::add>(impl, dtype);
+    case EwOp::mul:
+      return attach_op<EwOp::mul>(impl, dtype);
+    case EwOp::where:
+      return attach_op<EwOp::where>(impl, dtype);
   }
 }
 

@@ -15,7 +15,8 @@ struct ThreadTeam::Impl {
 };
 
 ThreadTeam::ThreadTeam(int threads) {
-  size_ = threads > 0 ? threads : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  size_ =
+      threads > 0 ? threads : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
   impl_ = std::make_unique<Impl>(size_);
 }
 
@@ -33,9 +34,7 @@ void ThreadTeam::run_tasks(int n, TaskFn fn, const void* ctx) const {
     for (int i = 0; i < n; ++i) fn(ctx, i);
     return;
   }
-  impl_->arena.execute([&] {
-    tbb::parallel_for(0, n, [&](int i) { fn(ctx, i); });
-  });
+  impl_->arena.execute([&] { tbb::parallel_for(0, n, [&](int i) { fn(ctx, i); }); });
 }
 
 }  // namespace eagle

@@ -37,9 +37,10 @@ class DeviceGuard {
 
 }  // namespace eagle::detail
 
-#define EAGLE_CUDA_CHECK(call)                                                     \
-  do {                                                                             \
-    cudaError_t eagle_err_ = (call);                                               \
-    if (eagle_err_ != cudaSuccess) ::eagle::detail::throw_cuda(eagle_err_, #call, __FILE__, __LINE__); \
+#define EAGLE_CUDA_CHECK(call)                                            \
+  do {                                                                    \
+    cudaError_t eagle_err_ = (call);                                      \
+    if (eagle_err_ != cudaSuccess)                                        \
+      ::eagle::detail::throw_cuda(eagle_err_, #call, __FILE__, __LINE__); \
   } while (0)
 #endif

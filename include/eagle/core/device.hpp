@@ -23,7 +23,9 @@ class Device {
   bool is_cuda() const { return kind_ == DeviceKind::cuda; }
   std::string str() const;
 
-  friend bool operator==(Device a, Device b) { return a.kind_ == b.kind_ && a.ordinal_ == b.ordinal_; }
+  friend bool operator==(Device a, Device b) {
+    return a.kind_ == b.kind_ && a.ordinal_ == b.ordinal_;
+  }
   friend bool operator!=(Device a, Device b) { return !(a == b); }
 
  private:
@@ -42,8 +44,8 @@ bool cuda_available();
 struct DeviceProperties {
   std::string device;  // Device::str(), e.g. "cuda:0"
   std::string name;
-  int sm = 0;                       // major * 10 + minor; 0 on the CPU
-  int multiprocessors = 0;          // SMs on a GPU, hardware threads on the CPU
+  int sm = 0;               // major * 10 + minor; 0 on the CPU
+  int multiprocessors = 0;  // SMs on a GPU, hardware threads on the CPU
   int64_t l2_bytes = 0;
   int64_t shared_mem_per_block = 0;        // default limit per block
   int64_t shared_mem_per_block_optin = 0;  // limit after cudaFuncSetAttribute

@@ -19,7 +19,7 @@ bool is_floating(DType dtype);
 struct half {
   uint16_t bits = 0;
   half() = default;
-  half(float f);  // NOLINT(google-explicit-constructor): behaves like a number
+  half(float f);           // NOLINT(google-explicit-constructor): behaves like a number
   operator float() const;  // NOLINT(google-explicit-constructor)
 };
 
@@ -47,15 +47,42 @@ struct bfloat16 {
 
 template <class T>
 struct dtype_of_t;
-template <> struct dtype_of_t<double> { static constexpr DType value = DType::f64; };
-template <> struct dtype_of_t<float> { static constexpr DType value = DType::f32; };
-template <> struct dtype_of_t<half> { static constexpr DType value = DType::f16; };
-template <> struct dtype_of_t<bfloat16> { static constexpr DType value = DType::bf16; };
-template <> struct dtype_of_t<int64_t> { static constexpr DType value = DType::i64; };
-template <> struct dtype_of_t<int32_t> { static constexpr DType value = DType::i32; };
-template <> struct dtype_of_t<uint32_t> { static constexpr DType value = DType::u32; };
-template <> struct dtype_of_t<uint8_t> { static constexpr DType value = DType::u8; };
-template <> struct dtype_of_t<bool> { static constexpr DType value = DType::boolean; };
+template <>
+struct dtype_of_t<double> {
+  static constexpr DType value = DType::f64;
+};
+template <>
+struct dtype_of_t<float> {
+  static constexpr DType value = DType::f32;
+};
+template <>
+struct dtype_of_t<half> {
+  static constexpr DType value = DType::f16;
+};
+template <>
+struct dtype_of_t<bfloat16> {
+  static constexpr DType value = DType::bf16;
+};
+template <>
+struct dtype_of_t<int64_t> {
+  static constexpr DType value = DType::i64;
+};
+template <>
+struct dtype_of_t<int32_t> {
+  static constexpr DType value = DType::i32;
+};
+template <>
+struct dtype_of_t<uint32_t> {
+  static constexpr DType value = DType::u32;
+};
+template <>
+struct dtype_of_t<uint8_t> {
+  static constexpr DType value = DType::u8;
+};
+template <>
+struct dtype_of_t<bool> {
+  static constexpr DType value = DType::boolean;
+};
 template <class T>
 inline constexpr DType dtype_of = dtype_of_t<T>::value;
 

@@ -42,9 +42,9 @@ class Graph {
   void build();
   bool built() const;
   Device device() const;
-  std::string backend() const;   // "cuda-graph" or "cpu-host-schedule"; "" before build
-  std::string schedule() const;  // what the backend built, in words
-  int native_node_count() const;  // nodes in the instantiated CUDA graph / the host schedule
+  std::string backend() const;          // "cuda-graph" or "cpu-host-schedule"; "" before build
+  std::string schedule() const;         // what the backend built, in words
+  int native_node_count() const;        // nodes in the instantiated CUDA graph / the host schedule
   std::size_t allocated_bytes() const;  // device bytes this graph allocated at build
   // Interop: the cudaGraph_t and cudaGraphExec_t of a graph built on a GPU (nullptr otherwise).
   // Valid until the next build() or a rebuilding bind().

@@ -40,8 +40,8 @@ class Value {
 // One argument of a recorded call: an array or a scalar.
 class Arg {
  public:
-  Arg(Value v) : value_(v) {}   // NOLINT(google-explicit-constructor)
-  Arg(Scalar s) : value_(s) {}  // NOLINT(google-explicit-constructor)
+  Arg(Value v) : value_(v) {}            // NOLINT(google-explicit-constructor)
+  Arg(Scalar s) : value_(s) {}           // NOLINT(google-explicit-constructor)
   Arg(double v) : value_(Scalar(v)) {}   // NOLINT(google-explicit-constructor)
   Arg(float v) : value_(Scalar(v)) {}    // NOLINT(google-explicit-constructor)
   Arg(int v) : value_(Scalar(v)) {}      // NOLINT(google-explicit-constructor)

@@ -17,8 +17,12 @@ class ThreadTeam;
 
 enum class Access : uint8_t { read, write, read_write };
 std::string_view access_name(Access access);
-inline bool writes(Access a) { return a != Access::read; }
-inline bool reads(Access a) { return a != Access::write; }
+inline bool writes(Access a) {
+  return a != Access::read;
+}
+inline bool reads(Access a) {
+  return a != Access::write;
+}
 
 struct ArrayParam {
   std::string name;

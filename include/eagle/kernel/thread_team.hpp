@@ -25,14 +25,17 @@ class ThreadTeam {
       body(int64_t{0}, n);
       return;
     }
-    run(n, grain, [](const void* ctx, int64_t b, int64_t e) { (*static_cast<const Body*>(ctx))(b, e); },
+    run(
+        n, grain,
+        [](const void* ctx, int64_t b, int64_t e) { (*static_cast<const Body*>(ctx))(b, e); },
         &body);
   }
 
   // Runs fn(i) for i in [0, n) as separate tasks of the team and waits for all of them.
   template <class Fn>
   void tasks(int n, const Fn& fn) const {
-    run_tasks(n, [](const void* ctx, int i) { (*static_cast<const Fn*>(ctx))(i); }, &fn);
+    run_tasks(
+        n, [](const void* ctx, int i) { (*static_cast<const Fn*>(ctx))(i); }, &fn);
   }
 
  private:

@@ -39,8 +39,8 @@ class CudaGraphExecutor final : public Executor {
     for (int i : ids) {
       const PlannedNode& n = nodes_[i];
       if (n.is_copy) {
-        EAGLE_CUDA_CHECK(cudaGraphExecMemcpyNodeSetParams1D(exec_, handles_[i], n.copy_dst, n.copy_src,
-                                                            n.copy_bytes, cudaMemcpyDeviceToDevice));
+        EAGLE_CUDA_CHECK(cudaGraphExecMemcpyNodeSetParams1D(
+            exec_, handles_[i], n.copy_dst, n.copy_src, n.copy_bytes, cudaMemcpyDeviceToDevice));
       } else {
         cudaKernelNodeParams p = kernel_params(n);
         EAGLE_CUDA_CHECK(cudaGraphExecKernelNodeSetParams(exec_, handles_[i], &p));
@@ -72,7 +72,8 @@ class CudaGraphExecutor final : public Executor {
     p.blockDim = dim3(s.block[0], s.block[1], s.block[2]);
     p.sharedMemBytes = s.shared_bytes;
     // The runtime copies the argument block when the node is added or set.
-    p.kernelParams = const_cast<void**>(reinterpret_cast<void* const*>(&arg_pointers_[&n - nodes_.data()]));
+    p.kernelParams =
+        const_cast<void**>(reinterpret_cast<void* const*>(&arg_pointers_[&n - nodes_.data()]));
     return p;
   }
 
@@ -93,7 +94,8 @@ class CudaGraphExecutor final : public Executor {
         ++copies_;
       } else if (n.impl.cuda_function) {
         cudaKernelNodeParams p = kernel_params(n);
-        EAGLE_CUDA_CHECK(cudaGraphAddKernelNode(&handles_[i], graph_, deps.data(), deps.size(), &p));
+        EAGLE_CUDA_CHECK(
+            cudaGraphAddKernelNode(&handles_[i], graph_, deps.data(), deps.size(), &p));
         ++kernels_;
       } else if (n.impl.cuda_capture) {
         add_captured(i, deps);
@@ -124,7 +126,8 @@ class CudaGraphExecutor final : public Executor {
         throw;
       }
       EAGLE_CUDA_CHECK(cudaStreamEndCapture(side, &child));
-      EAGLE_CUDA_CHECK(cudaGraphAddChildGraphNode(&handles_[i], graph_, deps.data(), deps.size(), child));
+      EAGLE_CUDA_CHECK(
+          cudaGraphAddChildGraphNode(&handles_[i], graph_, deps.data(), deps.size(), child));
     } catch (...) {
       if (child) cudaGraphDestroy(child);
       cudaStreamDestroy(side);
@@ -165,7 +168,8 @@ std::unique_ptr<Executor> make_cuda_executor(const std::vector<PlannedNode>& nod
 
 #else
 
-std::unique_ptr<Executor> make_cuda_executor(const std::vector<PlannedNode>&, Device, const Stream&) {
+std::unique_ptr<Executor> make_cuda_executor(const std::vector<PlannedNode>&, Device,
+                                             const Stream&) {
   throw NotSupported("this build of eagle has no CUDA support");
 }
 
