@@ -230,7 +230,10 @@ void Array::copy_from(const Array& src, const Stream* stream) const {
     EAGLE_CUDA_CHECK(cudaMemcpyAsync(data(), src.data(), nbytes(), cudaMemcpyDefault,
                                      static_cast<cudaStream_t>(stream->native())));
   } else {
+    // cudaMemcpy may return before a device-to-device copy ends, and eagle's streams are
+    // non-blocking: wait for the legacy stream the copy ran on, so it is complete on return.
     EAGLE_CUDA_CHECK(cudaMemcpy(data(), src.data(), nbytes(), cudaMemcpyDefault));
+    EAGLE_CUDA_CHECK(cudaStreamSynchronize(cudaStreamLegacy));
   }
 #else
   (void)stream;

@@ -76,14 +76,29 @@ Array from_dlpack(DLManagedTensorVersioned* tensor) {
                           std::to_string(t.dtype.bits) + ") has no eagle dtype");
   Device device = Device::cpu();
   if (t.device.device_type == kDLCUDA) {
+    if (t.device.device_id < 0)
+      throw InvalidArgument("from_dlpack: CUDA device id must be >= 0, got " +
+                            std::to_string(t.device.device_id));
     device = Device::cuda(t.device.device_id);
   } else if (t.device.device_type != kDLCPU && t.device.device_type != kDLCUDAHost) {
     throw InvalidArgument("from_dlpack: device type " + std::to_string(t.device.device_type) +
                           " is not supported (CPU, CUDA and CUDA host memory are)");
   }
   if (t.ndim < 0) throw InvalidArgument("from_dlpack: ndim must be >= 0");
+  if (t.ndim > 0 && !t.shape) throw InvalidArgument("from_dlpack: shape must not be null");
   Shape shape(t.shape, t.shape + t.ndim);
   Shape strides = t.strides ? Shape(t.strides, t.strides + t.ndim) : contiguous_strides(shape);
+  // Everything Array::wrap would reject is checked here, before the tensor is owned: once the
+  // owner below exists, an exception would run the deleter and the caller would free it again.
+  int64_t numel = 1;
+  for (std::size_t i = 0; i < shape.size(); ++i) {
+    if (shape[i] < 0)
+      throw InvalidArgument("from_dlpack: shape " + shape_str(shape) +
+                            " has negative size in dim " + std::to_string(i));
+    numel *= shape[i];
+  }
+  if (!t.data && numel > 0)
+    throw InvalidArgument("from_dlpack: data must not be null for a non-empty tensor");
   // The deleter runs when the last Array sharing this storage dies.
   std::shared_ptr<void> owner(tensor, [](void* p) {
     auto* m = static_cast<DLManagedTensorVersioned*>(p);

@@ -55,7 +55,23 @@ char* at(const Array& buffer, int64_t byte_offset) {
   return static_cast<char*>(buffer.data()) + byte_offset;
 }
 
-// Fills the planned form of recorded node `n` from the buffers' current memory.
+// Fills the pointers of planned node `i` from the buffers' current memory (build and bind).
+void plan_args(const Recording& rec, int i, const std::vector<Array>& buffers,
+               detail::PlannedNode& out) {
+  const NodeInfo& n = rec.nodes()[i];
+  if (n.kind == NodeKind::copy_in) {
+    out.copy_src = at(buffers[n.arrays[0].buffer], n.arrays[0].byte_offset);
+    out.copy_dst = at(buffers[n.arrays[1].buffer], n.arrays[1].byte_offset);
+    return;
+  }
+  for (std::size_t a = 0; a < n.arrays.size(); ++a) {
+    const NodeArgInfo& arg = n.arrays[a];
+    out.args.arrays[a] =
+        make_array_arg(at(buffers[arg.buffer], arg.byte_offset), arg.shape, arg.dtype);
+  }
+}
+
+// The whole planned form of recorded node `i` (at build).
 void plan_node(const Recording& rec, int i, const std::vector<Array>& buffers,
                detail::PlannedNode& out) {
   const NodeInfo& n = rec.nodes()[i];
@@ -63,20 +79,14 @@ void plan_node(const Recording& rec, int i, const std::vector<Array>& buffers,
   out.deps = n.deps;
   if (n.kind == NodeKind::copy_in) {
     out.is_copy = true;
-    out.copy_src = at(buffers[n.arrays[0].buffer], n.arrays[0].byte_offset);
-    out.copy_dst = at(buffers[n.arrays[1].buffer], n.arrays[1].byte_offset);
     out.copy_bytes = static_cast<std::size_t>(n.arrays[0].bytes);
-    return;
+  } else {
+    out.impl = rec.impl_of(i);
+    out.args.num_arrays = static_cast<int32_t>(n.arrays.size());
+    out.args.num_scalars = static_cast<int32_t>(n.scalars.size());
+    for (std::size_t s = 0; s < n.scalars.size(); ++s) out.args.scalars[s] = n.scalars[s];
   }
-  out.impl = rec.impl_of(i);
-  out.args.num_arrays = static_cast<int32_t>(n.arrays.size());
-  out.args.num_scalars = static_cast<int32_t>(n.scalars.size());
-  for (std::size_t a = 0; a < n.arrays.size(); ++a) {
-    const NodeArgInfo& arg = n.arrays[a];
-    out.args.arrays[a] =
-        make_array_arg(at(buffers[arg.buffer], arg.byte_offset), arg.shape, arg.dtype);
-  }
-  for (std::size_t s = 0; s < n.scalars.size(); ++s) out.args.scalars[s] = n.scalars[s];
+  plan_args(rec, i, buffers, out);
 }
 
 void check_device(Device device) {
@@ -255,7 +265,7 @@ void Graph::bind(const std::string& name, const Array& array) {
   State& s = *state_;
   s.buffers[b] = array;
   const auto& touched = s.nodes_of_buffer[b];
-  for (int i : touched) plan_node(*rec_, i, s.buffers, s.planned[i]);
+  for (int i : touched) plan_args(*rec_, i, s.buffers, s.planned[i]);
   const auto& results = rec_->results();
   for (std::size_t r = 0; r < results.size(); ++r)
     if (results[r].buffer == b)

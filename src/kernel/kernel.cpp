@@ -150,8 +150,10 @@ void issue(const Kernel& kernel, const KernelImpl& impl, const std::vector<Array
       throw InvalidArgument("kernel " + def.name + ": argument '" + def.arrays[i].name +
                             "' is on " + a.device().str() + " but the stream is on " +
                             stream.device().str());
-    args.arrays[i] =
-        make_array_arg(a, "kernel " + def.name + ": argument '" + def.arrays[i].name + "'");
+    // The message is built only on failure: this is the eager launch path.
+    if (!a.is_contiguous())
+      make_array_arg(a, "kernel " + def.name + ": argument '" + def.arrays[i].name + "'");
+    args.arrays[i] = make_array_arg(a.data(), a.shape(), a.dtype());
   }
   for (std::size_t i = 0; i < scalars.size(); ++i)
     args.scalars[i] = scalars[i].as(def.scalars[i].kind);

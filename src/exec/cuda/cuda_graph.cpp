@@ -17,7 +17,10 @@ namespace {
 class CudaGraphExecutor final : public Executor {
  public:
   CudaGraphExecutor(const std::vector<PlannedNode>& nodes, Device device, const Stream& stream)
-      : nodes_(nodes), device_(device), stream_(static_cast<cudaStream_t>(stream.native())) {
+      : nodes_(nodes),
+        device_(device),
+        properties_(cached_properties(device)),
+        stream_(static_cast<cudaStream_t>(stream.native())) {
     DeviceGuard guard(device.ordinal());
     try {
       construct();
@@ -59,13 +62,13 @@ class CudaGraphExecutor final : public Executor {
   void* native_graph_exec() const override { return exec_; }
   int native_node_count() const override {
     std::size_t n = 0;
-    cudaGraphGetNodes(graph_, nullptr, &n);
+    EAGLE_CUDA_CHECK(cudaGraphGetNodes(graph_, nullptr, &n));
     return static_cast<int>(n);
   }
 
  private:
   cudaKernelNodeParams kernel_params(const PlannedNode& n) {
-    const CudaLaunchShape s = n.impl.cuda_shape(n.args, cached_properties(device_));
+    const CudaLaunchShape s = n.impl.cuda_shape(n.args, properties_);
     cudaKernelNodeParams p{};
     p.func = const_cast<void*>(n.impl.cuda_function);
     p.gridDim = dim3(s.grid[0], s.grid[1], s.grid[2]);
@@ -150,6 +153,7 @@ class CudaGraphExecutor final : public Executor {
 
   const std::vector<PlannedNode>& nodes_;
   Device device_;
+  const DeviceProperties& properties_;  // read once: kernel_params runs per patched node
   cudaStream_t stream_;
   cudaGraph_t graph_ = nullptr;
   cudaGraphExec_t exec_ = nullptr;

@@ -1,0 +1,105 @@
+// Shared by the benchmark's sections: options, batch timing, the report and the chain graph.
+#pragma once
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "eagle/eagle.hpp"
+
+namespace eagle::bench {
+
+struct Options {
+  bool quick = false;
+  bool cpu_only = false;
+
+  int batches() const { return quick ? 11 : 31; }  // odd, so the median is one sample
+  int warmup() const { return quick ? 2 : 5; }
+  double batch_seconds() const { return quick ? 0.002 : 0.005; }
+  int64_t chain_nodes_per_batch() const { return quick ? 5000 : 20000; }
+};
+
+// Nanoseconds per operation over the batches of one variant.
+struct Stats {
+  double median_ns = 0;
+  double min_ns = 0;
+};
+
+using Clock = std::chrono::steady_clock;
+
+inline double ns_since(Clock::time_point t0) {
+  return std::chrono::duration<double, std::nano>(Clock::now() - t0).count();
+}
+
+// Times `reps` calls of fn as one batch; returns nanoseconds per op (`ops_per_call` per call).
+template <class Fn>
+double time_batch(int reps, double ops_per_call, Fn&& fn) {
+  const Clock::time_point t0 = Clock::now();
+  for (int i = 0; i < reps; ++i) fn();
+  return ns_since(t0) / (reps * ops_per_call);
+}
+
+// Calls of fn that take about `seconds`: batches long enough that reading the clock vanishes.
+template <class Fn>
+int calibrate_reps(double seconds, Fn&& fn) {
+  fn();
+  for (int reps = 1;; reps *= 2) {
+    const Clock::time_point t0 = Clock::now();
+    for (int i = 0; i < reps; ++i) fn();
+    const double s = ns_since(t0) * 1e-9;
+    if (s >= seconds / 4 || reps >= (1 << 20))
+      return std::max(1, static_cast<int>(reps * seconds / std::max(s, 1e-9)));
+  }
+}
+
+// One batch of a variant: runs it and returns nanoseconds per op.
+using Batch = std::function<double()>;
+
+// Runs the variants' batches in turn, rotating which goes first, so drift (clocks, caches,
+// other load) hits all of them alike. Warm-up batches are run and dropped.
+std::vector<Stats> measure(int warmup, int batches, const std::vector<Batch>& variants);
+inline std::vector<Stats> measure(const Options& o, const std::vector<Batch>& variants) {
+  return measure(o.warmup(), o.batches(), variants);
+}
+
+// Plain-text results, one line per measurement; counts goals met and missed.
+class Report {
+ public:
+  void section(const std::string& title);
+  void note(const std::string& text);
+  // eagle against its peer measured in the same run; ratio = eagle median / peer median.
+  void compare(const std::string& what, const Stats& eagle, const std::string& peer,
+               const Stats& raw, std::optional<double> goal = std::nullopt,
+               const std::string& extra = "");
+  // A yes/no property (no timing).
+  void check(const std::string& what, bool ok, const std::string& detail);
+  void summary() const;
+
+ private:
+  void tally(bool ok);
+  int passed_ = 0;
+  int missed_ = 0;
+};
+
+std::string format_ns(double ns);
+
+// The chain every section uses: v_0 = x, v_k = alpha * v_{k-1} + x (axpy), so each node reads
+// the previous node's output and values stay bounded (they tend to 2x).
+inline constexpr double kAlpha = 0.5;
+Graph record_chain(const Array& x0, int length);
+std::vector<float> chain_reference(const std::vector<float>& x, int length);
+
+// Uniform in [-1, 1], never all zeros: zeros would hide unwritten outputs.
+std::vector<float> random_floats(int64_t n, uint32_t seed);
+// Throws when ||got - want|| / ||want|| exceeds 1e-5 or got holds a NaN.
+void expect_close(const std::string& what, const std::vector<float>& got,
+                  const std::vector<float>& want);
+
+// Sections 1-4 (bench_gpu.cpp, or the stub in a build without CUDA).
+void run_gpu_sections(const Options& options, Report& report);
+
+}  // namespace eagle::bench

@@ -1,0 +1,11 @@
+// A build without CUDA: the GPU sections say why they do not run.
+#include "bench_common.hpp"
+
+namespace eagle::bench {
+
+void run_gpu_sections(const Options&, Report& report) {
+  report.section(
+      "1-4. GPU sections skipped: this build of eagle has no CUDA (EAGLE_HAVE_CUDA off)");
+}
+
+}  // namespace eagle::bench
