@@ -67,7 +67,17 @@ void reduce(const KernelArgs& a, const ThreadTeam& team) {
   constexpr int kMaxChunks = 64;
   const int chunks =
       static_cast<int>(std::clamp<int64_t>((n + (1 << 16) - 1) >> 16, 1, kMaxChunks));
-  const Acc identity = op == ReduceOp::sum ? Acc(0) : std::numeric_limits<Acc>::lowest();
+  // The identity of max is -inf for floats (an all -inf input has max -inf) and T's lowest value
+  // for integers (the lowest of the wider Acc would not survive the conversion back to T).
+  const Acc identity = [] {
+    if constexpr (op == ReduceOp::sum) {
+      return Acc(0);
+    } else if constexpr (std::is_floating_point_v<T>) {
+      return -std::numeric_limits<Acc>::infinity();
+    } else {
+      return static_cast<Acc>(std::numeric_limits<T>::lowest());
+    }
+  }();
   Acc partial[kMaxChunks];
   auto run_chunk = [&](int c) {
     const int64_t begin = n * c / chunks, end = n * (c + 1) / chunks;

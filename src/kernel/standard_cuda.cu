@@ -124,6 +124,16 @@ struct MaxOp {
   }
 };
 
+// The identity of max, as on the CPU: -inf for floats, the lowest value for integers.
+template <class T>
+T max_identity() {
+  if constexpr (cuda::std::numeric_limits<T>::has_infinity) {
+    return -cuda::std::numeric_limits<T>::infinity();
+  } else {
+    return cuda::std::numeric_limits<T>::lowest();
+  }
+}
+
 // One CUB call: with workspace == nullptr it only reports the bytes it needs.
 template <ReduceOp op, class T>
 cudaError_t cub_reduce(const KernelArgs& a, void* workspace, std::size_t& bytes, cudaStream_t s) {
@@ -133,8 +143,7 @@ cudaError_t cub_reduce(const KernelArgs& a, void* workspace, std::size_t& bytes,
   if constexpr (op == ReduceOp::sum) {
     return cub::DeviceReduce::Sum(workspace, bytes, in, out, n, s);
   } else {
-    return cub::DeviceReduce::Reduce(workspace, bytes, in, out, n, MaxOp{},
-                                     cuda::std::numeric_limits<T>::lowest(), s);
+    return cub::DeviceReduce::Reduce(workspace, bytes, in, out, n, MaxOp{}, max_identity<T>(), s);
   }
 }
 

@@ -5,6 +5,7 @@
 #include <oneapi/tbb/task_arena.h>
 #include <oneapi/tbb/task_group.h>
 
+#include <algorithm>
 #include <thread>
 
 namespace eagle {
@@ -23,8 +24,11 @@ ThreadTeam::ThreadTeam(int threads) {
 ThreadTeam::~ThreadTeam() = default;
 
 void ThreadTeam::run(int64_t n, int64_t grain, RangeFn fn, const void* ctx) const {
+  // blocked_range halves a range while it is longer than its grain size: a grain size of
+  // 2 * grain leaves every piece at least `grain` long, as the header promises.
+  const int64_t split_above = std::max<int64_t>(2 * grain, 1);
   impl_->arena.execute([&] {
-    tbb::parallel_for(tbb::blocked_range<int64_t>(0, n, grain),
+    tbb::parallel_for(tbb::blocked_range<int64_t>(0, n, split_above),
                       [&](const tbb::blocked_range<int64_t>& r) { fn(ctx, r.begin(), r.end()); });
   });
 }

@@ -1,0 +1,1212 @@
+// Tests of the kernel layer: eager launches of every standard kernel for every dtype it serves,
+// against float64 references computed here; the call errors; kernel definitions; the argument
+// block; the thread team; and a user-defined kernel.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <limits>
+#include <memory>
+#include <mutex>
+#include <numeric>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "eagle/eagle.hpp"
+#include "test_util.hpp"
+
+namespace eagle {
+namespace {
+
+constexpr DType kElementwiseDTypes[] = {DType::f64,  DType::f32, DType::f16,
+                                        DType::bf16, DType::i64, DType::i32};
+constexpr DType kReduceDTypes[] = {DType::f64, DType::f32, DType::i64, DType::i32};
+
+template <class E, class Fn>
+void expect_throw_with(Fn&& fn, std::initializer_list<std::string> needles) {
+  try {
+    fn();
+    ADD_FAILURE() << "expected an exception, none was thrown";
+  } catch (const E& e) {
+    const std::string what = e.what();
+    for (const auto& n : needles)
+      EXPECT_NE(what.find(n), std::string::npos) << "'" << what << "' lacks '" << n << "'";
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << "wrong exception type, message: " << e.what();
+  }
+}
+
+int64_t count(const Shape& s) {
+  int64_t n = 1;
+  for (int64_t d : s) n *= d;
+  return n;
+}
+
+std::string trace(const Kernel& k, DType d, const Shape& s) {
+  return k.name() + " " + std::string(dtype_name(d)) + shape_str(s);
+}
+
+std::vector<double> host(const Array& a) {
+  return a.to_vector<double>();
+}
+
+// prefix followed by i ("a3"); spelled out because GCC 12 warns falsely on "literal" + string.
+std::string indexed(const char* prefix, int i) {
+  std::string s = prefix;
+  s += std::to_string(i);
+  return s;
+}
+
+// Element-by-element equality, reporting the count and the first difference (not 10^5 values).
+void expect_exact(const std::vector<double>& got, const std::vector<double>& want) {
+  ASSERT_EQ(got.size(), want.size());
+  std::size_t bad = 0, first = 0;
+  for (std::size_t i = 0; i < got.size(); ++i)
+    if (!(got[i] == want[i]) && bad++ == 0) first = i;
+  EXPECT_EQ(bad, 0u) << bad << " elements differ; the first is " << first << ": got " << got[first]
+                     << ", want " << want[first];
+}
+
+// An array of `dtype` holding `values` (converted), on `device`.
+Array from_doubles(const std::vector<double>& v, const Shape& shape, DType dtype, Device device) {
+  switch (dtype) {
+    case DType::f64:
+      return Array::from(v, shape, device);
+    case DType::f32:
+      return Array::from(std::vector<float>(v.begin(), v.end()), shape, device);
+    case DType::f16:
+      return Array::from(std::vector<half>(v.begin(), v.end()), shape, device);
+    case DType::bf16:
+      return Array::from(std::vector<bfloat16>(v.begin(), v.end()), shape, device);
+    case DType::i64:
+      return Array::from(std::vector<int64_t>(v.begin(), v.end()), shape, device);
+    case DType::i32:
+      return Array::from(std::vector<int32_t>(v.begin(), v.end()), shape, device);
+    case DType::u32:
+      return Array::from(std::vector<uint32_t>(v.begin(), v.end()), shape, device);
+    case DType::u8:
+      return Array::from(std::vector<uint8_t>(v.begin(), v.end()), shape, device);
+    case DType::boolean: {
+      std::vector<bool> b;
+      for (double x : v) b.push_back(x != 0);
+      return Array::from(b, shape, device);
+    }
+  }
+  return Array();
+}
+
+// A random condition: about half the elements true; u8 conditions use several nonzero values.
+Array random_cond(const Shape& shape, DType dtype, Device device) {
+  std::vector<double> v = test::random_values(static_cast<std::size_t>(count(shape)));
+  for (double& x : v) x = x > 0 ? (dtype == DType::u8 ? 1 + std::floor(x * 254.99) : 1) : 0;
+  return from_doubles(v, shape, dtype, device);
+}
+
+// Compares got with a float64 reference: exact for integers (or when `exact`); for floats each
+// element within tolerance(dtype) * (1 + m) and the whole within tolerance(dtype) relative to
+// the norm of m, where m is the magnitude the rounding is relative to: |want| by default, the
+// terms' magnitudes for a sum that can cancel (axpy). NaN never passes.
+void expect_matches(const Array& got, const std::vector<double>& want, DType dtype,
+                    bool exact = false, const std::vector<double>* magnitude = nullptr) {
+  const std::vector<double> g = host(got);
+  ASSERT_EQ(g.size(), want.size());
+  const double tol = exact ? 0.0 : test::tolerance(dtype);
+  std::size_t bad = 0, first = 0;
+  double err2 = 0, mag2 = 0;
+  for (std::size_t i = 0; i < g.size(); ++i) {
+    const double m = magnitude ? (*magnitude)[i] : std::fabs(want[i]);
+    const double e = std::fabs(g[i] - want[i]);
+    const bool ok = tol == 0 ? g[i] == want[i] : e <= tol * (1 + m);
+    if (!ok && bad++ == 0) first = i;
+    err2 += e * e;
+    mag2 += m * m;
+  }
+  EXPECT_EQ(bad, 0u) << bad << " elements differ; the first is " << first << ": got " << g[first]
+                     << ", want " << want[first];
+  if (tol == 0 || want.empty()) return;
+  // f16 results below its smallest normal (2^-14) are rounded to an absolute step of 2^-24.
+  const double floor = dtype == DType::f16 ? std::ldexp(1.0, -14) : 0.0;
+  const double n = static_cast<double>(want.size());
+  const double rel = err2 == 0 ? 0.0 : std::sqrt(err2) / (std::sqrt(mag2) + std::sqrt(n) * floor);
+  EXPECT_LE(rel, tol) << "relative error of the whole";
+}
+
+class Kernels : public test::OnDevice {
+ protected:
+  void SetUp() override {
+    OnDevice::SetUp();
+    if (IsSkipped()) return;
+    stream_ = std::make_unique<Stream>(device());
+  }
+
+  const Stream& stream() const { return *stream_; }
+
+  // Sizes that are not multiples of 256; 100003 is past the CPU team's parallel threshold, and
+  // on a GPU a larger one also exceeds one pass of the grid (the grid-stride loop).
+  std::vector<Shape> shapes() const {
+    std::vector<Shape> s = {{100003}, {3, 7, 11}, {2, 3, 2, 3, 5}, {1}};
+    if (device().is_cuda()) s.push_back({1048583});  // > 132 SMs * 16 blocks * 256 threads
+    return s;
+  }
+
+  // Runs the kernel with launch (fresh outputs) and with launch_into (poisoned outputs) and
+  // compares the one output with `want` (within tolerance(dtype), or exactly); the inputs must be
+  // left as they were.
+  void check(const Kernel& k, const std::vector<Array>& inputs, const std::vector<Scalar>& scalars,
+             const Shape& shape, DType dtype, const std::vector<double>& want, bool exact = false,
+             const std::vector<double>* magnitude = nullptr) {
+    std::vector<std::vector<double>> before;
+    for (const Array& a : inputs) before.push_back(host(a));
+    {
+      SCOPED_TRACE("launch");
+      const std::vector<Array> outs = launch(k, inputs, scalars, stream(), team_);
+      ASSERT_EQ(outs.size(), 1u);
+      EXPECT_EQ(outs[0].shape(), shape);
+      EXPECT_EQ(outs[0].dtype(), dtype);
+      EXPECT_EQ(outs[0].device(), device());
+      EXPECT_TRUE(outs[0].owning());
+      stream().synchronize();
+      expect_matches(outs[0], want, dtype, exact, magnitude);
+    }
+    {
+      SCOPED_TRACE("launch_into");
+      const Array out = Array::empty(shape, dtype, device());
+      test::poison(out);
+      launch_into(k, inputs, scalars, {out}, stream(), team_);
+      stream().synchronize();
+      expect_matches(out, want, dtype, exact, magnitude);
+    }
+    for (std::size_t i = 0; i < inputs.size(); ++i) {
+      SCOPED_TRACE(indexed("input ", static_cast<int>(i)));
+      expect_exact(host(inputs[i]), before[i]);
+    }
+  }
+
+  ThreadTeam team_{2};
+  std::unique_ptr<Stream> stream_;
+};
+EAGLE_ON_EVERY_DEVICE(Kernels);
+
+// ---------------------------------------------------------------------------------------------
+// Every standard kernel, every dtype it serves
+
+TEST_P(Kernels, Fill) {
+  for (DType d : kElementwiseDTypes) {
+    for (const Shape& s : shapes()) {
+      SCOPED_TRACE(trace(kernels::fill(), d, s));
+      const double value = is_floating(d) ? test::random_values(1, -4, 4)[0] : 7.0;
+      const Scalar scalar = is_floating(d) ? Scalar(value) : Scalar(7);
+      const Array out = Array::empty(s, d, device());
+      test::poison(out);
+      launch_into(kernels::fill(), {}, {scalar}, {out}, stream(), team_);
+      stream().synchronize();
+      expect_matches(out, std::vector<double>(static_cast<std::size_t>(count(s)), value), d);
+    }
+  }
+}
+
+TEST_P(Kernels, FillWritesExactlyRepresentableValuesExactly) {
+  for (DType d : kElementwiseDTypes) {
+    SCOPED_TRACE(std::string(dtype_name(d)));
+    const Array out = Array::empty({1001}, d, device());
+    test::poison(out);
+    launch_into(kernels::fill(), {}, {-3.0}, {out}, stream(), team_);
+    stream().synchronize();
+    EXPECT_EQ(host(out), std::vector<double>(1001, -3.0));
+  }
+}
+
+TEST_P(Kernels, Copy) {
+  for (DType d : kElementwiseDTypes) {
+    for (const Shape& s : shapes()) {
+      SCOPED_TRACE(trace(kernels::copy(), d, s));
+      const Array x = test::random_array(s, d, device());
+      check(kernels::copy(), {x}, {}, s, d, host(x), /*exact=*/true);
+    }
+  }
+}
+
+TEST_P(Kernels, Scale) {
+  for (DType d : kElementwiseDTypes) {
+    for (const Shape& s : shapes()) {
+      SCOPED_TRACE(trace(kernels::scale(), d, s));
+      // Integer kernels take an integral alpha (integer arithmetic).
+      const double alpha = is_floating(d) ? test::random_values(1, -2, 2)[0] : -3.0;
+      const Array x = test::random_array(s, d, device());
+      std::vector<double> want = host(x);
+      for (double& v : want) v *= alpha;
+      check(kernels::scale(), {x}, {alpha}, s, d, want);
+    }
+  }
+}
+
+TEST_P(Kernels, Axpy) {
+  for (DType d : kElementwiseDTypes) {
+    for (const Shape& s : shapes()) {
+      SCOPED_TRACE(trace(kernels::axpy(), d, s));
+      const double alpha = is_floating(d) ? test::random_values(1, -2, 2)[0] : 5.0;
+      const Array x = test::random_array(s, d, device());
+      const Array y = test::random_array(s, d, device());
+      const std::vector<double> hx = host(x), hy = host(y);
+      std::vector<double> want(hx.size()), magnitude(hx.size());
+      for (std::size_t i = 0; i < want.size(); ++i) {
+        want[i] = alpha * hx[i] + hy[i];
+        magnitude[i] = std::fabs(alpha * hx[i]) + std::fabs(hy[i]);  // the sum can cancel
+      }
+      check(kernels::axpy(), {x, y}, {alpha}, s, d, want, false, &magnitude);
+    }
+  }
+}
+
+TEST_P(Kernels, Add) {
+  for (DType d : kElementwiseDTypes) {
+    for (const Shape& s : shapes()) {
+      SCOPED_TRACE(trace(kernels::add(), d, s));
+      const Array a = test::random_array(s, d, device());
+      const Array b = test::random_array(s, d, device());
+      const std::vector<double> ha = host(a), hb = host(b);
+      std::vector<double> want(ha.size());
+      for (std::size_t i = 0; i < want.size(); ++i) want[i] = ha[i] + hb[i];
+      check(kernels::add(), {a, b}, {}, s, d, want);
+    }
+  }
+}
+
+TEST_P(Kernels, Mul) {
+  for (DType d : kElementwiseDTypes) {
+    for (const Shape& s : shapes()) {
+      SCOPED_TRACE(trace(kernels::mul(), d, s));
+      const Array a = test::random_array(s, d, device());
+      const Array b = test::random_array(s, d, device());
+      const std::vector<double> ha = host(a), hb = host(b);
+      std::vector<double> want(ha.size());
+      for (std::size_t i = 0; i < want.size(); ++i) want[i] = ha[i] * hb[i];
+      check(kernels::mul(), {a, b}, {}, s, d, want);
+    }
+  }
+}
+
+TEST_P(Kernels, Where) {
+  for (DType cond_dtype : {DType::boolean, DType::u8}) {
+    for (DType d : kElementwiseDTypes) {
+      for (const Shape& s : shapes()) {
+        SCOPED_TRACE(trace(kernels::where(), d, s) + " cond " +
+                     std::string(dtype_name(cond_dtype)));
+        const Array cond = random_cond(s, cond_dtype, device());
+        const Array a = test::random_array(s, d, device());
+        const Array b = test::random_array(s, d, device());
+        const std::vector<double> hc = host(cond), ha = host(a), hb = host(b);
+        std::vector<double> want(ha.size());
+        for (std::size_t i = 0; i < want.size(); ++i) want[i] = hc[i] != 0 ? ha[i] : hb[i];
+        // A selection does no arithmetic: every dtype is exact.
+        check(kernels::where(), {cond, a, b}, {}, s, d, want, /*exact=*/true);
+      }
+    }
+  }
+}
+
+TEST_P(Kernels, WhereTreatsEveryNonzeroByteAsTrue) {
+  const Array cond = Array::from(std::vector<uint8_t>{0, 1, 2, 128, 255, 0}, {6}, device());
+  const Array a = Array::from(std::vector<float>{1, 2, 3, 4, 5, 6}, {6}, device());
+  const Array b = Array::from(std::vector<float>{-1, -2, -3, -4, -5, -6}, {6}, device());
+  const auto outs = launch(kernels::where(), {cond, a, b}, {}, stream(), team_);
+  stream().synchronize();
+  EXPECT_EQ(outs[0].to_vector<float>(), (std::vector<float>{-1, 2, 3, 4, 5, -6}));
+}
+
+TEST_P(Kernels, Sum) {
+  for (DType d : kReduceDTypes) {
+    for (const Shape& s : shapes()) {
+      SCOPED_TRACE(trace(kernels::sum(), d, s));
+      const Array x = test::random_array(s, d, device());
+      const std::vector<double> hx = host(x);
+      long double total = 0, magnitude = 0;
+      for (double v : hx) {
+        total += v;
+        magnitude += std::fabs(v);
+      }
+      const double n = static_cast<double>(hx.size());
+      // Rounding grows with the number of terms; bound the error by the sum of magnitudes.
+      const double rel = d == DType::f32   ? 1e-6 + 1e-10 * n
+                         : d == DType::f64 ? 1e-14 + 1e-16 * n
+                                           : 0;
+      const double bound = rel * static_cast<double>(magnitude);
+      for (int way = 0; way < 2; ++way) {
+        SCOPED_TRACE(way == 0 ? "launch" : "launch_into");
+        Array out;
+        if (way == 0) {
+          const auto outs = launch(kernels::sum(), {x}, {}, stream(), team_);
+          ASSERT_EQ(outs.size(), 1u);
+          out = outs[0];
+        } else {
+          out = Array::empty({1}, d, device());
+          test::poison(out);
+          launch_into(kernels::sum(), {x}, {}, {out}, stream(), team_);
+        }
+        stream().synchronize();
+        EXPECT_EQ(out.shape(), Shape{1});
+        EXPECT_EQ(out.dtype(), d);
+        const double got = host(out)[0];
+        if (is_floating(d)) {
+          EXPECT_LE(std::fabs(got - static_cast<double>(total)), bound)
+              << "got " << got << ", want " << static_cast<double>(total);
+        } else {
+          EXPECT_EQ(got, static_cast<double>(total));
+        }
+      }
+      expect_exact(host(x), hx);
+    }
+  }
+}
+
+TEST_P(Kernels, Max) {
+  for (DType d : kReduceDTypes) {
+    for (const Shape& s : shapes()) {
+      SCOPED_TRACE(trace(kernels::max(), d, s));
+      const Array x = test::random_array(s, d, device());
+      const std::vector<double> hx = host(x);
+      const double want = *std::max_element(hx.begin(), hx.end());
+      check(kernels::max(), {x}, {}, {1}, d, {want}, /*exact=*/true);
+    }
+  }
+}
+
+TEST_P(Kernels, MaxFindsTheMaximumAnywhere) {
+  // All values negative (so an identity of 0 would show), the maximum at the ends and in between.
+  const int64_t n = 100003;
+  for (int64_t at : {int64_t{0}, n / 2 + 1, n - 1}) {
+    SCOPED_TRACE(at);
+    std::vector<double> v(static_cast<std::size_t>(n));
+    for (int64_t i = 0; i < n; ++i) v[i] = -1000.0 - static_cast<double>(i % 977);
+    v[at] = -7.0;
+    for (DType d : kReduceDTypes) {
+      const auto outs =
+          launch(kernels::max(), {from_doubles(v, {n}, d, device())}, {}, stream(), team_);
+      stream().synchronize();
+      EXPECT_EQ(host(outs[0]), std::vector<double>{-7.0}) << dtype_name(d);
+    }
+  }
+}
+
+TEST_P(Kernels, SumOfIntegersIsExact) {
+  const int64_t n = 200001;
+  std::vector<double> v(static_cast<std::size_t>(n));
+  for (int64_t i = 0; i < n; ++i) v[i] = static_cast<double>((i * 7919) % 2001 - 1000);
+  const double want = std::accumulate(v.begin(), v.end(), 0.0);
+  for (DType d : {DType::i64, DType::i32}) {
+    const auto outs =
+        launch(kernels::sum(), {from_doubles(v, {n}, d, device())}, {}, stream(), team_);
+    stream().synchronize();
+    EXPECT_EQ(host(outs[0]), std::vector<double>{want}) << dtype_name(d);
+  }
+  // Large i64 values that a double accumulator would round.
+  const std::vector<int64_t> big = {int64_t{1} << 60, 1, 1, -(int64_t{1} << 60), 3};
+  const auto outs = launch(kernels::sum(), {Array::from(big, {5}, device())}, {}, stream(), team_);
+  stream().synchronize();
+  EXPECT_EQ(outs[0].to_vector<int64_t>(), std::vector<int64_t>{5});
+}
+
+TEST_P(Kernels, EmptyInputs) {
+  for (DType d : kElementwiseDTypes) {
+    SCOPED_TRACE(std::string(dtype_name(d)));
+    const Array a = Array::empty({0}, d, device());
+    const auto outs = launch(kernels::add(), {a, a}, {}, stream(), team_);
+    stream().synchronize();
+    EXPECT_EQ(outs[0].shape(), Shape{0});
+    EXPECT_EQ(outs[0].numel(), 0);
+  }
+  for (DType d : kReduceDTypes) {
+    SCOPED_TRACE(std::string(dtype_name(d)));
+    const Array x = Array::empty({0}, d, device());
+    const Array out = Array::empty({1}, d, device());
+    test::poison(out);
+    launch_into(kernels::sum(), {x}, {}, {out}, stream(), team_);
+    stream().synchronize();
+    EXPECT_EQ(host(out), std::vector<double>{0.0});
+  }
+}
+
+// The identity of max: -inf for floats, the lowest value for integers.
+template <class T>
+T max_identity() {
+  return std::numeric_limits<T>::has_infinity ? -std::numeric_limits<T>::infinity()
+                                              : std::numeric_limits<T>::lowest();
+}
+
+template <class T>
+void expect_max_identity(const Stream& stream, const ThreadTeam& team) {
+  SCOPED_TRACE(std::string(dtype_name(dtype_of<T>)));
+  // An empty input gives the identity, the same on every device.
+  const Array x = Array::empty({0}, dtype_of<T>, stream.device());
+  const Array out = Array::empty({1}, dtype_of<T>, stream.device());
+  test::poison(out);
+  launch_into(kernels::max(), {x}, {}, {out}, stream, team);
+  stream.synchronize();
+  EXPECT_EQ(out.to_vector<T>(), std::vector<T>{max_identity<T>()});
+  // An input of only the identity (all -inf, or all lowest) gives it back, in both paths.
+  for (int64_t n : {int64_t{5}, int64_t{200003}}) {
+    const Array all = Array::from(std::vector<T>(static_cast<std::size_t>(n), max_identity<T>()),
+                                  {n}, stream.device());
+    const auto outs = launch(kernels::max(), {all}, {}, stream, team);
+    stream.synchronize();
+    EXPECT_EQ(outs[0].to_vector<T>(), std::vector<T>{max_identity<T>()}) << n;
+  }
+}
+
+TEST_P(Kernels, MaxIdentity) {
+  expect_max_identity<double>(stream(), team_);
+  expect_max_identity<float>(stream(), team_);
+  expect_max_identity<int64_t>(stream(), team_);
+  expect_max_identity<int32_t>(stream(), team_);
+}
+
+TEST_P(Kernels, InPlaceOutputAliasingAnInput) {
+  // Elementwise kernels are per-sample: the output may be one of the inputs.
+  const int64_t n = 100003;
+  const Array a = test::random_array({n}, DType::f32, device());
+  const Array b = test::random_array({n}, DType::f32, device());
+  const std::vector<double> ha = host(a), hb = host(b);
+  launch_into(kernels::add(), {a, b}, {}, {a}, stream(), team_);
+  launch_into(kernels::scale(), {a}, {2.0}, {a}, stream(), team_);
+  stream().synchronize();
+  std::vector<double> want(ha.size());
+  for (std::size_t i = 0; i < want.size(); ++i)
+    want[i] = 2.0 * static_cast<double>(static_cast<float>(ha[i] + hb[i]));
+  expect_matches(a, want, DType::f32);
+}
+
+TEST_P(Kernels, SlicesAreLaunchedAtTheirOffset) {
+  std::vector<double> v(40);
+  std::iota(v.begin(), v.end(), 0.0);
+  const Array m = from_doubles(v, {8, 5}, DType::f32, device());
+  const Array rows = m.slice(0, 3, 6);  // contiguous, at an offset
+  const auto outs = launch(kernels::scale(), {rows}, {10.0}, stream(), team_);
+  stream().synchronize();
+  std::vector<double> want(v.begin() + 15, v.begin() + 30);
+  for (double& x : want) x *= 10;
+  expect_exact(host(outs[0]), want);
+  // Writing into a slice leaves the rest of the parent alone.
+  launch_into(kernels::fill(), {}, {-1.0}, {m.slice(0, 7, 8)}, stream(), team_);
+  stream().synchronize();
+  std::vector<double> after = v;
+  std::fill(after.begin() + 35, after.end(), -1.0);
+  expect_exact(host(m), after);
+}
+
+TEST_P(Kernels, ScalarKindsConvert) {
+  // An integer scalar for a real parameter, on float and integer data.
+  const Array x = from_doubles({1, 2, 3}, {3}, DType::f32, device());
+  auto outs = launch(kernels::scale(), {x}, {Scalar(3)}, stream(), team_);
+  stream().synchronize();
+  EXPECT_EQ(host(outs[0]), (std::vector<double>{3, 6, 9}));
+  const Array xi = from_doubles({1, -2, 3}, {3}, DType::i64, device());
+  outs = launch(kernels::scale(), {xi}, {Scalar(int64_t{4})}, stream(), team_);
+  stream().synchronize();
+  EXPECT_EQ(host(outs[0]), (std::vector<double>{4, -8, 12}));
+  outs = launch(kernels::scale(), {xi}, {Scalar(0.5f)}, stream(), team_);
+  stream().synchronize();
+  EXPECT_EQ(outs[0].dtype(), DType::i64);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Call errors
+
+TEST_P(Kernels, WrongNumberOfArrays) {
+  const Array a = test::random_array({10}, DType::f32, device());
+  expect_throw_with<InvalidArgument>([&] { launch(kernels::add(), {a}, {}, stream(), team_); },
+                                     {"kernel add", "expects 2 array arguments, got 1"});
+  expect_throw_with<InvalidArgument>(
+      [&] {
+        launch(kernels::add(), {a, a, a}, {}, stream(), team_);
+      },
+      {"got 3"});
+  expect_throw_with<InvalidArgument>([&] { launch(kernels::copy(), {}, {}, stream(), team_); },
+                                     {"kernel copy", "expects 1 array arguments, got 0"});
+  expect_throw_with<InvalidArgument>(
+      [&] {
+        launch(kernels::where(), {a, a}, {}, stream(), team_);
+      },
+      {"expects 3"});
+  expect_throw_with<InvalidArgument>(
+      [&] { launch_into(kernels::fill(), {a}, {1.0}, {a}, stream(), team_); },
+      {"kernel fill", "expects 0 array arguments, got 1"});
+  expect_throw_with<InvalidArgument>(
+      [&] {
+        launch(kernels::sum(), {a, a}, {}, stream(), team_);
+      },
+      {"kernel sum", "expects 1"});
+}
+
+TEST_P(Kernels, WrongNumberOfScalars) {
+  const Array a = test::random_array({10}, DType::f32, device());
+  expect_throw_with<InvalidArgument>([&] { launch(kernels::scale(), {a}, {}, stream(), team_); },
+                                     {"kernel scale", "expects 1 scalar arguments, got 0"});
+  expect_throw_with<InvalidArgument>(
+      [&] {
+        launch(kernels::scale(), {a}, {1.0, 2.0}, stream(), team_);
+      },
+      {"got 2"});
+  expect_throw_with<InvalidArgument>(
+      [&] {
+        launch(kernels::add(), {a, a}, {1.0}, stream(), team_);
+      },
+      {"kernel add", "expects 0 scalar arguments, got 1"});
+  expect_throw_with<InvalidArgument>(
+      [&] { launch_into(kernels::fill(), {}, {}, {a}, stream(), team_); }, {"expects 1 scalar"});
+}
+
+TEST_P(Kernels, ShapeMismatchNamesTheArgument) {
+  const Array a = test::random_array({10}, DType::f32, device());
+  const Array b = test::random_array({11}, DType::f32, device());
+  const Array c = test::random_array({2, 5}, DType::f32, device());
+  expect_throw_with<InvalidArgument>(
+      [&] {
+        launch(kernels::add(), {a, b}, {}, stream(), team_);
+      },
+      {"kernel add", "'b'", "[11]", "'a'", "[10]", "shape"});
+  expect_throw_with<InvalidArgument>(
+      [&] {
+        launch(kernels::mul(), {b, a}, {}, stream(), team_);
+      },
+      {"kernel mul", "'b'", "[10]", "[11]"});
+  expect_throw_with<InvalidArgument>(
+      [&] {
+        launch(kernels::axpy(), {a, c}, {2.0}, stream(), team_);
+      },
+      {"kernel axpy", "'y'", "[2,5]", "'x'"});
+  const Array cond = random_cond({10}, DType::boolean, device());
+  const Array cond9 = random_cond({9}, DType::boolean, device());
+  expect_throw_with<InvalidArgument>(
+      [&] {
+        launch(kernels::where(), {cond, a, b}, {}, stream(), team_);
+      },
+      {"kernel where", "'b'", "[11]"});
+  expect_throw_with<InvalidArgument>(
+      [&] {
+        launch(kernels::where(), {cond9, a, a}, {}, stream(), team_);
+      },
+      {"kernel where", "'cond'", "[9]"});
+}
+
+TEST_P(Kernels, DTypeMismatchNamesTheArgument) {
+  const Array f = test::random_array({10}, DType::f32, device());
+  const Array g = test::random_array({10}, DType::f64, device());
+  expect_throw_with<InvalidArgument>(
+      [&] {
+        launch(kernels::add(), {f, g}, {}, stream(), team_);
+      },
+      {"kernel add", "'b'", "f64", "'a'", "f32", "dtype"});
+  expect_throw_with<InvalidArgument>(
+      [&] {
+        launch(kernels::axpy(), {g, f}, {1.0}, stream(), team_);
+      },
+      {"'y'", "f32", "f64"});
+  const Array cond = random_cond({10}, DType::u8, device());
+  expect_throw_with<InvalidArgument>(
+      [&] {
+        launch(kernels::where(), {cond, f, g}, {}, stream(), team_);
+      },
+      {"'b'", "f64"});
+}
+
+TEST_P(Kernels, WhereConditionMustBeBoolOrU8) {
+  const Array a = test::random_array({10}, DType::f32, device());
+  for (DType d : {DType::f32, DType::i32, DType::f64, DType::u32}) {
+    SCOPED_TRACE(std::string(dtype_name(d)));
+    const Array cond = Array::empty({10}, d, device());
+    expect_throw_with<InvalidArgument>(
+        [&] {
+          launch(kernels::where(), {cond, a, a}, {}, stream(), team_);
+        },
+        {"kernel where", "'cond'", "bool or u8", std::string(dtype_name(d))});
+  }
+}
+
+TEST_P(Kernels, UnsupportedDTypesAreDeclined) {
+  auto decline = [&](const Kernel& k, DType d) {
+    SCOPED_TRACE(k.name() + " " + std::string(dtype_name(d)));
+    const Array x = Array::empty({10}, d, device());
+    std::vector<Array> inputs(static_cast<std::size_t>(k.num_inputs()), x);
+    std::vector<Scalar> scalars(k.def().scalars.size(), Scalar(1.0));
+    expect_throw_with<NotSupported>([&] { launch(k, inputs, scalars, stream(), team_); },
+                                    {"kernel " + k.name(), std::string(dtype_name(d))});
+  };
+  for (DType d : {DType::f16, DType::bf16, DType::u32, DType::u8, DType::boolean}) {
+    decline(kernels::sum(), d);
+    decline(kernels::max(), d);
+  }
+  for (DType d : {DType::u32, DType::u8, DType::boolean}) {
+    decline(kernels::copy(), d);
+    decline(kernels::scale(), d);
+    decline(kernels::axpy(), d);
+    decline(kernels::add(), d);
+    decline(kernels::mul(), d);
+  }
+  // where with u8 data (and a u8 condition).
+  const Array u = Array::empty({10}, DType::u8, device());
+  EXPECT_THROW(launch(kernels::where(), {u, u, u}, {}, stream(), team_), NotSupported);
+  // fill into an output of an unserved dtype.
+  EXPECT_THROW(launch_into(kernels::fill(), {}, {1.0}, {u}, stream(), team_), NotSupported);
+}
+
+TEST_P(Kernels, NonContiguousArraysAreRefused) {
+  const Array m = test::random_array({6, 4}, DType::f32, device());
+  const Array t = Array::wrap(m.data(), {4, 6}, DType::f32, device(), {1, 4});  // transposed
+  const Array cols = m.slice(1, 1, 3);
+  ASSERT_FALSE(t.is_contiguous());
+  expect_throw_with<InvalidArgument>([&] { launch(kernels::copy(), {t}, {}, stream(), team_); },
+                                     {"kernel copy", "'x'", "contiguous", "[1,4]"});
+  const Array dense = test::random_array({6, 2}, DType::f32, device());
+  expect_throw_with<InvalidArgument>(
+      [&] {
+        launch(kernels::add(), {dense, cols}, {}, stream(), team_);
+      },
+      {"'b'", "contiguous"});
+  expect_throw_with<InvalidArgument>(
+      [&] { launch_into(kernels::copy(), {dense}, {}, {cols}, stream(), team_); },
+      {"'out'", "contiguous"});
+  expect_throw_with<InvalidArgument>([&] { launch(kernels::sum(), {cols}, {}, stream(), team_); },
+                                     {"'x'", "contiguous"});
+}
+
+TEST_P(Kernels, FillThroughLaunchHasNoOutputShape) {
+  expect_throw_with<InvalidArgument>([&] { launch(kernels::fill(), {}, {1.0}, stream(), team_); },
+                                     {"kernel fill", "not determined", "launch_into"});
+}
+
+TEST_P(Kernels, LaunchIntoChecksTheOutputs) {
+  const Array a = test::random_array({10}, DType::f32, device());
+  expect_throw_with<InvalidArgument>(
+      [&] {
+        launch_into(kernels::add(), {a, a}, {}, {}, stream(), team_);
+      },
+      {"kernel add", "expects 1 outputs, got 0"});
+  expect_throw_with<InvalidArgument>(
+      [&] {
+        launch_into(kernels::add(), {a, a}, {}, {a, a}, stream(), team_);
+      },
+      {"got 2"});
+  const Array wrong_shape = Array::empty({11}, DType::f32, device());
+  expect_throw_with<InvalidArgument>(
+      [&] {
+        launch_into(kernels::add(), {a, a}, {}, {wrong_shape}, stream(), team_);
+      },
+      {"output 0", "f32[10]", "f32[11]"});
+  const Array wrong_dtype = Array::empty({10}, DType::f64, device());
+  expect_throw_with<InvalidArgument>(
+      [&] {
+        launch_into(kernels::add(), {a, a}, {}, {wrong_dtype}, stream(), team_);
+      },
+      {"output 0", "f32[10]", "f64[10]"});
+  const Array big = Array::empty({2}, DType::f32, device());
+  expect_throw_with<InvalidArgument>(
+      [&] { launch_into(kernels::sum(), {a}, {}, {big}, stream(), team_); }, {"f32[1]", "f32[2]"});
+  const Array sum_f64 = Array::empty({1}, DType::f64, device());
+  expect_throw_with<InvalidArgument>(
+      [&] { launch_into(kernels::sum(), {a}, {}, {sum_f64}, stream(), team_); }, {"f64[1]"});
+}
+
+TEST_P(Kernels, FailedCallsLeaveTheOutputAlone) {
+  const Array a = test::random_array({10}, DType::f32, device());
+  const Array b = test::random_array({10}, DType::f64, device());
+  const Array out = Array::empty({10}, DType::f32, device());
+  test::poison(out);
+  EXPECT_THROW(launch_into(kernels::add(), {a, b}, {}, {out}, stream(), team_), InvalidArgument);
+  stream().synchronize();
+  for (double v : host(out)) EXPECT_TRUE(std::isnan(v));
+}
+
+TEST_P(Kernels, ArraysOnAnotherDeviceAreRefused) {
+  if (device().is_cpu() && !cuda_available())
+    GTEST_SKIP() << "needs a CUDA device to put an array elsewhere";
+  const Device other = device().is_cpu() ? Device::cuda(0) : Device::cpu();
+  const Array here = test::random_array({10}, DType::f32, device());
+  const Array there = test::random_array({10}, DType::f32, other);
+  expect_throw_with<InvalidArgument>(
+      [&] {
+        launch(kernels::add(), {here, there}, {}, stream(), team_);
+      },
+      {"kernel add", "'b'", other.str(), device().str()});
+  const Array out_there = Array::empty({10}, DType::f32, other);
+  expect_throw_with<InvalidArgument>(
+      [&] { launch_into(kernels::copy(), {here}, {}, {out_there}, stream(), team_); }, {"'out'"});
+}
+
+// ---------------------------------------------------------------------------------------------
+// A user-defined kernel
+
+void square_plus_one_cpu(const KernelArgs& a, const ThreadTeam& team) {
+  const float* x = static_cast<const float*>(a.arrays[0].data);
+  float* out = static_cast<float*>(a.arrays[1].data);
+  team.parallel_for(a.arrays[0].numel, 4096, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) out[i] = x[i] * x[i] + 1.0f;
+  });
+}
+
+Kernel square_plus_one() {
+  KernelDef def;
+  def.name = "square_plus_one";
+  def.arrays = {{"x", Access::read}, {"out", Access::write}};
+  def.infer = [](const std::vector<ArrayMeta>& in, const std::vector<ScalarArg>&) {
+    if (in[0].dtype != DType::f32) {
+      std::string what = "kernel square_plus_one: argument 'x' must be f32, got ";
+      what += dtype_name(in[0].dtype);
+      throw InvalidArgument(what);
+    }
+    return std::vector<ArrayMeta>{in[0]};
+  };
+  def.select = [](const std::vector<DType>&) {
+    KernelImpl impl;
+    impl.cpu = &square_plus_one_cpu;
+    return impl;
+  };
+  return Kernel(std::move(def));
+}
+
+TEST_P(Kernels, UserDefinedKernel) {
+  const Kernel k = square_plus_one();
+  EXPECT_EQ(k.name(), "square_plus_one");
+  EXPECT_EQ(k.num_inputs(), 1);
+  EXPECT_EQ(k.num_outputs(), 1);
+  const Array x = test::random_array({100003}, DType::f32, device());
+  if (device().is_cuda()) {
+    // It has no CUDA implementation: a typed decline, not a crash.
+    expect_throw_with<NotSupported>([&] { launch(k, {x}, {}, stream(), team_); },
+                                    {"square_plus_one", "CUDA"});
+    return;
+  }
+  const std::vector<double> hx = host(x);
+  std::vector<double> want(hx.size());
+  for (std::size_t i = 0; i < want.size(); ++i) want[i] = hx[i] * hx[i] + 1.0;
+  check(k, {x}, {}, {100003}, DType::f32, want);
+  expect_throw_with<InvalidArgument>(
+      [&] { launch(k, {test::random_array({5}, DType::f64, device())}, {}, stream(), team_); },
+      {"'x'", "must be f32"});
+}
+
+// Records what a kernel receives, to check how eager calls pack the argument block.
+struct Seen {
+  KernelArgs args{};
+  std::vector<DType> selected;
+  std::vector<std::vector<ArrayMeta>> inferred_inputs;
+  std::vector<std::vector<ScalarArg>> inferred_scalars;
+  int calls = 0;
+};
+Seen& seen() {
+  static Seen s;
+  return s;
+}
+
+void record_cpu(const KernelArgs& a, const ThreadTeam&) {
+  seen().args = a;
+  ++seen().calls;
+  // b += scale * a; out = a (as i64, the integer scalar added)
+  const float* in = static_cast<const float*>(a.arrays[0].data);
+  int64_t* out = static_cast<int64_t*>(a.arrays[1].data);
+  float* acc = static_cast<float*>(a.arrays[2].data);
+  for (int64_t i = 0; i < a.arrays[0].numel; ++i) {
+    acc[i] += static_cast<float>(a.scalars[0].f) * in[i];
+    out[i] = static_cast<int64_t>(in[i]) + a.scalars[1].i;
+  }
+}
+
+Kernel recorder() {
+  KernelDef def;
+  def.name = "recorder";
+  // Parameters interleave reads and writes: arguments go in parameter order.
+  def.arrays = {{"a", Access::read}, {"out", Access::write}, {"acc", Access::read_write}};
+  def.scalars = {{"scale", ScalarKind::real}, {"shift", ScalarKind::integer}};
+  def.per_sample = true;
+  def.infer = [](const std::vector<ArrayMeta>& in, const std::vector<ScalarArg>& scalars) {
+    seen().inferred_inputs.push_back(in);
+    seen().inferred_scalars.push_back(scalars);
+    return std::vector<ArrayMeta>{{in[0].shape, DType::i64}};
+  };
+  def.select = [](const std::vector<DType>& dtypes) {
+    seen().selected = dtypes;
+    KernelImpl impl;
+    impl.cpu = &record_cpu;
+    return impl;
+  };
+  return Kernel(std::move(def));
+}
+
+TEST(UserKernelTest, ArgumentsFollowTheParameterList) {
+  seen() = Seen();
+  const Kernel k = recorder();
+  EXPECT_EQ(k.num_inputs(), 2);  // a and acc (read-write is passed by the caller)
+  EXPECT_EQ(k.num_outputs(), 1);
+  const Stream stream(Device::cpu());
+  const ThreadTeam team(2);
+  const Array a = Array::from(std::vector<float>{1, 2, 3, 4, 5, 6}, {2, 3}, Device::cpu());
+  const Array acc = Array::from(std::vector<float>{10, 20, 30, 40, 50, 60}, {2, 3}, Device::cpu());
+  const auto outs = launch(k, {a, acc}, {Scalar(2), Scalar(7.9)}, stream, team);
+  ASSERT_EQ(outs.size(), 1u);
+  EXPECT_EQ(outs[0].dtype(), DType::i64);
+  EXPECT_EQ(outs[0].shape(), (Shape{2, 3}));
+  // The read-write argument is updated in place; the output holds a + shift (7.9 -> 7).
+  EXPECT_EQ(acc.to_vector<float>(), (std::vector<float>{12, 24, 36, 48, 60, 72}));
+  EXPECT_EQ(outs[0].to_vector<int64_t>(), (std::vector<int64_t>{8, 9, 10, 11, 12, 13}));
+
+  const Seen& s = seen();
+  EXPECT_EQ(s.calls, 1);
+  EXPECT_EQ(s.selected, (std::vector<DType>{DType::f32, DType::i64, DType::f32}));
+  ASSERT_EQ(s.inferred_inputs.size(), 1u);
+  ASSERT_EQ(s.inferred_inputs[0].size(), 2u);
+  EXPECT_EQ(s.inferred_inputs[0][0].shape, (Shape{2, 3}));
+  EXPECT_EQ(s.inferred_inputs[0][1].dtype, DType::f32);
+  ASSERT_EQ(s.inferred_scalars[0].size(), 2u);
+  EXPECT_EQ(s.inferred_scalars[0][0].f, 2.0);  // an integer given for a real parameter
+  EXPECT_EQ(s.inferred_scalars[0][1].i, 7);    // a real given for an integer parameter
+  EXPECT_EQ(s.args.num_arrays, 3);
+  EXPECT_EQ(s.args.num_scalars, 2);
+  EXPECT_EQ(s.args.arrays[0].data, a.data());
+  EXPECT_EQ(s.args.arrays[1].data, outs[0].data());
+  EXPECT_EQ(s.args.arrays[2].data, acc.data());
+  EXPECT_EQ(s.args.arrays[1].dtype, static_cast<int32_t>(DType::i64));
+  EXPECT_EQ(s.args.arrays[2].numel, 6);
+  EXPECT_EQ(s.args.arrays[2].ndim, 2);
+  EXPECT_EQ(s.args.arrays[2].dims[0], 2);
+  EXPECT_EQ(s.args.arrays[2].dims[1], 3);
+  EXPECT_EQ(s.args.scalars[0].f, 2.0);
+  EXPECT_EQ(s.args.scalars[1].i, 7);
+
+  // launch_into: the caller's output, and inputs still in parameter order.
+  const Array out = Array::empty({2, 3}, DType::i64, Device::cpu());
+  launch_into(k, {a, acc}, {0.5, int64_t{-1}}, {out}, stream, team);
+  EXPECT_EQ(seen().args.arrays[1].data, out.data());
+  EXPECT_EQ(out.to_vector<int64_t>(), (std::vector<int64_t>{0, 1, 2, 3, 4, 5}));
+  EXPECT_EQ(acc.to_vector<float>(), (std::vector<float>{12.5, 25, 37.5, 50, 62.5, 75}));
+}
+
+TEST(UserKernelTest, SelectMayDecline) {
+  KernelDef def;
+  def.name = "picky";
+  def.arrays = {{"x", Access::read}, {"out", Access::write}};
+  def.infer = [](const std::vector<ArrayMeta>& in, const std::vector<ScalarArg>&) {
+    return std::vector<ArrayMeta>{in[0]};
+  };
+  def.select = [](const std::vector<DType>& d) -> KernelImpl {
+    std::string what = "kernel picky: dtype ";
+    what += dtype_name(d[0]);
+    throw NotSupported(what);
+  };
+  const Kernel k(std::move(def));
+  const Stream stream(Device::cpu());
+  const ThreadTeam team(1);
+  expect_throw_with<NotSupported>(
+      [&] { launch(k, {Array::empty({3}, DType::bf16, Device::cpu())}, {}, stream, team); },
+      {"picky", "bf16"});
+}
+
+// ---------------------------------------------------------------------------------------------
+// Kernel definitions
+
+KernelDef valid_def() {
+  KernelDef def;
+  def.name = "k";
+  def.arrays = {{"x", Access::read}, {"out", Access::write}};
+  def.scalars = {{"alpha"}};
+  def.infer = [](const std::vector<ArrayMeta>& in, const std::vector<ScalarArg>&) {
+    return std::vector<ArrayMeta>{in[0]};
+  };
+  def.select = [](const std::vector<DType>&) { return KernelImpl{}; };
+  return def;
+}
+
+TEST(KernelDefTest, ValidDefinition) {
+  const Kernel k(valid_def());
+  EXPECT_EQ(k.name(), "k");
+  EXPECT_EQ(k.def().arrays.size(), 2u);
+  EXPECT_EQ(k.def().scalars[0].kind, ScalarKind::real);
+  EXPECT_EQ(k.num_inputs(), 1);
+  EXPECT_EQ(k.num_outputs(), 1);
+  const Kernel copy = k;
+  EXPECT_TRUE(copy == k);
+  EXPECT_FALSE(Kernel(valid_def()) == k);  // equality is identity of the definition
+}
+
+TEST(KernelDefTest, LimitsAreInclusive) {
+  KernelDef def = valid_def();
+  def.arrays.clear();
+  for (int i = 0; i < kMaxKernelArrays; ++i)
+    def.arrays.push_back({indexed("a", i), i % 2 ? Access::write : Access::read_write});
+  def.scalars.clear();
+  for (int i = 0; i < kMaxKernelScalars; ++i) def.scalars.push_back({indexed("s", i)});
+  const Kernel k(def);
+  EXPECT_EQ(k.num_inputs(), 3);
+  EXPECT_EQ(k.num_outputs(), 3);
+}
+
+TEST(KernelDefTest, ValidationErrors) {
+  KernelDef def = valid_def();
+  def.name = "";
+  expect_throw_with<InvalidArgument>([&] { Kernel k(def); }, {"name must not be empty"});
+
+  def = valid_def();
+  def.arrays.clear();
+  expect_throw_with<InvalidArgument>([&] { Kernel k(def); }, {"Kernel 'k'", "1 to 6", "has 0"});
+
+  def = valid_def();
+  def.arrays.clear();
+  for (int i = 0; i <= kMaxKernelArrays; ++i) def.arrays.push_back({indexed("a", i), Access::read});
+  expect_throw_with<InvalidArgument>([&] { Kernel k(def); }, {"Kernel 'k'", "has 7"});
+
+  def = valid_def();
+  def.scalars.clear();
+  for (int i = 0; i <= kMaxKernelScalars; ++i) def.scalars.push_back({indexed("s", i)});
+  expect_throw_with<InvalidArgument>([&] { Kernel k(def); }, {"at most 4", "has 5"});
+
+  def = valid_def();
+  def.arrays = {{"x", Access::read}, {"x", Access::write}};
+  expect_throw_with<InvalidArgument>([&] { Kernel k(def); }, {"'x'", "used twice"});
+
+  def = valid_def();
+  def.scalars = {{"out"}};
+  expect_throw_with<InvalidArgument>([&] { Kernel k(def); }, {"'out'", "used twice"});
+
+  def = valid_def();
+  def.scalars = {{"alpha"}, {"alpha", ScalarKind::integer}};
+  expect_throw_with<InvalidArgument>([&] { Kernel k(def); }, {"'alpha'", "used twice"});
+
+  def = valid_def();
+  def.infer = nullptr;
+  expect_throw_with<InvalidArgument>([&] { Kernel k(def); }, {"Kernel 'k'", "infer"});
+
+  def = valid_def();
+  def.select = nullptr;
+  expect_throw_with<InvalidArgument>([&] { Kernel k(def); }, {"Kernel 'k'", "select"});
+}
+
+TEST(KernelDefTest, StandardKernels) {
+  struct Expect {
+    const Kernel& k;
+    const char* name;
+    int inputs, outputs;
+    std::size_t scalars;
+    bool per_sample, reduces;
+  };
+  const Expect all[] = {
+      {kernels::fill(), "fill", 0, 1, 1, true, false},
+      {kernels::copy(), "copy", 1, 1, 0, true, false},
+      {kernels::scale(), "scale", 1, 1, 1, true, false},
+      {kernels::axpy(), "axpy", 2, 1, 1, true, false},
+      {kernels::add(), "add", 2, 1, 0, true, false},
+      {kernels::mul(), "mul", 2, 1, 0, true, false},
+      {kernels::where(), "where", 3, 1, 0, true, false},
+      {kernels::sum(), "sum", 1, 1, 0, false, true},
+      {kernels::max(), "max", 1, 1, 0, false, true},
+  };
+  std::set<std::string> names;
+  for (const Expect& e : all) {
+    SCOPED_TRACE(e.name);
+    EXPECT_EQ(e.k.name(), e.name);
+    EXPECT_EQ(e.k.num_inputs(), e.inputs);
+    EXPECT_EQ(e.k.num_outputs(), e.outputs);
+    EXPECT_EQ(e.k.def().scalars.size(), e.scalars);
+    EXPECT_EQ(e.k.def().per_sample, e.per_sample);
+    EXPECT_EQ(e.k.def().reduces, e.reduces);
+    EXPECT_TRUE(e.k == e.k);
+    names.insert(e.k.name());
+  }
+  EXPECT_EQ(names.size(), 9u);
+  EXPECT_TRUE(kernels::add() == kernels::add());  // one definition per kernel
+  EXPECT_FALSE(kernels::add() == kernels::mul());
+  EXPECT_EQ(kernels::where().def().arrays[0].name, "cond");
+  EXPECT_EQ(kernels::axpy().def().scalars[0].name, "alpha");
+}
+
+TEST(KernelDefTest, StandardKernelsHaveACudaImplementationInCudaBuilds) {
+  for (DType d : kElementwiseDTypes) {
+    const KernelImpl impl = kernels::add().def().select({d, d, d});
+    EXPECT_NE(impl.cpu, nullptr);
+#ifdef EAGLE_HAVE_CUDA
+    EXPECT_TRUE(impl.has_cuda()) << dtype_name(d);
+    EXPECT_NE(impl.cuda_shape, nullptr);
+#else
+    EXPECT_FALSE(impl.has_cuda());
+#endif
+  }
+  for (DType d : kReduceDTypes) {
+    const KernelImpl impl = kernels::sum().def().select({d, d});
+    EXPECT_NE(impl.cpu, nullptr);
+#ifdef EAGLE_HAVE_CUDA
+    EXPECT_NE(impl.cuda_capture, nullptr) << dtype_name(d);
+    EXPECT_NE(impl.cuda_workspace, nullptr);
+#else
+    EXPECT_FALSE(impl.has_cuda());
+#endif
+  }
+}
+
+TEST(KernelDefTest, AccessNames) {
+  EXPECT_EQ(access_name(Access::read), "read");
+  EXPECT_EQ(access_name(Access::write), "write");
+  EXPECT_EQ(access_name(Access::read_write), "read-write");
+  EXPECT_TRUE(reads(Access::read));
+  EXPECT_FALSE(writes(Access::read));
+  EXPECT_FALSE(reads(Access::write));
+  EXPECT_TRUE(writes(Access::write));
+  EXPECT_TRUE(reads(Access::read_write));
+  EXPECT_TRUE(writes(Access::read_write));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Scalars and the argument block
+
+TEST(ScalarTest, Conversions) {
+  EXPECT_FALSE(Scalar(2.5).is_integer());
+  EXPECT_FALSE(Scalar(2.5f).is_integer());
+  EXPECT_TRUE(Scalar(3).is_integer());
+  EXPECT_TRUE(Scalar(int64_t{1} << 40).is_integer());
+  EXPECT_EQ(Scalar(2.5).as(ScalarKind::real).f, 2.5);
+  EXPECT_EQ(Scalar(2.75).as(ScalarKind::integer).i, 2);
+  EXPECT_EQ(Scalar(-2.75).as(ScalarKind::integer).i, -2);
+  EXPECT_EQ(Scalar(3).as(ScalarKind::real).f, 3.0);
+  EXPECT_EQ(Scalar(3).as(ScalarKind::integer).i, 3);
+  EXPECT_EQ(Scalar(int64_t{1} << 40).as(ScalarKind::integer).i, int64_t{1} << 40);
+  // 2^53 + 1 is exact as an integer scalar, which a double could not hold.
+  EXPECT_EQ(Scalar((int64_t{1} << 53) + 1).as(ScalarKind::integer).i, (int64_t{1} << 53) + 1);
+}
+
+TEST(ArrayArgTest, PacksShapeAndFoldsExtraDims) {
+  int dummy = 0;
+  ArrayArg a = make_array_arg(&dummy, {2, 3, 4, 5, 6}, DType::f16);
+  EXPECT_EQ(a.data, &dummy);
+  EXPECT_EQ(a.numel, 720);
+  EXPECT_EQ(a.ndim, 5);
+  EXPECT_EQ(a.dtype, static_cast<int32_t>(DType::f16));
+  EXPECT_EQ(a.dims[0], 2);
+  EXPECT_EQ(a.dims[1], 3);
+  EXPECT_EQ(a.dims[2], 4);
+  EXPECT_EQ(a.dims[3], 30);  // dims past the last slot fold into it
+
+  a = make_array_arg(&dummy, {7, 9}, DType::i32);
+  EXPECT_EQ(a.numel, 63);
+  EXPECT_EQ(a.ndim, 2);
+  EXPECT_EQ(a.dims[0], 7);
+  EXPECT_EQ(a.dims[1], 9);
+  EXPECT_EQ(a.dims[2], 1);
+  EXPECT_EQ(a.dims[3], 1);
+
+  a = make_array_arg(&dummy, {}, DType::f64);
+  EXPECT_EQ(a.numel, 1);
+  EXPECT_EQ(a.ndim, 0);
+  for (int64_t d : a.dims) EXPECT_EQ(d, 1);
+
+  a = make_array_arg(&dummy, {4, 0, 3}, DType::u8);
+  EXPECT_EQ(a.numel, 0);
+}
+
+TEST(ArrayArgTest, FromArrays) {
+  const Array m = Array::empty({4, 5}, DType::f32, Device::cpu());
+  const Array rows = m.slice(0, 1, 3);
+  const ArrayArg a = make_array_arg(rows, "argument 'x'");
+  EXPECT_EQ(a.data, rows.data());
+  EXPECT_EQ(a.numel, 10);
+  EXPECT_EQ(a.dims[0], 2);
+  EXPECT_EQ(a.dims[1], 5);
+  expect_throw_with<InvalidArgument>([&] { make_array_arg(m.slice(1, 0, 2), "argument 'q'"); },
+                                     {"argument 'q'", "contiguous", "[5,1]", "[4,2]"});
+}
+
+// ---------------------------------------------------------------------------------------------
+// ThreadTeam
+
+TEST(ThreadTeamTest, Size) {
+  EXPECT_EQ(ThreadTeam(2).size(), 2);
+  EXPECT_EQ(ThreadTeam(1).size(), 1);
+  const int hw = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  EXPECT_EQ(ThreadTeam(0).size(), hw);
+  EXPECT_EQ(ThreadTeam(-3).size(), hw);
+}
+
+TEST(ThreadTeamTest, ParallelForCoversEveryIndexOnce) {
+  for (int threads : {1, 2, 4}) {
+    SCOPED_TRACE(threads);
+    const ThreadTeam team(threads);
+    for (int64_t n : {int64_t{1}, int64_t{1999}, int64_t{2000}, int64_t{100003}}) {
+      SCOPED_TRACE(n);
+      const int64_t grain = 1000;
+      std::vector<std::atomic<int>> hits(static_cast<std::size_t>(n));
+      std::mutex mutex;
+      std::vector<std::pair<int64_t, int64_t>> chunks;
+      team.parallel_for(n, grain, [&](int64_t begin, int64_t end) {
+        for (int64_t i = begin; i < end; ++i) hits[i].fetch_add(1);
+        std::lock_guard<std::mutex> lock(mutex);
+        chunks.emplace_back(begin, end);
+      });
+      int64_t wrong = 0;
+      for (auto& h : hits) wrong += h.load() != 1;
+      EXPECT_EQ(wrong, 0);
+      ASSERT_FALSE(chunks.empty());
+      // Chunks are at least `grain` long (a single chunk holds all of a small range).
+      std::size_t short_chunks = 0;
+      int64_t shortest = n;
+      for (const auto& [b, e] : chunks) {
+        EXPECT_LT(b, e);
+        short_chunks += e - b < std::min(grain, n);
+        shortest = std::min(shortest, e - b);
+      }
+      EXPECT_EQ(short_chunks, 0u) << "of " << chunks.size() << " chunks; the shortest has "
+                                  << shortest << " indices, the grain is " << grain;
+      if (n < 2 * grain || threads == 1) {
+        EXPECT_EQ(chunks.size(), 1u);
+      }
+    }
+  }
+}
+
+TEST(ThreadTeamTest, SmallWorkRunsInlineOnTheCaller) {
+  const ThreadTeam team(4);
+  std::thread::id where;
+  int calls = 0;
+  team.parallel_for(100, 64, [&](int64_t begin, int64_t end) {
+    where = std::this_thread::get_id();
+    ++calls;
+    EXPECT_EQ(begin, 0);
+    EXPECT_EQ(end, 100);
+  });
+  EXPECT_EQ(calls, 1);
+  EXPECT_EQ(where, std::this_thread::get_id());
+  team.parallel_for(0, 64, [&](int64_t, int64_t) { ++calls; });
+  team.parallel_for(-5, 64, [&](int64_t, int64_t) { ++calls; });
+  EXPECT_EQ(calls, 1);
+}
+
+TEST(ThreadTeamTest, TasksRunEachIndexOnce) {
+  for (int threads : {1, 2, 3}) {
+    const ThreadTeam team(threads);
+    for (int n : {0, 1, 2, 7, 64}) {
+      std::vector<std::atomic<int>> hits(static_cast<std::size_t>(n));
+      team.tasks(n, [&](int i) { hits[i].fetch_add(1); });
+      for (int i = 0; i < n; ++i) EXPECT_EQ(hits[i].load(), 1) << threads << " " << n << " " << i;
+    }
+  }
+}
+
+TEST(ThreadTeamTest, NeverUsesMoreThreadsThanTheTeamHas) {
+  const ThreadTeam team(2);
+  std::mutex mutex;
+  std::set<std::thread::id> threads;
+  team.parallel_for(1 << 20, 1 << 10, [&](int64_t, int64_t) {
+    std::lock_guard<std::mutex> lock(mutex);
+    threads.insert(std::this_thread::get_id());
+  });
+  EXPECT_GE(threads.size(), 1u);
+  EXPECT_LE(threads.size(), 2u);
+  std::set<std::thread::id> task_threads;
+  team.tasks(64, [&](int) {
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+    std::lock_guard<std::mutex> lock(mutex);
+    task_threads.insert(std::this_thread::get_id());
+  });
+  EXPECT_LE(task_threads.size(), 2u);
+}
+
+}  // namespace
+}  // namespace eagle
