@@ -12,7 +12,7 @@ cat "$out/gpu.txt"
 ./eagle devices | tee "$out/devices.txt"
 ./eagle_tests --gtest_brief=1 2>&1 | tee "$out/tests.txt" | tail -40
 if command -v compute-sanitizer >/dev/null; then
-  compute-sanitizer --tool memcheck --leak-check none ./eagle_tests --gtest_brief=1 \
+  compute-sanitizer --tool memcheck --leak-check full ./eagle_tests --gtest_brief=1 \
     --gtest_filter='*cuda*:*Gpu*:*Cuda*' > "$out/memcheck.txt" 2>&1
   tail -5 "$out/memcheck.txt"
 fi
