@@ -520,6 +520,20 @@ TEST(DevicePropertiesTest, JsonNonIntegerFieldIsNamed) {
                                      {"'total_memory'"});
 }
 
+TEST(DevicePropertiesTest, JsonFractionalNumberNamesTheField) {
+  std::string json = h200_like().to_json();
+  const std::string from = "\"sm\": 90";
+  json.replace(json.find(from), from.size(), "\"sm\": 9.5");
+  expect_throw_with<InvalidArgument>([&] { DeviceProperties::from_json(json); },
+                                     {"field 'sm'", "integer"});
+}
+
+TEST(DevicePropertiesTest, JsonRoundTripsControlCharactersInTheName) {
+  DeviceProperties p = h200_like();
+  p.name = std::string("odd\x01name\twith\ncontrols \"quoted\" \\ slash");
+  EXPECT_EQ(DeviceProperties::from_json(p.to_json()), p);
+}
+
 TEST(DevicePropertiesTest, JsonMalformedInputThrows) {
   const std::string good = h200_like().to_json();
   for (const std::string& bad :
@@ -844,6 +858,13 @@ TEST(ArrayTest, DefaultIsUndefined) {
   EXPECT_EQ(a.storage(), nullptr);
 }
 
+TEST(ArrayTest, BoolBytesOtherThanZeroOrOneReadAsTrue) {
+  std::vector<uint8_t> bytes{0, 1, 2, 255};
+  Array a = Array::wrap(bytes.data(), {4}, DType::boolean, Device::cpu());
+  EXPECT_EQ(a.to_vector<bool>(), (std::vector<bool>{false, true, true, true}));
+  EXPECT_EQ(a.to_vector<int32_t>(), (std::vector<int32_t>{0, 1, 1, 1}));
+}
+
 TEST(ArrayTest, Describe) {
   EXPECT_EQ(Array::empty({4, 8}, DType::f32, Device::cpu()).describe(), "f32[4,8] on cpu");
   EXPECT_EQ(Array::empty({}, DType::boolean, Device::cpu()).describe(), "bool[] on cpu");
@@ -1125,6 +1146,32 @@ TEST_P(StreamOnDevice, MoveTransfersTheHandle) {
   Stream& alias = c;
   c = std::move(alias);  // self-move keeps the stream
   EXPECT_EQ(c.native(), handle);
+}
+
+}  // namespace
+}  // namespace eagle
+
+namespace eagle {
+namespace {
+
+// The test helpers themselves: every dtype gets random values of its own type and a poison.
+TEST(TestUtil, RandomArrayAndPoisonServeEveryDType) {
+  for (DType d : {DType::f64, DType::f32, DType::f16, DType::bf16, DType::i64, DType::i32,
+                  DType::u32, DType::u8, DType::boolean}) {
+    Array a = test::random_array({64}, d, Device::cpu());
+    EXPECT_EQ(a.dtype(), d) << dtype_name(d);
+    test::poison(a);
+    const auto v = a.to_vector<double>();
+    if (is_floating(d)) {
+      EXPECT_TRUE(std::isnan(v[0])) << dtype_name(d);
+    } else if (d == DType::boolean) {
+      const auto* bytes = static_cast<const uint8_t*>(a.data());
+      EXPECT_EQ(bytes[0], 0xAB);
+    } else {
+      EXPECT_NE(v[0], 0.0) << dtype_name(d);
+      EXPECT_NE(v[0], 1.0) << dtype_name(d);
+    }
+  }
 }
 
 }  // namespace

@@ -64,12 +64,23 @@ inline Array random_array(const Shape& shape, DType dtype, Device device, double
       for (double x : v) w.push_back(static_cast<int32_t>(x * 100));
       return Array::from(w, shape, device);
     }
-    default: {
+    case DType::u32: {
+      std::vector<uint32_t> w;
+      for (double x : v) w.push_back(static_cast<uint32_t>((x + 1) * 1000));
+      return Array::from(w, shape, device);
+    }
+    case DType::boolean: {
+      std::vector<bool> w;
+      for (double x : v) w.push_back(x > 0);
+      return Array::from(w, shape, device);
+    }
+    case DType::u8: {
       std::vector<uint8_t> w;
       for (double x : v) w.push_back(x > 0 ? 1 : 0);
       return Array::from(w, shape, device);
     }
   }
+  return {};
 }
 
 // Fills an array with NaN (floats) or a large sentinel (integers), so unwritten elements show.
@@ -96,9 +107,15 @@ inline void poison(const Array& a) {
     case DType::i32:
       host = Array::from(std::vector<int32_t>(v.begin(), v.end()), a.shape(), Device::cpu());
       break;
-    default:
-      host = Array::from(std::vector<uint8_t>(v.size(), 0xAB), a.shape(), Device::cpu());
+    case DType::u32:
+      host = Array::from(std::vector<uint32_t>(v.size(), 0xDEADBEEFu), a.shape(), Device::cpu());
       break;
+    default: {
+      // u8 and bool: a byte pattern no kernel writes (bool storage is bytes).
+      std::vector<uint8_t> bytes(v.size(), 0xAB);
+      host = Array::wrap(bytes.data(), a.shape(), a.dtype(), Device::cpu()).to(Device::cpu());
+      break;
+    }
   }
   a.copy_from(host);
 }

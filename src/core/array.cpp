@@ -352,6 +352,12 @@ template <class T>
 std::vector<T> Array::to_vector() const {
   Array host = device().is_cpu() && is_contiguous() ? *this : to(Device::cpu());
   std::vector<T> out(static_cast<std::size_t>(numel()));
+  if (dtype_ == DType::boolean) {
+    // Read bool storage as bytes: any non-zero byte (e.g. from DLPack or wrap) is true.
+    const uint8_t* src = static_cast<const uint8_t*>(host.data());
+    for (std::size_t i = 0; i < out.size(); ++i) out[i] = convert<T>(src[i] != 0);
+    return out;
+  }
   visit_dtype(dtype_, [&](auto tag) {
     using S = decltype(tag);
     const S* src = static_cast<const S*>(host.data());

@@ -2,6 +2,7 @@
 
 #include <cctype>
 #include <cstdio>
+#include <cstdlib>
 
 #include "eagle/core/error.hpp"
 
@@ -61,8 +62,18 @@ struct Reader {
       if (s[i] == '\\') {
         ++i;
         if (i >= s.size()) fail("unterminated escape");
-        char e = s[i];
-        out += e == 'n' ? '\n' : e == 't' ? '\t' : e;
+        const char e = s[i];
+        if (e == 'u') {  // \u00XX, as json_quote writes control characters
+          if (i + 4 >= s.size()) fail("truncated \\u escape");
+          const std::string hex(s.substr(i + 1, 4));
+          char* end = nullptr;
+          const long code = std::strtol(hex.c_str(), &end, 16);
+          if (end != hex.c_str() + 4 || code > 0x7f) fail("unsupported \\u escape '" + hex + "'");
+          out += static_cast<char>(code);
+          i += 4;
+        } else {
+          out += e == 'n' ? '\n' : e == 't' ? '\t' : e;
+        }
       } else {
         out += s[i];
       }
@@ -72,12 +83,15 @@ struct Reader {
     ++i;
     return out;
   }
-  std::string number() {
+  // An integer; `key` names the field in the error for anything else (9.5, true, null).
+  std::string number(const std::string& key) {
     skip();
     std::size_t start = i;
     if (i < s.size() && s[i] == '-') ++i;
     while (i < s.size() && std::isdigit(static_cast<unsigned char>(s[i]))) ++i;
-    if (start == i || (s[start] == '-' && i == start + 1)) fail("expected a string or an integer");
+    const bool digits = !(start == i || (s[start] == '-' && i == start + 1));
+    if (!digits || (i < s.size() && (s[i] == '.' || s[i] == 'e' || s[i] == 'E')))
+      fail("field '" + key + "' must be a string or an integer");
     return std::string(s.substr(start, i - start));
   }
 };
@@ -97,7 +111,7 @@ std::map<std::string, std::string> parse_flat_json(std::string_view json, std::s
     std::string key = r.string();
     r.expect(':');
     r.skip();
-    out[key] = (r.i < json.size() && json[r.i] == '"') ? r.string() : r.number();
+    out[key] = (r.i < json.size() && json[r.i] == '"') ? r.string() : r.number(key);
     r.skip();
     if (r.i < json.size() && json[r.i] == ',') {
       ++r.i;
