@@ -18,25 +18,12 @@
 namespace eagle {
 namespace {
 
+using test::expect_throw_with;
+
 using test::OnDevice;
 
 constexpr DType kAllDTypes[] = {DType::f64, DType::f32, DType::f16, DType::bf16,   DType::i64,
                                 DType::i32, DType::u32, DType::u8,  DType::boolean};
-
-// Expects `fn` to throw exception type E whose message contains every one of `needles`.
-template <class E, class Fn>
-void expect_throw_with(Fn&& fn, std::initializer_list<std::string> needles) {
-  try {
-    fn();
-    ADD_FAILURE() << "expected an exception, none was thrown";
-  } catch (const E& e) {
-    const std::string what = e.what();
-    for (const auto& n : needles)
-      EXPECT_NE(what.find(n), std::string::npos) << "message '" << what << "' lacks '" << n << "'";
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "wrong exception type, message: " << e.what();
-  }
-}
 
 // left + middle + right (spelled out: GCC 12 warns falsely on "literal" + std::string).
 std::string concat(std::string left, std::string_view middle, std::string_view right) {

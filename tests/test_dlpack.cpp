@@ -14,6 +14,8 @@
 namespace eagle {
 namespace {
 
+using test::expect_throw_with;
+
 using test::OnDevice;
 
 // The DLPack (code, bits) of each dtype, written from the DLPack specification.
@@ -27,20 +29,6 @@ constexpr Code kSpecCodes[] = {
     {DType::bf16, 4, 16}, {DType::i64, 0, 64}, {DType::i32, 0, 32},
     {DType::u32, 1, 32},  {DType::u8, 1, 8},   {DType::boolean, 6, 8},
 };
-
-template <class E, class Fn>
-void expect_throw_with(Fn&& fn, std::initializer_list<std::string> needles) {
-  try {
-    fn();
-    ADD_FAILURE() << "expected an exception, none was thrown";
-  } catch (const E& e) {
-    const std::string what = e.what();
-    for (const auto& n : needles)
-      EXPECT_NE(what.find(n), std::string::npos) << "message '" << what << "' lacks '" << n << "'";
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "wrong exception type, message: " << e.what();
-  }
-}
 
 // A producer written by hand, as another library would: it owns a float buffer of 64 elements
 // (0, 1, 2, ...) and the shape and stride arrays, and counts its deleter's calls.

@@ -22,23 +22,12 @@
 namespace eagle {
 namespace {
 
+using test::expect_throw_with;
+using test::from_doubles;
+
 constexpr DType kElementwiseDTypes[] = {DType::f64,  DType::f32, DType::f16,
                                         DType::bf16, DType::i64, DType::i32};
 constexpr DType kReduceDTypes[] = {DType::f64, DType::f32, DType::i64, DType::i32};
-
-template <class E, class Fn>
-void expect_throw_with(Fn&& fn, std::initializer_list<std::string> needles) {
-  try {
-    fn();
-    ADD_FAILURE() << "expected an exception, none was thrown";
-  } catch (const E& e) {
-    const std::string what = e.what();
-    for (const auto& n : needles)
-      EXPECT_NE(what.find(n), std::string::npos) << "'" << what << "' lacks '" << n << "'";
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "wrong exception type, message: " << e.what();
-  }
-}
 
 int64_t count(const Shape& s) {
   int64_t n = 1;
@@ -69,34 +58,6 @@ void expect_exact(const std::vector<double>& got, const std::vector<double>& wan
     if (!(got[i] == want[i]) && bad++ == 0) first = i;
   EXPECT_EQ(bad, 0u) << bad << " elements differ; the first is " << first << ": got " << got[first]
                      << ", want " << want[first];
-}
-
-// An array of `dtype` holding `values` (converted), on `device`.
-Array from_doubles(const std::vector<double>& v, const Shape& shape, DType dtype, Device device) {
-  switch (dtype) {
-    case DType::f64:
-      return Array::from(v, shape, device);
-    case DType::f32:
-      return Array::from(std::vector<float>(v.begin(), v.end()), shape, device);
-    case DType::f16:
-      return Array::from(std::vector<half>(v.begin(), v.end()), shape, device);
-    case DType::bf16:
-      return Array::from(std::vector<bfloat16>(v.begin(), v.end()), shape, device);
-    case DType::i64:
-      return Array::from(std::vector<int64_t>(v.begin(), v.end()), shape, device);
-    case DType::i32:
-      return Array::from(std::vector<int32_t>(v.begin(), v.end()), shape, device);
-    case DType::u32:
-      return Array::from(std::vector<uint32_t>(v.begin(), v.end()), shape, device);
-    case DType::u8:
-      return Array::from(std::vector<uint8_t>(v.begin(), v.end()), shape, device);
-    case DType::boolean: {
-      std::vector<bool> b;
-      for (double x : v) b.push_back(x != 0);
-      return Array::from(b, shape, device);
-    }
-  }
-  return Array();
 }
 
 // A random condition: about half the elements true; u8 conditions use several nonzero values.

@@ -39,12 +39,9 @@ inline std::vector<double> random_values(std::size_t n, double lo = -1.0, double
   return v;
 }
 
-// A random array of `dtype` on `device` (values converted from doubles in [lo, hi)).
-inline Array random_array(const Shape& shape, DType dtype, Device device, double lo = -1.0,
-                          double hi = 1.0) {
-  int64_t n = 1;
-  for (int64_t d : shape) n *= d;
-  auto v = random_values(static_cast<std::size_t>(n), lo, hi);
+// An array of `dtype` holding `values` (converted), on `device`.
+inline Array from_doubles(const std::vector<double>& v, const Shape& shape, DType dtype,
+                          Device device) {
   switch (dtype) {
     case DType::f64:
       return Array::from(v, shape, device);
@@ -54,70 +51,66 @@ inline Array random_array(const Shape& shape, DType dtype, Device device, double
       return Array::from(std::vector<half>(v.begin(), v.end()), shape, device);
     case DType::bf16:
       return Array::from(std::vector<bfloat16>(v.begin(), v.end()), shape, device);
-    case DType::i64: {
-      std::vector<int64_t> w;
-      for (double x : v) w.push_back(static_cast<int64_t>(x * 100));
-      return Array::from(w, shape, device);
-    }
-    case DType::i32: {
-      std::vector<int32_t> w;
-      for (double x : v) w.push_back(static_cast<int32_t>(x * 100));
-      return Array::from(w, shape, device);
-    }
-    case DType::u32: {
-      std::vector<uint32_t> w;
-      for (double x : v) w.push_back(static_cast<uint32_t>((x + 1) * 1000));
-      return Array::from(w, shape, device);
-    }
+    case DType::i64:
+      return Array::from(std::vector<int64_t>(v.begin(), v.end()), shape, device);
+    case DType::i32:
+      return Array::from(std::vector<int32_t>(v.begin(), v.end()), shape, device);
+    case DType::u32:
+      return Array::from(std::vector<uint32_t>(v.begin(), v.end()), shape, device);
+    case DType::u8:
+      return Array::from(std::vector<uint8_t>(v.begin(), v.end()), shape, device);
     case DType::boolean: {
-      std::vector<bool> w;
-      for (double x : v) w.push_back(x > 0);
-      return Array::from(w, shape, device);
-    }
-    case DType::u8: {
-      std::vector<uint8_t> w;
-      for (double x : v) w.push_back(x > 0 ? 1 : 0);
-      return Array::from(w, shape, device);
+      std::vector<bool> b;
+      for (double x : v) b.push_back(x != 0);
+      return Array::from(b, shape, device);
     }
   }
-  return {};
+  return Array();
 }
 
-// Fills an array with NaN (floats) or a large sentinel (integers), so unwritten elements show.
-inline void poison(const Array& a) {
-  std::vector<double> v(static_cast<std::size_t>(a.numel()),
-                        is_floating(a.dtype()) ? std::nan("") : -123456789.0);
-  Array host;
-  switch (a.dtype()) {
-    case DType::f64:
-      host = Array::from(v, a.shape(), Device::cpu());
-      break;
-    case DType::f32:
-      host = Array::from(std::vector<float>(v.begin(), v.end()), a.shape(), Device::cpu());
-      break;
-    case DType::f16:
-      host = Array::from(std::vector<half>(v.begin(), v.end()), a.shape(), Device::cpu());
-      break;
-    case DType::bf16:
-      host = Array::from(std::vector<bfloat16>(v.begin(), v.end()), a.shape(), Device::cpu());
-      break;
-    case DType::i64:
-      host = Array::from(std::vector<int64_t>(v.begin(), v.end()), a.shape(), Device::cpu());
-      break;
-    case DType::i32:
-      host = Array::from(std::vector<int32_t>(v.begin(), v.end()), a.shape(), Device::cpu());
-      break;
-    case DType::u32:
-      host = Array::from(std::vector<uint32_t>(v.size(), 0xDEADBEEFu), a.shape(), Device::cpu());
-      break;
-    default: {
-      // u8 and bool: a byte pattern no kernel writes (bool storage is bytes).
-      std::vector<uint8_t> bytes(v.size(), 0xAB);
-      host = Array::wrap(bytes.data(), a.shape(), a.dtype(), Device::cpu()).to(Device::cpu());
-      break;
-    }
+// A random array of `dtype` on `device`: floats in [lo, hi); integers 100x that, truncated;
+// u32 in [0, 2000); u8 and bool 0 or 1.
+inline Array random_array(const Shape& shape, DType dtype, Device device, double lo = -1.0,
+                          double hi = 1.0) {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  auto v = random_values(static_cast<std::size_t>(n), lo, hi);
+  for (double& x : v) {
+    if (dtype == DType::i64 || dtype == DType::i32) x = std::trunc(x * 100);
+    if (dtype == DType::u32) x = std::trunc((x + 1) * 1000);
+    if (dtype == DType::u8 || dtype == DType::boolean) x = x > 0 ? 1 : 0;
   }
-  a.copy_from(host);
+  return from_doubles(v, shape, dtype, device);
+}
+
+// Fills an array with NaN (floats), a large sentinel (integers) or the byte 0xAB (u8 and bool),
+// so unwritten elements show.
+inline void poison(const Array& a) {
+  const std::size_t n = static_cast<std::size_t>(a.numel());
+  if (a.dtype() == DType::u8 || a.dtype() == DType::boolean) {
+    std::vector<uint8_t> bytes(n, 0xAB);
+    a.copy_from(Array::wrap(bytes.data(), a.shape(), a.dtype(), Device::cpu()));
+    return;
+  }
+  const double value = is_floating(a.dtype())    ? std::nan("")
+                       : a.dtype() == DType::u32 ? 3735928559.0
+                                                 : -123456789.0;
+  a.copy_from(from_doubles(std::vector<double>(n, value), a.shape(), a.dtype(), Device::cpu()));
+}
+
+// Expects `fn` to throw exception type E whose message contains every one of `needles`.
+template <class E, class Fn>
+void expect_throw_with(Fn&& fn, std::initializer_list<std::string> needles) {
+  try {
+    fn();
+    ADD_FAILURE() << "expected an exception, none was thrown";
+  } catch (const E& e) {
+    const std::string what = e.what();
+    for (const auto& n : needles)
+      EXPECT_NE(what.find(n), std::string::npos) << "message '" << what << "' lacks '" << n << "'";
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << "wrong exception type, message: " << e.what();
+  }
 }
 
 // Relative error ||got - want|| / ||want||, NaN if any element of got is NaN (NaN never passes).
