@@ -18,6 +18,8 @@ namespace eagle::detail {
 // One node with its arguments resolved to real pointers. The graph owns these and rewrites
 // `args` / `copy_src` / `copy_dst` on bind; the executor reads them.
 struct PlannedNode {
+  enum class Kind : uint8_t { kernel, copy, if_, switch_, while_ };
+  Kind kind = Kind::kernel;
   bool is_copy = false;
   std::string label;
   KernelImpl impl;
@@ -26,6 +28,23 @@ struct PlannedNode {
   const void* copy_src = nullptr;
   std::size_t copy_bytes = 0;
   std::vector<int> deps;
+  // Control nodes: the one-cell u32 condition and the arms (planned node indices, in order).
+  const uint32_t* cond = nullptr;
+  std::vector<std::vector<int>> bodies;
+};
+
+// What an executor runs: the planned nodes and the top-level list (bodies hang off control
+// nodes). `nodes` must outlive the executor; the graph rewrites their pointers on bind.
+struct Plan {
+  std::vector<PlannedNode> nodes;
+  std::vector<int> top;
+  bool control_flow = false;
+};
+
+struct CudaOptions {
+  // Build IF/ELSE and SWITCH from plain IF nodes and one decision kernel, as on drivers
+  // without them (also forced by tests).
+  bool plain_if_only = false;
 };
 
 class Executor {
@@ -42,9 +61,9 @@ class Executor {
   virtual void* native_graph_exec() const { return nullptr; }
 };
 
-std::unique_ptr<Executor> make_cpu_executor(const std::vector<PlannedNode>& nodes, int threads);
-// `nodes` must outlive the executor. Throws NotSupported naming a node without a CUDA version.
-std::unique_ptr<Executor> make_cuda_executor(const std::vector<PlannedNode>& nodes, Device device,
-                                             const Stream& stream);
+std::unique_ptr<Executor> make_cpu_executor(const Plan& plan, int threads);
+// Throws NotSupported naming a node without a CUDA version.
+std::unique_ptr<Executor> make_cuda_executor(const Plan& plan, Device device, const Stream& stream,
+                                             const CudaOptions& options);
 
 }  // namespace eagle::detail

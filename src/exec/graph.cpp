@@ -13,7 +13,7 @@ struct Graph::State {
   BuildOptions options;
   std::optional<Stream> stream;
   std::vector<Array> buffers;  // per recording buffer: its memory on the built device
-  std::vector<detail::PlannedNode> planned;
+  detail::Plan plan;
   std::vector<std::vector<int>> nodes_of_buffer;  // which planned nodes touch each buffer
   std::vector<Array> results;
   std::unique_ptr<detail::Executor> executor;
@@ -64,6 +64,11 @@ void plan_args(const Recording& rec, int i, const std::vector<Array>& buffers,
     out.copy_dst = at(buffers[n.arrays[1].buffer], n.arrays[1].byte_offset);
     return;
   }
+  if (is_control(n.kind)) {
+    out.cond =
+        reinterpret_cast<const uint32_t*>(at(buffers[n.arrays[0].buffer], n.arrays[0].byte_offset));
+    return;
+  }
   for (std::size_t a = 0; a < n.arrays.size(); ++a) {
     const NodeArgInfo& arg = n.arrays[a];
     out.args.arrays[a] =
@@ -77,9 +82,16 @@ void plan_node(const Recording& rec, int i, const std::vector<Array>& buffers,
   const NodeInfo& n = rec.nodes()[i];
   out.label = n.label;
   out.deps = n.deps;
+  using Kind = detail::PlannedNode::Kind;
+  out.bodies = n.bodies;
   if (n.kind == NodeKind::copy_in) {
+    out.kind = Kind::copy;
     out.is_copy = true;
     out.copy_bytes = static_cast<std::size_t>(n.arrays[0].bytes);
+  } else if (is_control(n.kind)) {
+    out.kind = n.kind == NodeKind::if_       ? Kind::if_
+               : n.kind == NodeKind::switch_ ? Kind::switch_
+                                             : Kind::while_;
   } else {
     out.impl = rec.impl_of(i);
     out.args.num_arrays = static_cast<int32_t>(n.arrays.size());
@@ -87,6 +99,12 @@ void plan_node(const Recording& rec, int i, const std::vector<Array>& buffers,
     for (std::size_t s = 0; s < n.scalars.size(); ++s) out.args.scalars[s] = n.scalars[s];
   }
   plan_args(rec, i, buffers, out);
+}
+
+detail::CudaOptions cuda_options(const BuildOptions& o) {
+  detail::CudaOptions c;
+  c.plain_if_only = o.plain_if_only;
+  return c;
 }
 
 void check_device(Device device) {
@@ -144,10 +162,10 @@ void Graph::build(Device device, const BuildOptions& options) {
     next->allocated += b.bytes;
   }
   const auto& nodes = rec_->nodes();
-  next->planned.resize(nodes.size());
+  next->plan.nodes.resize(nodes.size());
   next->nodes_of_buffer.resize(infos.size());
   for (std::size_t i = 0; i < nodes.size(); ++i) {
-    plan_node(*rec_, static_cast<int>(i), next->buffers, next->planned[i]);
+    plan_node(*rec_, static_cast<int>(i), next->buffers, next->plan.nodes[i]);
     for (const NodeArgInfo& a : nodes[i].arrays) {
       auto& list = next->nodes_of_buffer[a.buffer];
       if (list.empty() || list.back() != static_cast<int>(i)) list.push_back(static_cast<int>(i));
@@ -157,10 +175,12 @@ void Graph::build(Device device, const BuildOptions& options) {
     next->results.push_back(
         Array::on_storage(next->buffers[r.buffer].storage(), r.shape, r.dtype,
                           next->buffers[r.buffer].byte_offset() + r.byte_offset));
+  next->plan.top = rec_->top();
+  next->plan.control_flow = rec_->has_control_flow();
   next->stream.emplace(device);
-  next->executor = device.is_cuda()
-                       ? detail::make_cuda_executor(next->planned, device, *next->stream)
-                       : detail::make_cpu_executor(next->planned, options.threads);
+  next->executor = device.is_cuda() ? detail::make_cuda_executor(next->plan, device, *next->stream,
+                                                                 cuda_options(options))
+                                    : detail::make_cpu_executor(next->plan, options.threads);
   if (state_->executor) state_->executor->synchronize();
   state_ = std::move(next);
 }
@@ -265,7 +285,7 @@ void Graph::bind(const std::string& name, const Array& array) {
   State& s = *state_;
   s.buffers[b] = array;
   const auto& touched = s.nodes_of_buffer[b];
-  for (int i : touched) plan_args(*rec_, i, s.buffers, s.planned[i]);
+  for (int i : touched) plan_args(*rec_, i, s.buffers, s.plan.nodes[i]);
   const auto& results = rec_->results();
   for (std::size_t r = 0; r < results.size(); ++r)
     if (results[r].buffer == b)
@@ -275,8 +295,9 @@ void Graph::bind(const std::string& name, const Array& array) {
   // A node eagle cannot patch holds the array: build the backend again over the same buffers.
   s.executor->synchronize();
   s.executor.reset();
-  s.executor = s.device.is_cuda() ? detail::make_cuda_executor(s.planned, s.device, *s.stream)
-                                  : detail::make_cpu_executor(s.planned, s.options.threads);
+  s.executor = s.device.is_cuda() ? detail::make_cuda_executor(s.plan, s.device, *s.stream,
+                                                               cuda_options(s.options))
+                                  : detail::make_cpu_executor(s.plan, s.options.threads);
   ++s.rebuilds;
   if (!s.warned_rebuild) {
     s.warned_rebuild = true;

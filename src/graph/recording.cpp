@@ -91,7 +91,6 @@ int Recording::new_buffer(BufferKind kind, const Shape& shape, DType dtype, std:
   const int id = static_cast<int>(buffers_.size());
   buffers_.push_back(
       BufferInfo{id, std::move(label), kind, shape, dtype, bytes_of(shape, dtype), -1});
-  redirect_.push_back(id);
   arrays_.emplace_back();
   return id;
 }
@@ -101,33 +100,122 @@ int Recording::new_value(int buffer, int64_t byte_offset, const Shape& shape, DT
   return static_cast<int>(values_.size()) - 1;
 }
 
-int Recording::current_buffer(int buffer) const {
-  return redirect_[buffer];
-}
-
-// The first write to a param: from here on its accesses go to a private copy that a copy_in
-// node fills from the param. Nodes before this one keep reading the param itself.
-int Recording::shadow_param(int param) {
-  const BufferInfo p = buffers_[param];
-  const int shadow = new_buffer(BufferKind::internal, p.shape, p.dtype, p.label + ".copy");
-  buffers_[shadow].shadow_of = param;
-  NodeInfo copy;
-  copy.kind = NodeKind::copy_in;
-  copy.label = "copy_in " + p.label;
-  copy.kernel = "copy_in";
-  copy.arrays = {
-      {"src", Access::read, param, 0, static_cast<int64_t>(p.bytes), p.shape, p.dtype},
-      {"dst", Access::write, shadow, 0, static_cast<int64_t>(p.bytes), p.shape, p.dtype}};
-  add_node(std::move(copy), nullptr, KernelImpl{});
-  redirect_[param] = shadow;
-  return shadow;
-}
-
-void Recording::add_node(NodeInfo node, const Kernel* kernel, KernelImpl impl) {
+int Recording::add_node(NodeInfo node, const Kernel* kernel, KernelImpl impl) {
   node.id = static_cast<int>(nodes_.size());
+  node.parent = open_.empty() ? -1 : open_.back().first;
+  current_list().push_back(node.id);
   nodes_.push_back(std::move(node));
   kernels_.push_back(kernel ? std::make_unique<Kernel>(*kernel) : nullptr);
   impls_.push_back(impl);
+  return static_cast<int>(nodes_.size()) - 1;
+}
+
+std::vector<int>& Recording::current_list() {
+  if (open_.empty()) return top_;
+  return nodes_[open_.back().first].bodies[open_.back().second];
+}
+
+bool Recording::has_control_flow() const {
+  for (const NodeInfo& n : nodes_)
+    if (is_control(n.kind)) return true;
+  return false;
+}
+
+std::string_view node_kind_name(NodeKind kind) {
+  switch (kind) {
+    case NodeKind::kernel:
+      return "kernel";
+    case NodeKind::copy_in:
+      return "copy_in";
+    case NodeKind::if_:
+      return "if";
+    case NodeKind::switch_:
+      return "switch";
+    case NodeKind::while_:
+      return "while";
+  }
+  return "?";
+}
+
+// Every access a node makes, its whole body included: what orders it in its own list.
+void Recording::subtree_accesses(int id, std::vector<NodeArgInfo>& out) const {
+  const NodeInfo& n = nodes_[id];
+  out.insert(out.end(), n.arrays.begin(), n.arrays.end());
+  for (const auto& body : n.bodies)
+    for (int child : body) subtree_accesses(child, out);
+}
+
+void Recording::rewrite_buffer(int id, int from, int to) {
+  for (NodeArgInfo& a : nodes_[id].arrays)
+    if (a.buffer == from) a.buffer = to;
+  for (const auto& body : nodes_[id].bodies)
+    for (int child : body) rewrite_buffer(child, from, to);
+}
+
+// A param the graph writes gets a private copy. The copy_in goes right before the first
+// top-level item that writes the param (a whole loop, if the write is inside one); from that
+// item on every access goes to the copy, so a loop's later turns see what earlier ones wrote.
+// Nodes before it keep reading the param itself.
+void Recording::shadow_written_params() {
+  const int buffers = static_cast<int>(buffers_.size());
+  for (int param = 0; param < buffers; ++param) {
+    if (buffers_[param].kind != BufferKind::param) continue;
+    std::size_t first = top_.size();
+    for (std::size_t t = 0; t < top_.size() && first == top_.size(); ++t) {
+      std::vector<NodeArgInfo> acc;
+      subtree_accesses(top_[t], acc);
+      for (const NodeArgInfo& a : acc)
+        if (a.buffer == param && writes(a.access)) first = t;
+    }
+    if (first == top_.size()) continue;
+    const BufferInfo p = buffers_[param];
+    const int shadow = new_buffer(BufferKind::internal, p.shape, p.dtype, p.label + ".copy");
+    buffers_[shadow].shadow_of = param;
+    for (std::size_t t = first; t < top_.size(); ++t) rewrite_buffer(top_[t], param, shadow);
+    for (NodeArgInfo& r : results_)
+      if (r.buffer == param) r.buffer = shadow;
+    NodeInfo copy;
+    copy.kind = NodeKind::copy_in;
+    copy.label = "copy_in " + p.label;
+    copy.kernel = "copy_in";
+    const auto bytes = static_cast<int64_t>(p.bytes);
+    copy.arrays = {{"src", Access::read, param, 0, bytes, p.shape, p.dtype},
+                   {"dst", Access::write, shadow, 0, bytes, p.shape, p.dtype}};
+    const int id = add_node(std::move(copy), nullptr, KernelImpl{});
+    top_.pop_back();  // add_node appended it; it belongs before `first`
+    top_.insert(top_.begin() + static_cast<std::ptrdiff_t>(first), id);
+  }
+}
+
+// Node ids in program order (a control node before its bodies), so ids read as a schedule.
+void Recording::renumber() {
+  std::vector<int> order;
+  std::function<void(const std::vector<int>&)> visit = [&](const std::vector<int>& list) {
+    for (int id : list) {
+      order.push_back(id);
+      for (const auto& body : nodes_[id].bodies) visit(body);
+    }
+  };
+  visit(top_);
+  std::vector<int> new_id(nodes_.size());
+  for (std::size_t i = 0; i < order.size(); ++i) new_id[order[i]] = static_cast<int>(i);
+  std::vector<NodeInfo> nodes(nodes_.size());
+  std::vector<std::unique_ptr<Kernel>> kernels(nodes_.size());
+  std::vector<KernelImpl> impls(nodes_.size());
+  for (std::size_t old = 0; old < nodes_.size(); ++old) {
+    NodeInfo n = std::move(nodes_[old]);
+    n.id = new_id[old];
+    if (n.parent >= 0) n.parent = new_id[n.parent];
+    for (auto& body : n.bodies)
+      for (int& c : body) c = new_id[c];
+    kernels[n.id] = std::move(kernels_[old]);
+    impls[n.id] = impls_[old];
+    nodes[n.id] = std::move(n);
+  }
+  for (int& id : top_) id = new_id[id];
+  nodes_ = std::move(nodes);
+  kernels_ = std::move(kernels);
+  impls_ = std::move(impls);
 }
 
 // Within one node, a written argument may overlap another only as the very same view of a
@@ -154,48 +242,54 @@ void Recording::check_races(const NodeInfo& node, bool per_sample) const {
   }
 }
 
-// Edges from accesses in program order: read-after-write, write-after-read and
-// write-after-write on overlapping byte ranges of the same buffer.
-void Recording::infer_edges() {
+// Edges from accesses in program order within one list (the top level or one arm):
+// read-after-write, write-after-read and write-after-write on overlapping byte ranges of the
+// same buffer. A control node counts with every access of its bodies.
+void Recording::infer_edges(std::vector<int>& list) {
   struct Access_ {
     int node;
     int64_t begin, end;
     bool write;
   };
   std::vector<std::vector<Access_>> live(buffers_.size());
-  for (NodeInfo& node : nodes_) {
+  for (int id : list) {
+    std::vector<NodeArgInfo> accesses;
+    subtree_accesses(id, accesses);
     std::set<int> deps;
-    for (const NodeArgInfo& a : node.arrays) {
+    for (const NodeArgInfo& a : accesses) {
       const int64_t begin = a.byte_offset, end = a.byte_offset + a.bytes;
       for (const Access_& prior : live[a.buffer])
-        if (prior.node != node.id && (prior.write || writes(a.access)) &&
+        if (prior.node != id && (prior.write || writes(a.access)) &&
             overlaps(prior.begin, prior.end, begin, end))
           deps.insert(prior.node);
     }
-    for (const NodeArgInfo& a : node.arrays) {
-      auto& list = live[a.buffer];
+    for (const NodeArgInfo& a : accesses) {
+      auto& prior = live[a.buffer];
       const int64_t begin = a.byte_offset, end = a.byte_offset + a.bytes;
-      if (writes(a.access)) {
-        // Accesses this write covers are ordered before it; later nodes need only this one.
-        list.erase(
-            std::remove_if(list.begin(), list.end(),
+      // Accesses an unconditional write covers are ordered before it; later nodes need only it.
+      if (writes(a.access) && !is_control(nodes_[id].kind)) {
+        prior.erase(
+            std::remove_if(prior.begin(), prior.end(),
                            [&](const Access_& p) { return p.begin >= begin && p.end <= end; }),
-            list.end());
+            prior.end());
       }
-      list.push_back({node.id, begin, end, writes(a.access)});
+      prior.push_back({id, begin, end, writes(a.access)});
     }
-    node.deps.assign(deps.begin(), deps.end());
+    nodes_[id].deps.assign(deps.begin(), deps.end());
+    for (auto& body : nodes_[id].bodies) infer_edges(body);
   }
 }
 
 void Recording::finish() {
+  if (!open_.empty()) throw RecordError("Recording: a device construct was left open");
   for (int id : result_values_) {
     const ValueData& v = values_[id];
-    const int buffer = current_buffer(v.buffer);
-    results_.push_back({"result", Access::read, buffer, v.byte_offset,
+    results_.push_back({"result", Access::read, v.buffer, v.byte_offset,
                         static_cast<int64_t>(bytes_of(v.shape, v.dtype)), v.shape, v.dtype});
   }
-  infer_edges();
+  shadow_written_params();
+  renumber();
+  infer_edges(top_);
   finished_ = true;
 }
 
@@ -410,20 +504,12 @@ std::vector<Value> Recorder::call_all(const Kernel& kernel, const std::vector<Ar
   node.scalars = sargs;
   for (std::size_t i = 0; i < def.arrays.size(); ++i) {
     const auto& v = rec_->values_[arg_values[i]];
-    int buffer = rec_->current_buffer(v.buffer);
+    const int buffer = v.buffer;
     node.arrays.push_back({def.arrays[i].name, def.arrays[i].access, buffer, v.byte_offset,
                            static_cast<int64_t>(bytes_of(v.shape, v.dtype)), v.shape, v.dtype});
   }
   node.id = static_cast<int>(rec_->nodes_.size());
   rec_->check_races(node, def.per_sample);
-  for (std::size_t i = 0; i < def.arrays.size(); ++i) {
-    const int b = node.arrays[i].buffer;
-    if (writes(def.arrays[i].access) && rec_->buffers_[b].kind == BufferKind::param) {
-      const int shadow = rec_->shadow_param(b);
-      for (auto& a : node.arrays)
-        if (a.buffer == b) a.buffer = shadow;
-    }
-  }
   rec_->add_node(std::move(node), &kernel, impl);
 
   std::vector<Value> results;
@@ -448,6 +534,62 @@ Value Recorder::call(const Kernel& kernel, const std::vector<Arg>& args,
                           ": call() needs exactly one output, the kernel writes " +
                           std::to_string(written) + " arrays; use call_all()");
   return call_all(kernel, args, options).front();
+}
+
+int Recording::record_control(NodeKind kind, Value cell,
+                              const std::vector<std::function<void()>>& arms) {
+  const std::string who = "Recorder::" + std::string(node_kind_name(kind)) + "_";
+  const ValueData& c = value(cell, who + ": cell");
+  if (c.dtype != DType::u32 || bytes_of(c.shape, c.dtype) != 4)
+    throw InvalidArgument(who + ": cell must be a one-cell u32 array (a device condition), got " +
+                          std::string(dtype_name(c.dtype)) + shape_str(c.shape));
+  if (arms.empty()) throw InvalidArgument(who + ": needs at least one arm");
+  for (std::size_t i = 0; i < arms.size(); ++i)
+    if (!arms[i]) throw InvalidArgument(who + ": arm " + std::to_string(i) + " is empty");
+  NodeInfo node;
+  node.kind = kind;
+  node.label = std::string(node_kind_name(kind));
+  node.kernel = node.label;
+  node.arrays = {{"cond", Access::read, c.buffer, c.byte_offset, 4, c.shape, c.dtype}};
+  node.bodies.resize(arms.size());
+  const int id = add_node(std::move(node), nullptr, KernelImpl{});
+  for (std::size_t i = 0; i < arms.size(); ++i) {
+    open_.emplace_back(id, static_cast<int>(i));
+    arms[i]();
+    open_.pop_back();
+  }
+  return id;
+}
+
+void Recorder::if_(Value cell, const std::function<void()>& then_arm,
+                   const std::function<void()>& else_arm) {
+  check_open(rec_->finished_);
+  if (!then_arm) throw InvalidArgument("Recorder::if_: then_arm is empty");
+  std::vector<std::function<void()>> arms{then_arm};
+  if (else_arm) arms.push_back(else_arm);
+  rec_->record_control(NodeKind::if_, cell, arms);
+}
+
+void Recorder::switch_(Value cell, const std::vector<std::function<void()>>& arms) {
+  check_open(rec_->finished_);
+  rec_->record_control(NodeKind::switch_, cell, arms);
+}
+
+void Recorder::while_(Value cell, const std::function<void()>& body) {
+  check_open(rec_->finished_);
+  if (!body) throw InvalidArgument("Recorder::while_: body is empty");
+  const int id = rec_->record_control(NodeKind::while_, cell, {body});
+  // A loop whose body never writes its cell could never stop once it started.
+  const NodeArgInfo& c = rec_->nodes_[id].arrays[0];
+  std::vector<NodeArgInfo> inside;
+  for (int child : rec_->nodes_[id].bodies[0]) rec_->subtree_accesses(child, inside);
+  for (const NodeArgInfo& a : inside)
+    if (a.buffer == c.buffer && writes(a.access) &&
+        overlaps(a.byte_offset, a.byte_offset + a.bytes, c.byte_offset, c.byte_offset + 4))
+      return;
+  throw RecordError("Recorder::while_: the body never writes its cell '" +
+                    rec_->buffers_[c.buffer].label +
+                    "', so the loop could never stop; update the cell inside the body");
 }
 
 void Recorder::result(const std::vector<Value>& values) {

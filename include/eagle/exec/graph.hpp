@@ -15,6 +15,9 @@ namespace eagle {
 
 struct BuildOptions {
   int threads = 0;  // CPU: size of the thread team (0 = one per hardware thread)
+  // GPU: build if/else and switch from plain IF conditional nodes and one decision kernel, as
+  // eagle does by itself on drivers without IF/ELSE or SWITCH nodes (CUDA < 12.8).
+  bool plain_if_only = false;
 };
 
 class Graph {

@@ -91,7 +91,13 @@ struct NodeArgInfo {
   DType dtype;
 };
 
-enum class NodeKind : uint8_t { kernel, copy_in };
+// copy_in: a written param's private copy, filled at the start of each launch. if_, switch_,
+// while_: device conditions; arrays[0] is the one-cell u32 condition, `bodies` the arms.
+enum class NodeKind : uint8_t { kernel, copy_in, if_, switch_, while_ };
+std::string_view node_kind_name(NodeKind kind);
+inline bool is_control(NodeKind k) {
+  return k == NodeKind::if_ || k == NodeKind::switch_ || k == NodeKind::while_;
+}
 
 struct NodeInfo {
   int id;
@@ -100,7 +106,11 @@ struct NodeInfo {
   std::string kernel;  // kernel name ("copy_in" for a param's copy)
   std::vector<NodeArgInfo> arrays;
   std::vector<ScalarArg> scalars;
-  std::vector<int> deps;  // nodes that must finish first (ascending)
+  // Nodes that must finish first (ascending), all in the same body (or all at the top level):
+  // a body's nodes are ordered after what their construct depends on.
+  std::vector<int> deps;
+  std::vector<std::vector<int>> bodies;  // control nodes: node ids of each arm, in order
+  int parent = -1;                       // the control node whose body holds this node, or -1
 };
 
 class Recorder {
@@ -121,6 +131,16 @@ class Recorder {
                               const CallOptions& options = {});
   // call_all for a kernel with exactly one output (write-only or read-write).
   Value call(const Kernel& kernel, const std::vector<Arg>& args, const CallOptions& options = {});
+  // Device conditions: `cell` is a one-cell u32 array computed by the graph. Every arm is
+  // recorded; which one runs is decided on the device at every launch. if_: then_arm runs when
+  // the cell is non-zero, else_arm (if given) when it is zero. switch_: arm k runs when the cell
+  // holds k; none when it is >= the number of arms. while_: the body runs while the cell is
+  // non-zero (the body must update the cell). A value carried from one turn to the next must
+  // be written in place (buffer=) so every turn reads what the last one wrote.
+  void if_(Value cell, const std::function<void()>& then_arm,
+           const std::function<void()>& else_arm = nullptr);
+  void switch_(Value cell, const std::vector<std::function<void()>>& arms);
+  void while_(Value cell, const std::function<void()>& body);
   // What the graph returns from g().
   void result(const std::vector<Value>& values);
   void result(Value value) { result(std::vector<Value>{value}); }
@@ -140,6 +160,9 @@ class Recording {
   Recording& operator=(const Recording&) = delete;
 
   const std::vector<NodeInfo>& nodes() const { return nodes_; }
+  // Ids of the top-level nodes in program order (bodies hang off control nodes).
+  const std::vector<int>& top() const { return top_; }
+  bool has_control_flow() const;
   const std::vector<BufferInfo>& buffers() const { return buffers_; }
   std::vector<std::pair<int, int>> edges() const;  // (from, to)
   const std::vector<std::string>& param_names() const { return param_names_; }
@@ -169,17 +192,22 @@ class Recording {
   int new_buffer(BufferKind kind, const Shape& shape, DType dtype, std::string label);
   int new_value(int buffer, int64_t byte_offset, const Shape& shape, DType dtype);
   const ValueData& value(const Value& v, const std::string& what) const;
-  int current_buffer(int buffer) const;  // a written param's reads go to its private copy
-  int shadow_param(int param_buffer);
-  void add_node(NodeInfo node, const Kernel* kernel, KernelImpl impl);
+  int add_node(NodeInfo node, const Kernel* kernel, KernelImpl impl);
+  std::vector<int>& current_list();
+  int record_control(NodeKind kind, Value cell, const std::vector<std::function<void()>>& arms);
+  void subtree_accesses(int node, std::vector<NodeArgInfo>& out) const;
+  void rewrite_buffer(int node, int from, int to);
+  void shadow_written_params();
+  void renumber();
   void check_races(const NodeInfo& node, bool per_sample) const;
   void check_distinct_memory(const Array& a, const std::string& what) const;
-  void infer_edges();
+  void infer_edges(std::vector<int>& list);
   void finish();
 
   std::vector<ValueData> values_;
   std::vector<BufferInfo> buffers_;
-  std::vector<int> redirect_;  // per buffer: the buffer its accesses now go to
+  std::vector<int> top_;
+  std::vector<std::pair<int, int>> open_;  // (control node, arm) being recorded, innermost last
   std::vector<Array> arrays_;  // per buffer: a param's initial array or an external array
   std::vector<NodeInfo> nodes_;
   std::vector<std::unique_ptr<Kernel>> kernels_;  // per node (null for copies)

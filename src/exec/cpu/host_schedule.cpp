@@ -1,5 +1,6 @@
-// The CPU backend: nodes grouped into stages (a node's stage is one past its deepest
-// dependency); each stage runs its nodes one after another, each kernel over the thread team.
+// The CPU backend. Without device conditions: nodes grouped into stages (a node's stage is one
+// past its deepest dependency), run as one flat loop, each kernel over the thread team. With
+// them: the lists run in program order and each control node reads its cell on the host.
 #include <algorithm>
 #include <cstring>
 
@@ -12,7 +13,12 @@ namespace {
 
 class HostSchedule final : public Executor {
  public:
-  HostSchedule(const std::vector<PlannedNode>& nodes, int threads) : nodes_(nodes), team_(threads) {
+  HostSchedule(const Plan& plan, int threads) : plan_(plan), nodes_(plan.nodes), team_(threads) {
+    if (plan.control_flow) {
+      stages_ = static_cast<int>(plan.top.size());
+      return;
+    }
+    const auto& nodes = nodes_;
     std::vector<int> stage_of(nodes.size(), 0);
     int stages = 0;
     for (std::size_t i = 0; i < nodes.size(); ++i) {
@@ -28,27 +34,63 @@ class HostSchedule final : public Executor {
 
   void launch(int n) override {
     for (int k = 0; k < n; ++k) {
-      for (int i : order_) {
-        const PlannedNode& node = nodes_[i];
-        if (node.is_copy) {
-          std::memcpy(node.copy_dst, node.copy_src, node.copy_bytes);
-        } else {
-          node.impl.cpu(node.args, team_);
-        }
+      if (plan_.control_flow) {
+        run_list(plan_.top);
+        continue;
       }
+      for (int i : order_) run_leaf(nodes_[i]);
     }
   }
   void synchronize() override {}
   bool patch(const std::vector<int>&) override { return true; }  // arguments are read per launch
   std::string backend() const override { return "cpu-host-schedule"; }
   std::string schedule() const override {
+    if (plan_.control_flow)
+      return "host schedule: " + std::to_string(nodes_.size()) + " nodes with device conditions, " +
+             std::to_string(plan_.top.size()) + " top-level, in program order over a team of " +
+             std::to_string(team_.size()) + " threads";
     return "host schedule: " + std::to_string(nodes_.size()) + " nodes in " +
            std::to_string(stages_) + " stages over a team of " + std::to_string(team_.size()) +
            " threads";
   }
-  int native_node_count() const override { return static_cast<int>(order_.size()); }
+  int native_node_count() const override { return static_cast<int>(nodes_.size()); }
 
  private:
+  void run_leaf(const PlannedNode& node) const {
+    if (node.is_copy) {
+      std::memcpy(node.copy_dst, node.copy_src, node.copy_bytes);
+    } else {
+      node.impl.cpu(node.args, team_);
+    }
+  }
+
+  void run_list(const std::vector<int>& list) const {
+    using Kind = PlannedNode::Kind;
+    for (int i : list) {
+      const PlannedNode& node = nodes_[i];
+      switch (node.kind) {
+        case Kind::kernel:
+        case Kind::copy:
+          run_leaf(node);
+          break;
+        case Kind::if_:
+          if (*node.cond != 0) {
+            run_list(node.bodies[0]);
+          } else if (node.bodies.size() > 1) {
+            run_list(node.bodies[1]);
+          }
+          break;
+        case Kind::switch_:
+          if (*node.cond < node.bodies.size()) run_list(node.bodies[*node.cond]);
+          break;
+        case Kind::while_:
+          while (*node.cond != 0) run_list(node.bodies[0]);
+          break;
+      }
+    }
+  }
+
+  const Plan& plan_;
   const std::vector<PlannedNode>& nodes_;
   ThreadTeam team_;
   std::vector<int> order_;
@@ -57,8 +99,8 @@ class HostSchedule final : public Executor {
 
 }  // namespace
 
-std::unique_ptr<Executor> make_cpu_executor(const std::vector<PlannedNode>& nodes, int threads) {
-  return std::make_unique<HostSchedule>(nodes, threads);
+std::unique_ptr<Executor> make_cpu_executor(const Plan& plan, int threads) {
+  return std::make_unique<HostSchedule>(plan, threads);
 }
 
 }  // namespace eagle::detail

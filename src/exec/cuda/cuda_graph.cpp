@@ -1,9 +1,12 @@
-// The CUDA backend: the nodes become one CUDA graph (kernel nodes with eagle's argument block,
-// memcpy nodes for param copies, child graphs captured from opaque sequences), instantiated once.
+// The CUDA backend: the nodes become one CUDA graph, made with the explicit graph API from the
+// recorded edges and instantiated once: kernel nodes with eagle's argument block, memcpy nodes
+// for param copies, child graphs stream-captured from opaque sequences (library calls), and
+// conditional nodes (IF, IF/ELSE, SWITCH, WHILE) whose bodies are built in place.
 #include <string>
 
 #include "eagle/core/error.hpp"
 #include "eagle/core/stream.hpp"
+#include "exec/cuda/conditions.hpp"
 #include "exec/executor.hpp"
 #include "kernel/cuda_launch.hpp"
 #include "util/cuda_check.hpp"
@@ -14,13 +17,27 @@ namespace eagle::detail {
 
 namespace {
 
+using Kind = PlannedNode::Kind;
+
+// IF/ELSE (size 2) and SWITCH conditional nodes arrived in CUDA 12.8; older drivers get the
+// plain-IF construction. Probed once.
+bool driver_has_if_else_and_switch() {
+  static const bool has = [] {
+    int version = 0;
+    return cudaDriverGetVersion(&version) == cudaSuccess && version >= 12080;
+  }();
+  return has;
+}
+
 class CudaGraphExecutor final : public Executor {
  public:
-  CudaGraphExecutor(const std::vector<PlannedNode>& nodes, Device device, const Stream& stream)
-      : nodes_(nodes),
+  CudaGraphExecutor(const Plan& plan, Device device, const Stream& stream, CudaOptions options)
+      : plan_(plan),
+        nodes_(plan.nodes),
         device_(device),
         properties_(cached_properties(device)),
-        stream_(static_cast<cudaStream_t>(stream.native())) {
+        stream_(static_cast<cudaStream_t>(stream.native())),
+        plain_if_only_(options.plain_if_only || !driver_has_if_else_and_switch()) {
     DeviceGuard guard(device.ordinal());
     try {
       construct();
@@ -41,12 +58,19 @@ class CudaGraphExecutor final : public Executor {
       if (nodes_[i].impl.cuda_capture) return false;
     for (int i : ids) {
       const PlannedNode& n = nodes_[i];
-      if (n.is_copy) {
+      if (n.kind == Kind::copy) {
         EAGLE_CUDA_CHECK(cudaGraphExecMemcpyNodeSetParams1D(
             exec_, handles_[i], n.copy_dst, n.copy_src, n.copy_bytes, cudaMemcpyDeviceToDevice));
-      } else {
+      } else if (n.kind == Kind::kernel) {
         cudaKernelNodeParams p = kernel_params(n);
         EAGLE_CUDA_CHECK(cudaGraphExecKernelNodeSetParams(exec_, handles_[i], &p));
+      } else {
+        // The cell moved: the kernels that read it set the condition.
+        conditions_[i].cell = n.cond;
+        for (cudaGraphNode_t setter : setters_[i]) {
+          cudaKernelNodeParams p = condition_params(i);
+          EAGLE_CUDA_CHECK(cudaGraphExecKernelNodeSetParams(exec_, setter, &p));
+        }
       }
     }
     return true;
@@ -54,9 +78,13 @@ class CudaGraphExecutor final : public Executor {
 
   std::string backend() const override { return "cuda-graph"; }
   std::string schedule() const override {
-    return "CUDA graph on " + device_.str() + ": " + std::to_string(native_node_count()) +
-           " nodes (" + std::to_string(kernels_) + " kernel, " + std::to_string(copies_) +
-           " memcpy, " + std::to_string(captured_) + " captured child graphs)";
+    std::string s = "CUDA graph on " + device_.str() + ": " + std::to_string(native_node_count()) +
+                    " nodes (" + std::to_string(kernels_) + " kernel, " + std::to_string(copies_) +
+                    " memcpy, " + std::to_string(captured_) + " captured child graphs";
+    if (conditionals_ > 0)
+      s += ", " + std::to_string(conditionals_) + " conditional" +
+           (plain_if_only_ ? " built from plain IF nodes" : "");
+    return s + ")";
   }
   void* native_graph() const override { return graph_; }
   void* native_graph_exec() const override { return exec_; }
@@ -75,45 +103,162 @@ class CudaGraphExecutor final : public Executor {
     p.blockDim = dim3(s.block[0], s.block[1], s.block[2]);
     p.sharedMemBytes = s.shared_bytes;
     // The runtime copies the argument block when the node is added or set.
-    p.kernelParams =
-        const_cast<void**>(reinterpret_cast<void* const*>(&arg_pointers_[&n - nodes_.data()]));
+    p.kernelParams = reinterpret_cast<void**>(&arg_pointers_[&n - nodes_.data()]);
+    return p;
+  }
+
+  cudaKernelNodeParams condition_params(int i) {
+    cudaKernelNodeParams p{};
+    p.func = const_cast<void*>(set_conditions_kernel());
+    p.gridDim = dim3(1);
+    p.blockDim = dim3(1);
+    p.kernelParams = reinterpret_cast<void**>(&condition_pointers_[i]);
     return p;
   }
 
   void construct() {
     EAGLE_CUDA_CHECK(cudaGraphCreate(&graph_, 0));
-    handles_.resize(nodes_.size());
-    arg_pointers_.resize(nodes_.size());
-    workspaces_.resize(nodes_.size(), nullptr);
-    for (std::size_t i = 0; i < nodes_.size(); ++i) {
+    const std::size_t n = nodes_.size();
+    handles_.resize(n);
+    arg_pointers_.resize(n);
+    workspaces_.resize(n, nullptr);
+    conditions_.resize(n);
+    condition_pointers_.resize(n);
+    setters_.resize(n);
+    for (std::size_t i = 0; i < n; ++i) {
+      arg_pointers_[i] = const_cast<KernelArgs*>(&nodes_[i].args);
+      condition_pointers_[i] = &conditions_[i];
+    }
+    add_list(graph_, plan_.top);
+    EAGLE_CUDA_CHECK(cudaGraphInstantiate(&exec_, graph_, 0));
+  }
+
+  // Adds the nodes of one list (the top level or an arm) to `graph`; edges stay in the list.
+  void add_list(cudaGraph_t graph, const std::vector<int>& list) {
+    for (int i : list) {
       const PlannedNode& n = nodes_[i];
-      arg_pointers_[i] = const_cast<KernelArgs*>(&n.args);
       std::vector<cudaGraphNode_t> deps;
       for (int d : n.deps) deps.push_back(handles_[d]);
-      if (n.is_copy) {
-        EAGLE_CUDA_CHECK(cudaGraphAddMemcpyNode1D(&handles_[i], graph_, deps.data(), deps.size(),
-                                                  n.copy_dst, n.copy_src, n.copy_bytes,
-                                                  cudaMemcpyDeviceToDevice));
-        ++copies_;
-      } else if (n.impl.cuda_function) {
-        cudaKernelNodeParams p = kernel_params(n);
-        EAGLE_CUDA_CHECK(
-            cudaGraphAddKernelNode(&handles_[i], graph_, deps.data(), deps.size(), &p));
-        ++kernels_;
-      } else if (n.impl.cuda_capture) {
-        add_captured(i, deps);
-        ++captured_;
-      } else {
-        throw NotSupported("node " + std::to_string(i) + " '" + n.label +
-                           "' has no CUDA implementation for its dtypes; build it on the CPU");
+      switch (n.kind) {
+        case Kind::copy:
+          EAGLE_CUDA_CHECK(cudaGraphAddMemcpyNode1D(&handles_[i], graph, deps.data(), deps.size(),
+                                                    n.copy_dst, n.copy_src, n.copy_bytes,
+                                                    cudaMemcpyDeviceToDevice));
+          ++copies_;
+          break;
+        case Kind::kernel:
+          if (n.impl.cuda_function) {
+            cudaKernelNodeParams p = kernel_params(n);
+            EAGLE_CUDA_CHECK(
+                cudaGraphAddKernelNode(&handles_[i], graph, deps.data(), deps.size(), &p));
+            ++kernels_;
+          } else if (n.impl.cuda_capture) {
+            add_captured(graph, i, deps);
+            ++captured_;
+          } else {
+            throw NotSupported("node " + std::to_string(i) + " '" + n.label +
+                               "' has no CUDA implementation for its dtypes; build it on the CPU");
+          }
+          break;
+        default:
+          add_conditional(graph, i, deps);
+          break;
       }
     }
-    EAGLE_CUDA_CHECK(cudaGraphInstantiate(&exec_, graph_, 0));
+  }
+
+  // The nodes of `list` that no other node of it waits on: where a WHILE body ends.
+  std::vector<cudaGraphNode_t> sinks(const std::vector<int>& list) const {
+    std::vector<bool> waited(nodes_.size(), false);
+    for (int i : list)
+      for (int d : nodes_[i].deps) waited[d] = true;
+    std::vector<cudaGraphNode_t> out;
+    for (int i : list)
+      if (!waited[i]) out.push_back(handles_[i]);
+    return out;
+  }
+
+  cudaGraphNode_t add_setter(cudaGraph_t graph, int i, const std::vector<cudaGraphNode_t>& deps) {
+    cudaGraphNode_t node = nullptr;
+    cudaKernelNodeParams p = condition_params(i);
+    EAGLE_CUDA_CHECK(cudaGraphAddKernelNode(&node, graph, deps.data(), deps.size(), &p));
+    setters_[i].push_back(node);
+    return node;
+  }
+
+  cudaGraphConditionalHandle new_handle(cudaGraph_t graph) {
+    cudaGraphConditionalHandle h{};
+    EAGLE_CUDA_CHECK(cudaGraphConditionalHandleCreate(&h, graph, 0, cudaGraphCondAssignDefault));
+    return h;
+  }
+
+  // Adds a conditional node of `type` with `size` bodies after `dep`; returns its body graphs.
+  cudaGraph_t* add_conditional_node(cudaGraph_t graph, cudaGraphNode_t dep,
+                                    cudaGraphConditionalHandle h, cudaGraphConditionalNodeType type,
+                                    unsigned size, cudaGraphNode_t* out) {
+    cudaGraphNodeParams p{};
+    p.type = cudaGraphNodeTypeConditional;
+    p.conditional.handle = h;
+    p.conditional.type = type;
+    p.conditional.size = size;
+    EAGLE_CUDA_CHECK(cudaGraphAddNode(out, graph, &dep, nullptr, 1, &p));
+    ++conditionals_;
+    return p.conditional.phGraph_out;
+  }
+
+  // Fills one arm's body graph; an empty arm gets an empty node (a body may not be empty).
+  void add_body(cudaGraph_t body, const std::vector<int>& list) {
+    if (list.empty()) {
+      cudaGraphNode_t empty = nullptr;
+      EAGLE_CUDA_CHECK(cudaGraphAddEmptyNode(&empty, body, nullptr, 0));
+      return;
+    }
+    add_list(body, list);
+  }
+
+  void add_conditional(cudaGraph_t graph, int i, const std::vector<cudaGraphNode_t>& deps) {
+    const PlannedNode& n = nodes_[i];
+    ConditionArgs& c = conditions_[i];
+    c.cell = n.cond;
+    const unsigned arms = static_cast<unsigned>(n.bodies.size());
+    const bool plain =
+        plain_if_only_ && (n.kind == Kind::switch_ || (n.kind == Kind::if_ && arms == 2));
+    if (!plain) {
+      c.count = 1;
+      c.mode = n.kind == Kind::switch_ ? ConditionMode::value : ConditionMode::non_zero;
+      c.handles[0] = new_handle(graph);
+      const cudaGraphNode_t setter = add_setter(graph, i, deps);
+      const cudaGraphConditionalNodeType type = n.kind == Kind::while_    ? cudaGraphCondTypeWhile
+                                                : n.kind == Kind::switch_ ? cudaGraphCondTypeSwitch
+                                                                          : cudaGraphCondTypeIf;
+      cudaGraph_t* bodies =
+          add_conditional_node(graph, setter, c.handles[0], type, arms, &handles_[i]);
+      for (unsigned k = 0; k < arms; ++k) add_body(bodies[k], n.bodies[k]);
+      // A WHILE decides again after each turn: the body ends by reading the cell.
+      if (n.kind == Kind::while_) add_setter(bodies[0], i, sinks(n.bodies[0]));
+      return;
+    }
+    // The fallback: one plain IF per arm, all set by one decision kernel, joined by an empty node.
+    if (arms > static_cast<unsigned>(kMaxPlainArms))
+      throw NotSupported(
+          "node " + std::to_string(i) + " '" + n.label + "': " + std::to_string(arms) +
+          " arms; the plain-IF construction serves at most " + std::to_string(kMaxPlainArms));
+    c.count = static_cast<int32_t>(arms);
+    c.mode = n.kind == Kind::switch_ ? ConditionMode::plain_switch : ConditionMode::plain_if_else;
+    for (unsigned k = 0; k < arms; ++k) c.handles[k] = new_handle(graph);
+    const cudaGraphNode_t decision = add_setter(graph, i, deps);
+    std::vector<cudaGraphNode_t> ifs(arms);
+    for (unsigned k = 0; k < arms; ++k) {
+      cudaGraph_t* body =
+          add_conditional_node(graph, decision, c.handles[k], cudaGraphCondTypeIf, 1, &ifs[k]);
+      add_body(body[0], n.bodies[k]);
+    }
+    EAGLE_CUDA_CHECK(cudaGraphAddEmptyNode(&handles_[i], graph, ifs.data(), ifs.size()));
   }
 
   // An opaque sequence (a library call) is captured on a side stream into its own graph, which
   // becomes a child graph node. Its workspace lives as long as the executor.
-  void add_captured(std::size_t i, const std::vector<cudaGraphNode_t>& deps) {
+  void add_captured(cudaGraph_t graph, int i, const std::vector<cudaGraphNode_t>& deps) {
     const PlannedNode& n = nodes_[i];
     const std::size_t ws = n.impl.cuda_workspace ? n.impl.cuda_workspace(n.args) : 0;
     if (ws > 0) EAGLE_CUDA_CHECK(cudaMalloc(&workspaces_[i], ws));
@@ -130,7 +275,7 @@ class CudaGraphExecutor final : public Executor {
       }
       EAGLE_CUDA_CHECK(cudaStreamEndCapture(side, &child));
       EAGLE_CUDA_CHECK(
-          cudaGraphAddChildGraphNode(&handles_[i], graph_, deps.data(), deps.size(), child));
+          cudaGraphAddChildGraphNode(&handles_[i], graph, deps.data(), deps.size(), child));
     } catch (...) {
       if (child) cudaGraphDestroy(child);
       cudaStreamDestroy(side);
@@ -151,29 +296,34 @@ class CudaGraphExecutor final : public Executor {
     workspaces_.clear();
   }
 
+  const Plan& plan_;
   const std::vector<PlannedNode>& nodes_;
   Device device_;
   const DeviceProperties& properties_;  // read once: kernel_params runs per patched node
   cudaStream_t stream_;
+  bool plain_if_only_;
   cudaGraph_t graph_ = nullptr;
   cudaGraphExec_t exec_ = nullptr;
-  std::vector<cudaGraphNode_t> handles_;
+  std::vector<cudaGraphNode_t> handles_;  // per node: the node its dependents wait on
   std::vector<KernelArgs*> arg_pointers_;
   std::vector<void*> workspaces_;
-  int kernels_ = 0, copies_ = 0, captured_ = 0;
+  std::vector<ConditionArgs> conditions_;  // per control node: what its setters read
+  std::vector<ConditionArgs*> condition_pointers_;
+  std::vector<std::vector<cudaGraphNode_t>> setters_;  // per control node: kernels setting it
+  int kernels_ = 0, copies_ = 0, captured_ = 0, conditionals_ = 0;
 };
 
 }  // namespace
 
-std::unique_ptr<Executor> make_cuda_executor(const std::vector<PlannedNode>& nodes, Device device,
-                                             const Stream& stream) {
-  return std::make_unique<CudaGraphExecutor>(nodes, device, stream);
+std::unique_ptr<Executor> make_cuda_executor(const Plan& plan, Device device, const Stream& stream,
+                                             const CudaOptions& options) {
+  return std::make_unique<CudaGraphExecutor>(plan, device, stream, options);
 }
 
 #else
 
-std::unique_ptr<Executor> make_cuda_executor(const std::vector<PlannedNode>&, Device,
-                                             const Stream&) {
+std::unique_ptr<Executor> make_cuda_executor(const Plan&, Device, const Stream&,
+                                             const CudaOptions&) {
   throw NotSupported("this build of eagle has no CUDA support");
 }
 
