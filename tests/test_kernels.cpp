@@ -587,6 +587,25 @@ TEST_P(Kernels, WhereConditionMustBeBoolOrU8) {
   }
 }
 
+// u32 serves device condition cells: fill, copy and integer arithmetic without wrap-around.
+TEST_P(Kernels, U32FillCopyAndAdd) {
+  const Array a = test::random_array({1001}, DType::u32, device());
+  const Array b = test::random_array({1001}, DType::u32, device());
+  const Array out = Array::empty({1001}, DType::u32, device());
+  test::poison(out);
+  launch_into(kernels::fill(), {}, {7.0}, {out}, stream(), team_);
+  stream().synchronize();
+  EXPECT_EQ(out.to_vector<double>(), std::vector<double>(1001, 7.0));
+  const Array sum = launch(kernels::add(), {a, b}, {}, stream(), team_)[0];
+  const Array copy = launch(kernels::copy(), {a}, {}, stream(), team_)[0];
+  stream().synchronize();
+  const auto av = a.to_vector<double>(), bv = b.to_vector<double>();
+  std::vector<double> want;
+  for (std::size_t i = 0; i < av.size(); ++i) want.push_back(av[i] + bv[i]);
+  EXPECT_EQ(sum.to_vector<double>(), want);
+  EXPECT_EQ(copy.to_vector<double>(), av);
+}
+
 TEST_P(Kernels, UnsupportedDTypesAreDeclined) {
   auto decline = [&](const Kernel& k, DType d) {
     SCOPED_TRACE(k.name() + " " + std::string(dtype_name(d)));
@@ -600,7 +619,7 @@ TEST_P(Kernels, UnsupportedDTypesAreDeclined) {
     decline(kernels::sum(), d);
     decline(kernels::max(), d);
   }
-  for (DType d : {DType::u32, DType::u8, DType::boolean}) {
+  for (DType d : {DType::u8, DType::boolean}) {
     decline(kernels::copy(), d);
     decline(kernels::scale(), d);
     decline(kernels::axpy(), d);

@@ -23,7 +23,63 @@ void square_cpu(const KernelArgs& a, const ThreadTeam& team) {
   });
 }
 
+void greater_cpu(const KernelArgs& a, const ThreadTeam&) {
+  *static_cast<uint32_t*>(a.arrays[1].data) =
+      *static_cast<const double*>(a.arrays[0].data) > a.scalars[0].f ? 1u : 0u;
+}
+
+void countdown_cpu(const KernelArgs& a, const ThreadTeam&) {
+  uint32_t* remaining = static_cast<uint32_t*>(a.arrays[0].data);
+  *remaining -= 1;
+  *static_cast<uint32_t*>(a.arrays[1].data) = *remaining > 0 ? 1u : 0u;
+}
+
 }  // namespace
+
+const Kernel& greater_kernel() {
+  static const Kernel k([] {
+    KernelDef d;
+    d.name = "greater";
+    d.arrays = {{"x", Access::read}, {"cell", Access::write}};
+    d.scalars = {{"threshold"}};
+    d.per_sample = false;
+    d.infer = [](const std::vector<ArrayMeta>& in, const std::vector<ScalarArg>&) {
+      if (in[0].dtype != DType::f64 || in[0].shape != Shape{1})
+        throw InvalidArgument("kernel greater: argument 'x' must be f64[1]");
+      return std::vector<ArrayMeta>{{{1}, DType::u32}};
+    };
+    d.select = [](const std::vector<DType>&) {
+      KernelImpl impl;
+      impl.cpu = &greater_cpu;
+      impl.cuda_function = greater_cuda_function();
+      impl.cuda_shape = &one_thread;
+      return impl;
+    };
+    return d;
+  }());
+  return k;
+}
+
+const Kernel& countdown_kernel() {
+  static const Kernel k([] {
+    KernelDef d;
+    d.name = "countdown";
+    d.arrays = {{"remaining", Access::read_write}, {"cell", Access::write}};
+    d.per_sample = false;
+    d.infer = [](const std::vector<ArrayMeta>&, const std::vector<ScalarArg>&) {
+      return std::vector<ArrayMeta>{{{1}, DType::u32}};
+    };
+    d.select = [](const std::vector<DType>&) {
+      KernelImpl impl;
+      impl.cpu = &countdown_cpu;
+      impl.cuda_function = countdown_cuda_function();
+      impl.cuda_shape = &one_thread;
+      return impl;
+    };
+    return d;
+  }());
+  return k;
+}
 
 const Kernel& count_kernel() {
   static const Kernel k([] {

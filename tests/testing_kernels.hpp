@@ -10,7 +10,14 @@ const Kernel& count_kernel();
 // out = x * x for f32, with a CPU implementation only.
 const Kernel& cpu_only_square();
 
-// The CUDA side of count_kernel (testing_kernels_cuda.cu); nullptr in a build without CUDA.
+// cell = x[0] > threshold ? 1 : 0, for f64 x[1] and a u32[1] cell. CPU and CUDA.
+const Kernel& greater_kernel();
+// remaining -= 1 (u32[1], read-write); cell = remaining > 0 (u32[1], write). CPU and CUDA.
+const Kernel& countdown_kernel();
+
+// The CUDA sides (testing_kernels_cuda.cu); nullptr in a build without CUDA.
 const void* count_cuda_function();
+const void* greater_cuda_function();
+const void* countdown_cuda_function();
 
 }  // namespace eagle::test

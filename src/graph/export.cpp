@@ -37,14 +37,22 @@ std::string Recording::to_json() const {
   for (std::size_t i = 0; i < nodes_.size(); ++i) {
     const NodeInfo& n = nodes_[i];
     o << (i ? "," : "") << "\n    {\"id\": " << n.id << ", \"label\": " << json_quote(n.label)
-      << ", \"kernel\": " << json_quote(n.kernel) << ", \"args\": [";
+      << ", \"kind\": " << json_quote(node_kind_name(n.kind)) << ", \"kernel\": "
+      << json_quote(n.kernel) << ", \"parent\": " << n.parent << ", \"args\": [";
     for (std::size_t j = 0; j < n.arrays.size(); ++j) {
       const NodeArgInfo& a = n.arrays[j];
       o << (j ? ", " : "") << "{\"param\": " << json_quote(a.param)
         << ", \"access\": " << json_quote(access_name(a.access)) << ", \"array\": " << a.buffer
         << ", \"byte_offset\": " << a.byte_offset << ", \"bytes\": " << a.bytes << "}";
     }
-    o << "], \"deps\": " << shape_json(Shape(n.deps.begin(), n.deps.end())) << "}";
+    o << "], \"deps\": " << shape_json(Shape(n.deps.begin(), n.deps.end()));
+    if (!n.bodies.empty()) {
+      o << ", \"bodies\": [";
+      for (std::size_t b = 0; b < n.bodies.size(); ++b)
+        o << (b ? ", " : "") << shape_json(Shape(n.bodies[b].begin(), n.bodies[b].end()));
+      o << "]";
+    }
+    o << "}";
   }
   o << "\n  ],\n  \"edges\": [";
   const auto e = edges();
@@ -75,6 +83,13 @@ std::string Recording::to_dot() const {
       o << "  n" << d << " -> n" << n.id << " [label=" << json_quote(via) << "];\n";
     }
   }
+  // Arms: a dashed edge from a control node to the first nodes of each arm.
+  for (const NodeInfo& n : nodes_)
+    for (std::size_t b = 0; b < n.bodies.size(); ++b)
+      for (int child : n.bodies[b])
+        if (nodes_[child].deps.empty())
+          o << "  n" << n.id << " -> n" << child << " [style=dashed, label="
+            << json_quote("arm " + std::to_string(b)) << "];\n";
   o << "}\n";
   return o.str();
 }

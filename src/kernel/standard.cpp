@@ -67,7 +67,7 @@ Kernel elementwise(EwOp op, std::string name, std::vector<ArrayParam> arrays,
   def.select = [op, name, out](const std::vector<DType>& dtypes) {
     KernelImpl impl;
     impl.cpu = detail::cpu_elementwise(op, dtypes[out]);
-    if (!impl.cpu) decline(name, dtypes[out], "f64, f32, f16, bf16, i64, i32");
+    if (!impl.cpu) decline(name, dtypes[out], "f64, f32, f16, bf16, i64, i32, u32");
     detail::attach_cuda_elementwise(impl, op, dtypes[out]);
     return impl;
   };

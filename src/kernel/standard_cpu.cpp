@@ -53,6 +53,8 @@ CpuFn pick(DType d) {
       return &elementwise<op, int64_t>;
     case DType::i32:
       return &elementwise<op, int32_t>;
+    case DType::u32:
+      return &elementwise<op, uint32_t>;
     default:
       return nullptr;
   }

@@ -112,6 +112,8 @@ void attach_op(KernelImpl& impl, DType d) {
       return attach<op, int64_t>(impl);
     case DType::i32:
       return attach<op, int32_t>(impl);
+    case DType::u32:
+      return attach<op, uint32_t>(impl);
     default:
       return;
   }

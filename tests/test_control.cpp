@@ -1,0 +1,271 @@
+// Device conditions: every arm recorded, the choice made at every launch, on CPU and GPU.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "eagle/eagle.hpp"
+#include "test_util.hpp"
+#include "testing_kernels.hpp"
+
+namespace eagle {
+namespace {
+
+using test::expect_throw_with;
+using test::random_array;
+
+// Each test runs on the CPU, on the GPU with native conditional nodes, and on the GPU with the
+// plain-IF construction that drivers without IF/ELSE and SWITCH nodes get.
+struct Target {
+  Device device;
+  bool plain_if_only;
+};
+
+class Control : public ::testing::TestWithParam<Target> {
+ protected:
+  void SetUp() override {
+    if (device().is_cuda() && !cuda_available()) GTEST_SKIP() << "no CUDA device";
+  }
+  Device device() const { return GetParam().device; }
+  BuildOptions options() const {
+    BuildOptions o;
+    o.plain_if_only = GetParam().plain_if_only;
+    return o;
+  }
+  Array cell(uint32_t v) const { return Array::from(std::vector<uint32_t>{v}, {1}, device()); }
+};
+
+INSTANTIATE_TEST_SUITE_P(Targets, Control,
+                         ::testing::Values(Target{Device::cpu(), false},
+                                           Target{Device::cuda(0), false},
+                                           Target{Device::cuda(0), true}),
+                         [](const ::testing::TestParamInfo<Target>& info) {
+                           return std::string(info.param.device.is_cpu() ? "cpu" : "cuda") +
+                                  (info.param.plain_if_only ? "_plain_if" : "");
+                         });
+
+std::vector<double> host(const Array& a) {
+  return a.to_vector<double>();
+}
+std::vector<double> scaled(const std::vector<double>& v, double k) {
+  std::vector<double> out;
+  for (double x : v) out.push_back(k * x);
+  return out;
+}
+
+TEST_P(Control, IfElseChoosesAnArmAtEveryLaunch) {
+  Array x0 = random_array({1000}, DType::f32, device());
+  Array flag = cell(1);
+  Graph g = Graph::record([&](Recorder& r) {
+    Value x = r.param("x", x0);
+    Value out = r.empty({1000}, DType::f32, "out");
+    r.if_(
+        r.param("flag", flag),
+        [&] {
+          r.call(kernels::scale(), {x, 2.0}, buffer(out));
+        },
+        [&] {
+          r.call(kernels::scale(), {x, 3.0}, buffer(out));
+        });
+    r.result(out);
+  });
+  ASSERT_EQ(g.nodes().size(), 3u);
+  EXPECT_EQ(g.nodes()[0].kind, NodeKind::if_);
+  EXPECT_EQ(g.nodes()[0].bodies, (std::vector<std::vector<int>>{{1}, {2}}));
+  g.build(device(), options());
+  EXPECT_CLOSE(host(g()[0]), scaled(host(x0), 2), 1e-6);
+  g.bind("flag", cell(0));  // the setter kernel's cell pointer is patched too
+  EXPECT_CLOSE(host(g()[0]), scaled(host(x0), 3), 1e-6);
+  g.bind("flag", cell(5));
+  EXPECT_CLOSE(host(g()[0]), scaled(host(x0), 2), 1e-6);
+  EXPECT_EQ(g.rebuild_count(), 0);
+}
+
+TEST_P(Control, IfWithoutElseSkipsWhenTheCellIsZero) {
+  Array x0 = random_array({64}, DType::f64, device());
+  Array flag = cell(0);
+  Graph g = Graph::record([&](Recorder& r) {
+    Value out = r.empty({64}, DType::f64, "out");
+    r.call(kernels::fill(), {-1.0}, buffer(out));
+    r.if_(r.param("flag", flag), [&] { r.call(kernels::copy(), {r.param("x", x0)}, buffer(out)); });
+    r.result(out);
+  });
+  g.build(device(), options());
+  EXPECT_EQ(host(g()[0]), std::vector<double>(64, -1.0));
+  g.bind("flag", cell(1));
+  EXPECT_EQ(host(g()[0]), host(x0));
+}
+
+TEST_P(Control, SwitchOverFourArmsDrivenByData) {
+  Array x0 = random_array({333}, DType::f32, device());
+  Array sel = cell(0);
+  Graph g = Graph::record([&](Recorder& r) {
+    Value x = r.param("x", x0);
+    Value out = r.empty({333}, DType::f32, "out");
+    r.call(kernels::fill(), {-7.0}, buffer(out));
+    std::vector<std::function<void()>> arms;
+    for (int k = 0; k < 4; ++k)
+      arms.push_back([&, k] { r.call(kernels::scale(), {x, double(k + 1)}, buffer(out)); });
+    r.switch_(r.param("sel", sel), arms);
+    r.result(out);
+  });
+  g.build(device(), options());
+  for (uint32_t k : {2u, 0u, 3u, 1u}) {
+    g.bind("sel", cell(k));
+    SCOPED_TRACE("arm " + std::to_string(k));
+    EXPECT_CLOSE(host(g()[0]), scaled(host(x0), k + 1.0), 1e-6);
+  }
+  g.bind("sel", cell(9));  // past the last arm: none runs
+  EXPECT_EQ(host(g()[0]), std::vector<double>(333, -7.0));
+}
+
+// An iterative solver that loops on the device until a residual cell says stop:
+// x <- 0.5 x + b converges to 2b; the loop runs while sum((x_new - x)^2) > tol.
+TEST_P(Control, WhileLoopRunsASolverUntilTheResidualCellSaysStop) {
+  const int64_t n = 4096;
+  Array b0 = random_array({n}, DType::f64, device(), 0.5, 1.0);
+  Array turns = Array::from(std::vector<uint32_t>{0}, {1}, device());
+  const double tol = 1e-20;
+  Graph g = Graph::record([&](Recorder& r) {
+    Value b = r.param("b", b0);
+    Value x = r.empty({n}, DType::f64, "x");
+    Value going = r.empty({1}, DType::u32, "going");
+    Value counter = r.external(turns, "turns");
+    r.call(kernels::fill(), {0.0}, buffer(x));
+    r.call(kernels::fill(), {0.0}, buffer(counter));
+    r.call(kernels::fill(), {1.0}, buffer(going));
+    r.while_(going, [&] {
+      Value next = r.call(kernels::axpy(), {x, b, 0.5});
+      Value step = r.call(kernels::axpy(), {x, next, -1.0});
+      r.call(kernels::copy(), {next}, buffer(x));  // loop-carried: written in place
+      Value residual = r.call(kernels::sum(), {r.call(kernels::mul(), {step, step})});
+      r.call(test::greater_kernel(), {residual, tol}, buffer(going));
+      r.call(test::count_kernel(), {counter});
+    });
+    r.result(x);
+  });
+  g.build(device(), options());
+  // The host computes the same iteration to know how many turns it takes.
+  const auto bv = host(b0);
+  std::vector<double> x(n, 0.0);
+  uint32_t want_turns = 0;
+  for (bool going = true; going; ++want_turns) {
+    double residual = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      const double next = 0.5 * x[i] + bv[i];
+      residual += (next - x[i]) * (next - x[i]);
+      x[i] = next;
+    }
+    going = residual > tol;
+  }
+  for (int launch = 0; launch < 2; ++launch) {  // the loop starts again at every launch
+    test::poison(g.results()[0]);
+    const auto got = host(g()[0]);
+    EXPECT_CLOSE(got, scaled(bv, 2.0), 1e-9);
+    const uint32_t t = turns.to_vector<uint32_t>()[0];
+    EXPECT_LE(t > want_turns ? t - want_turns : want_turns - t, 1u)
+        << "device turns " << t << ", host turns " << want_turns;
+    EXPECT_GT(t, 10u);
+  }
+}
+
+TEST_P(Control, IfNestedInsideWhile) {
+  Array flag = cell(1);
+  Array a = Array::from(std::vector<uint32_t>{0}, {1}, device());
+  Array b = Array::from(std::vector<uint32_t>{0}, {1}, device());
+  Graph g = Graph::record([&](Recorder& r) {
+    Value remaining = r.empty({1}, DType::u32, "remaining");
+    Value going = r.empty({1}, DType::u32, "going");
+    Value ca = r.external(a, "a"), cb = r.external(b, "b");
+    Value f = r.param("flag", flag);
+    r.call(kernels::fill(), {5.0}, buffer(remaining));
+    r.call(kernels::fill(), {1.0}, buffer(going));
+    r.while_(going, [&] {
+      r.call_all(test::countdown_kernel(), {remaining}, buffer(going));
+      r.if_(
+          f, [&] { r.call(test::count_kernel(), {ca}); },
+          [&] { r.call(test::count_kernel(), {cb}); });
+    });
+  });
+  g.build(device(), options());
+  g();
+  EXPECT_EQ(a.to_vector<uint32_t>()[0], 5u);
+  EXPECT_EQ(b.to_vector<uint32_t>()[0], 0u);
+  g.bind("flag", cell(0));
+  g(2);
+  EXPECT_EQ(a.to_vector<uint32_t>()[0], 5u);
+  EXPECT_EQ(b.to_vector<uint32_t>()[0], 10u);
+}
+
+TEST_P(Control, AParamWrittenInsideALoopIsCopiedBeforeTheLoop) {
+  Array x0 = random_array({100}, DType::f64, device());
+  const auto before = host(x0);
+  Graph g = Graph::record([&](Recorder& r) {
+    Value x = r.param("x", x0);
+    Value remaining = r.empty({1}, DType::u32, "remaining");
+    Value going = r.empty({1}, DType::u32, "going");
+    r.call(kernels::fill(), {3.0}, buffer(remaining));
+    r.call(kernels::fill(), {1.0}, buffer(going));
+    r.while_(going, [&] {
+      r.call(kernels::scale(), {x, 2.0}, buffer(x));  // every turn doubles what the last wrote
+      r.call_all(test::countdown_kernel(), {remaining}, buffer(going));
+    });
+    r.result(x);
+  });
+  const auto& top = g.recording().top();
+  ASSERT_EQ(top.size(), 4u);
+  EXPECT_EQ(g.nodes()[top[2]].kind, NodeKind::copy_in);
+  EXPECT_EQ(g.nodes()[top[3]].kind, NodeKind::while_);
+  g.build(device(), options());
+  EXPECT_CLOSE(host(g(2)[0]), scaled(before, 8.0), 1e-12);
+  EXPECT_EQ(host(x0), before);
+}
+
+TEST(ControlRecord, BodiesHaveTheirOwnEdgesAndTheConstructOrdersAgainstTheRest) {
+  Array x0 = random_array({8}, DType::f32, Device::cpu());
+  Array flag = Array::from(std::vector<uint32_t>{1}, {1}, Device::cpu());
+  Graph g = Graph::record([&](Recorder& r) {
+    Value x = r.param("x", x0);
+    Value t = r.empty({8}, DType::f32, "t");
+    r.call(kernels::fill(), {1.0}, buffer(t));        // 0
+    r.if_(r.param("flag", flag), [&] {                // 1
+      Value u = r.call(kernels::add(), {t, x});       // 2: reads t from outside
+      r.call(kernels::scale(), {u, 2.0}, buffer(t));  // 3: after 2 (reads u, writes t)
+    });
+    r.result(r.call(kernels::copy(), {t}));  // 4: after the if
+  });
+  ASSERT_EQ(g.nodes().size(), 5u);
+  EXPECT_EQ(g.nodes()[1].deps, std::vector<int>{0});
+  EXPECT_EQ(g.nodes()[2].deps, std::vector<int>{});
+  EXPECT_EQ(g.nodes()[3].deps, std::vector<int>{2});
+  EXPECT_EQ(g.nodes()[2].parent, 1);
+  // The if may or may not write t, so the unconditional fill stays a dependency too.
+  EXPECT_EQ(g.nodes()[4].deps, (std::vector<int>{0, 1}));
+  EXPECT_EQ(g.recording().top(), (std::vector<int>{0, 1, 4}));
+  EXPECT_NE(g.to_json().find("\"kind\": \"if\""), std::string::npos) << g.to_json();
+}
+
+TEST(ControlRecord, RefusalsNameTheRule) {
+  Array f32_cell = Array::from(std::vector<float>{1}, {1}, Device::cpu());
+  Array two_cells = Array::from(std::vector<uint32_t>{1, 1}, {2}, Device::cpu());
+  expect_throw_with<InvalidArgument>(
+      [&] { Graph::record([&](Recorder& r) { r.if_(r.param("c", f32_cell), [] {}); }); },
+      {"if_", "one-cell u32", "f32[1]"});
+  expect_throw_with<InvalidArgument>(
+      [&] { Graph::record([&](Recorder& r) { r.while_(r.param("c", two_cells), [] {}); }); },
+      {"while_", "one-cell u32", "u32[2]"});
+  expect_throw_with<InvalidArgument>(
+      [&] { Graph::record([&](Recorder& r) { r.switch_(r.empty({1}, DType::u32), {}); }); },
+      {"switch_", "at least one arm"});
+  expect_throw_with<RecordError>(
+      [&] {
+        Graph::record([&](Recorder& r) {
+          Value going = r.empty({1}, DType::u32, "going");
+          r.call(kernels::fill(), {1.0}, buffer(going));
+          r.while_(going, [&] { r.call(kernels::scale(), {r.empty({4}, DType::f32), 2.0}); });
+        });
+      },
+      {"never writes its cell 'going'", "could never stop"});
+}
+
+}  // namespace
+}  // namespace eagle
