@@ -220,6 +220,80 @@ TEST_P(Control, AParamWrittenInsideALoopIsCopiedBeforeTheLoop) {
   EXPECT_EQ(host(x0), before);
 }
 
+TEST_P(Control, ForkBranchesComputeIndependentlyAndTheJoinOrdersWhatFollows) {
+  Array x0 = random_array({2048}, DType::f32, device());
+  Graph g = Graph::record([&](Recorder& r) {
+    Value x = r.param("x", x0);
+    std::vector<Value> outs(4);
+    std::vector<std::function<void(Branch&)>> branches;
+    for (int k = 0; k < 4; ++k)
+      branches.push_back([&, k](Branch&) {
+        Value y = x;
+        for (int s = 0; s < 3; ++s) y = r.call(kernels::scale(), {y, double(k + 1)});
+        outs[k] = y;
+      });
+    r.parallel(branches);
+    Value total = r.call(kernels::add(), {r.call(kernels::add(), {outs[0], outs[1]}),
+                                          r.call(kernels::add(), {outs[2], outs[3]})});
+    r.result(total);
+  });
+  const auto& top = g.recording().top();
+  ASSERT_EQ(top.size(), 4u);  // x is read only, so no copy: the fork and three adds
+  EXPECT_EQ(g.nodes()[top[0]].kind, NodeKind::fork);
+  EXPECT_EQ(g.nodes()[top[0]].bodies.size(), 4u);
+  g.build(device(), options());
+  const double k = 1 + 8 + 27 + 64;  // sum of (k+1)^3
+  EXPECT_CLOSE(host(g()[0]), scaled(host(x0), k), 1e-6);
+}
+
+TEST_P(Control, ForkWaitOrdersABranchAfterAnother) {
+  Array x0 = random_array({512}, DType::f64, device());
+  Graph g = Graph::record([&](Recorder& r) {
+    Value x = r.param("x", x0);
+    Value shared = r.empty({512}, DType::f64, "shared");
+    Value out;
+    r.parallel({[&](Branch&) {
+                  Value y = r.call(kernels::scale(), {x, 2.0});
+                  r.call(kernels::scale(), {y, 3.0}, buffer(shared));  // writes shared
+                },
+                [&](Branch& b) {
+                  Value z = r.call(kernels::scale(), {x, 5.0});  // runs alongside
+                  b.wait(shared);
+                  out = r.call(kernels::add(), {shared, z});  // reads shared after the write
+                }});
+    r.result(out);
+  });
+  g.build(device(), options());
+  EXPECT_CLOSE(host(g()[0]), scaled(host(x0), 11.0), 1e-12);
+}
+
+TEST(ControlRecord, ForkRacesWithoutAWaitAreRefusedNamingBothNodesAndTheArray) {
+  Array x0 = random_array({16}, DType::f32, Device::cpu());
+  expect_throw_with<RecordError>(
+      [&] {
+        Graph::record([&](Recorder& r) {
+          Value x = r.param("x", x0);
+          Value shared = r.empty({16}, DType::f32, "shared");
+          r.parallel({[&](Branch&) {
+                        r.call(kernels::scale(), {x, 2.0}, buffer(shared, "writer"));
+                      },
+                      [&](Branch&) {
+                        r.call(kernels::scale(), {shared, 3.0}, CallOptions{{}, "reader"});
+                      }});
+        });
+      },
+      {"race refused", "'writer' (branch 0)", "'reader' (branch 1)", "array 'shared'",
+       "Branch::wait"});
+  expect_throw_with<RecordError>(
+      [&] {
+        Graph::record([&](Recorder& r) {
+          Value never = r.empty({16}, DType::f32, "never");
+          r.parallel({[&](Branch& b) { b.wait(never); }});
+        });
+      },
+      {"no earlier node writes array 'never'"});
+}
+
 TEST(ControlRecord, BodiesHaveTheirOwnEdgesAndTheConstructOrdersAgainstTheRest) {
   Array x0 = random_array({8}, DType::f32, Device::cpu());
   Array flag = Array::from(std::vector<uint32_t>{1}, {1}, Device::cpu());

@@ -18,7 +18,7 @@ namespace eagle::detail {
 // One node with its arguments resolved to real pointers. The graph owns these and rewrites
 // `args` / `copy_src` / `copy_dst` on bind; the executor reads them.
 struct PlannedNode {
-  enum class Kind : uint8_t { kernel, copy, if_, switch_, while_ };
+  enum class Kind : uint8_t { kernel, copy, if_, switch_, while_, fork };
   Kind kind = Kind::kernel;
   bool is_copy = false;
   std::string label;
@@ -28,6 +28,7 @@ struct PlannedNode {
   const void* copy_src = nullptr;
   std::size_t copy_bytes = 0;
   std::vector<int> deps;
+  std::vector<int> waits;  // in a fork's branch: items of earlier branches to wait for
   // Control nodes: the one-cell u32 condition and the arms (planned node indices, in order).
   const uint32_t* cond = nullptr;
   std::vector<std::vector<int>> bodies;

@@ -64,6 +64,7 @@ void plan_args(const Recording& rec, int i, const std::vector<Array>& buffers,
     out.copy_dst = at(buffers[n.arrays[1].buffer], n.arrays[1].byte_offset);
     return;
   }
+  if (n.kind == NodeKind::fork) return;
   if (is_control(n.kind)) {
     out.cond =
         reinterpret_cast<const uint32_t*>(at(buffers[n.arrays[0].buffer], n.arrays[0].byte_offset));
@@ -84,6 +85,7 @@ void plan_node(const Recording& rec, int i, const std::vector<Array>& buffers,
   out.deps = n.deps;
   using Kind = detail::PlannedNode::Kind;
   out.bodies = n.bodies;
+  out.waits = n.waits;
   if (n.kind == NodeKind::copy_in) {
     out.kind = Kind::copy;
     out.is_copy = true;
@@ -91,7 +93,8 @@ void plan_node(const Recording& rec, int i, const std::vector<Array>& buffers,
   } else if (is_control(n.kind)) {
     out.kind = n.kind == NodeKind::if_       ? Kind::if_
                : n.kind == NodeKind::switch_ ? Kind::switch_
-                                             : Kind::while_;
+               : n.kind == NodeKind::while_  ? Kind::while_
+                                             : Kind::fork;
   } else {
     out.impl = rec.impl_of(i);
     out.args.num_arrays = static_cast<int32_t>(n.arrays.size());

@@ -37,8 +37,9 @@ std::string Recording::to_json() const {
   for (std::size_t i = 0; i < nodes_.size(); ++i) {
     const NodeInfo& n = nodes_[i];
     o << (i ? "," : "") << "\n    {\"id\": " << n.id << ", \"label\": " << json_quote(n.label)
-      << ", \"kind\": " << json_quote(node_kind_name(n.kind)) << ", \"kernel\": "
-      << json_quote(n.kernel) << ", \"parent\": " << n.parent << ", \"args\": [";
+      << ", \"kind\": " << json_quote(node_kind_name(n.kind))
+      << ", \"kernel\": " << json_quote(n.kernel) << ", \"parent\": " << n.parent
+      << ", \"args\": [";
     for (std::size_t j = 0; j < n.arrays.size(); ++j) {
       const NodeArgInfo& a = n.arrays[j];
       o << (j ? ", " : "") << "{\"param\": " << json_quote(a.param)
@@ -88,8 +89,8 @@ std::string Recording::to_dot() const {
     for (std::size_t b = 0; b < n.bodies.size(); ++b)
       for (int child : n.bodies[b])
         if (nodes_[child].deps.empty())
-          o << "  n" << n.id << " -> n" << child << " [style=dashed, label="
-            << json_quote("arm " + std::to_string(b)) << "];\n";
+          o << "  n" << n.id << " -> n" << child
+            << " [style=dashed, label=" << json_quote("arm " + std::to_string(b)) << "];\n";
   o << "}\n";
   return o.str();
 }

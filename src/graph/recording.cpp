@@ -103,6 +103,10 @@ int Recording::new_value(int buffer, int64_t byte_offset, const Shape& shape, DT
 int Recording::add_node(NodeInfo node, const Kernel* kernel, KernelImpl impl) {
   node.id = static_cast<int>(nodes_.size());
   node.parent = open_.empty() ? -1 : open_.back().first;
+  if (!open_.empty() && nodes_[open_.back().first].kind == NodeKind::fork) {
+    node.waits = std::move(pending_waits_);
+    pending_waits_.clear();
+  }
   current_list().push_back(node.id);
   nodes_.push_back(std::move(node));
   kernels_.push_back(kernel ? std::make_unique<Kernel>(*kernel) : nullptr);
@@ -133,6 +137,8 @@ std::string_view node_kind_name(NodeKind kind) {
       return "switch";
     case NodeKind::while_:
       return "while";
+    case NodeKind::fork:
+      return "parallel";
   }
   return "?";
 }
@@ -208,6 +214,7 @@ void Recording::renumber() {
     if (n.parent >= 0) n.parent = new_id[n.parent];
     for (auto& body : n.bodies)
       for (int& c : body) c = new_id[c];
+    for (int& w : n.waits) w = new_id[w];
     kernels[n.id] = std::move(kernels_[old]);
     impls[n.id] = impls_[old];
     nodes[n.id] = std::move(n);
@@ -276,7 +283,18 @@ void Recording::infer_edges(std::vector<int>& list) {
       prior.push_back({id, begin, end, writes(a.access)});
     }
     nodes_[id].deps.assign(deps.begin(), deps.end());
-    for (auto& body : nodes_[id].bodies) infer_edges(body);
+    for (auto& body : nodes_[id].bodies) {
+      if (nodes_[id].kind != NodeKind::fork) {
+        infer_edges(body);
+        continue;
+      }
+      // A fork's branch runs its items in order: each waits for the one before it.
+      for (std::size_t k = 0; k < body.size(); ++k) {
+        nodes_[body[k]].deps.clear();
+        if (k > 0) nodes_[body[k]].deps.push_back(body[k - 1]);
+        for (auto& inner : nodes_[body[k]].bodies) infer_edges(inner);
+      }
+    }
   }
 }
 
@@ -590,6 +608,104 @@ void Recorder::while_(Value cell, const std::function<void()>& body) {
   throw RecordError("Recorder::while_: the body never writes its cell '" +
                     rec_->buffers_[c.buffer].label +
                     "', so the loop could never stop; update the cell inside the body");
+}
+
+// The item of `list` whose subtree holds node `id`, or -1.
+int Recording::item_holding(const std::vector<int>& list, int id) const {
+  for (int n = id; n >= 0; n = nodes_[n].parent)
+    if (std::find(list.begin(), list.end(), n) != list.end()) return n;
+  return -1;
+}
+
+void Branch::wait(Value v) {
+  Recording& rec = *rec_;
+  const auto& d = rec.value(v, "Branch::wait");
+  if (rec.finished_ || rec.open_.empty() ||
+      rec.nodes_[rec.open_.back().first].kind != NodeKind::fork ||
+      rec.open_.back().second != index_)
+    throw InvalidArgument("Branch::wait: call it inside its own branch, outside nested constructs");
+  const int fork = rec.open_.back().first;
+  const int64_t begin = d.byte_offset,
+                end = d.byte_offset + static_cast<int64_t>(bytes_of(d.shape, d.dtype));
+  // The last node recorded so far that wrote the value.
+  int writer = -1;
+  for (int n = static_cast<int>(rec.nodes_.size()) - 1; n >= 0 && writer < 0; --n)
+    for (const NodeArgInfo& a : rec.nodes_[n].arrays)
+      if (!is_control(rec.nodes_[n].kind) && a.buffer == d.buffer && writes(a.access) &&
+          overlaps(a.byte_offset, a.byte_offset + a.bytes, begin, end))
+        writer = n;
+  if (writer < 0)
+    throw RecordError("Branch::wait: no earlier node writes array '" +
+                      rec.buffers_[d.buffer].label + "'; there is nothing to wait for");
+  for (int b = 0; b < index_; ++b) {
+    const int item = rec.item_holding(rec.nodes_[fork].bodies[b], writer);
+    if (item >= 0) rec.pending_waits_.push_back(item);
+  }
+  // A writer before the fork or in this branch is already ordered: nothing to add.
+}
+
+// Branches run concurrently: two of them touching the same bytes, one writing, must be ordered
+// by a wait (a wait edge from an item at or after the first to one at or before the second).
+void Recording::check_fork_races(int fork) const {
+  const auto& branches = nodes_[fork].bodies;
+  for (std::size_t j = 0; j < branches.size(); ++j) {
+    for (std::size_t i = 0; i < j; ++i) {
+      const auto& bi = branches[i];
+      const auto& bj = branches[j];
+      for (std::size_t x = 0; x < bi.size(); ++x) {
+        std::vector<NodeArgInfo> ax;
+        subtree_accesses(bi[x], ax);
+        for (std::size_t y = 0; y < bj.size(); ++y) {
+          std::vector<NodeArgInfo> ay;
+          subtree_accesses(bj[y], ay);
+          const NodeArgInfo* clash = nullptr;
+          for (const NodeArgInfo& a : ax)
+            for (const NodeArgInfo& b : ay)
+              if (!clash && a.buffer == b.buffer && (writes(a.access) || writes(b.access)) &&
+                  overlaps(a.byte_offset, a.byte_offset + a.bytes, b.byte_offset,
+                           b.byte_offset + b.bytes))
+                clash = &a;
+          if (!clash) continue;
+          bool ordered = false;
+          for (std::size_t y2 = 0; y2 <= y && !ordered; ++y2)
+            for (int w : nodes_[bj[y2]].waits)
+              for (std::size_t x2 = x; x2 < bi.size(); ++x2)
+                if (bi[x2] == w) ordered = true;
+          if (!ordered)
+            throw RecordError("race refused: " + node_name(nodes_[bi[x]]) + " (branch " +
+                              std::to_string(i) + ") and " + node_name(nodes_[bj[y]]) +
+                              " (branch " + std::to_string(j) + ") both access array '" +
+                              buffers_[clash->buffer].label +
+                              "' and one writes it, with no order between them; add "
+                              "Branch::wait on the array in branch " +
+                              std::to_string(j));
+        }
+      }
+    }
+  }
+}
+
+void Recorder::parallel(const std::vector<std::function<void(Branch&)>>& branches) {
+  check_open(rec_->finished_);
+  if (branches.empty()) throw InvalidArgument("Recorder::parallel: needs at least one branch");
+  for (std::size_t i = 0; i < branches.size(); ++i)
+    if (!branches[i])
+      throw InvalidArgument("Recorder::parallel: branch " + std::to_string(i) + " is empty");
+  NodeInfo node;
+  node.kind = NodeKind::fork;
+  node.label = "parallel";
+  node.kernel = "parallel";
+  node.bodies.resize(branches.size());
+  const int id = rec_->add_node(std::move(node), nullptr, KernelImpl{});
+  for (std::size_t i = 0; i < branches.size(); ++i) {
+    rec_->open_.emplace_back(id, static_cast<int>(i));
+    rec_->pending_waits_.clear();
+    Branch b(rec_, static_cast<int>(i));
+    branches[i](b);
+    rec_->pending_waits_.clear();  // a wait with nothing after it orders nothing
+    rec_->open_.pop_back();
+  }
+  rec_->check_fork_races(id);
 }
 
 void Recorder::result(const std::vector<Value>& values) {

@@ -93,10 +93,12 @@ struct NodeArgInfo {
 
 // copy_in: a written param's private copy, filled at the start of each launch. if_, switch_,
 // while_: device conditions; arrays[0] is the one-cell u32 condition, `bodies` the arms.
-enum class NodeKind : uint8_t { kernel, copy_in, if_, switch_, while_ };
+// fork: `bodies` are the branches of Recorder::parallel, run concurrently.
+enum class NodeKind : uint8_t { kernel, copy_in, if_, switch_, while_, fork };
 std::string_view node_kind_name(NodeKind kind);
 inline bool is_control(NodeKind k) {
-  return k == NodeKind::if_ || k == NodeKind::switch_ || k == NodeKind::while_;
+  return k == NodeKind::if_ || k == NodeKind::switch_ || k == NodeKind::while_ ||
+         k == NodeKind::fork;
 }
 
 struct NodeInfo {
@@ -109,8 +111,28 @@ struct NodeInfo {
   // Nodes that must finish first (ascending), all in the same body (or all at the top level):
   // a body's nodes are ordered after what their construct depends on.
   std::vector<int> deps;
+  std::vector<int> waits;  // fork branches: nodes of earlier branches this one waits for
   std::vector<std::vector<int>> bodies;  // control nodes: node ids of each arm, in order
   int parent = -1;                       // the control node whose body holds this node, or -1
+};
+
+class Recorder;
+
+// One branch of Recorder::parallel. Record into it with the recorder as usual.
+class Branch {
+ public:
+  // Orders this branch after the node that last wrote `v` (in an earlier branch of this fork,
+  // or anywhere before it): one ordering edge. Without it, branches that touch the same memory
+  // are refused as a race.
+  void wait(Value v);
+  int index() const { return index_; }
+
+ private:
+  friend class Recording;
+  friend class Recorder;
+  Branch(Recording* rec, int index) : rec_(rec), index_(index) {}
+  Recording* rec_;
+  int index_;
 };
 
 class Recorder {
@@ -141,6 +163,10 @@ class Recorder {
            const std::function<void()>& else_arm = nullptr);
   void switch_(Value cell, const std::vector<std::function<void()>>& arms);
   void while_(Value cell, const std::function<void()>& body);
+  // A fork: each branch is recorded in order but runs concurrently with the others (no edges
+  // between branches except Branch::wait); leaving parallel() joins them, so what follows is
+  // ordered after every branch that it touches.
+  void parallel(const std::vector<std::function<void(Branch&)>>& branches);
   // What the graph returns from g().
   void result(const std::vector<Value>& values);
   void result(Value value) { result(std::vector<Value>{value}); }
@@ -181,6 +207,7 @@ class Recording {
  private:
   friend class Recorder;
   friend class Value;
+  friend class Branch;
   Recording() = default;
 
   struct ValueData {
@@ -199,6 +226,8 @@ class Recording {
   void rewrite_buffer(int node, int from, int to);
   void shadow_written_params();
   void renumber();
+  int item_holding(const std::vector<int>& list, int id) const;
+  void check_fork_races(int fork) const;
   void check_races(const NodeInfo& node, bool per_sample) const;
   void check_distinct_memory(const Array& a, const std::string& what) const;
   void infer_edges(std::vector<int>& list);
@@ -207,6 +236,7 @@ class Recording {
   std::vector<ValueData> values_;
   std::vector<BufferInfo> buffers_;
   std::vector<int> top_;
+  std::vector<int> pending_waits_;         // waits of the open branch, for its next item
   std::vector<std::pair<int, int>> open_;  // (control node, arm) being recorded, innermost last
   std::vector<Array> arrays_;  // per buffer: a param's initial array or an external array
   std::vector<NodeInfo> nodes_;

@@ -86,8 +86,24 @@ class HostSchedule final : public Executor {
         case Kind::while_:
           while (*node.cond != 0) run_list(node.bodies[0]);
           break;
+        case Kind::fork:
+          run_fork(node);
+          break;
       }
     }
+  }
+
+  // Branches run as tasks of the team; with waits between them, in order (a wait only ever
+  // points to an earlier branch, so order satisfies it).
+  void run_fork(const PlannedNode& fork) const {
+    bool waits = false;
+    for (const auto& branch : fork.bodies)
+      for (int i : branch) waits = waits || !nodes_[i].waits.empty();
+    if (waits) {
+      for (const auto& branch : fork.bodies) run_list(branch);
+      return;
+    }
+    team_.tasks(static_cast<int>(fork.bodies.size()), [&](int b) { run_list(fork.bodies[b]); });
   }
 
   const Plan& plan_;

@@ -81,6 +81,7 @@ class CudaGraphExecutor final : public Executor {
     std::string s = "CUDA graph on " + device_.str() + ": " + std::to_string(native_node_count()) +
                     " nodes (" + std::to_string(kernels_) + " kernel, " + std::to_string(copies_) +
                     " memcpy, " + std::to_string(captured_) + " captured child graphs";
+    if (forks_ > 0) s += ", " + std::to_string(forks_) + " fork join";
     if (conditionals_ > 0)
       s += ", " + std::to_string(conditionals_) + " conditional" +
            (plain_if_only_ ? " built from plain IF nodes" : "");
@@ -134,11 +135,15 @@ class CudaGraphExecutor final : public Executor {
   }
 
   // Adds the nodes of one list (the top level or an arm) to `graph`; edges stay in the list.
-  void add_list(cudaGraph_t graph, const std::vector<int>& list) {
+  // `entry`: what the first item waits for (a fork branch starts after the fork's dependencies).
+  void add_list(cudaGraph_t graph, const std::vector<int>& list,
+                const std::vector<cudaGraphNode_t>& entry = {}) {
     for (int i : list) {
       const PlannedNode& n = nodes_[i];
       std::vector<cudaGraphNode_t> deps;
       for (int d : n.deps) deps.push_back(handles_[d]);
+      for (int w : n.waits) deps.push_back(handles_[w]);  // built already: an earlier branch
+      if (i == list.front()) deps.insert(deps.end(), entry.begin(), entry.end());
       switch (n.kind) {
         case Kind::copy:
           EAGLE_CUDA_CHECK(cudaGraphAddMemcpyNode1D(&handles_[i], graph, deps.data(), deps.size(),
@@ -159,6 +164,9 @@ class CudaGraphExecutor final : public Executor {
             throw NotSupported("node " + std::to_string(i) + " '" + n.label +
                                "' has no CUDA implementation for its dtypes; build it on the CPU");
           }
+          break;
+        case Kind::fork:
+          add_fork(graph, i, deps);
           break;
         default:
           add_conditional(graph, i, deps);
@@ -256,6 +264,21 @@ class CudaGraphExecutor final : public Executor {
     EAGLE_CUDA_CHECK(cudaGraphAddEmptyNode(&handles_[i], graph, ifs.data(), ifs.size()));
   }
 
+  // A fork's branches go into the same graph, each starting after the fork's dependencies; an
+  // empty node joins their ends.
+  void add_fork(cudaGraph_t graph, int i, const std::vector<cudaGraphNode_t>& deps) {
+    std::vector<cudaGraphNode_t> ends;
+    for (const auto& branch : nodes_[i].bodies) {
+      if (branch.empty()) continue;
+      add_list(graph, branch, deps);
+      const auto s = sinks(branch);
+      ends.insert(ends.end(), s.begin(), s.end());
+    }
+    if (ends.empty()) ends = deps;
+    EAGLE_CUDA_CHECK(cudaGraphAddEmptyNode(&handles_[i], graph, ends.data(), ends.size()));
+    ++forks_;
+  }
+
   // An opaque sequence (a library call) is captured on a side stream into its own graph, which
   // becomes a child graph node. Its workspace lives as long as the executor.
   void add_captured(cudaGraph_t graph, int i, const std::vector<cudaGraphNode_t>& deps) {
@@ -310,7 +333,7 @@ class CudaGraphExecutor final : public Executor {
   std::vector<ConditionArgs> conditions_;  // per control node: what its setters read
   std::vector<ConditionArgs*> condition_pointers_;
   std::vector<std::vector<cudaGraphNode_t>> setters_;  // per control node: kernels setting it
-  int kernels_ = 0, copies_ = 0, captured_ = 0, conditionals_ = 0;
+  int kernels_ = 0, copies_ = 0, captured_ = 0, conditionals_ = 0, forks_ = 0;
 };
 
 }  // namespace
