@@ -294,6 +294,116 @@ TEST(ControlRecord, ForkRacesWithoutAWaitAreRefusedNamingBothNodesAndTheArray) {
       {"no earlier node writes array 'never'"});
 }
 
+TEST_P(Control, CappedLoopRunsNTurnsAndBreakIfEndsItEarly) {
+  Array x0 = random_array({256}, DType::f64, device());
+  Array flag = cell(0);
+  Array turns = Array::from(std::vector<uint32_t>{0}, {1}, device());
+  Array after = Array::from(std::vector<uint32_t>{0}, {1}, device());
+  Graph g = Graph::record([&](Recorder& r) {
+    Value x = r.empty({256}, DType::f64, "x");
+    r.call(kernels::copy(), {r.param("x0", x0)}, buffer(x));
+    Value t = r.external(turns, "turns"), a = r.external(after, "after");
+    Value stop = r.param("stop", flag);
+    r.for_(10, [&] {
+      r.call(test::count_kernel(), {t});
+      r.break_if(stop);
+      r.call(test::count_kernel(), {a});              // guarded: not after a break
+      r.call(kernels::scale(), {x, 2.0}, buffer(x));  // guarded too
+    });
+    r.result(x);
+  });
+  g.build(device(), options());
+  EXPECT_CLOSE(host(g()[0]), scaled(host(x0), 1024.0), 1e-12);
+  EXPECT_EQ(turns.to_vector<uint32_t>()[0], 10u);
+  EXPECT_EQ(after.to_vector<uint32_t>()[0], 10u);
+  g.bind("stop", cell(1));  // breaks in the first turn, after the first count
+  EXPECT_CLOSE(host(g()[0]), host(x0), 0);
+  EXPECT_EQ(turns.to_vector<uint32_t>()[0], 11u);
+  EXPECT_EQ(after.to_vector<uint32_t>()[0], 10u);
+}
+
+TEST_P(Control, ContinueIfSkipsTheRestOfTheTurnOnly) {
+  Array skip = cell(1);
+  Array turns = Array::from(std::vector<uint32_t>{0}, {1}, device());
+  Array after = Array::from(std::vector<uint32_t>{0}, {1}, device());
+  Graph g = Graph::record([&](Recorder& r) {
+    Value t = r.external(turns, "turns"), a = r.external(after, "after");
+    Value s = r.param("skip", skip);
+    r.for_(6, [&] {
+      r.call(test::count_kernel(), {t});
+      r.continue_if(s);
+      r.call(test::count_kernel(), {a});
+    });
+  });
+  g.build(device(), options());
+  g();
+  EXPECT_EQ(turns.to_vector<uint32_t>()[0], 6u);
+  EXPECT_EQ(after.to_vector<uint32_t>()[0], 0u);
+  g.bind("skip", cell(0));
+  g();
+  EXPECT_EQ(turns.to_vector<uint32_t>()[0], 12u);
+  EXPECT_EQ(after.to_vector<uint32_t>()[0], 6u);
+}
+
+TEST_P(Control, IfChainTakesTheFirstTrueConditionOrElse) {
+  Array a0 = cell(0), b0 = cell(0);
+  Graph g = Graph::record([&](Recorder& r) {
+    Value out = r.empty({1}, DType::u32, "out");
+    auto put = [&](double v) { return [&, v] { r.call(kernels::fill(), {v}, buffer(out)); }; };
+    r.if_chain({{r.param("a", a0), put(10)}, {r.param("b", b0), put(20)}}, put(30));
+    r.result(out);
+  });
+  g.build(device(), options());
+  const uint32_t cases[][3] = {{0, 0, 30}, {1, 0, 10}, {0, 7, 20}, {1, 1, 10}};
+  for (const auto& c : cases) {
+    g.bind("a", cell(c[0]));
+    g.bind("b", cell(c[1]));
+    EXPECT_EQ(g()[0].to_vector<uint32_t>()[0], c[2]) << "a=" << c[0] << " b=" << c[1];
+  }
+}
+
+TEST_P(Control, ATemporaryMadeInALoopBodyIsOneArrayReusedEachTurn) {
+  Graph g = Graph::record([&](Recorder& r) {
+    Value x = r.empty({1000}, DType::f32, "x");
+    r.call(kernels::fill(), {1.0}, buffer(x));
+    r.for_(50, [&] {
+      Value t = r.call(kernels::scale(), {x, 2.0});  // a temporary, 4000 bytes
+      r.call(kernels::scale(), {t, 0.5}, buffer(x));
+    });
+    r.result(x);
+  });
+  g.build(device(), options());
+  // x, the temporary, and the loop's four u32 cells: nothing per turn.
+  EXPECT_EQ(g.allocated_bytes(), 4000u + 4000u + 4 * 4u);
+  EXPECT_EQ(host(g()[0]), std::vector<double>(1000, 1.0));
+}
+
+TEST(ControlRecord, AValueMadeInAnArmIsNotReadableAfterIt) {
+  Array flag = Array::from(std::vector<uint32_t>{1}, {1}, Device::cpu());
+  Array x0 = random_array({8}, DType::f32, Device::cpu());
+  expect_throw_with<RecordError>(
+      [&] {
+        Graph::record([&](Recorder& r) {
+          Value x = r.param("x", x0);
+          Value y;
+          r.if_(r.param("flag", flag), [&] { y = r.call(kernels::scale(), {x, 2.0}); });
+          r.result(y);
+        });
+      },
+      {"reads array 'scale#", "made inside arm 0 of node 0 'if'", "buffer="});
+  expect_throw_with<InvalidArgument>(
+      [&] { Graph::record([&](Recorder& r) { r.break_if(r.param("f", flag)); }); },
+      {"break_if", "only inside a for_ body"});
+  expect_throw_with<InvalidArgument>(
+      [&] {
+        Graph::record([&](Recorder& r) {
+          Value f = r.param("f", flag);
+          r.for_(3, [&] { r.if_(f, [&] { r.continue_if(f); }); });
+        });
+      },
+      {"continue_if", "directly in the for_ body"});
+}
+
 TEST(ControlRecord, BodiesHaveTheirOwnEdgesAndTheConstructOrdersAgainstTheRest) {
   Array x0 = random_array({8}, DType::f32, Device::cpu());
   Array flag = Array::from(std::vector<uint32_t>{1}, {1}, Device::cpu());

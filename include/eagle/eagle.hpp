@@ -9,6 +9,7 @@
 #include "eagle/core/stream.hpp"
 #include "eagle/exec/graph.hpp"
 #include "eagle/graph/recording.hpp"
+#include "eagle/kernel/cells.hpp"
 #include "eagle/kernel/kernel.hpp"
 #include "eagle/kernel/standard.hpp"
 #include "eagle/kernel/thread_team.hpp"

@@ -4,6 +4,8 @@
 #include <set>
 
 #include "eagle/core/error.hpp"
+#include "eagle/kernel/cells.hpp"
+#include "eagle/kernel/standard.hpp"
 
 namespace eagle {
 
@@ -92,6 +94,7 @@ int Recording::new_buffer(BufferKind kind, const Shape& shape, DType dtype, std:
   buffers_.push_back(
       BufferInfo{id, std::move(label), kind, shape, dtype, bytes_of(shape, dtype), -1});
   arrays_.emplace_back();
+  scope_.push_back(innermost_condition());
   return id;
 }
 
@@ -527,6 +530,8 @@ std::vector<Value> Recorder::call_all(const Kernel& kernel, const std::vector<Ar
                            static_cast<int64_t>(bytes_of(v.shape, v.dtype)), v.shape, v.dtype});
   }
   node.id = static_cast<int>(rec_->nodes_.size());
+  for (const NodeArgInfo& a : node.arrays)
+    if (reads(a.access)) rec_->check_readable(a.buffer, node_name(node));
   rec_->check_races(node, def.per_sample);
   rec_->add_node(std::move(node), &kernel, impl);
 
@@ -562,6 +567,7 @@ int Recording::record_control(NodeKind kind, Value cell,
     throw InvalidArgument(who + ": cell must be a one-cell u32 array (a device condition), got " +
                           std::string(dtype_name(c.dtype)) + shape_str(c.shape));
   if (arms.empty()) throw InvalidArgument(who + ": needs at least one arm");
+  check_readable(c.buffer, who);
   for (std::size_t i = 0; i < arms.size(); ++i)
     if (!arms[i]) throw InvalidArgument(who + ": arm " + std::to_string(i) + " is empty");
   NodeInfo node;
@@ -608,6 +614,26 @@ void Recorder::while_(Value cell, const std::function<void()>& body) {
   throw RecordError("Recorder::while_: the body never writes its cell '" +
                     rec_->buffers_[c.buffer].label +
                     "', so the loop could never stop; update the cell inside the body");
+}
+
+// The innermost open device construct and arm; fork branches always run, so they do not count.
+std::pair<int, int> Recording::innermost_condition() const {
+  for (auto it = open_.rbegin(); it != open_.rend(); ++it)
+    if (nodes_[it->first].kind != NodeKind::fork) return *it;
+  return {-1, -1};
+}
+
+// A buffer made inside an arm is readable only while that arm is open.
+void Recording::check_readable(int buffer, const std::string& what) const {
+  const auto scope = scope_[buffer];
+  if (scope.first < 0) return;
+  for (const auto& open : open_)
+    if (open == scope) return;
+  const NodeInfo& c = nodes_[scope.first];
+  throw RecordError(what + " reads array '" + buffers_[buffer].label + "', made inside arm " +
+                    std::to_string(scope.second) + " of " + node_name(c) +
+                    ", after that arm: when the arm does not run it holds nothing. Make the "
+                    "array before the construct and write it in place inside (buffer=)");
 }
 
 // The item of `list` whose subtree holds node `id`, or -1.
@@ -708,11 +734,91 @@ void Recorder::parallel(const std::vector<std::function<void(Branch&)>>& branche
   rec_->check_fork_races(id);
 }
 
+void Recorder::for_(int64_t n, const std::function<void()>& body) {
+  check_open(rec_->finished_);
+  if (n < 0) throw InvalidArgument("Recorder::for_: n must be >= 0, got " + std::to_string(n));
+  if (n > static_cast<int64_t>(UINT32_MAX))
+    throw InvalidArgument("Recorder::for_: n must fit in a u32 cell");
+  if (!body) throw InvalidArgument("Recorder::for_: body is empty");
+  Value remaining = empty({1}, DType::u32, "for.remaining");
+  Value going = empty({1}, DType::u32, "for.going");
+  Value stop = empty({1}, DType::u32, "for.break");
+  Value skip = empty({1}, DType::u32, "for.continue");
+  call(kernels::fill(), {static_cast<double>(n)}, buffer(remaining));
+  call(kernels::fill(), {n > 0 ? 1.0 : 0.0}, buffer(going));
+  call(kernels::fill(), {0.0}, buffer(stop));
+  while_(going, [&] {
+    call(kernels::fill(), {0.0}, buffer(skip));
+    rec_->loops_.push_back({stop, skip, rec_->open_.size()});
+    body();
+    // Close the guards break_if / continue_if opened, then count the turn.
+    for (int g = 0; g < rec_->loops_.back().guards; ++g) rec_->open_.pop_back();
+    rec_->loops_.pop_back();
+    call_all(kernels::loop_next(), {remaining, stop}, buffer(going));
+  });
+}
+
+// Sets `flag` |= cell, then opens an if_ arm holding the rest of the body: it runs only while
+// neither break nor continue has fired this turn.
+void Recording::guard_rest_of_loop_body(Value flag, Value cell, const char* who) {
+  LoopFrame& loop = loops_.back();
+  if (open_.size() != loop.depth + static_cast<std::size_t>(loop.guards))
+    throw InvalidArgument(std::string(who) +
+                          ": call it directly in the for_ body, not inside a nested construct");
+  Recorder r(this);
+  r.call(kernels::cell_or(), {flag, cell}, buffer(flag));
+  Value keep = r.call(kernels::cell_none(), {loop.stop, loop.skip});
+  const ValueData& k = values_[keep.id()];
+  NodeInfo guard;
+  guard.kind = NodeKind::if_;
+  guard.label = std::string(who) + " guard";
+  guard.kernel = "if";
+  guard.arrays = {{"cond", Access::read, k.buffer, k.byte_offset, 4, k.shape, k.dtype}};
+  guard.bodies.resize(1);
+  const int id = add_node(std::move(guard), nullptr, KernelImpl{});
+  open_.emplace_back(id, 0);
+  ++loop.guards;
+}
+
+void Recorder::break_if(Value cell) {
+  check_open(rec_->finished_);
+  if (rec_->loops_.empty()) throw InvalidArgument("Recorder::break_if: only inside a for_ body");
+  rec_->guard_rest_of_loop_body(rec_->loops_.back().stop, cell, "Recorder::break_if");
+}
+
+void Recorder::continue_if(Value cell) {
+  check_open(rec_->finished_);
+  if (rec_->loops_.empty()) throw InvalidArgument("Recorder::continue_if: only inside a for_ body");
+  rec_->guard_rest_of_loop_body(rec_->loops_.back().skip, cell, "Recorder::continue_if");
+}
+
+void Recorder::if_chain(const std::vector<std::pair<Value, std::function<void()>>>& arms,
+                        const std::function<void()>& else_arm) {
+  check_open(rec_->finished_);
+  const int n = static_cast<int>(arms.size());
+  if (n < 1 || n > kMaxKernelArrays - 1)
+    throw InvalidArgument("Recorder::if_chain: needs 1 to " + std::to_string(kMaxKernelArrays - 1) +
+                          " conditions, got " + std::to_string(n));
+  std::vector<Arg> conds;
+  std::vector<std::function<void()>> bodies;
+  for (const auto& [cell, arm] : arms) {
+    conds.emplace_back(cell);
+    bodies.push_back(arm);
+  }
+  if (else_arm) bodies.push_back(else_arm);
+  // One decision at the head: the index of the first true condition (n when none is).
+  Value index = call(kernels::first_true(n), conds, CallOptions{{}, "if_chain decision"});
+  switch_(index, bodies);
+}
+
 void Recorder::result(const std::vector<Value>& values) {
   check_open(rec_->finished_);
   if (rec_->results_set_) throw InvalidArgument("Recorder::result: the result is already set");
   for (std::size_t i = 0; i < values.size(); ++i)
     rec_->value(values[i], "Recorder::result: value " + std::to_string(i));
+  for (std::size_t i = 0; i < values.size(); ++i)
+    rec_->check_readable(rec_->values_[values[i].id()].buffer,
+                         "Recorder::result: value " + std::to_string(i));
   for (const Value& v : values) rec_->result_values_.push_back(v.id());
   rec_->results_set_ = true;
 }

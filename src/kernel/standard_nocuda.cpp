@@ -7,3 +7,9 @@ void attach_cuda_elementwise(KernelImpl&, EwOp, DType) {}
 void attach_cuda_reduce(KernelImpl&, ReduceOp, DType) {}
 
 }  // namespace eagle::detail
+
+#include "kernel/cells_impl.hpp"
+
+namespace eagle::detail {
+const void* cell_cuda_function(CellOp) { return nullptr; }
+}  // namespace eagle::detail

@@ -163,6 +163,18 @@ class Recorder {
            const std::function<void()>& else_arm = nullptr);
   void switch_(Value cell, const std::vector<std::function<void()>>& arms);
   void while_(Value cell, const std::function<void()>& body);
+  // A capped loop: body runs at most n times; inside it, break_if(cell) ends the loop and
+  // continue_if(cell) ends this turn when the cell is non-zero. Either guards the rest of the
+  // body (what is recorded after it runs only if no break or continue fired). Both must be
+  // called directly in the for_ body, not inside a nested construct.
+  void for_(int64_t n, const std::function<void()>& body);
+  void break_if(Value cell);
+  void continue_if(Value cell);
+  // if / elif / else: the conditions (1 to 5 one-cell u32 arrays, all computed before the chain)
+  // are decided once at the head into one cell, then a switch runs the first arm whose
+  // condition is non-zero, or else_arm (if given) when none is.
+  void if_chain(const std::vector<std::pair<Value, std::function<void()>>>& arms,
+                const std::function<void()>& else_arm = nullptr);
   // A fork: each branch is recorded in order but runs concurrently with the others (no edges
   // between branches except Branch::wait); leaving parallel() joins them, so what follows is
   // ordered after every branch that it touches.
@@ -228,6 +240,9 @@ class Recording {
   void renumber();
   int item_holding(const std::vector<int>& list, int id) const;
   void check_fork_races(int fork) const;
+  std::pair<int, int> innermost_condition() const;
+  void check_readable(int buffer, const std::string& what) const;
+  void guard_rest_of_loop_body(Value flag, Value cell, const char* who);
   void check_races(const NodeInfo& node, bool per_sample) const;
   void check_distinct_memory(const Array& a, const std::string& what) const;
   void infer_edges(std::vector<int>& list);
@@ -236,7 +251,16 @@ class Recording {
   std::vector<ValueData> values_;
   std::vector<BufferInfo> buffers_;
   std::vector<int> top_;
-  std::vector<int> pending_waits_;         // waits of the open branch, for its next item
+  std::vector<int> pending_waits_;  // waits of the open branch, for its next item
+  // Per buffer: the innermost device construct (node, arm) it was made in, or (-1, -1). A value
+  // made in an arm may hold nothing when the arm does not run: it is not readable after it.
+  std::vector<std::pair<int, int>> scope_;
+  struct LoopFrame {
+    Value stop, skip;
+    std::size_t depth;  // open_.size() at the for_ body's top level
+    int guards = 0;     // if_ arms opened by break_if / continue_if, closed when the body ends
+  };
+  std::vector<LoopFrame> loops_;
   std::vector<std::pair<int, int>> open_;  // (control node, arm) being recorded, innermost last
   std::vector<Array> arrays_;  // per buffer: a param's initial array or an external array
   std::vector<NodeInfo> nodes_;

@@ -1,0 +1,17 @@
+// Kernels over one-cell u32 arrays (device conditions): what the recorder uses to build capped
+// loops, break/continue guards and elif chains. Each has a CPU and a CUDA implementation.
+#pragma once
+
+#include "eagle/kernel/kernel.hpp"
+
+namespace eagle::kernels {
+
+const Kernel& cell_or();    // out = (a != 0 || b != 0)
+const Kernel& cell_none();  // out = (a == 0 && b == 0)
+// remaining (read-write), stop (read) -> going: remaining -= 1 (if > 0);
+// going = remaining > 0 && stop == 0.
+const Kernel& loop_next();
+// conds c0..c{n-1} (read) -> index of the first non-zero one, or n if none. 1 <= n <= 5.
+const Kernel& first_true(int n);
+
+}  // namespace eagle::kernels
