@@ -101,5 +101,8 @@ void expect_close(const std::string& what, const std::vector<float>& got,
 
 // Sections 1-4 (bench_gpu.cpp, or the stub in a build without CUDA).
 void run_gpu_sections(const Options& options, Report& report);
+// Sections 6-7, device control flow (bench_control.cpp): their graphs checked on the CPU in every
+// build, timed on the GPU in a CUDA build with a device unless options.cpu_only.
+void run_control_sections(const Options& options, Report& report);
 
 }  // namespace eagle::bench

@@ -3,13 +3,13 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
-#include <limits>
 #include <string>
 #include <vector>
 
 #include <cuda_runtime.h>
 
 #include "bench_common.hpp"
+#include "bench_cuda.hpp"
 #include "bench_kernels.hpp"
 #include "util/cuda_check.hpp"
 
@@ -20,46 +20,6 @@ constexpr int64_t kSmall = 1024;  // f32 per node: tiny kernels, so host cost do
 constexpr int kBurst = 64;
 constexpr int kReaders = 100;
 constexpr int kChainLengths[] = {10, 100, 1000};
-
-// Owning holders of the raw peers' CUDA objects, released on every path.
-class RawStream {
- public:
-  RawStream() { EAGLE_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking)); }
-  ~RawStream() { cudaStreamDestroy(stream_); }
-  RawStream(const RawStream&) = delete;
-  RawStream& operator=(const RawStream&) = delete;
-  cudaStream_t get() const { return stream_; }
-
- private:
-  cudaStream_t stream_ = nullptr;
-};
-
-struct RawGraph {
-  RawGraph() = default;
-  RawGraph(const RawGraph&) = delete;
-  RawGraph& operator=(const RawGraph&) = delete;
-  ~RawGraph() {
-    if (exec) cudaGraphExecDestroy(exec);
-    if (graph) cudaGraphDestroy(graph);
-  }
-  cudaGraph_t graph = nullptr;
-  cudaGraphExec_t exec = nullptr;
-};
-
-// Array::from and copy_from use plain cudaMemcpy, which need not be complete on return (device
-// to device, or from pageable memory) and does not order against non-blocking streams: wait for
-// the whole device before the benchmark's streams touch the data.
-Array to_device(const std::vector<float>& values, Device dev) {
-  Array a = Array::from(values, {static_cast<int64_t>(values.size())}, dev);
-  EAGLE_CUDA_CHECK(cudaDeviceSynchronize());
-  return a;
-}
-
-void poison(const Array& a) {
-  a.copy_from(Array::from(std::vector<float>(a.numel(), std::numeric_limits<float>::quiet_NaN()),
-                          a.shape(), Device::cpu()));
-  EAGLE_CUDA_CHECK(cudaDeviceSynchronize());
-}
 
 // 1. g() against cudaGraphLaunch + cudaStreamSynchronize of the graph g instantiated.
 void launch_cost(const Options& o, Report& report, Device dev) {

@@ -1,5 +1,7 @@
 #include "bench_kernels.hpp"
 
+#include "eagle/kernel/args.hpp"
+
 namespace eagle::bench {
 
 namespace {
@@ -11,12 +13,126 @@ __global__ void raw_axpy_kernel(float* out, const float* x, const float* y, floa
     out[i] = alpha * x[i] + y[i];
 }
 
+__device__ __forceinline__ float step_value(float v, float alpha, float y, int iters) {
+  for (int k = 0; k < iters; ++k) v = fmaf(v, alpha, y);
+  return v;
+}
+
+__global__ void raw_step_kernel(float* out, const float* x, const float* y, float alpha, int iters,
+                                int64_t n) {
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n; i += stride)
+    out[i] = step_value(x[i], alpha, y[i], iters);
+}
+
+__global__ void raw_fill_u32_kernel(uint32_t* cell, uint32_t value) {
+  *cell = value;
+}
+
+__global__ void raw_countdown_kernel(uint32_t* remaining, uint32_t* cell) {
+  const uint32_t r = *remaining - 1;
+  *remaining = r;
+  *cell = r > 0 ? 1u : 0u;
+}
+
+__global__ void raw_countdown_set_kernel(uint32_t* remaining, uint32_t* cell,
+                                         cudaGraphConditionalHandle handle) {
+  const uint32_t r = *remaining - 1;
+  *remaining = r;
+  *cell = r > 0 ? 1u : 0u;
+  cudaGraphSetConditional(handle, r > 0 ? 1u : 0u);
+}
+
+__global__ void raw_setter_kernel(const uint32_t* cell, cudaGraphConditionalHandle handle) {
+  cudaGraphSetConditional(handle, *cell != 0 ? 1u : 0u);
+}
+
+// The benchmark's eagle kernels (bench_control.cpp): the same bodies behind the argument block.
+__global__ void countdown_cuda(const KernelArgs a) {
+  uint32_t* remaining = static_cast<uint32_t*>(a.arrays[0].data);
+  const uint32_t r = *remaining - 1;
+  *remaining = r;
+  *static_cast<uint32_t*>(a.arrays[1].data) = r > 0 ? 1u : 0u;
+}
+
+// Arrays: x, y, after (ordering only, never read), out. Scalars: alpha, iters.
+__global__ void step_cuda(const KernelArgs a) {
+  const float* x = static_cast<const float*>(a.arrays[0].data);
+  const float* y = static_cast<const float*>(a.arrays[1].data);
+  float* out = static_cast<float*>(a.arrays[3].data);
+  const int64_t n = a.arrays[3].numel;
+  const float alpha = static_cast<float>(a.scalars[0].f);
+  const int iters = static_cast<int>(a.scalars[1].i);
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n; i += stride)
+    out[i] = step_value(x[i], alpha, y[i], iters);
+}
+
+cudaError_t add_node(cudaGraphNode_t* node, cudaGraph_t graph, const RawDeps& deps, const void* fn,
+                     unsigned grid, unsigned block, void** args) {
+  cudaKernelNodeParams p{};
+  p.func = const_cast<void*>(fn);
+  p.gridDim = dim3(grid);
+  p.blockDim = dim3(block);
+  p.kernelParams = args;  // copied by the runtime when the node is added
+  return cudaGraphAddKernelNode(node, graph, deps.data(), deps.size(), &p);
+}
+
 }  // namespace
 
 cudaError_t raw_axpy(float* out, const float* x, const float* y, float alpha, int64_t n,
                      unsigned grid, cudaStream_t stream) {
   raw_axpy_kernel<<<grid, kRawBlock, 0, stream>>>(out, x, y, alpha, n);
   return cudaGetLastError();
+}
+
+cudaError_t raw_step(float* out, const float* x, const float* y, float alpha, int iters, int64_t n,
+                     unsigned grid, cudaStream_t stream) {
+  raw_step_kernel<<<grid, kRawBlock, 0, stream>>>(out, x, y, alpha, iters, n);
+  return cudaGetLastError();
+}
+
+cudaError_t add_raw_axpy_node(cudaGraphNode_t* node, cudaGraph_t graph, const RawDeps& deps,
+                              float* out, const float* x, const float* y, float alpha, int64_t n,
+                              unsigned grid) {
+  void* args[] = {&out, &x, &y, &alpha, &n};
+  return add_node(node, graph, deps, reinterpret_cast<const void*>(&raw_axpy_kernel), grid,
+                  kRawBlock, args);
+}
+
+cudaError_t add_raw_fill_u32_node(cudaGraphNode_t* node, cudaGraph_t graph, const RawDeps& deps,
+                                  uint32_t* cell, uint32_t value) {
+  void* args[] = {&cell, &value};
+  return add_node(node, graph, deps, reinterpret_cast<const void*>(&raw_fill_u32_kernel), 1, 1,
+                  args);
+}
+
+cudaError_t add_raw_countdown_node(cudaGraphNode_t* node, cudaGraph_t graph, const RawDeps& deps,
+                                   uint32_t* remaining, uint32_t* cell) {
+  void* args[] = {&remaining, &cell};
+  return add_node(node, graph, deps, reinterpret_cast<const void*>(&raw_countdown_kernel), 1, 1,
+                  args);
+}
+
+cudaError_t add_raw_countdown_set_node(cudaGraphNode_t* node, cudaGraph_t graph,
+                                       const RawDeps& deps, uint32_t* remaining, uint32_t* cell,
+                                       cudaGraphConditionalHandle handle) {
+  void* args[] = {&remaining, &cell, &handle};
+  return add_node(node, graph, deps, reinterpret_cast<const void*>(&raw_countdown_set_kernel), 1, 1,
+                  args);
+}
+
+cudaError_t add_raw_setter_node(cudaGraphNode_t* node, cudaGraph_t graph, const RawDeps& deps,
+                                const uint32_t* cell, cudaGraphConditionalHandle handle) {
+  void* args[] = {&cell, &handle};
+  return add_node(node, graph, deps, reinterpret_cast<const void*>(&raw_setter_kernel), 1, 1, args);
+}
+
+const void* countdown_cuda_function() {
+  return reinterpret_cast<const void*>(&countdown_cuda);
+}
+const void* step_cuda_function() {
+  return reinterpret_cast<const void*>(&step_cuda);
 }
 
 }  // namespace eagle::bench

@@ -1,7 +1,10 @@
 // Raw CUDA peers of eagle's kernels: no eagle types, no argument block. CUDA builds only.
+// Also the CUDA sides of the benchmark's own eagle kernels (bench_control.cpp), as opaque
+// function pointers.
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include <cuda_runtime.h>
 
@@ -13,5 +16,36 @@ inline constexpr unsigned kRawBlock = 256;  // eagle's elementwise block size
 // grid-stride loop like eagle's axpy. Returns the launch's error (cudaGetLastError).
 cudaError_t raw_axpy(float* out, const float* x, const float* y, float alpha, int64_t n,
                      unsigned grid, cudaStream_t stream);
+
+// out[i] = v after `iters` turns of v = fmaf(v, alpha, y[i]) from v = x[i], over n floats;
+// <<<grid, kRawBlock, 0, stream>>>, grid-stride. The raw peer of step_kernel (iters 1: an axpy).
+cudaError_t raw_step(float* out, const float* x, const float* y, float alpha, int iters, int64_t n,
+                     unsigned grid, cudaStream_t stream);
+
+// Kernel nodes added to a graph by hand (cudaGraphAddKernelNode), for the raw conditional-node
+// graphs. Each returns the error of the add.
+using RawDeps = std::vector<cudaGraphNode_t>;
+// raw_axpy as a node (<<<grid, kRawBlock>>>).
+cudaError_t add_raw_axpy_node(cudaGraphNode_t* node, cudaGraph_t graph, const RawDeps& deps,
+                              float* out, const float* x, const float* y, float alpha, int64_t n,
+                              unsigned grid);
+// *cell = value, <<<1, 1>>>.
+cudaError_t add_raw_fill_u32_node(cudaGraphNode_t* node, cudaGraph_t graph, const RawDeps& deps,
+                                  uint32_t* cell, uint32_t value);
+// *remaining -= 1; *cell = *remaining > 0, <<<1, 1>>>.
+cudaError_t add_raw_countdown_node(cudaGraphNode_t* node, cudaGraph_t graph, const RawDeps& deps,
+                                   uint32_t* remaining, uint32_t* cell);
+// The countdown that also sets the loop's condition: cudaGraphSetConditional(handle, *cell).
+cudaError_t add_raw_countdown_set_node(cudaGraphNode_t* node, cudaGraph_t graph,
+                                       const RawDeps& deps, uint32_t* remaining, uint32_t* cell,
+                                       cudaGraphConditionalHandle handle);
+// The setter eagle puts before a WHILE node and at the end of its body:
+// cudaGraphSetConditional(handle, *cell != 0), <<<1, 1>>>.
+cudaError_t add_raw_setter_node(cudaGraphNode_t* node, cudaGraph_t graph, const RawDeps& deps,
+                                const uint32_t* cell, cudaGraphConditionalHandle handle);
+
+// `__global__ void(eagle::KernelArgs)` functions of the benchmark's eagle kernels.
+const void* countdown_cuda_function();  // countdown_kernel
+const void* step_cuda_function();       // step_kernel
 
 }  // namespace eagle::bench

@@ -3,7 +3,8 @@
 //
 //   eagle_bench [--cpu-only] [--quick]
 //
-// Sections 1-4 need a CUDA device (bench_gpu.cpp); section 5 runs on the CPU.
+// Sections 1-4 need a CUDA device (bench_gpu.cpp); section 5 runs on the CPU; sections 6-7
+// (bench_control.cpp) check their graphs on the CPU and time them on a CUDA device.
 #include <cstdio>
 #include <cstring>
 #include <exception>
@@ -111,7 +112,7 @@ void cpu_sections(const Options& o, Report& report) {
 int usage(const char* argv0, int code) {
   std::fprintf(code ? stderr : stdout,
                "usage: %s [--cpu-only] [--quick]\n"
-               "  --cpu-only  skip the GPU sections (1-4)\n"
+               "  --cpu-only  skip the GPU sections (1-4) and the GPU parts of 6-7\n"
                "  --quick     fewer and shorter batches\n",
                argv0);
   return code;
@@ -149,6 +150,7 @@ int main(int argc, char** argv) {
       run_gpu_sections(options, report);
     }
     cpu_sections(options, report);
+    run_control_sections(options, report);
   } catch (const std::exception& e) {
     std::fflush(stdout);
     std::fprintf(stderr, "eagle_bench: error: %s\n", e.what());

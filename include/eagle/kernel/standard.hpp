@@ -1,7 +1,7 @@
 // The standard kernels. Elementwise kernels serve f64, f32, f16, bf16, i64, i32 and u32 (u32:
-// e.g. filling a device condition cell); reductions serve f64, f32, i64 and i32. On integer dtypes the
-// real scalars (fill's value, scale's and axpy's alpha) are converted to the integer type first,
-// truncating toward zero: alpha 2.5 scales by 2.
+// e.g. filling a device condition cell); reductions serve f64, f32, i64 and i32. On integer dtypes
+// the real scalars (fill's value, scale's and axpy's alpha) are converted to the integer type
+// first, truncating toward zero: alpha 2.5 scales by 2.
 #pragma once
 
 #include "eagle/kernel/kernel.hpp"
