@@ -404,6 +404,55 @@ TEST(ControlRecord, AValueMadeInAnArmIsNotReadableAfterIt) {
       {"continue_if", "directly in the for_ body"});
 }
 
+TEST_P(Control, ANameReboundInALoopIsMergedInPlaceAndCarriedFromTurnToTurn) {
+  Array x0 = random_array({500}, DType::f32, device());
+  Graph g = Graph::record([&](Recorder& r) {
+    Value y = r.param("x", x0);
+    r.for_(5, [&] { y = r.call(kernels::scale(), {y, 2.0}); });  // no buffer= needed
+    r.result(y);
+  });
+  g.build(device(), options());
+  EXPECT_CLOSE(host(g()[0]), scaled(host(x0), 32.0), 1e-6);
+  // The scale's output was merged into x's private copy: no array per rebinding.
+  EXPECT_EQ(g.allocated_bytes(), 2000u + 4 * 4u);
+}
+
+TEST_P(Control, ANameReboundInAnArmIsReadableAfterIt) {
+  Array x0 = random_array({64}, DType::f64, device());
+  Array flag = cell(1);
+  Graph g = Graph::record([&](Recorder& r) {
+    Value y = r.call(kernels::copy(), {r.param("x", x0)});
+    r.if_(r.param("flag", flag), [&] { y = r.call(kernels::scale(), {y, 3.0}); });
+    r.result(y);
+  });
+  g.build(device(), options());
+  EXPECT_CLOSE(host(g()[0]), scaled(host(x0), 3.0), 1e-12);
+  g.bind("flag", cell(0));
+  EXPECT_CLOSE(host(g()[0]), host(x0), 0);
+}
+
+TEST(ControlRecord, RebindingToANonPerSampleOrReducingResultIsRefusedWithTheFix) {
+  Array flag = Array::from(std::vector<uint32_t>{1}, {1}, Device::cpu());
+  Array x0 = random_array({1}, DType::f64, Device::cpu());
+  expect_throw_with<RecordError>(
+      [&] {
+        Graph::record([&](Recorder& r) {
+          Value y = r.call(kernels::copy(), {r.param("x", x0)});
+          r.if_(r.param("flag", flag), [&] { y = r.call(kernels::sum(), {y}); });
+        });
+      },
+      {"rebinding", "kernel sum", "reduces across samples", "buffer="});
+  Array v0 = random_array({16}, DType::f32, Device::cpu());
+  expect_throw_with<RecordError>(
+      [&] {
+        Graph::record([&](Recorder& r) {
+          Value y = r.call(kernels::copy(), {r.param("x", v0)});
+          r.if_(r.param("flag", flag), [&] { y = r.call(test::reverse_kernel(), {y}); });
+        });
+      },
+      {"rebinding", "kernel reverse", "is not per-sample", "buffer="});
+}
+
 TEST(ControlRecord, BodiesHaveTheirOwnEdgesAndTheConstructOrdersAgainstTheRest) {
   Array x0 = random_array({8}, DType::f32, Device::cpu());
   Array flag = Array::from(std::vector<uint32_t>{1}, {1}, Device::cpu());

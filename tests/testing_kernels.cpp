@@ -34,7 +34,33 @@ void countdown_cpu(const KernelArgs& a, const ThreadTeam&) {
   *static_cast<uint32_t*>(a.arrays[1].data) = *remaining > 0 ? 1u : 0u;
 }
 
+void reverse_cpu(const KernelArgs& a, const ThreadTeam&) {
+  const float* x = static_cast<const float*>(a.arrays[0].data);
+  float* out = static_cast<float*>(a.arrays[1].data);
+  const int64_t n = a.arrays[0].numel;
+  for (int64_t i = 0; i < n; ++i) out[i] = x[n - 1 - i];
+}
+
 }  // namespace
+
+const Kernel& reverse_kernel() {
+  static const Kernel k([] {
+    KernelDef d;
+    d.name = "reverse";
+    d.arrays = {{"x", Access::read}, {"out", Access::write}};
+    d.per_sample = false;
+    d.infer = [](const std::vector<ArrayMeta>& in, const std::vector<ScalarArg>&) {
+      return std::vector<ArrayMeta>{in[0]};
+    };
+    d.select = [](const std::vector<DType>&) {
+      KernelImpl impl;
+      impl.cpu = &reverse_cpu;
+      return impl;
+    };
+    return d;
+  }());
+  return k;
+}
 
 const Kernel& greater_kernel() {
   static const Kernel k([] {

@@ -15,6 +15,9 @@ const Kernel& greater_kernel();
 // remaining -= 1 (u32[1], read-write); cell = remaining > 0 (u32[1], write). CPU and CUDA.
 const Kernel& countdown_kernel();
 
+// out[i] = x[n - 1 - i] for f32: not per-sample. CPU only.
+const Kernel& reverse_kernel();
+
 // The CUDA sides (testing_kernels_cuda.cu); nullptr in a build without CUDA.
 const void* count_cuda_function();
 const void* greater_cuda_function();

@@ -160,7 +160,7 @@ void Graph::build(Device device, const BuildOptions& options) {
       throw NotSupported("Graph::build: node " + std::to_string(n.id) + " '" + n.label +
                          "' (kernel " + n.kernel + ") has no CUDA implementation for its dtypes");
   for (const BufferInfo& b : infos) {
-    if (b.kind != BufferKind::internal) continue;
+    if (b.kind != BufferKind::internal || b.merged_into >= 0) continue;
     next->buffers[b.id] = Array::empty(b.shape, b.dtype, device);
     next->allocated += b.bytes;
   }

@@ -31,6 +31,7 @@ std::string Recording::to_json() const {
       << ", \"dtype\": " << json_quote(dtype_name(b.dtype))
       << ", \"shape\": " << shape_json(b.shape) << ", \"bytes\": " << b.bytes;
     if (b.shadow_of >= 0) o << ", \"copy_of\": " << b.shadow_of;
+    if (b.merged_into >= 0) o << ", \"merged_into\": " << b.merged_into;
     o << "}";
   }
   o << "\n  ],\n  \"nodes\": [";

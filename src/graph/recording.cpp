@@ -53,6 +53,14 @@ int64_t Value::numel() const {
   return n;
 }
 
+Value& Value::operator=(const Value& other) {
+  if (this != &other && rec_ != nullptr && other.rec_ == rec_ && id_ >= 0 && other.id_ >= 0)
+    rec_->merge_rebound(id_, other.id_);
+  rec_ = other.rec_;
+  id_ = other.id_;
+  return *this;
+}
+
 Value Value::slice(int64_t begin, int64_t end) const {
   const auto& v = rec_->value(*this, "Value::slice");
   if (v.shape.empty()) throw InvalidArgument("Value::slice: a 0-d value has no rows");
@@ -634,6 +642,60 @@ void Recording::check_readable(int buffer, const std::string& what) const {
                     std::to_string(scope.second) + " of " + node_name(c) +
                     ", after that arm: when the arm does not run it holds nothing. Make the "
                     "array before the construct and write it in place inside (buffer=)");
+}
+
+// `y = new` inside a device construct, where y held a value from outside it and `new` was made
+// in the open arm: the new value's buffer is merged into the old view, in place, so the name
+// keeps one array across the construct (and across a loop's turns).
+void Recording::merge_rebound(int old_value, int new_value) {
+  if (finished_) return;
+  const auto arm = innermost_condition();
+  if (arm.first < 0) return;
+  const ValueData old_v = values_[old_value];
+  const ValueData new_v = values_[new_value];
+  if (old_v.buffer == new_v.buffer || scope_[new_v.buffer] != arm || scope_[old_v.buffer] == arm)
+    return;  // not a rebinding across the construct's boundary
+  const BufferInfo& nb = buffers_[new_v.buffer];
+  const std::string what = "rebinding a name held by array '" + buffers_[old_v.buffer].label +
+                           "' to '" + nb.label + "' inside arm " + std::to_string(arm.second) +
+                           " of " + node_name(nodes_[arm.first]);
+  if (nb.kind != BufferKind::internal || new_v.byte_offset != 0 ||
+      bytes_of(new_v.shape, new_v.dtype) != nb.bytes || new_v.shape != old_v.shape ||
+      new_v.dtype != old_v.dtype)
+    throw RecordError(what +
+                      ": the new value must be a whole new array of the old one's shape "
+                      "and dtype to be merged in place; write the old array with buffer=");
+  // Every writer of the new array must be per-sample and reduce nothing: then it may write the
+  // old array in place.
+  for (const NodeInfo& n : nodes_)
+    for (const NodeArgInfo& a : n.arrays)
+      if (a.buffer == new_v.buffer && writes(a.access)) {
+        const Kernel* k = kernels_[n.id].get();
+        if (!k || !k->def().per_sample || k->def().reduces)
+          throw RecordError(
+              what + ": " + node_name(n) + " (kernel " + n.kernel + ") " +
+              (k && k->def().reduces ? "reduces across samples" : "is not per-sample") +
+              ", so writing the old array in place would race. Keep the result in "
+              "an array made before the construct with buffer= (e.g. ping-pong "
+              "two arrays)");
+      }
+  const int from = new_v.buffer, to = old_v.buffer;
+  for (NodeInfo& n : nodes_) {
+    bool touched = false;
+    for (NodeArgInfo& a : n.arrays)
+      if (a.buffer == from) {
+        a.buffer = to;
+        a.byte_offset += old_v.byte_offset;
+        touched = true;
+      }
+    if (touched && n.kind == NodeKind::kernel) check_races(n, kernels_[n.id]->def().per_sample);
+  }
+  for (ValueData& v : values_)
+    if (v.buffer == from) {
+      v.buffer = to;
+      v.byte_offset += old_v.byte_offset;
+    }
+  buffers_[from].merged_into = to;
 }
 
 // The item of `list` whose subtree holds node `id`, or -1.

@@ -19,6 +19,13 @@ class Recording;
 class Value {
  public:
   Value() = default;
+  Value(const Value&) = default;
+  // Rebinding a name inside a device construct (`y = r.call(k, {y})` in a while_ or if_ arm) to
+  // a value made there merges the new value in place into the array the name held before, so a
+  // loop carries it from turn to turn and it is readable after the construct. Allowed when every
+  // kernel writing the new value is per-sample and reduces nothing; otherwise a RecordError says
+  // why and how to fix it (buffer=).
+  Value& operator=(const Value& other);
   const Shape& shape() const;
   DType dtype() const;
   int64_t numel() const;
@@ -78,7 +85,8 @@ struct BufferInfo {
   Shape shape;  // of the array the buffer was created for
   DType dtype;
   std::size_t bytes;
-  int shadow_of = -1;  // for a param's private copy: the param buffer it is copied from
+  int shadow_of = -1;    // for a param's private copy: the param buffer it is copied from
+  int merged_into = -1;  // a rebound value's buffer merged into another: never allocated
 };
 
 struct NodeArgInfo {
@@ -243,6 +251,7 @@ class Recording {
   std::pair<int, int> innermost_condition() const;
   void check_readable(int buffer, const std::string& what) const;
   void guard_rest_of_loop_body(Value flag, Value cell, const char* who);
+  void merge_rebound(int old_value, int new_value);
   void check_races(const NodeInfo& node, bool per_sample) const;
   void check_distinct_memory(const Array& a, const std::string& what) const;
   void infer_edges(std::vector<int>& list);
