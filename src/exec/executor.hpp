@@ -20,7 +20,6 @@ namespace eagle::detail {
 struct PlannedNode {
   enum class Kind : uint8_t { kernel, copy, if_, switch_, while_, fork };
   Kind kind = Kind::kernel;
-  bool is_copy = false;
   std::string label;
   KernelImpl impl;
   KernelArgs args{};

@@ -88,7 +88,6 @@ void plan_node(const Recording& rec, int i, const std::vector<Array>& buffers,
   out.waits = n.waits;
   if (n.kind == NodeKind::copy_in) {
     out.kind = Kind::copy;
-    out.is_copy = true;
     out.copy_bytes = static_cast<std::size_t>(n.arrays[0].bytes);
   } else if (is_control(n.kind)) {
     out.kind = n.kind == NodeKind::if_       ? Kind::if_

@@ -57,7 +57,7 @@ class HostSchedule final : public Executor {
 
  private:
   void run_leaf(const PlannedNode& node) const {
-    if (node.is_copy) {
+    if (node.kind == PlannedNode::Kind::copy) {
       std::memcpy(node.copy_dst, node.copy_src, node.copy_bytes);
     } else {
       node.impl.cpu(node.args, team_);
