@@ -736,24 +736,28 @@ void Branch::wait(Value v) {
 // by a wait (a wait edge from an item at or after the first to one at or before the second).
 void Recording::check_fork_races(int fork) const {
   const auto& branches = nodes_[fork].bodies;
+  // Each item's accesses (its whole subtree), gathered once for all the pairs below.
+  std::vector<std::vector<std::vector<NodeArgInfo>>> accesses(branches.size());
+  for (std::size_t b = 0; b < branches.size(); ++b)
+    for (int item : branches[b]) subtree_accesses(item, accesses[b].emplace_back());
+  auto clash = [](const std::vector<NodeArgInfo>& xs,
+                  const std::vector<NodeArgInfo>& ys) -> const NodeArgInfo* {
+    for (const NodeArgInfo& a : xs)
+      for (const NodeArgInfo& b : ys)
+        if (a.buffer == b.buffer && (writes(a.access) || writes(b.access)) &&
+            overlaps(a.byte_offset, a.byte_offset + a.bytes, b.byte_offset,
+                     b.byte_offset + b.bytes))
+          return &a;
+    return nullptr;
+  };
   for (std::size_t j = 0; j < branches.size(); ++j) {
     for (std::size_t i = 0; i < j; ++i) {
       const auto& bi = branches[i];
       const auto& bj = branches[j];
       for (std::size_t x = 0; x < bi.size(); ++x) {
-        std::vector<NodeArgInfo> ax;
-        subtree_accesses(bi[x], ax);
         for (std::size_t y = 0; y < bj.size(); ++y) {
-          std::vector<NodeArgInfo> ay;
-          subtree_accesses(bj[y], ay);
-          const NodeArgInfo* clash = nullptr;
-          for (const NodeArgInfo& a : ax)
-            for (const NodeArgInfo& b : ay)
-              if (!clash && a.buffer == b.buffer && (writes(a.access) || writes(b.access)) &&
-                  overlaps(a.byte_offset, a.byte_offset + a.bytes, b.byte_offset,
-                           b.byte_offset + b.bytes))
-                clash = &a;
-          if (!clash) continue;
+          const NodeArgInfo* shared = clash(accesses[i][x], accesses[j][y]);
+          if (!shared) continue;
           bool ordered = false;
           for (std::size_t y2 = 0; y2 <= y && !ordered; ++y2)
             for (int w : nodes_[bj[y2]].waits)
@@ -763,7 +767,7 @@ void Recording::check_fork_races(int fork) const {
             throw RecordError("race refused: " + node_name(nodes_[bi[x]]) + " (branch " +
                               std::to_string(i) + ") and " + node_name(nodes_[bj[y]]) +
                               " (branch " + std::to_string(j) + ") both access array '" +
-                              buffers_[clash->buffer].label +
+                              buffers_[shared->buffer].label +
                               "' and one writes it, with no order between them; add "
                               "Branch::wait on the array in branch " +
                               std::to_string(j));
