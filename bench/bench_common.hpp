@@ -104,5 +104,7 @@ void run_gpu_sections(const Options& options, Report& report);
 // Sections 6-7, device control flow (bench_control.cpp): their graphs checked on the CPU in every
 // build, timed on the GPU in a CUDA build with a device unless options.cpu_only.
 void run_control_sections(const Options& options, Report& report);
+// Section 8, planned operations against the raw launch (bench_plans.cpp; needs a device).
+void run_plan_sections(const Options& options, Report& report);
 
 }  // namespace eagle::bench

@@ -8,4 +8,8 @@ void run_gpu_sections(const Options&, Report& report) {
       "1-4. GPU sections skipped: this build of eagle has no CUDA (EAGLE_HAVE_CUDA off)");
 }
 
+void run_plan_sections(const Options&, Report& report) {
+  report.section("8. planned operations skipped: this build of eagle has no CUDA");
+}
+
 }  // namespace eagle::bench

@@ -151,6 +151,7 @@ int main(int argc, char** argv) {
     }
     cpu_sections(options, report);
     run_control_sections(options, report);
+    if (!options.cpu_only) run_plan_sections(options, report);
   } catch (const std::exception& e) {
     std::fflush(stdout);
     std::fprintf(stderr, "eagle_bench: error: %s\n", e.what());

@@ -58,54 +58,68 @@ DLManagedTensorVersioned* to_dlpack(const Array& array) {
   return &ctx.release()->tensor;
 }
 
+namespace {
+
+// Checks a DLTensor and views it as an Array holding `keep_alive`. Everything Array::wrap would
+// reject is checked before `make_owner` runs: once an owner exists, an exception would run the
+// deleter and the caller would free the tensor again.
+template <class MakeOwner>
+Array view(const DLTensor& t, const char* who, const MakeOwner& make_owner) {
+  const std::string w = who;
+  if (t.dtype.lanes != 1)
+    throw InvalidArgument(w + ": dtype lanes must be 1, got " + std::to_string(t.dtype.lanes));
+  const DTypeCode* code = nullptr;
+  for (const auto& c : kCodes)
+    if (c.code == t.dtype.code && c.bits == t.dtype.bits) code = &c;
+  if (!code)
+    throw InvalidArgument(w + ": dtype (code " + std::to_string(t.dtype.code) + ", bits " +
+                          std::to_string(t.dtype.bits) + ") has no eagle dtype");
+  Device device = Device::cpu();
+  if (t.device.device_type == kDLCUDA) {
+    if (t.device.device_id < 0)
+      throw InvalidArgument(w + ": CUDA device id must be >= 0, got " +
+                            std::to_string(t.device.device_id));
+    device = Device::cuda(t.device.device_id);
+  } else if (t.device.device_type != kDLCPU && t.device.device_type != kDLCUDAHost) {
+    throw InvalidArgument(w + ": device type " + std::to_string(t.device.device_type) +
+                          " is not supported (CPU, CUDA and CUDA host memory are)");
+  }
+  if (t.ndim < 0) throw InvalidArgument(w + ": ndim must be >= 0");
+  if (t.ndim > 0 && !t.shape) throw InvalidArgument(w + ": shape must not be null");
+  Shape shape(t.shape, t.shape + t.ndim);
+  Shape strides = t.strides ? Shape(t.strides, t.strides + t.ndim) : contiguous_strides(shape);
+  int64_t numel = 1;
+  for (std::size_t i = 0; i < shape.size(); ++i) {
+    if (shape[i] < 0)
+      throw InvalidArgument(w + ": shape " + shape_str(shape) + " has negative size in dim " +
+                            std::to_string(i));
+    numel *= shape[i];
+  }
+  if (!t.data && numel > 0)
+    throw InvalidArgument(w + ": data must not be null for a non-empty tensor");
+  char* start = static_cast<char*>(t.data) + t.byte_offset;
+  return Array::wrap(start, shape, code->dtype, device, strides, make_owner());
+}
+
+}  // namespace
+
 Array from_dlpack(DLManagedTensorVersioned* tensor) {
   if (!tensor) throw InvalidArgument("from_dlpack: tensor must not be null");
   if (tensor->version.major != DLPACK_MAJOR_VERSION)
     throw InvalidArgument("from_dlpack: DLPack major version " +
                           std::to_string(tensor->version.major) +
                           " is not supported (eagle reads major version 1)");
-  const DLTensor& t = tensor->dl_tensor;
-  if (t.dtype.lanes != 1)
-    throw InvalidArgument("from_dlpack: dtype lanes must be 1, got " +
-                          std::to_string(t.dtype.lanes));
-  const DTypeCode* code = nullptr;
-  for (const auto& c : kCodes)
-    if (c.code == t.dtype.code && c.bits == t.dtype.bits) code = &c;
-  if (!code)
-    throw InvalidArgument("from_dlpack: dtype (code " + std::to_string(t.dtype.code) + ", bits " +
-                          std::to_string(t.dtype.bits) + ") has no eagle dtype");
-  Device device = Device::cpu();
-  if (t.device.device_type == kDLCUDA) {
-    if (t.device.device_id < 0)
-      throw InvalidArgument("from_dlpack: CUDA device id must be >= 0, got " +
-                            std::to_string(t.device.device_id));
-    device = Device::cuda(t.device.device_id);
-  } else if (t.device.device_type != kDLCPU && t.device.device_type != kDLCUDAHost) {
-    throw InvalidArgument("from_dlpack: device type " + std::to_string(t.device.device_type) +
-                          " is not supported (CPU, CUDA and CUDA host memory are)");
-  }
-  if (t.ndim < 0) throw InvalidArgument("from_dlpack: ndim must be >= 0");
-  if (t.ndim > 0 && !t.shape) throw InvalidArgument("from_dlpack: shape must not be null");
-  Shape shape(t.shape, t.shape + t.ndim);
-  Shape strides = t.strides ? Shape(t.strides, t.strides + t.ndim) : contiguous_strides(shape);
-  // Everything Array::wrap would reject is checked here, before the tensor is owned: once the
-  // owner below exists, an exception would run the deleter and the caller would free it again.
-  int64_t numel = 1;
-  for (std::size_t i = 0; i < shape.size(); ++i) {
-    if (shape[i] < 0)
-      throw InvalidArgument("from_dlpack: shape " + shape_str(shape) +
-                            " has negative size in dim " + std::to_string(i));
-    numel *= shape[i];
-  }
-  if (!t.data && numel > 0)
-    throw InvalidArgument("from_dlpack: data must not be null for a non-empty tensor");
   // The deleter runs when the last Array sharing this storage dies.
-  std::shared_ptr<void> owner(tensor, [](void* p) {
-    auto* m = static_cast<DLManagedTensorVersioned*>(p);
-    if (m->deleter) m->deleter(m);
+  return view(tensor->dl_tensor, "from_dlpack", [tensor] {
+    return std::shared_ptr<void>(tensor, [](void* p) {
+      auto* m = static_cast<DLManagedTensorVersioned*>(p);
+      if (m->deleter) m->deleter(m);
+    });
   });
-  char* start = static_cast<char*>(t.data) + t.byte_offset;
-  return Array::wrap(start, shape, code->dtype, device, strides, std::move(owner));
+}
+
+Array view_dlpack(const DLTensor& tensor) {
+  return view(tensor, "view_dlpack", [] { return std::shared_ptr<void>(); });
 }
 
 }  // namespace eagle

@@ -31,6 +31,9 @@ struct PlannedNode {
   // Control nodes: the one-cell u32 condition and the arms (planned node indices, in order).
   const uint32_t* cond = nullptr;
   std::vector<std::vector<int>> bodies;
+  // A planned call (KernelDef::binder): bound at build; its arrays' addresses in parameter order.
+  std::shared_ptr<const BoundCall> call;
+  std::vector<void*> call_data;
 };
 
 // What an executor runs: the planned nodes and the top-level list (bodies hang off control

@@ -70,6 +70,12 @@ void plan_args(const Recording& rec, int i, const std::vector<Array>& buffers,
         reinterpret_cast<const uint32_t*>(at(buffers[n.arrays[0].buffer], n.arrays[0].byte_offset));
     return;
   }
+  if (out.call) {
+    out.call_data.clear();
+    for (const NodeArgInfo& arg : n.arrays)
+      out.call_data.push_back(at(buffers[arg.buffer], arg.byte_offset));
+    return;
+  }
   for (std::size_t a = 0; a < n.arrays.size(); ++a) {
     const NodeArgInfo& arg = n.arrays[a];
     out.args.arrays[a] =
@@ -78,7 +84,7 @@ void plan_args(const Recording& rec, int i, const std::vector<Array>& buffers,
 }
 
 // The whole planned form of recorded node `i` (at build).
-void plan_node(const Recording& rec, int i, const std::vector<Array>& buffers,
+void plan_node(const Recording& rec, int i, const std::vector<Array>& buffers, Device device,
                detail::PlannedNode& out) {
   const NodeInfo& n = rec.nodes()[i];
   out.label = n.label;
@@ -96,6 +102,7 @@ void plan_node(const Recording& rec, int i, const std::vector<Array>& buffers,
                                              : Kind::fork;
   } else {
     out.impl = rec.impl_of(i);
+    if (const auto& binder = rec.kernel_of(i).def().binder) out.call = binder->bind(device);
     out.args.num_arrays = static_cast<int32_t>(n.arrays.size());
     out.args.num_scalars = static_cast<int32_t>(n.scalars.size());
     for (std::size_t s = 0; s < n.scalars.size(); ++s) out.args.scalars[s] = n.scalars[s];
@@ -155,7 +162,8 @@ void Graph::build(Device device, const BuildOptions& options) {
     next->buffers[b.id] = a;
   }
   for (const NodeInfo& n : rec_->nodes())
-    if (n.kind == NodeKind::kernel && device.is_cuda() && !rec_->impl_of(n.id).has_cuda())
+    if (n.kind == NodeKind::kernel && device.is_cuda() && !rec_->impl_of(n.id).has_cuda() &&
+        !rec_->kernel_of(n.id).def().binder)
       throw NotSupported("Graph::build: node " + std::to_string(n.id) + " '" + n.label +
                          "' (kernel " + n.kernel + ") has no CUDA implementation for its dtypes");
   for (const BufferInfo& b : infos) {
@@ -167,7 +175,7 @@ void Graph::build(Device device, const BuildOptions& options) {
   next->plan.nodes.resize(nodes.size());
   next->nodes_of_buffer.resize(infos.size());
   for (std::size_t i = 0; i < nodes.size(); ++i) {
-    plan_node(*rec_, static_cast<int>(i), next->buffers, next->plan.nodes[i]);
+    plan_node(*rec_, static_cast<int>(i), next->buffers, device, next->plan.nodes[i]);
     for (const NodeArgInfo& a : nodes[i].arrays) {
       auto& list = next->nodes_of_buffer[a.buffer];
       if (list.empty() || list.back() != static_cast<int>(i)) list.push_back(static_cast<int>(i));

@@ -25,9 +25,14 @@ std::string_view access_name(Access access) {
 Kernel::Kernel(KernelDef def) {
   const std::string who = "Kernel '" + def.name + "'";
   if (def.name.empty()) throw InvalidArgument("Kernel: name must not be empty");
-  if (def.arrays.empty() || def.arrays.size() > static_cast<std::size_t>(kMaxKernelArrays))
-    throw InvalidArgument(who + ": must have 1 to " + std::to_string(kMaxKernelArrays) +
+  const int max_arrays = def.binder ? kMaxBoundCallArrays : kMaxKernelArrays;
+  if (def.arrays.empty() || def.arrays.size() > static_cast<std::size_t>(max_arrays))
+    throw InvalidArgument(who + ": must have 1 to " + std::to_string(max_arrays) +
                           " array parameters, has " + std::to_string(def.arrays.size()));
+  if (def.binder && !def.scalars.empty())
+    throw InvalidArgument(who + ": a planned call takes no scalar parameters");
+  if (def.binder && !def.select)
+    def.select = [](const std::vector<DType>&) { return KernelImpl{}; };
   if (def.scalars.size() > static_cast<std::size_t>(kMaxKernelScalars))
     throw InvalidArgument(who + ": at most " + std::to_string(kMaxKernelScalars) +
                           " scalar parameters, has " + std::to_string(def.scalars.size()));
@@ -142,6 +147,19 @@ void issue(const Kernel& kernel, const KernelImpl& impl, const std::vector<Array
            const std::vector<Scalar>& scalars, const std::vector<Array>& outputs,
            const Stream& stream, const ThreadTeam& team) {
   const KernelDef& def = kernel.def();
+  if (def.binder) {
+    std::vector<void*> data;
+    std::size_t in = 0, out = 0;
+    for (const auto& p : def.arrays) {
+      const Array& a = reads(p.access) ? inputs[in++] : outputs[out++];
+      if (a.device() != stream.device())
+        throw InvalidArgument("kernel " + def.name + ": argument '" + p.name + "' is on " +
+                              a.device().str() + " but the stream is on " + stream.device().str());
+      data.push_back(a.data());
+    }
+    def.binder->bind(stream.device())->run(data.data(), nullptr, stream.native(), &team);
+    return;
+  }
   KernelArgs args{};
   std::size_t in = 0, out = 0;
   for (std::size_t i = 0; i < def.arrays.size(); ++i) {

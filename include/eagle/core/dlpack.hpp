@@ -16,4 +16,8 @@ DLManagedTensorVersioned* to_dlpack(const Array& array);
 // other than 1.
 Array from_dlpack(DLManagedTensorVersioned* tensor);
 
+// A non-owning view of a DLTensor (no deleter runs): the caller keeps the memory alive while the
+// view is used. Same checks as from_dlpack.
+Array view_dlpack(const DLTensor& tensor);
+
 }  // namespace eagle

@@ -69,6 +69,26 @@ struct KernelImpl {
   bool has_cuda() const { return cuda_function || cuda_capture; }
 };
 
+// A call whose implementation is decided when a graph is built (a planned operation): bound
+// once per node for the graph's device, then run with the arrays' addresses.
+class BoundCall {
+ public:
+  virtual ~BoundCall() = default;
+  virtual std::size_t workspace_bytes() const { return 0; }
+  // `data`: one address per array parameter, in order. On a CUDA device the work is issued on
+  // `stream` (a cudaStream_t; a graph captures it once); on the CPU it runs now, on `team`.
+  virtual void run(void* const* data, void* workspace, void* stream,
+                   const ThreadTeam* team) const = 0;
+};
+class CallBinder {
+ public:
+  virtual ~CallBinder() = default;
+  // Throws NotSupported when the call cannot be served on `device`.
+  virtual std::shared_ptr<const BoundCall> bind(Device device) const = 0;
+};
+// A bound call takes more arrays than a kernel's argument block holds.
+inline constexpr int kMaxBoundCallArrays = 64;
+
 // The whole description of a kernel.
 struct KernelDef {
   std::string name;
@@ -87,6 +107,9 @@ struct KernelDef {
   // Chooses the implementation for the dtypes of all array parameters, in order. Throws
   // NotSupported naming the dtype it does not serve.
   std::function<KernelImpl(const std::vector<DType>& dtypes)> select;
+  // Set for a planned call instead of implementations (select may then be left unset): up to
+  // kMaxBoundCallArrays arrays, no scalars.
+  std::shared_ptr<const CallBinder> binder;
 };
 
 class Kernel {

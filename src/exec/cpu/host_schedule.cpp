@@ -14,6 +14,10 @@ namespace {
 class HostSchedule final : public Executor {
  public:
   HostSchedule(const Plan& plan, int threads) : plan_(plan), nodes_(plan.nodes), team_(threads) {
+    // Each planned call has its own host workspace: fork branches may run calls at once.
+    workspaces_.resize(nodes_.size());
+    for (std::size_t i = 0; i < nodes_.size(); ++i)
+      if (nodes_[i].call) workspaces_[i].resize(nodes_[i].call->workspace_bytes());
     if (plan.control_flow) {
       stages_ = static_cast<int>(plan.top.size());
       return;
@@ -59,6 +63,9 @@ class HostSchedule final : public Executor {
   void run_leaf(const PlannedNode& node) const {
     if (node.kind == PlannedNode::Kind::copy) {
       std::memcpy(node.copy_dst, node.copy_src, node.copy_bytes);
+    } else if (node.call) {
+      auto& ws = workspaces_[static_cast<std::size_t>(&node - nodes_.data())];
+      node.call->run(node.call_data.data(), ws.data(), nullptr, &team_);
     } else {
       node.impl.cpu(node.args, team_);
     }
@@ -109,6 +116,7 @@ class HostSchedule final : public Executor {
   const Plan& plan_;
   const std::vector<PlannedNode>& nodes_;
   ThreadTeam team_;
+  mutable std::vector<std::vector<char>> workspaces_;
   std::vector<int> order_;
   int stages_ = 0;
 };

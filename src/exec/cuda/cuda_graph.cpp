@@ -55,7 +55,7 @@ class CudaGraphExecutor final : public Executor {
 
   bool patch(const std::vector<int>& ids) override {
     for (int i : ids)
-      if (nodes_[i].impl.cuda_capture) return false;
+      if (nodes_[i].impl.cuda_capture || nodes_[i].call) return false;
     for (int i : ids) {
       const PlannedNode& n = nodes_[i];
       if (n.kind == Kind::copy) {
@@ -157,7 +157,7 @@ class CudaGraphExecutor final : public Executor {
             EAGLE_CUDA_CHECK(
                 cudaGraphAddKernelNode(&handles_[i], graph, deps.data(), deps.size(), &p));
             ++kernels_;
-          } else if (n.impl.cuda_capture) {
+          } else if (n.impl.cuda_capture || n.call) {
             add_captured(graph, i, deps);
             ++captured_;
           } else {
@@ -279,11 +279,15 @@ class CudaGraphExecutor final : public Executor {
     ++forks_;
   }
 
-  // An opaque sequence (a library call) is captured on a side stream into its own graph, which
-  // becomes a child graph node. Its workspace lives as long as the executor.
+  // An opaque sequence (a library call, a planned operation) is captured on a side stream into
+  // its own graph, which becomes a child graph node; a capture of exactly one kernel becomes that
+  // kernel node itself, so a planned single-kernel op adds no node. Its workspace lives as long
+  // as the executor.
   void add_captured(cudaGraph_t graph, int i, const std::vector<cudaGraphNode_t>& deps) {
     const PlannedNode& n = nodes_[i];
-    const std::size_t ws = n.impl.cuda_workspace ? n.impl.cuda_workspace(n.args) : 0;
+    const std::size_t ws = n.call                  ? n.call->workspace_bytes()
+                           : n.impl.cuda_workspace ? n.impl.cuda_workspace(n.args)
+                                                   : 0;
     if (ws > 0) EAGLE_CUDA_CHECK(cudaMalloc(&workspaces_[i], ws));
     cudaStream_t side = nullptr;
     EAGLE_CUDA_CHECK(cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking));
@@ -291,14 +295,32 @@ class CudaGraphExecutor final : public Executor {
     try {
       EAGLE_CUDA_CHECK(cudaStreamBeginCapture(side, cudaStreamCaptureModeThreadLocal));
       try {
-        n.impl.cuda_capture(n.args, workspaces_[i], side);
+        if (n.call) {
+          n.call->run(n.call_data.data(), workspaces_[i], side, nullptr);
+        } else {
+          n.impl.cuda_capture(n.args, workspaces_[i], side);
+        }
       } catch (...) {
         cudaStreamEndCapture(side, &child);
         throw;
       }
       EAGLE_CUDA_CHECK(cudaStreamEndCapture(side, &child));
-      EAGLE_CUDA_CHECK(
-          cudaGraphAddChildGraphNode(&handles_[i], graph, deps.data(), deps.size(), child));
+      std::size_t count = 0;
+      EAGLE_CUDA_CHECK(cudaGraphGetNodes(child, nullptr, &count));
+      cudaGraphNode_t only = nullptr;
+      cudaGraphNodeType type = cudaGraphNodeTypeEmpty;
+      if (count == 1) {
+        EAGLE_CUDA_CHECK(cudaGraphGetNodes(child, &only, &count));
+        EAGLE_CUDA_CHECK(cudaGraphNodeGetType(only, &type));
+      }
+      if (type == cudaGraphNodeTypeKernel) {
+        cudaKernelNodeParams p{};
+        EAGLE_CUDA_CHECK(cudaGraphKernelNodeGetParams(only, &p));
+        EAGLE_CUDA_CHECK(cudaGraphAddKernelNode(&handles_[i], graph, deps.data(), deps.size(), &p));
+      } else {
+        EAGLE_CUDA_CHECK(
+            cudaGraphAddChildGraphNode(&handles_[i], graph, deps.data(), deps.size(), child));
+      }
     } catch (...) {
       if (child) cudaGraphDestroy(child);
       cudaStreamDestroy(side);

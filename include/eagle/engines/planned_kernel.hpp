@@ -1,0 +1,25 @@
+// A planned operation as a kernel a recording can call: the builder records the call, the
+// planner chooses the engine and config when the graph is built, and capture records whatever
+// that plan launches.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "eagle/engines/builtin.hpp"
+#include "eagle/kernel/kernel.hpp"
+#include "eagle/op/graph.hpp"
+
+namespace eagle::engines {
+
+// A Kernel calling `graph` (which stays unplanned: each device plans its own copy). Its array
+// parameters are the graph's operands in ascending uid order, named after the tensors: graph
+// inputs are read, outputs (set_output) are written; no scalars. When a graph recording it is
+// built for a device, the copy for that device is planned against `manifest` with `modes` and the
+// first plan that builds is kept (once per device). Throws InvalidArgument when the graph has
+// more than kMaxBoundCallArrays operands or fails validate().
+Kernel planned_kernel(const op::Graph& graph,
+                      const std::vector<plan::HeurMode>& modes = {plan::HeurMode::A},
+                      const plan::Manifest& manifest = builtin_manifest());
+
+}  // namespace eagle::engines

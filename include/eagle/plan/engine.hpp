@@ -1,0 +1,122 @@
+// The engine contract: capabilities, facts, check_support / build_plan, and the compiled plan
+// whose execute path reads a table fixed at build and never throws.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "eagle/core/device.hpp"
+#include "eagle/core/dtype.hpp"
+#include "eagle/op/graph.hpp"
+#include "eagle/plan/operands.hpp"
+
+namespace eagle {
+class ThreadTeam;
+}
+
+namespace eagle::plan {
+
+enum class HeurMode : uint8_t { A, FALLBACK, OPENSOURCE };
+std::string_view heur_mode_name(HeurMode mode);
+
+// A configuration's knobs by name (sorted, so a config has one spelling).
+using Knobs = std::map<std::string, int64_t>;
+
+// One entry of the plan list. Its identity is (engine_id, knobs).
+struct PlanConfig {
+  int64_t engine_id = -1;
+  Knobs knobs;
+  // The heuristic mode whose block produced it; none for the backend's delegating entry.
+  std::optional<HeurMode> mode;
+  std::string name;  // "engine[knob=v,...]", filled by the planner
+  bool same_config(const PlanConfig& o) const {
+    return engine_id == o.engine_id && knobs == o.knobs;
+  }
+};
+
+// What an analyzer records about a graph, once, after the freeze. Facts describe; they never
+// reject (capabilities judge). A family's analyzer returns a subclass with its own fields.
+struct Facts {
+  virtual ~Facts() = default;
+  std::vector<std::string> ops;  // node ops in order
+  // The dtype of the floating data the graph carries (its first floating input), f32 if none.
+  DType io_dtype = DType::f32;
+  virtual std::string describe() const;
+};
+using Analyzer = std::shared_ptr<const Facts> (*)(const op::Graph& graph);
+// Fills the fields every family's facts share (an analyzer calls it first).
+void describe_graph(const op::Graph& graph, Facts& facts);
+// The analyzer of a family that declares none: the shared fields only.
+std::shared_ptr<const Facts> base_facts(const op::Graph& graph);
+// The facts of a frozen graph for `analyzer`: computed once and shared by every caller.
+std::shared_ptr<const Facts> facts_for(const op::Graph& graph, Analyzer analyzer);
+
+// What an engine declares it can serve: a device kind, an sm range (CUDA, major*10+minor,
+// inclusive: a kernel for a line serves the members that ship later), io dtypes and the domain
+// of each knob (the configs the heuristics may name).
+struct Capabilities {
+  DeviceKind device = DeviceKind::cpu;
+  int sm_lo = 0;
+  int sm_hi = 0;
+  std::vector<DType> dtypes;
+  std::map<std::string, std::vector<int64_t>> knobs;
+  // Why this row does not serve the facts on the device, or empty.
+  std::string mismatch(const Facts& facts, const DeviceProperties& device) const;
+  // Why `knobs` is not a point of the declared domain (a missing axis, an unknown knob, a
+  // value outside), or empty.
+  std::string knob_error(const Knobs& knobs) const;
+  // The first point of every domain: the config that names each axis.
+  Knobs first_point() const;
+};
+
+// Explicit per-call resources: nothing is read from ambient state.
+struct ExecutionContext {
+  void* stream = nullptr;  // cudaStream_t for CUDA plans
+  void* handle = nullptr;  // an engine library's handle, where it takes one
+  void* workspace = nullptr;
+  std::size_t workspace_bytes = 0;
+  const ThreadTeam* team = nullptr;  // CPU plans: threads to use (none: the calling thread)
+};
+
+// A plan built for one graph and config. run() is the only execute path: it reads the table
+// fixed at build, launches, and never throws; what it refuses (returns false, nothing launched)
+// goes to explain(), which reads the same table and throws InvalidArgument naming the rule.
+class CompiledPlan {
+ public:
+  virtual ~CompiledPlan() = default;
+  virtual std::size_t workspace_bytes() const { return 0; }
+  virtual bool run(const OperandBuffer* operands, const ExecutionContext& ctx) const noexcept = 0;
+  virtual void explain(const OperandBuffer* operands, const ExecutionContext& ctx) const = 0;
+};
+
+struct BuildContext {
+  DeviceProperties device;
+  const OperandLayout* layout = nullptr;
+};
+
+class Engine {
+ public:
+  Engine(int64_t id, std::string name) : id_(id), name_(std::move(name)) {}
+  virtual ~Engine() = default;
+  int64_t id() const { return id_; }
+  const std::string& name() const { return name_; }
+  virtual const Capabilities& capabilities() const = 0;
+  // Accepts, or declines by throwing NotSupported (only that: anything else is a bug).
+  virtual void check_support(const op::Graph& graph, const Facts& facts,
+                             const DeviceProperties& device) const = 0;
+  // The expensive step, once per graph and config (the planner caches it). May decline with
+  // NotSupported too.
+  virtual std::shared_ptr<const CompiledPlan> build_plan(const op::Graph& graph, const Facts& facts,
+                                                         const PlanConfig& config,
+                                                         const BuildContext& ctx) const = 0;
+
+ private:
+  int64_t id_;
+  std::string name_;
+};
+
+}  // namespace eagle::plan

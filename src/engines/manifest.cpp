@@ -1,0 +1,99 @@
+// The built-in manifest: the only place an eagle engine comes into existence.
+#include "eagle/engines/builtin.hpp"
+
+#include "engines/analyzers.hpp"
+#include "engines/native/pointwise_engine.hpp"
+#include "engines/reference/reference_engine.hpp"
+
+namespace eagle::engines {
+
+namespace {
+
+using plan::HeurMode;
+using plan::PlanConfig;
+
+// Pointwise ranking. Mode A: the native kernel at block 256 first (the size we launch with
+// everywhere; no cell has been timed against the others yet, so they follow in domain order),
+// then the reference. FALLBACK: block 128 (asks least of the device), then the reference.
+// OPENSOURCE: A without the backend. Backend entries of a mode follow our entries of that mode.
+std::vector<PlanConfig> rank_pointwise(const plan::RankInput& in) {
+  std::vector<PlanConfig> out;
+  for (HeurMode mode : in.modes) {
+    for (const plan::Engine* e : in.offered) {
+      const plan::Capabilities& caps = e->capabilities();
+      if (!caps.mismatch(*in.facts, *in.device).empty()) continue;
+      if (caps.knobs.count("block")) {
+        std::vector<int64_t> blocks = caps.knobs.at("block");
+        if (mode == HeurMode::FALLBACK) blocks = {128};
+        for (int64_t b : blocks) out.push_back({e->id(), {{"block", b}}, mode, ""});
+      } else {
+        out.push_back({e->id(), caps.first_point(), mode, ""});
+      }
+    }
+    for (const PlanConfig& b : in.backend)
+      if (b.mode == mode) out.push_back(b);
+  }
+  for (const PlanConfig& b : in.backend)
+    if (!b.mode) out.push_back(b);  // the delegating entry leads nothing of ours
+  plan::dedupe(out);
+  return out;
+}
+
+plan::EngineSlot reference_slot() {
+  return {"reference", &reference::make_reference_engine, false};
+}
+
+plan::ManifestSpec builtin_spec() {
+  plan::ManifestSpec spec;
+  spec.families = {
+      {"pointwise",
+       0,
+       {},
+       &analyze_pointwise,
+       &rank_pointwise,
+       {reference_slot(), {"native_pointwise", &native::make_pointwise_engine, false}}},
+      {"gemm", 1, {"matmul"}, nullptr, nullptr, {reference_slot()}},
+      {"normalization",
+       2,
+       {"softmax", "layer_norm", "rms_norm"},
+       nullptr,
+       nullptr,
+       {reference_slot()}},
+      {"embedding", 3, {"embedding"}, nullptr, nullptr, {reference_slot()}},
+      {"loss", 4, {"cross_entropy"}, nullptr, nullptr, {reference_slot()}},
+      {"sdpa", 5, {"sdpa"}, &analyze_attention, nullptr, {reference_slot()}},
+      {"sdpa_bwd", 6, {"sdpa_bwd"}, &analyze_attention, nullptr, {reference_slot()}},
+      {"linear_attention", 7, {"gdn", "kda", "gdn2"}, &analyze_delta, nullptr, {reference_slot()}},
+      {"linear_attention_bwd",
+       8,
+       {"gdn_bwd", "kda_bwd", "gdn2_bwd"},
+       &analyze_delta,
+       nullptr,
+       {reference_slot()}},
+      {"composite", 9, {}, nullptr, nullptr, {reference_slot()}},
+  };
+  spec.unanchored_family = "pointwise";
+  spec.mixed_family = "composite";
+  return spec;
+}
+
+}  // namespace
+
+const plan::Manifest& builtin_manifest() {
+  static const plan::Manifest manifest(builtin_spec());
+  return manifest;
+}
+
+plan::ExecutionPlans create_execution_plans(op::Graph graph, Device device,
+                                            const std::vector<plan::HeurMode>& modes) {
+  return plan::ExecutionPlans::create(std::move(graph), builtin_manifest(),
+                                      DeviceProperties::query(device), modes);
+}
+
+plan::ExecutionPlans create_execution_plan(op::Graph graph, Device device, int64_t engine_id,
+                                           const plan::Knobs& knobs) {
+  return plan::ExecutionPlans::create_for(std::move(graph), builtin_manifest(),
+                                          DeviceProperties::query(device), engine_id, knobs);
+}
+
+}  // namespace eagle::engines

@@ -1,0 +1,125 @@
+#include "engines/native/pointwise_engine.hpp"
+
+#include <algorithm>
+#include <array>
+
+#include "eagle/core/error.hpp"
+#include "eagle/plan/operand_rules.hpp"
+#include "engines/analyzers.hpp"
+#include "engines/native/pointwise_kernels.hpp"
+
+namespace eagle::native {
+
+bool pointwise_op_of(std::string_view name, PwOp& op) {
+  static constexpr std::array<std::pair<std::string_view, PwOp>, 19> kOps = {{
+      {"add", PwOp::add},           {"sub", PwOp::sub},         {"mul", PwOp::mul},
+      {"div", PwOp::div},           {"max", PwOp::max},         {"min", PwOp::min},
+      {"neg", PwOp::neg},           {"abs", PwOp::abs},         {"exp", PwOp::exp},
+      {"log", PwOp::log},           {"sqrt", PwOp::sqrt},       {"rsqrt", PwOp::rsqrt},
+      {"tanh", PwOp::tanh},         {"sigmoid", PwOp::sigmoid}, {"relu", PwOp::relu},
+      {"gelu", PwOp::gelu},         {"silu", PwOp::silu},       {"square", PwOp::square},
+      {"identity", PwOp::identity},
+  }};
+  for (const auto& [n, o] : kOps)
+    if (n == name) {
+      op = o;
+      return true;
+    }
+  return false;
+}
+
+namespace {
+
+// Everything the call needs, fixed at build: positions, the kernel, the grid. run() reads it
+// in one pass and launches.
+class PointwisePlan : public plan::CompiledPlan {
+ public:
+  PointwisePlan(plan::OperandRules rules, int a, int b, int out, const void* kernel, int64_t n,
+                unsigned grid, unsigned block)
+      : rules_(std::move(rules)),
+        a_(a),
+        b_(b),
+        out_(out),
+        kernel_(kernel),
+        n_(n),
+        grid_(grid),
+        block_(block) {}
+
+  bool run(const plan::OperandBuffer* ops,
+           const plan::ExecutionContext& ctx) const noexcept override {
+    if (!rules_.match(ops)) return false;
+    return launch_pointwise(kernel_, ops[a_].data, b_ >= 0 ? ops[b_].data : nullptr, ops[out_].data,
+                            n_, grid_, block_, ctx.stream);
+  }
+
+  void explain(const plan::OperandBuffer* ops, const plan::ExecutionContext&) const override {
+    rules_.explain(ops);
+    throw CudaError(std::string("native pointwise: launch failed: ") + last_launch_error());
+  }
+
+ private:
+  plan::OperandRules rules_;
+  int a_, b_, out_;
+  const void* kernel_;
+  int64_t n_;
+  unsigned grid_, block_;
+};
+
+class PointwiseEngine : public plan::Engine {
+ public:
+  PointwiseEngine(int64_t id, const std::string& name) : Engine(id, name) {
+    caps_.device = DeviceKind::cuda;
+    caps_.sm_lo = 90;  // built for sm_90a with compute_90 PTX: Hopper and later lines
+    caps_.sm_hi = 1299;
+    caps_.dtypes = {DType::f32, DType::f16, DType::bf16};
+    caps_.knobs["block"] = {256, 128, 512};
+  }
+  const plan::Capabilities& capabilities() const override { return caps_; }
+
+  void check_support(const op::Graph&, const plan::Facts& facts,
+                     const DeviceProperties&) const override {
+    const auto* f = dynamic_cast<const engines::PointwiseFacts*>(&facts);
+    PwOp op;
+    if (!f || !f->single_node) throw NotSupported(name() + ": serves one pointwise node");
+    if (!pointwise_op_of(f->op, op)) throw NotSupported(name() + ": no kernel for op " + f->op);
+    if (f->arity != (is_binary(op) ? 2 : 1) || !f->same_dims)
+      throw NotSupported(name() + ": operands must share the output's dims (no broadcasting)");
+    if (!f->uniform_dtype) throw NotSupported(name() + ": operands must share one dtype");
+    if (!f->row_major) throw NotSupported(name() + ": operands must be dense row-major");
+    if (!pointwise_kernel(op, f->io_dtype))
+      throw NotSupported(name() + ": no kernel for " + f->op + " in " +
+                         std::string(dtype_name(f->io_dtype)) + " in this build");
+  }
+
+  std::shared_ptr<const plan::CompiledPlan> build_plan(
+      const op::Graph& graph, const plan::Facts& facts, const plan::PlanConfig& config,
+      const plan::BuildContext& ctx) const override {
+    const auto& f = dynamic_cast<const engines::PointwiseFacts&>(facts);
+    PwOp op;
+    pointwise_op_of(f.op, op);
+    const op::Node node = graph.nodes()[0];
+    const Device device = Device::parse(ctx.device.device);
+    plan::OperandRules rules;
+    const op::Tensor a = node.input("a"), b = node.input("b"), out = node.output("out");
+    for (const op::Tensor& t : {a, b, out})
+      if (t.defined()) rules.add(*ctx.layout, t, device, /*row_major=*/true);
+    const auto block = static_cast<unsigned>(config.knobs.at("block"));
+    const int64_t blocks = std::max<int64_t>(1, (f.numel + block - 1) / block);
+    const auto grid = static_cast<unsigned>(
+        std::min<int64_t>(blocks, std::max(1, ctx.device.multiprocessors) * 32));
+    return std::make_shared<PointwisePlan>(
+        std::move(rules), ctx.layout->index_of(a), b.defined() ? ctx.layout->index_of(b) : -1,
+        ctx.layout->index_of(out), pointwise_kernel(op, f.io_dtype), f.numel, grid, block);
+  }
+
+ private:
+  plan::Capabilities caps_;
+};
+
+}  // namespace
+
+std::unique_ptr<plan::Engine> make_pointwise_engine(int64_t id, const std::string& name) {
+  return std::make_unique<PointwiseEngine>(id, name);
+}
+
+}  // namespace eagle::native

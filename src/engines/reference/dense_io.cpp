@@ -1,0 +1,110 @@
+#include "engines/reference/dense_io.hpp"
+
+#include <cmath>
+
+namespace eagle::reference {
+
+namespace {
+
+// Calls f(T{}) with T the host type of `dtype`.
+template <class F>
+void with_type(DType dtype, const F& f) {
+  switch (dtype) {
+    case DType::f64:
+      return f(double{});
+    case DType::f32:
+      return f(float{});
+    case DType::f16:
+      return f(half{});
+    case DType::bf16:
+      return f(bfloat16{});
+    case DType::i64:
+      return f(int64_t{});
+    case DType::i32:
+      return f(int32_t{});
+    case DType::u32:
+      return f(uint32_t{});
+    case DType::u8:
+      return f(uint8_t{});
+    case DType::boolean:
+      return f(bool{});
+  }
+}
+
+template <class T>
+double load(const T& v) {
+  if constexpr (std::is_same_v<T, half> || std::is_same_v<T, bfloat16>)
+    return static_cast<float>(v);
+  else
+    return static_cast<double>(v);
+}
+
+template <class T>
+T store(double v) {
+  if constexpr (std::is_same_v<T, bool>) {
+    return v != 0;
+  } else if constexpr (std::is_integral_v<T>) {
+    return std::isfinite(v) ? static_cast<T>(std::trunc(v)) : T{};
+  } else if constexpr (std::is_same_v<T, half> || std::is_same_v<T, bfloat16>) {
+    return T(static_cast<float>(v));
+  } else {
+    return static_cast<T>(v);
+  }
+}
+
+// Visits the byte offset (in elements) of every element of `b` in row-major order.
+template <class F>
+void for_each_offset(const plan::OperandBuffer& b, const F& f) {
+  const int64_t n = b.numel();
+  if (n == 0) return;
+  int64_t index[plan::kMaxOperandDims] = {};
+  int64_t offset = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    f(i, offset);
+    for (int d = b.ndim - 1; d >= 0; --d) {
+      offset += b.strides[d];
+      if (++index[d] < b.dims[d]) break;
+      offset -= b.strides[d] * b.dims[d];
+      index[d] = 0;
+    }
+  }
+}
+
+}  // namespace
+
+Dense gather(const plan::OperandBuffer& b) {
+  Dense out(Dims(b.dims, b.dims + b.ndim));
+  with_type(b.dtype, [&](auto zero) {
+    using T = decltype(zero);
+    const T* p = static_cast<const T*>(b.data);
+    for_each_offset(b, [&](int64_t i, int64_t off) { out.data[i] = load(p[off]); });
+  });
+  return out;
+}
+
+void scatter(const Dense& value, const plan::OperandBuffer& b) {
+  with_type(b.dtype, [&](auto zero) {
+    using T = decltype(zero);
+    T* p = static_cast<T*>(b.data);
+    for_each_offset(b, [&](int64_t i, int64_t off) { p[off] = store<T>(value.data[i]); });
+  });
+}
+
+void round_to(Dense& value, DType dtype) {
+  if (dtype == DType::f64) return;
+  with_type(dtype, [&](auto zero) {
+    using T = decltype(zero);
+    for (double& v : value.data) {
+      // NaN stays NaN for floats; integers hold no NaN (store gives 0).
+      v = load(store<T>(v));
+    }
+  });
+}
+
+std::vector<int64_t> as_integers(const Dense& value) {
+  std::vector<int64_t> out(value.data.size());
+  for (std::size_t i = 0; i < out.size(); ++i) out[i] = static_cast<int64_t>(value.data[i]);
+  return out;
+}
+
+}  // namespace eagle::reference

@@ -1,0 +1,167 @@
+// Evaluators of the captured ops: scaled dot-product attention (THD or dense) and the gated
+// delta-rule linear attentions.
+#include <cmath>
+
+#include "eagle/core/error.hpp"
+#include "engines/reference/dense_io.hpp"
+#include "engines/reference/evaluators.hpp"
+#include "engines/reference/math/linear_attention.hpp"
+#include "engines/reference/math/sdpa.hpp"
+
+namespace eagle::reference {
+
+namespace {
+
+// A dense [B, S, heads, dim] tensor viewed as THD [B*S, heads, dim] (the same memory order).
+Dense as_thd(const Dense& x) {
+  if (x.dims.size() != 4) return x;
+  Dense out = x;
+  out.dims = {x.dims[0] * x.dims[1], x.dims[2], x.dims[3]};
+  return out;
+}
+
+// Relabels a THD result back to the dims the node declared.
+void store_as(const op::Node& node, Env& env, const char* port, Dense value) {
+  const op::Tensor t = node.output(port);
+  if (!t.defined()) return;
+  value.dims = t.dims();
+  store(node, env, port, std::move(value));
+}
+
+std::vector<int64_t> uniform_cu(int64_t batch, int64_t len) {
+  std::vector<int64_t> cu(static_cast<std::size_t>(batch + 1));
+  for (int64_t b = 0; b <= batch; ++b) cu[b] = b * len;
+  return cu;
+}
+
+// Row starts of a packed tensor's sequences: its ragged offset (element offsets of each
+// sequence's first row) when it has one, else the cumulative lengths.
+std::vector<int64_t> row_starts(const op::Node& node, const Env& env, const char* port,
+                                const std::vector<int64_t>& cu) {
+  const op::Tensor t = node.input(port);
+  const op::Tensor ragged = t.ragged_offset();
+  if (!ragged.defined()) return {cu.begin(), cu.end() - 1};
+  const std::vector<int64_t> offsets = as_integers(env.values[ragged.index()]);
+  const int64_t row = t.dims()[1] * t.dims()[2];
+  if (offsets.size() != cu.size())
+    throw InvalidArgument(node.name() + ": ragged offset of '" + port + "' has " +
+                          std::to_string(offsets.size()) + " entries; cu_seqlens has " +
+                          std::to_string(cu.size()));
+  std::vector<int64_t> starts;
+  for (std::size_t b = 0; b + 1 < offsets.size(); ++b) {
+    if (offsets[b] % row != 0)
+      throw InvalidArgument(node.name() + ": ragged offset of '" + port + "' entry " +
+                            std::to_string(b) + " = " + std::to_string(offsets[b]) +
+                            " is not a multiple of a row (" + std::to_string(row) + " elements)");
+    starts.push_back(offsets[b] / row);
+  }
+  return starts;
+}
+
+SdpaSequences sdpa_sequences(const op::Node& node, const Env& env) {
+  const op::Dims& q = node.input("q").dims();
+  const op::Dims& k = node.input("k").dims();
+  if (q.size() == 4) {  // dense: every sequence full length
+    return sequences_from_cu_seqlens(uniform_cu(q[0], q[1]), uniform_cu(k[0], k[1]));
+  }
+  const auto cu_q = as_integers(input(node, env, "cu_seqlens_q"));
+  const auto cu_kv = as_integers(input(node, env, "cu_seqlens_kv"));
+  SdpaSequences s = sequences_from_cu_seqlens(cu_q, cu_kv);
+  s.q_start = row_starts(node, env, "q", cu_q);
+  s.kv_start = row_starts(node, env, "k", cu_kv);
+  if (node.input("v").ragged_offset().defined() && row_starts(node, env, "v", cu_kv) != s.kv_start)
+    throw InvalidArgument(node.name() + ": v's ragged offset must place sequences where k's does");
+  return s;
+}
+
+SdpaOptions sdpa_options(const op::Node& node) {
+  const double d = static_cast<double>(node.input("q").dims().back());
+  return {real_attr(node, "scale", 1.0 / std::sqrt(d)), node.attr("causal").as_bool("causal")};
+}
+
+void eval_sdpa(const op::Node& node, Env& env) {
+  SdpaForward r =
+      sdpa_forward(as_thd(input(node, env, "q")), as_thd(input(node, env, "k")),
+                   as_thd(input(node, env, "v")), sdpa_sequences(node, env), sdpa_options(node));
+  store_as(node, env, "o", std::move(r.o));
+  store_as(node, env, "stats", std::move(r.lse));
+}
+
+void eval_sdpa_bwd(const op::Node& node, Env& env) {
+  SdpaBackward r = sdpa_backward(as_thd(input(node, env, "q")), as_thd(input(node, env, "k")),
+                                 as_thd(input(node, env, "v")), as_thd(input(node, env, "o")),
+                                 as_thd(input(node, env, "stats")), as_thd(input(node, env, "d_o")),
+                                 sdpa_sequences(node, env), sdpa_options(node));
+  store_as(node, env, "dq", std::move(r.dq));
+  store_as(node, env, "dk", std::move(r.dk));
+  store_as(node, env, "dv", std::move(r.dv));
+}
+
+bool flag(const op::Node& node, const char* name) {
+  return node.has_attr(name) && node.attr(name).as_bool(name);
+}
+
+struct DeltaCall {
+  DeltaInputs in;
+  DeltaOptions opt;
+};
+
+DeltaCall delta_call(const op::Node& node, const Env& env) {
+  DeltaCall c;
+  c.in.q = &input(node, env, "q");
+  c.in.k = &input(node, env, "k");
+  c.in.v = &input(node, env, "v");
+  c.in.g = &input(node, env, "g");
+  c.in.beta = &input(node, env, "beta");
+  c.in.w = optional_input(node, env, "w");
+  c.in.initial_state = optional_input(node, env, "initial_state");
+  c.in.a_log = optional_input(node, env, "a_log");
+  c.in.dt_bias = optional_input(node, env, "dt_bias");
+  c.in.cu_seqlens = as_integers(input(node, env, "cu_seqlens"));
+  const double k = static_cast<double>(node.input("q").dims().back());
+  c.opt.scale = real_attr(node, "scale", 1.0 / std::sqrt(k));
+  c.opt.use_qk_l2norm = flag(node, "use_qk_l2norm");
+  c.opt.safe_gate = flag(node, "safe_gate");
+  c.opt.use_beta_sigmoid = flag(node, "use_beta_sigmoid");
+  return c;
+}
+
+template <DeltaRule R>
+void eval_delta(const op::Node& node, Env& env) {
+  const DeltaCall c = delta_call(node, env);
+  DeltaForward r = delta_forward(R, c.in, c.opt);
+  store(node, env, "o", std::move(r.o));
+  store(node, env, "final_state", std::move(r.final_state));
+}
+
+template <DeltaRule R>
+void eval_delta_bwd(const op::Node& node, Env& env) {
+  const DeltaCall c = delta_call(node, env);
+  DeltaBackward r = delta_backward(R, c.in, input(node, env, "d_o"),
+                                   optional_input(node, env, "d_final_state"), c.opt);
+  store(node, env, "dq", std::move(r.dq));
+  store(node, env, "dk", std::move(r.dk));
+  store(node, env, "dv", std::move(r.dv));
+  store(node, env, "dg", std::move(r.dg));
+  store(node, env, "dbeta", std::move(r.dbeta));
+  store(node, env, "dw", std::move(r.dw));
+  store(node, env, "d_initial_state", std::move(r.d_initial_state));
+  store(node, env, "d_a_log", std::move(r.d_a_log));
+  store(node, env, "d_dt_bias", std::move(r.d_dt_bias));
+}
+
+}  // namespace
+
+Eval attention_evaluator(const std::string& op) {
+  if (op == "sdpa") return &eval_sdpa;
+  if (op == "sdpa_bwd") return &eval_sdpa_bwd;
+  if (op == "gdn") return &eval_delta<DeltaRule::gdn>;
+  if (op == "gdn_bwd") return &eval_delta_bwd<DeltaRule::gdn>;
+  if (op == "kda") return &eval_delta<DeltaRule::kda>;
+  if (op == "kda_bwd") return &eval_delta_bwd<DeltaRule::kda>;
+  if (op == "gdn2") return &eval_delta<DeltaRule::gdn2>;
+  if (op == "gdn2_bwd") return &eval_delta_bwd<DeltaRule::gdn2>;
+  return nullptr;
+}
+
+}  // namespace eagle::reference

@@ -1,0 +1,192 @@
+// Structured ops: one table entry each, with its own ports, attributes and shape rule.
+#include <algorithm>
+#include <set>
+
+#include "eagle/core/error.hpp"
+#include "op/tables.hpp"
+
+namespace eagle::op::detail {
+
+namespace {
+
+using When = OutputPort::When;
+constexpr DTypeClass kFloat = DTypeClass::floating;
+constexpr DTypeClass kInt = DTypeClass::integer;
+
+// Resolves a possibly negative axis of a rank-`rank` tensor; fails naming the attribute.
+int64_t resolve_axis(const InferContext& ctx, int64_t axis, std::size_t rank, const char* attr) {
+  const auto r = static_cast<int64_t>(rank);
+  if (axis < -r || axis >= r)
+    ctx.fail("x", std::string("attribute ") + attr + " = " + std::to_string(axis) +
+                      " is outside [-" + std::to_string(r) + ", " + std::to_string(r) + ")");
+  return axis < 0 ? axis + r : axis;
+}
+
+void infer_reduction(InferContext& ctx) {
+  const TensorMeta& x = ctx.in("x");
+  static const std::set<std::string> modes = {"sum", "mean", "max", "min", "prod", "l2", "amax"};
+  const std::string& mode = ctx.attr("mode").as_text("reduction: attribute mode");
+  if (!modes.count(mode))
+    ctx.fail("x",
+             "attribute mode '" + mode + "' is not one of sum, mean, max, min, prod, l2, amax");
+  std::vector<bool> reduced(x.dims.size(), false);
+  const auto& axes = ctx.attr("axes").as_ints("reduction: attribute axes");
+  for (int64_t a : axes) {
+    const int64_t axis = resolve_axis(ctx, a, x.dims.size(), "axes");
+    if (reduced[axis]) ctx.fail("x", "attribute axes names axis " + std::to_string(a) + " twice");
+    reduced[axis] = true;
+  }
+  if (axes.empty()) reduced.assign(x.dims.size(), true);
+  const bool keep = ctx.attr("keepdim").as_bool("reduction: attribute keepdim");
+  Dims out;
+  for (std::size_t i = 0; i < x.dims.size(); ++i)
+    if (!reduced[i])
+      out.push_back(x.dims[i]);
+    else if (keep)
+      out.push_back(1);
+  ctx.outputs["y"] = {out, x.dtype};
+}
+
+void infer_softmax(InferContext& ctx) {
+  const TensorMeta& x = ctx.in("x");
+  if (x.dims.empty()) ctx.fail("x", "needs at least one dimension");
+  resolve_axis(ctx, ctx.attr("axis").as_int("softmax: attribute axis"), x.dims.size(), "axis");
+  ctx.outputs["y"] = x;
+}
+
+// Layer norm and RMS norm: x [..., normalized dims]; scale/bias have the normalized dims;
+// statistics have the leading dims.
+void infer_norm(InferContext& ctx, const char* stat_a, const char* stat_b) {
+  const TensorMeta& x = ctx.in("x");
+  const int64_t nd = ctx.attr("normalized_ndim").as_int(ctx.op + ": attribute normalized_ndim");
+  if (nd < 1 || nd > static_cast<int64_t>(x.dims.size()))
+    ctx.fail("x", "attribute normalized_ndim = " + std::to_string(nd) + " must be in [1, rank]");
+  const Dims trailing(x.dims.end() - nd, x.dims.end());
+  const Dims leading(x.dims.begin(), x.dims.end() - nd);
+  for (const char* p : {"scale", "bias"})
+    if (ctx.has(p)) ctx.expect_dims(p, trailing, "the normalized dims of x");
+  if (ctx.attr("epsilon").as_real(ctx.op + ": attribute epsilon") < 0)
+    ctx.fail("x", "attribute epsilon must be >= 0");
+  ctx.outputs["y"] = x;
+  const DType stats = x.dtype == DType::f64 ? DType::f64 : DType::f32;
+  ctx.outputs[stat_a] = {leading, stats};
+  if (stat_b) ctx.outputs[stat_b] = {leading, stats};
+}
+void infer_layer_norm(InferContext& ctx) {
+  infer_norm(ctx, "mean", "inv_variance");
+}
+void infer_rms_norm(InferContext& ctx) {
+  infer_norm(ctx, "inv_rms", nullptr);
+}
+
+void infer_matmul(InferContext& ctx) {
+  const TensorMeta& a = ctx.in("a");
+  const TensorMeta& b = ctx.in("b");
+  if (a.dims.size() < 2) ctx.fail("a", "needs at least 2 dims [..., M, K]");
+  if (b.dims.size() < 2) ctx.fail("b", "needs at least 2 dims [..., K, N]");
+  const int64_t m = a.dims[a.dims.size() - 2], k = a.dims.back();
+  const int64_t n = b.dims.back();
+  if (b.dims[b.dims.size() - 2] != k)
+    ctx.fail("b", "inner dimension must equal a's last dimension " + std::to_string(k));
+  Dims batch = broadcast(ctx, "b", Dims(a.dims.begin(), a.dims.end() - 2),
+                         Dims(b.dims.begin(), b.dims.end() - 2));
+  batch.push_back(m);
+  batch.push_back(n);
+  if (ctx.has("bias") && broadcast(ctx, "bias", batch, ctx.in("bias").dims) != batch)
+    ctx.fail("bias", "must broadcast to the result " + dims_str(batch));
+  ctx.outputs["c"] = {batch, a.dtype};
+}
+
+void infer_embedding(InferContext& ctx) {
+  const TensorMeta& table = ctx.in("table");
+  ctx.expect_rank("table", 2, "[V, D]");
+  Dims out = ctx.in("ids").dims;
+  out.push_back(table.dims[1]);
+  ctx.outputs["y"] = {out, table.dtype};
+}
+
+void infer_cross_entropy(InferContext& ctx) {
+  ctx.expect_rank("logits", 2, "[N, C]");
+  const int64_t n = ctx.in("logits").dims[0];
+  ctx.expect_dims("targets", {n}, "[N]");
+  const std::string& red = ctx.attr("reduction").as_text("cross_entropy: attribute reduction");
+  if (red != "none" && red != "sum" && red != "mean")
+    ctx.fail("logits", "attribute reduction '" + red + "' is not one of none, sum, mean");
+  const double ls = ctx.attr("label_smoothing").as_real("cross_entropy: attribute label_smoothing");
+  if (ls < 0 || ls > 1) ctx.fail("logits", "attribute label_smoothing must be in [0, 1]");
+  const DType dt = ctx.in("logits").dtype == DType::f64 ? DType::f64 : DType::f32;
+  ctx.outputs["loss"] = {red == "none" ? Dims{n} : Dims{}, dt};
+  ctx.outputs["lse"] = {{n}, dt};
+}
+
+std::vector<AttrSpec> norm_attrs() {
+  return {{"epsilon", AttrType::real, Attr(1e-5)},
+          {"normalized_ndim", AttrType::integer, Attr(1)},
+          {"training", AttrType::boolean, Attr(false)}};
+}
+
+}  // namespace
+
+const std::vector<OpSchema>& structured_ops() {
+  static const std::vector<OpSchema> ops = {
+      {"reduction",
+       OpKind::structured,
+       {{"x", true, DTypeClass::any}},
+       {{"y"}},
+       {{"mode", AttrType::text, std::nullopt, true},
+        {"axes", AttrType::integers, Attr(std::vector<int64_t>{})},
+        {"keepdim", AttrType::boolean, Attr(false)}},
+       &infer_reduction,
+       "sum, mean, max, min, prod, l2 or amax over `axes` (all when empty)"},
+      {"softmax",
+       OpKind::structured,
+       {{"x", true, kFloat}},
+       {{"y"}},
+       {{"axis", AttrType::integer, Attr(-1)}, {"log", AttrType::boolean, Attr(false)}},
+       &infer_softmax,
+       "softmax (log softmax when log) along `axis`"},
+      {"layer_norm",
+       OpKind::structured,
+       {{"x", true, kFloat}, {"scale", false, kFloat}, {"bias", false, kFloat}},
+       {{"y"},
+        {"mean", When::attr_true, "training"},
+        {"inv_variance", When::attr_true, "training"}},
+       norm_attrs(),
+       &infer_layer_norm,
+       "(x - mean) / sqrt(var + epsilon) * scale + bias over the trailing normalized_ndim dims"},
+      {"rms_norm",
+       OpKind::structured,
+       {{"x", true, kFloat}, {"scale", false, kFloat}, {"bias", false, kFloat}},
+       {{"y"}, {"inv_rms", When::attr_true, "training"}},
+       norm_attrs(),
+       &infer_rms_norm,
+       "x / sqrt(mean(x^2) + epsilon) * scale + bias"},
+      {"matmul",
+       OpKind::structured,
+       {{"a", true, kFloat}, {"b", true, kFloat}, {"bias", false, kFloat}},
+       {{"c"}},
+       {},
+       &infer_matmul,
+       "a [..., M, K] @ b [..., K, N] (+ bias), batch dims broadcast"},
+      {"embedding",
+       OpKind::structured,
+       {{"table", true, kFloat}, {"ids", true, kInt}},
+       {{"y"}},
+       {},
+       &infer_embedding,
+       "rows of table [V, D] picked by ids; an id outside [0, V) yields NaN"},
+      {"cross_entropy",
+       OpKind::structured,
+       {{"logits", true, kFloat}, {"targets", true, kInt}},
+       {{"loss"}, {"lse", When::attr_true, "output_lse"}},
+       {{"ignore_index", AttrType::integer, Attr(-100)},
+        {"label_smoothing", AttrType::real, Attr(0.0)},
+        {"reduction", AttrType::text, Attr("mean")},
+        {"output_lse", AttrType::boolean, Attr(false)}},
+       &infer_cross_entropy,
+       "softmax cross entropy of logits [N, C] against integer targets [N]"},
+  };
+  return ops;
+}
+
+}  // namespace eagle::op::detail

@@ -1,0 +1,72 @@
+#include "eagle/plan/operand_rules.hpp"
+
+#include <cstring>
+
+#include "eagle/core/error.hpp"
+
+namespace eagle::plan {
+
+void OperandRules::add(const OperandLayout& layout, const op::Tensor& tensor, Device device,
+                       bool row_major, bool optional) {
+  Rule r{layout.index_of(tensor),
+         tensor.dtype(),
+         0,
+         {},
+         device,
+         row_major,
+         optional,
+         tensor.uid(),
+         tensor.name()};
+  const op::Dims& dims = tensor.dims();
+  if (dims.size() > static_cast<std::size_t>(kMaxOperandDims))
+    throw NotSupported("tensor '" + tensor.name() + "' has more than " +
+                       std::to_string(kMaxOperandDims) + " dims");
+  r.ndim = static_cast<int32_t>(dims.size());
+  for (std::size_t i = 0; i < dims.size(); ++i) r.dims[i] = dims[i];
+  rules_.push_back(std::move(r));
+}
+
+namespace {
+// Which rule part a buffer breaks, or nullptr.
+template <class Rule>
+const char* broken(const Rule& r, const OperandBuffer& b) noexcept {
+  if (!b.filled()) return r.optional ? nullptr : "no buffer was passed for it";
+  if (b.dtype != r.dtype) return "its dtype differs from the declared one";
+  if (b.ndim != r.ndim || std::memcmp(b.dims, r.dims, sizeof(int64_t) * r.ndim) != 0)
+    return "its dims differ from those the plan was built for";
+  if (b.device != r.device) return "it lives on another device than the plan's";
+  if (r.row_major && !b.row_major()) return "this plan needs it dense and row-major";
+  if (!b.data && b.numel() > 0) return "its data pointer is null";
+  return nullptr;
+}
+}  // namespace
+
+bool OperandRules::match(const OperandBuffer* operands) const noexcept {
+  for (const Rule& r : rules_)
+    if (broken(r, operands[r.position])) return false;
+  return true;
+}
+
+void OperandRules::explain(const OperandBuffer* operands) const {
+  for (const Rule& r : rules_) {
+    const OperandBuffer& b = operands[r.position];
+    if (const char* why = broken(r, b)) {
+      OperandBuffer want{};
+      want.dtype = r.dtype;
+      want.ndim = r.ndim;
+      std::memcpy(want.dims, r.dims, sizeof(r.dims));
+      want.device = r.device;
+      throw InvalidArgument("execute: operand '" + r.name + "' (uid " + std::to_string(r.uid) +
+                            ", position " + std::to_string(r.position) + "): " + why +
+                            " (expected " + describe(want) + ", got " + describe(b) + ")");
+    }
+  }
+}
+
+int OperandRules::position_of(const op::Tensor& tensor) const {
+  for (const Rule& r : rules_)
+    if (r.uid == tensor.uid()) return r.position;
+  return -1;
+}
+
+}  // namespace eagle::plan

@@ -1,0 +1,137 @@
+// A planned operation recorded in a graph: the planner picks the engine when the graph is built,
+// the graph runs whatever the plan launches, bind swaps its arrays, and eager launch works too.
+#include <cmath>
+
+#include "eagle/engines/builtin.hpp"
+#include "eagle/engines/planned_kernel.hpp"
+#include "test_util.hpp"
+
+namespace eagle::test {
+namespace {
+
+constexpr int64_t kN = 257;
+
+// y = relu(a * b + c): three nodes, two virtual intermediates.
+op::Graph fused_graph() {
+  op::Graph g("relu_fma");
+  const op::Tensor a = g.tensor({"a", {kN}, DType::f32});
+  const op::Tensor b = g.tensor({"b", {kN}, DType::f32});
+  const op::Tensor c = g.tensor({"c", {kN}, DType::f32});
+  g.pointwise("relu", g.pointwise("add", g.pointwise("mul", a, b), c))
+      .set_output(true)
+      .set_name("y");
+  return g;
+}
+
+std::vector<double> relu_fma(const Array& a, const Array& b, const Array& c) {
+  const auto av = a.to_vector<double>(), bv = b.to_vector<double>(), cv = c.to_vector<double>();
+  std::vector<double> y(av.size());
+  for (std::size_t i = 0; i < y.size(); ++i)
+    y[i] = std::max(0.0, static_cast<double>(static_cast<float>(av[i] * bv[i])) + cv[i]);
+  return y;
+}
+
+class PlannedCall : public OnDevice {};
+EAGLE_ON_EVERY_DEVICE(PlannedCall);
+
+TEST_P(PlannedCall, KernelParametersAreTheGraphOperands) {
+  const Kernel k = engines::planned_kernel(fused_graph());
+  EXPECT_EQ(k.name(), "relu_fma");
+  ASSERT_EQ(k.def().arrays.size(), 4u);
+  EXPECT_EQ(k.def().arrays[0].name, "a");
+  EXPECT_EQ(k.def().arrays[2].name, "c");
+  EXPECT_EQ(k.def().arrays[3].name, "y");
+  EXPECT_EQ(k.def().arrays[3].access, Access::write);
+  EXPECT_EQ(k.num_inputs(), 3);
+  EXPECT_EQ(k.num_outputs(), 1);
+}
+
+TEST_P(PlannedCall, RecordedOpRunsInAGraphAndFollowsBind) {
+  const Kernel k = engines::planned_kernel(fused_graph());
+  const Array a = random_array({kN}, DType::f32, device());
+  const Array b = random_array({kN}, DType::f32, device());
+  const Array c = random_array({kN}, DType::f32, device());
+  Graph g = Graph::record([&](Recorder& r) {
+    const Value av = r.param("a", a), bv = r.param("b", b), cv = r.param("c", c);
+    const Value y = r.call(k, {av, bv, cv});
+    r.result(r.call(kernels::scale(), {y, 2.0}));  // an ordinary kernel reads the planned output
+  });
+  g.build(device());
+  auto want = relu_fma(a, b, c);
+  for (double& v : want) v *= 2;
+  EXPECT_CLOSE(g()[0].to_vector<double>(), want, 1e-6);
+
+  const Array a2 = random_array({kN}, DType::f32, device());
+  g.set_warning_handler([](const std::string&) {});
+  g.bind("a", a2);
+  want = relu_fma(a2, b, c);
+  for (double& v : want) v *= 2;
+  EXPECT_CLOSE(g()[0].to_vector<double>(), want, 1e-6);
+}
+
+TEST_P(PlannedCall, EagerLaunchRunsThePlan) {
+  const Kernel k = engines::planned_kernel(fused_graph());
+  const Array a = random_array({kN}, DType::f32, device());
+  const Array b = random_array({kN}, DType::f32, device());
+  const Array c = random_array({kN}, DType::f32, device());
+  const Stream stream(device());
+  const ThreadTeam team(1);
+  const auto out = launch(k, {a, b, c}, {}, stream, team);
+  stream.synchronize();
+  EXPECT_CLOSE(out[0].to_vector<double>(), relu_fma(a, b, c), 1e-6);
+}
+
+TEST_P(PlannedCall, SingleKernelOpAddsNoNode) {
+  op::Graph og("add");
+  const op::Tensor a = og.tensor({"a", {kN}, DType::f32});
+  const op::Tensor b = og.tensor({"b", {kN}, DType::f32});
+  og.pointwise("add", a, b).set_output(true);
+  const Kernel k = engines::planned_kernel(og);
+  const Array x = random_array({kN}, DType::f32, device());
+  const Array y = random_array({kN}, DType::f32, device());
+  Graph g = Graph::record([&](Recorder& r) {
+    r.result(r.call(k, {r.param("x", x), r.param("y", y)}));
+  });
+  g.build(device());
+  EXPECT_EQ(g.native_node_count(), 1);
+  const auto xv = x.to_vector<double>(), yv = y.to_vector<double>();
+  std::vector<double> want(xv.size());
+  for (std::size_t i = 0; i < want.size(); ++i) want[i] = xv[i] + yv[i];
+  EXPECT_CLOSE(g()[0].to_vector<double>(), want, 1e-6);
+}
+
+TEST(PlannedCallErrors, ArgumentsMustMatchTheDeclaredOperands) {
+  const Kernel k = engines::planned_kernel(fused_graph());
+  const Array wrong = random_array({kN + 1}, DType::f32, Device::cpu());
+  const Array ok = random_array({kN}, DType::f32, Device::cpu());
+  expect_throw_with<InvalidArgument>(
+      [&] {
+        Graph::record([&](Recorder& r) {
+          r.call(k, {r.param("a", wrong), r.param("b", ok), r.param("c", ok)});
+        });
+      },
+      {"argument 'a'"});
+  const Array f64 = random_array({kN}, DType::f64, Device::cpu());
+  expect_throw_with<InvalidArgument>(
+      [&] {
+        const Stream s(Device::cpu());
+        const ThreadTeam team(1);
+        launch(k, {ok, f64, ok}, {}, s, team);
+      },
+      {"argument 'b'"});
+}
+
+TEST(PlannedCallErrors, TheTemplateGraphStaysUnplanned) {
+  op::Graph g = fused_graph();
+  const Kernel k = engines::planned_kernel(g);
+  const Array x = random_array({kN}, DType::f32, Device::cpu());
+  Graph graph = Graph::record([&](Recorder& r) {
+    r.result(r.call(k, {r.param("a", x), r.param("b", x), r.param("c", x)}));
+  });
+  graph.build(Device::cpu());
+  EXPECT_FALSE(g.frozen());  // each device planned its own copy
+  EXPECT_NO_THROW(engines::create_execution_plans(g, Device::cpu()).build_plans());
+}
+
+}  // namespace
+}  // namespace eagle::test
