@@ -58,7 +58,13 @@ const std::vector<int64_t>& Attr::as_ints(const std::string& what) const {
   return std::get<std::vector<int64_t>>(value_);
 }
 DType Attr::as_dtype(const std::string& what) const {
-  if (type() == AttrType::text) return dtype_from_name(std::get<std::string>(value_));
+  if (type() == AttrType::text) {
+    try {
+      return dtype_from_name(std::get<std::string>(value_));
+    } catch (const InvalidArgument& e) {
+      throw InvalidArgument(what + ": " + e.what());  // name the attribute, not only the text
+    }
+  }
   if (type() != AttrType::dtype) wrong_type(what, AttrType::dtype, type());
   return std::get<DType>(value_);
 }

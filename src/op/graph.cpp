@@ -331,7 +331,11 @@ Tensor Graph::tensor(const TensorSpec& spec) {
   check_mutable(*state_, what);
   check_dims(what, spec.dims, spec.strides);
   TensorRec t;
-  t.name = spec.name.empty() ? "t" + std::to_string(state_->tensors.size()) : spec.name;
+  t.name = spec.name;
+  if (t.name.empty()) {
+    t.name = "t";
+    t.name += std::to_string(state_->tensors.size());  // (not "t" + ...: g++ 12 warns falsely)
+  }
   t.dtype = spec.dtype;
   t.dims = spec.dims;
   t.strides = spec.strides.empty() ? row_major(spec.dims) : spec.strides;

@@ -52,7 +52,13 @@ void check_hook_result(const ExecutionPlans::State& s, const std::vector<const E
     for (std::size_t j = 0; j < i; ++j)
       if (plans[j].same_config(p))
         throw std::logic_error(who + "lists " + plan_name(*s.manifest, p) + " twice");
-    if (const Engine* e = s.manifest->engine(p.engine_id)) {
+    const Engine* e = nullptr;
+    try {
+      e = s.manifest->engine(p.engine_id);
+    } catch (const InvalidArgument& unknown) {  // an id no one holds: the hook's bug
+      throw std::logic_error(who + "names " + unknown.what());
+    }
+    if (e) {
       bool on_offer = false;
       for (const Engine* o : offered) on_offer = on_offer || o == e;
       if (!on_offer) throw std::logic_error(who + "names engine " + e->name() + ", not on offer");

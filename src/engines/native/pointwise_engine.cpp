@@ -76,11 +76,13 @@ class PointwiseEngine : public plan::Engine {
   }
   const plan::Capabilities& capabilities() const override { return caps_; }
 
-  void check_support(const op::Graph&, const plan::Facts& facts,
+  void check_support(const op::Graph& graph, const plan::Facts& facts,
                      const DeviceProperties&) const override {
     const auto* f = dynamic_cast<const engines::PointwiseFacts*>(&facts);
     PwOp op;
     if (!f || !f->single_node) throw NotSupported(name() + ": serves one pointwise node");
+    if (graph.nodes()[0].output("out").is_virtual())
+      throw NotSupported(name() + ": the output is virtual (set_output(true) to receive it)");
     if (!pointwise_op_of(f->op, op)) throw NotSupported(name() + ": no kernel for op " + f->op);
     if (f->arity != (is_binary(op) ? 2 : 1) || !f->same_dims)
       throw NotSupported(name() + ": operands must share the output's dims (no broadcasting)");

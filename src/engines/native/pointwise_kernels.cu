@@ -61,8 +61,11 @@ __global__ void pointwise_kernel_impl(const T* a, const T* b, T* out, int64_t n)
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += stride) {
-    const float y = is_binary(Op) ? apply<Op>(to_f(a[i]), to_f(b[i])) : apply<Op>(to_f(a[i]), 0.f);
-    out[i] = from_f<T>(y);
+    if constexpr (is_binary(Op)) {
+      out[i] = from_f<T>(apply<Op>(to_f(a[i]), to_f(b[i])));
+    } else {
+      out[i] = from_f<T>(apply<Op>(to_f(a[i]), 0.f));
+    }
   }
 }
 

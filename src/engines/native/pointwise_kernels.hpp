@@ -30,7 +30,7 @@ enum class PwOp : uint8_t {
   square,
   identity  // unary
 };
-inline bool is_binary(PwOp op) {
+constexpr bool is_binary(PwOp op) {
   return op <= PwOp::min;
 }
 // The op for an IR op name; false when these kernels do not have it.

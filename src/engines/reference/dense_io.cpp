@@ -74,6 +74,13 @@ void for_each_offset(const plan::OperandBuffer& b, const F& f) {
 
 Dense gather(const plan::OperandBuffer& b) {
   Dense out(Dims(b.dims, b.dims + b.ndim));
+  if (b.dtype == DType::boolean) {
+    // Read as bytes: boolean storage from DLPack or wrap may hold any non-zero byte for true,
+    // and loading such a byte as a bool is undefined.
+    const auto* p = static_cast<const uint8_t*>(b.data);
+    for_each_offset(b, [&](int64_t i, int64_t off) { out.data[i] = p[off] != 0 ? 1.0 : 0.0; });
+    return out;
+  }
   with_type(b.dtype, [&](auto zero) {
     using T = decltype(zero);
     const T* p = static_cast<const T*>(b.data);

@@ -20,6 +20,14 @@ Dense as_thd(const Dense& x) {
   return out;
 }
 
+// Dense statistics [B, S, heads] viewed as THD [B*S, heads]; THD statistics stay as they are.
+Dense stats_as_thd(const op::Node& node, const Dense& x) {
+  if (node.input("q").dims().size() != 4 || x.dims.size() != 3) return x;
+  Dense out = x;
+  out.dims = {x.dims[0] * x.dims[1], x.dims[2]};
+  return out;
+}
+
 // Relabels a THD result back to the dims the node declared.
 void store_as(const op::Node& node, Env& env, const char* port, Dense value) {
   const op::Tensor t = node.output(port);
@@ -34,28 +42,49 @@ std::vector<int64_t> uniform_cu(int64_t batch, int64_t len) {
   return cu;
 }
 
+// The tensor at `port`, an input or an output of the node, or an undefined Tensor.
+op::Tensor port_tensor(const op::Node& node, const char* port) {
+  const op::Tensor t = node.input(port);
+  return t.defined() ? t : node.output(port);
+}
+
 // Row starts of a packed tensor's sequences: its ragged offset (element offsets of each
 // sequence's first row) when it has one, else the cumulative lengths.
 std::vector<int64_t> row_starts(const op::Node& node, const Env& env, const char* port,
                                 const std::vector<int64_t>& cu) {
-  const op::Tensor t = node.input(port);
+  const op::Tensor t = port_tensor(node, port);
   const op::Tensor ragged = t.ragged_offset();
   if (!ragged.defined()) return {cu.begin(), cu.end() - 1};
   const std::vector<int64_t> offsets = as_integers(env.values[ragged.index()]);
-  const int64_t row = t.dims()[1] * t.dims()[2];
+  int64_t row = 1;  // elements per row: [T, heads, dim] or statistics [T, heads]
+  for (std::size_t i = 1; i < t.dims().size(); ++i) row *= t.dims()[i];
   if (offsets.size() != cu.size())
     throw InvalidArgument(node.name() + ": ragged offset of '" + port + "' has " +
                           std::to_string(offsets.size()) + " entries; cu_seqlens has " +
                           std::to_string(cu.size()));
   std::vector<int64_t> starts;
   for (std::size_t b = 0; b + 1 < offsets.size(); ++b) {
-    if (offsets[b] % row != 0)
+    if (row == 0 || offsets[b] % row != 0)
       throw InvalidArgument(node.name() + ": ragged offset of '" + port + "' entry " +
                             std::to_string(b) + " = " + std::to_string(offsets[b]) +
                             " is not a multiple of a row (" + std::to_string(row) + " elements)");
     starts.push_back(offsets[b] / row);
   }
   return starts;
+}
+
+// The math reads and writes every tensor at its anchor's rows (q's for o, stats, d_o and dq;
+// k's for v, dk and dv): a tensor without a ragged offset follows its anchor, and one whose own
+// ragged offset places it elsewhere is refused rather than silently read or written at the
+// anchor's rows.
+void expect_anchor_rows(const op::Node& node, const Env& env, const char* port,
+                        const std::vector<int64_t>& cu, const std::vector<int64_t>& starts,
+                        const char* anchor) {
+  const op::Tensor t = port_tensor(node, port);
+  if (!t.defined() || !t.ragged_offset().defined()) return;
+  if (row_starts(node, env, port, cu) != starts)
+    throw InvalidArgument(node.name() + ": " + port +
+                          "'s ragged offset must place sequences where " + anchor + "'s does");
 }
 
 SdpaSequences sdpa_sequences(const op::Node& node, const Env& env) {
@@ -69,8 +98,10 @@ SdpaSequences sdpa_sequences(const op::Node& node, const Env& env) {
   SdpaSequences s = sequences_from_cu_seqlens(cu_q, cu_kv);
   s.q_start = row_starts(node, env, "q", cu_q);
   s.kv_start = row_starts(node, env, "k", cu_kv);
-  if (node.input("v").ragged_offset().defined() && row_starts(node, env, "v", cu_kv) != s.kv_start)
-    throw InvalidArgument(node.name() + ": v's ragged offset must place sequences where k's does");
+  for (const char* port : {"o", "stats", "d_o", "dq"})
+    expect_anchor_rows(node, env, port, cu_q, s.q_start, "q");
+  for (const char* port : {"v", "dk", "dv"})
+    expect_anchor_rows(node, env, port, cu_kv, s.kv_start, "k");
   return s;
 }
 
@@ -88,10 +119,10 @@ void eval_sdpa(const op::Node& node, Env& env) {
 }
 
 void eval_sdpa_bwd(const op::Node& node, Env& env) {
-  SdpaBackward r = sdpa_backward(as_thd(input(node, env, "q")), as_thd(input(node, env, "k")),
-                                 as_thd(input(node, env, "v")), as_thd(input(node, env, "o")),
-                                 as_thd(input(node, env, "stats")), as_thd(input(node, env, "d_o")),
-                                 sdpa_sequences(node, env), sdpa_options(node));
+  SdpaBackward r = sdpa_backward(
+      as_thd(input(node, env, "q")), as_thd(input(node, env, "k")), as_thd(input(node, env, "v")),
+      as_thd(input(node, env, "o")), stats_as_thd(node, input(node, env, "stats")),
+      as_thd(input(node, env, "d_o")), sdpa_sequences(node, env), sdpa_options(node));
   store_as(node, env, "dq", std::move(r.dq));
   store_as(node, env, "dk", std::move(r.dk));
   store_as(node, env, "dv", std::move(r.dv));

@@ -89,12 +89,15 @@ class ReferenceEngine : public plan::Engine {
     for (const op::Node& n : graph.nodes())
       if (!evaluator_for(n.op()))
         throw NotSupported(name() + ": op '" + n.op() + "' has no reference evaluator");
-    for (const op::Tensor& t : graph.tensors()) {
-      if (!t.ragged_offset().defined()) continue;
-      for (const op::Node& n : graph.nodes())
-        if (n.op() != "sdpa" && n.op() != "sdpa_bwd")
-          throw NotSupported(name() + ": tensor '" + t.name() +
-                             "' has a ragged offset; only sdpa and sdpa_bwd read ragged offsets");
+    // Only sdpa and sdpa_bwd place sequences by ragged offsets: any other node reading or
+    // writing a ragged tensor would see it as dense. Nodes that do not touch one are fine.
+    for (const op::Node& n : graph.nodes()) {
+      if (n.op() == "sdpa" || n.op() == "sdpa_bwd") continue;
+      for (const op::Ports& ports : {n.inputs(), n.outputs()})
+        for (const auto& [port, t] : ports)
+          if (t.ragged_offset().defined())
+            throw NotSupported(name() + ": tensor '" + t.name() + "' has a ragged offset; only " +
+                               "sdpa and sdpa_bwd read ragged offsets, not " + n.op());
     }
   }
 

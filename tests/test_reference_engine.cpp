@@ -1,0 +1,1776 @@
+// The reference engine end to end through planning: graphs are planned for the CPU, built,
+// executed with a variant pack, and their outputs (poisoned first) are checked against
+// hand-computed values and float64 formulas written here, never against the reference math the
+// engine itself calls.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <limits>
+#include <map>
+#include <numbers>
+#include <optional>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "eagle/engines/builtin.hpp"
+#include "eagle/op/graph.hpp"
+#include "eagle/plan/plans.hpp"
+#include "test_util.hpp"
+
+namespace eagle {
+namespace {
+
+using op::Attrs;
+using op::Graph;
+using op::Ports;
+using op::Tensor;
+using test::expect_throw_with;
+using test::from_doubles;
+using test::poison;
+using test::random_values;
+using test::rel_error;
+using test::tolerance;
+
+const Device kCpu = Device::cpu();
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+// ---- helpers -------------------------------------------------------------------------------
+
+Tensor input(Graph& g, const std::string& name, const op::Dims& dims, DType dtype = DType::f32) {
+  return g.tensor({name, dims, dtype});
+}
+
+// Plans `g` for the CPU and builds the first plan that builds.
+plan::ExecutionPlans build(const Graph& g) {
+  plan::ExecutionPlans plans = engines::create_execution_plans(g, kCpu);
+  plans.build_plans();
+  return plans;
+}
+
+using Bindings = std::vector<std::pair<Tensor, Array>>;
+
+plan::VariantPack pack_of(const plan::ExecutionPlans& plans, const Bindings& bindings) {
+  plan::VariantPack pack(plans.layout());
+  for (const auto& [t, a] : bindings) pack.set(t, plan::Operand(a));
+  return pack;
+}
+
+void execute(const plan::ExecutionPlans& plans, const Bindings& bindings) {
+  plans.execute(pack_of(plans, bindings), {});
+}
+
+// A fresh output array for `t`, poisoned so unwritten elements show.
+Array poisoned(const Tensor& t) {
+  Array a = Array::empty(t.dims(), t.dtype(), kCpu);
+  poison(a);
+  return a;
+}
+
+// An output array for `t` filled with a finite sentinel (tells "untouched" from a written NaN).
+Array sentinel(const Tensor& t, double value = 777.0) {
+  Array a = Array::empty(t.dims(), t.dtype(), kCpu);
+  a.copy_from(from_doubles(std::vector<double>(static_cast<std::size_t>(a.numel()), value),
+                           a.shape(), a.dtype(), kCpu));
+  return a;
+}
+
+Array array(const std::vector<double>& v, const Shape& shape, DType dtype = DType::f32) {
+  return from_doubles(v, shape, dtype, kCpu);
+}
+
+int64_t numel(const Shape& shape) {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+// Fresh random values in [lo, hi) as an array of `dtype`.
+Array random(const Shape& shape, double lo = -1.0, double hi = 1.0, DType dtype = DType::f32) {
+  return array(random_values(static_cast<std::size_t>(numel(shape)), lo, hi), shape, dtype);
+}
+
+std::vector<double> values(const Array& a) {
+  return a.to_vector<double>();
+}
+
+// Every element within `tol` relative to max(1, |want|); NaN only where NaN is wanted.
+void expect_near_all(const std::vector<double>& got, const std::vector<double>& want, double tol) {
+  ASSERT_EQ(got.size(), want.size());
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    if (std::isnan(want[i])) {
+      EXPECT_TRUE(std::isnan(got[i])) << "element " << i << ": got " << got[i] << ", want NaN";
+      continue;
+    }
+    if (std::isinf(want[i])) {
+      EXPECT_EQ(got[i], want[i]) << "element " << i;
+      continue;
+    }
+    EXPECT_LE(std::fabs(got[i] - want[i]), tol * std::max(1.0, std::fabs(want[i])))
+        << "element " << i << ": got " << got[i] << ", want " << want[i];
+  }
+}
+
+bool all_equal(const Array& a, double value) {
+  for (double x : values(a))
+    if (x != value) return false;
+  return true;
+}
+
+bool all_finite(const Array& a) {
+  for (double x : values(a))
+    if (!std::isfinite(x)) return false;
+  return true;
+}
+
+double sigmoid(double x) {
+  return 1.0 / (1.0 + std::exp(-x));
+}
+double softplus(double x) {
+  return std::log1p(std::exp(x));
+}
+
+// ---- plan list and families ----------------------------------------------------------------
+
+// The family `g` is classified into, checking that the reference engine is the entry that
+// builds and that it is the family's slot 0.
+void expect_reference_plan(const Graph& g, const std::string& family) {
+  SCOPED_TRACE(family);
+  plan::ExecutionPlans plans = engines::create_execution_plans(g, kCpu);
+  EXPECT_EQ(plans.family(), family);
+  ASSERT_GE(plans.count(), 1);
+  const int built = plans.build_plans();
+  EXPECT_EQ(plans.name_at(built), "reference");
+  EXPECT_EQ(plans.at(built).engine_id, engines::builtin_manifest().engine_id(family, 0));
+  EXPECT_TRUE(plans.at(built).knobs.empty());
+  EXPECT_EQ(plans.selected(), built);
+  // Nothing before it: every earlier entry declined.
+  EXPECT_EQ(plans.declines().size(), static_cast<std::size_t>(built));
+}
+
+TEST(ReferenceEnginePlanning, PointwiseCpuPlanListStartsWithTheReference) {
+  for (plan::HeurMode mode : {plan::HeurMode::A, plan::HeurMode::FALLBACK,
+                              plan::HeurMode::OPENSOURCE}) {
+    Graph g("pw");
+    Tensor a = input(g, "a", {2, 3}), b = input(g, "b", {2, 3});
+    g.pointwise("add", a, b).set_output(true);
+    plan::ExecutionPlans plans = engines::create_execution_plans(g, kCpu, {mode});
+    EXPECT_EQ(plans.family(), "pointwise");
+    ASSERT_GE(plans.count(), 1);
+    // On the CPU no native (CUDA) entry is listed: the reference is first and builds.
+    EXPECT_EQ(plans.name_at(0), "reference");
+    EXPECT_EQ(plans.at(0).engine_id, engines::builtin_manifest().engine_id("pointwise", 0));
+    EXPECT_EQ(plans.build_plans(), 0);
+    EXPECT_TRUE(plans.is_built(0));
+    EXPECT_EQ(plans.workspace_size(), 0u);
+    EXPECT_NE(plans.describe().find("reference"), std::string::npos);
+  }
+}
+
+TEST(ReferenceEnginePlanning, EveryFamilyClassifiesAndBuildsTheReference) {
+  {
+    Graph g("pw2");
+    Tensor x = input(g, "x", {4});
+    Tensor y = g.pointwise("exp", x);
+    g.op("reduction", {{"x", y}}, {{"mode", "sum"}}).at("y").set_output(true);
+    expect_reference_plan(g, "pointwise");
+  }
+  {
+    Graph g("gemm");
+    g.matmul(input(g, "a", {2, 3}), input(g, "b", {3, 4})).set_output(true);
+    expect_reference_plan(g, "gemm");
+  }
+  for (const char* op : {"softmax", "layer_norm", "rms_norm"}) {
+    Graph g(op);
+    g.op(op, {{"x", input(g, "x", {2, 8})}}).at("y").set_output(true);
+    expect_reference_plan(g, "normalization");
+  }
+  {
+    Graph g("embedding");
+    g.op("embedding", {{"table", input(g, "table", {5, 3})},
+                       {"ids", input(g, "ids", {4}, DType::i32)}})
+        .at("y")
+        .set_output(true);
+    expect_reference_plan(g, "embedding");
+  }
+  {
+    Graph g("loss");
+    g.op("cross_entropy", {{"logits", input(g, "logits", {4, 5})},
+                           {"targets", input(g, "targets", {4}, DType::i64)}})
+        .at("loss")
+        .set_output(true);
+    expect_reference_plan(g, "loss");
+  }
+  const auto sdpa_ports = [](Graph& g) {
+    return Ports{{"q", input(g, "q", {5, 2, 4})},
+                 {"k", input(g, "k", {6, 2, 4})},
+                 {"v", input(g, "v", {6, 2, 4})},
+                 {"cu_seqlens_q", input(g, "cu_q", {3}, DType::i32)},
+                 {"cu_seqlens_kv", input(g, "cu_kv", {3}, DType::i32)}};
+  };
+  {
+    Graph g("sdpa");
+    g.op("sdpa", sdpa_ports(g)).at("o").set_output(true);
+    expect_reference_plan(g, "sdpa");
+  }
+  {
+    Graph g("sdpa_bwd");
+    Ports p = sdpa_ports(g);
+    p.emplace_back("o", input(g, "o", {5, 2, 4}));
+    p.emplace_back("d_o", input(g, "d_o", {5, 2, 4}));
+    p.emplace_back("stats", input(g, "stats", {5, 2}));
+    for (auto& [port, t] : g.op("sdpa_bwd", p)) t.set_output(true);
+    expect_reference_plan(g, "sdpa_bwd");
+  }
+  for (const std::string rule : {"gdn", "kda", "gdn2"}) {
+    for (bool bwd : {false, true}) {
+      Graph g(rule + (bwd ? "_bwd" : ""));
+      const op::Dims gate = rule == "gdn" ? op::Dims{4, 2} : op::Dims{4, 2, 3};
+      Ports p = {{"q", input(g, "q", {4, 1, 3})},
+                 {"k", input(g, "k", {4, 1, 3})},
+                 {"v", input(g, "v", {4, 2, 2})},
+                 {"g", input(g, "g", gate)},
+                 {"beta", input(g, "beta", rule == "gdn2" ? op::Dims{4, 2, 3} : op::Dims{4, 2})},
+                 {"cu_seqlens", input(g, "cu", {2}, DType::i32)}};
+      if (rule == "gdn2") p.emplace_back("w", input(g, "w", {4, 2, 2}));
+      if (bwd) p.emplace_back("d_o", input(g, "d_o", {4, 2, 2}));
+      for (auto& [port, t] : g.op(rule + (bwd ? "_bwd" : ""), p)) t.set_output(true);
+      expect_reference_plan(g, bwd ? "linear_attention_bwd" : "linear_attention");
+    }
+  }
+  {
+    Graph g("composite");
+    Tensor w = input(g, "w", {4, 4});
+    Tensor q = g.matmul(input(g, "x", {5, 2, 4}), w);
+    Ports p = sdpa_ports(g);
+    p[0].second = q;
+    g.op("sdpa", p).at("o").set_output(true);
+    expect_reference_plan(g, "composite");
+  }
+}
+
+TEST(ReferenceEnginePlanning, ReplayedConfigRunsTheSameWay) {
+  Graph g("replay");
+  Tensor a = input(g, "a", {5});
+  Tensor y = g.pointwise("softplus", a);
+  y.set_output(true);
+  const int64_t id = engines::builtin_manifest().engine_id("pointwise", 0);
+  plan::ExecutionPlans plans = engines::create_execution_plan(g, kCpu, id);
+  ASSERT_EQ(plans.count(), 1);
+  EXPECT_EQ(plans.name_at(0), "reference");
+  EXPECT_EQ(plans.build_plans(), 0);
+  Array av = random({5}, -3, 3), o = poisoned(y);
+  execute(plans, {{a, av}, {y, o}});
+  std::vector<double> want;
+  for (double x : values(av)) want.push_back(softplus(x));
+  expect_near_all(values(o), want, 1e-6);
+}
+
+TEST(ReferenceEnginePlanning, OnePlanRunsOnSeveralThreadsWithTheirOwnPacks) {
+  Graph g("threads");
+  Tensor x = input(g, "x", {4, 16});
+  Tensor y = g.op("softmax", {{"x", g.pointwise("tanh", x)}}).at("y");
+  y.set_output(true);
+  const plan::ExecutionPlans plans = build(g);
+  constexpr int kThreads = 4;
+  std::vector<Array> xs, outs;
+  for (int i = 0; i < kThreads; ++i) {
+    xs.push_back(random({4, 16}, -2, 2));
+    outs.push_back(poisoned(y));
+  }
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kThreads; ++i)
+    threads.emplace_back([&, i] {
+      const plan::VariantPack pack = pack_of(plans, {{x, xs[i]}, {y, outs[i]}});
+      for (int rep = 0; rep < 20; ++rep) plans.execute(pack, {});
+    });
+  for (std::thread& t : threads) t.join();
+  for (int i = 0; i < kThreads; ++i) {
+    const auto v = values(xs[i]);
+    std::vector<double> want(v.size());
+    for (int r = 0; r < 4; ++r) {
+      double sum = 0;
+      for (int c = 0; c < 16; ++c) sum += std::exp(std::tanh(v[r * 16 + c]));
+      for (int c = 0; c < 16; ++c) want[r * 16 + c] = std::exp(std::tanh(v[r * 16 + c])) / sum;
+    }
+    expect_near_all(values(outs[i]), want, 1e-6);
+  }
+}
+
+// ---- pointwise ops -------------------------------------------------------------------------
+
+struct PointwiseRef {
+  std::function<double(const std::vector<double>&)> f;  // args in port order (cond, a, b)
+  double a_lo = -2, a_hi = 2;
+  double b_lo = -2, b_hi = 2;
+};
+
+double truth(bool b) {
+  return b ? 1.0 : 0.0;
+}
+
+const std::map<std::string, PointwiseRef>& pointwise_refs() {
+  using V = const std::vector<double>&;
+  static const std::map<std::string, PointwiseRef> refs = {
+      {"identity", {[](V x) { return x[0]; }}},
+      {"neg", {[](V x) { return -x[0]; }}},
+      {"abs", {[](V x) { return std::abs(x[0]); }}},
+      {"exp", {[](V x) { return std::exp(x[0]); }}},
+      {"log", {[](V x) { return std::log(x[0]); }, 0.05, 3}},
+      {"sqrt", {[](V x) { return std::sqrt(x[0]); }, 0.05, 3}},
+      {"rsqrt", {[](V x) { return 1 / std::sqrt(x[0]); }, 0.05, 3}},
+      {"reciprocal", {[](V x) { return 1 / x[0]; }, 0.2, 3}},
+      {"square", {[](V x) { return x[0] * x[0]; }}},
+      {"tanh", {[](V x) { return std::tanh(x[0]); }}},
+      {"sigmoid", {[](V x) { return sigmoid(x[0]); }}},
+      {"relu", {[](V x) { return std::max(x[0], 0.0); }}},
+      {"gelu", {[](V x) { return 0.5 * x[0] * (1 + std::erf(x[0] / std::sqrt(2.0))); }}},
+      {"gelu_tanh",
+       {[](V x) {
+         const double c = std::sqrt(2 / std::numbers::pi);
+         return 0.5 * x[0] * (1 + std::tanh(c * (x[0] + 0.044715 * std::pow(x[0], 3))));
+       }}},
+      {"silu", {[](V x) { return x[0] / (1 + std::exp(-x[0])); }}},
+      {"softplus", {[](V x) { return softplus(x[0]); }}},
+      {"erf", {[](V x) { return std::erf(x[0]); }}},
+      {"sin", {[](V x) { return std::sin(x[0]); }}},
+      {"cos", {[](V x) { return std::cos(x[0]); }}},
+      {"floor", {[](V x) { return std::floor(x[0]); }, -3, 3}},
+      {"ceil", {[](V x) { return std::ceil(x[0]); }, -3, 3}},
+      {"logical_not", {[](V x) { return truth(x[0] == 0); }}},
+      {"cast", {[](V x) { return x[0]; }}},  // to f64: the value unchanged
+      {"add", {[](V x) { return x[0] + x[1]; }}},
+      {"sub", {[](V x) { return x[0] - x[1]; }}},
+      {"mul", {[](V x) { return x[0] * x[1]; }}},
+      {"div", {[](V x) { return x[0] / x[1]; }, -2, 2, 0.3, 2}},
+      {"max", {[](V x) { return std::max(x[0], x[1]); }}},
+      {"min", {[](V x) { return std::min(x[0], x[1]); }}},
+      {"pow", {[](V x) { return std::pow(x[0], x[1]); }, 0.1, 2, -2, 2}},
+      {"mod", {[](V x) { return std::fmod(x[0], x[1]); }, -3, 3, 0.4, 1.5}},
+      {"cmp_eq", {[](V x) { return truth(x[0] == x[1]); }}},
+      {"cmp_neq", {[](V x) { return truth(x[0] != x[1]); }}},
+      {"cmp_lt", {[](V x) { return truth(x[0] < x[1]); }}},
+      {"cmp_le", {[](V x) { return truth(x[0] <= x[1]); }}},
+      {"cmp_gt", {[](V x) { return truth(x[0] > x[1]); }}},
+      {"cmp_ge", {[](V x) { return truth(x[0] >= x[1]); }}},
+      {"logical_and", {[](V x) { return truth(x[0] != 0 && x[1] != 0); }}},
+      {"logical_or", {[](V x) { return truth(x[0] != 0 || x[1] != 0); }}},
+      {"where", {[](V x) { return x[0] != 0 ? x[1] : x[2]; }}},
+  };
+  return refs;
+}
+
+bool yields_boolean(const std::string& op) {
+  return op.rfind("cmp_", 0) == 0 || op.rfind("logical_", 0) == 0;
+}
+
+TEST(ReferenceEnginePointwise, EveryOpOfTheTableMatchesStdMathInF32) {
+  const Shape shape = {3, 7};
+  const auto n = static_cast<std::size_t>(numel(shape));
+  int tested = 0;
+  for (const op::OpSchema* schema : op::all_ops()) {
+    if (schema->kind != op::OpKind::pointwise) continue;
+    const std::string& name = schema->name;
+    SCOPED_TRACE(name);
+    auto it = pointwise_refs().find(name);
+    if (it == pointwise_refs().end()) {
+      ADD_FAILURE() << "no formula in the test for pointwise op " << name;
+      continue;
+    }
+    const PointwiseRef& ref = it->second;
+
+    // Inputs in the op's domain; comparisons and logic also see equal values and zeros.
+    std::map<std::string, std::vector<double>> in;
+    in["a"] = random_values(n, ref.a_lo, ref.a_hi);
+    in["b"] = random_values(n, ref.b_lo, ref.b_hi);
+    in["cond"] = random_values(n);
+    for (double& c : in["cond"]) c = c > 0;
+    if (yields_boolean(name)) {
+      for (std::size_t i = 0; i < n; i += 2) in["b"][i] = in["a"][i];
+      for (std::size_t i = 0; i < n; i += 3) in["a"][i] = 0;
+      for (std::size_t i = 0; i < n; i += 4) in["b"][i] = 0;
+    }
+
+    Graph g("pw_" + name);
+    Ports ports;
+    Bindings bind;
+    std::vector<std::vector<double>> args;  // as the f32 (or bool) arrays hold them
+    for (const op::InputPort& p : schema->inputs) {
+      const DType dt = p.name == "cond" ? DType::boolean : DType::f32;
+      Tensor t = input(g, p.name, {shape[0], shape[1]}, dt);
+      Array a = array(in[p.name], shape, dt);
+      ports.emplace_back(p.name, t);
+      bind.emplace_back(t, a);
+      args.push_back(values(a));
+    }
+    Attrs attrs;
+    if (name == "cast") attrs.emplace_back("dtype", DType::f64);
+    Tensor out = g.op(name, ports, attrs).at("out");
+    out.set_output(true);
+    const DType want_dtype = yields_boolean(name) ? DType::boolean
+                             : name == "cast"     ? DType::f64
+                                                  : DType::f32;
+    EXPECT_EQ(out.dtype(), want_dtype);
+
+    Array o = poisoned(out);
+    bind.emplace_back(out, o);
+    execute(build(g), bind);
+
+    std::vector<double> want(n);
+    for (std::size_t i = 0; i < n; ++i) {
+      std::vector<double> x;
+      for (const auto& arg : args) x.push_back(arg[i]);
+      want[i] = ref.f(x);
+    }
+    if (want_dtype == DType::boolean) {
+      const auto* bytes = static_cast<const uint8_t*>(o.data());
+      for (std::size_t i = 0; i < n; ++i)
+        EXPECT_EQ(bytes[i], want[i] != 0 ? 1 : 0) << "element " << i << " (a booleans byte)";
+    } else {
+      expect_near_all(values(o), want, want_dtype == DType::f64 ? 0 : 1e-6);
+    }
+    ++tested;
+  }
+  EXPECT_GE(tested, 40);
+}
+
+TEST(ReferenceEnginePointwise, BroadcastsOperands) {
+  {
+    Graph g("bcast");
+    Tensor a = input(g, "a", {3, 1}), b = input(g, "b", {1, 4});
+    Tensor out = g.pointwise("add", a, b);
+    out.set_output(true);
+    EXPECT_EQ(out.dims(), (op::Dims{3, 4}));
+    Array av = array({1, 2, 3}, {3, 1}), bv = array({10, 20, 30, 40}, {1, 4});
+    Array o = poisoned(out);
+    execute(build(g), {{a, av}, {b, bv}, {out, o}});
+    EXPECT_EQ(values(o), (std::vector<double>{11, 21, 31, 41, 12, 22, 32, 42, 13, 23, 33, 43}));
+  }
+  {
+    // Rank promotion: b [4] against a [2, 3, 4]; where with cond [3, 1].
+    Graph g("bcast2");
+    Tensor a = input(g, "a", {2, 3, 4}), b = input(g, "b", {4});
+    Tensor c = input(g, "c", {3, 1}, DType::boolean);
+    Tensor prod = g.pointwise("mul", a, b);
+    Tensor out = g.where(c, prod, a);
+    out.set_output(true);
+    Array av = random({2, 3, 4}), bv = random({4}), cv = array({1, 0, 1}, {3, 1}, DType::boolean);
+    Array o = poisoned(out);
+    execute(build(g), {{a, av}, {b, bv}, {c, cv}, {out, o}});
+    const auto x = values(av), y = values(bv);
+    std::vector<double> want(24);
+    for (int i = 0; i < 2; ++i)
+      for (int j = 0; j < 3; ++j)
+        for (int k = 0; k < 4; ++k) {
+          const int e = (i * 3 + j) * 4 + k;
+          want[e] = j != 1 ? static_cast<float>(x[e] * y[k]) : x[e];
+        }
+    EXPECT_EQ(values(o), want);
+  }
+}
+
+TEST(ReferenceEnginePointwise, CastToI32Truncates) {
+  Graph g("cast");
+  Tensor a = input(g, "a", {8});
+  Tensor out = g.pointwise("cast", a, {{"dtype", DType::i32}});
+  out.set_output(true);
+  ASSERT_EQ(out.dtype(), DType::i32);
+  Array av = array({-2.7, -0.5, 0.5, 2.9, 7.0, -7.99, 123.999, -0.0}, {8});
+  Array o = poisoned(out);
+  execute(build(g), {{a, av}, {out, o}});
+  EXPECT_EQ(o.to_vector<int32_t>(), (std::vector<int32_t>{-2, 0, 0, 2, 7, -7, 123, 0}));
+}
+
+TEST(ReferenceEnginePointwise, BooleanInputsReadAnyNonzeroByteAsTrue) {
+  // Boolean storage from DLPack or wrap may hold any non-zero byte for true (as Array reads it).
+  Graph g("bool_bytes");
+  Tensor c = input(g, "c", {5}, DType::boolean);
+  Tensor f = g.pointwise("cast", c, {{"dtype", DType::f32}});
+  f.set_output(true);
+  Tensor n = g.pointwise("logical_not", c);
+  n.set_output(true);
+  std::vector<uint8_t> bytes = {0, 1, 2, 0xAB, 0xFF};
+  Array cv = Array::wrap(bytes.data(), {5}, DType::boolean, kCpu);
+  Array fo = poisoned(f), no = poisoned(n);
+  execute(build(g), {{c, cv}, {f, fo}, {n, no}});
+  EXPECT_EQ(values(fo), (std::vector<double>{0, 1, 1, 1, 1}));
+  EXPECT_EQ(values(no), (std::vector<double>{1, 0, 0, 0, 0}));
+  const auto* out = static_cast<const uint8_t*>(no.data());
+  for (int i = 0; i < 5; ++i) EXPECT_LE(out[i], 1) << "byte " << i;
+}
+
+TEST(ReferenceEnginePointwise, SixteenBitInputsRoundResultsToTheirDtype) {
+  const Shape shape = {4, 6};
+  for (DType dt : {DType::f16, DType::bf16}) {
+    SCOPED_TRACE(std::string(dtype_name(dt)));
+    const std::vector<std::pair<std::string, std::function<double(double, double)>>> ops = {
+        {"add", [](double a, double b) { return a + b; }},
+        {"mul", [](double a, double b) { return a * b; }},
+        {"exp", [](double a, double) { return std::exp(a); }},
+        {"tanh", [](double a, double) { return std::tanh(a); }},
+        {"sigmoid", [](double a, double) { return sigmoid(a); }},
+        {"square", [](double a, double) { return a * a; }},
+    };
+    for (const auto& [name, f] : ops) {
+      SCOPED_TRACE(name);
+      const bool binary = name == "add" || name == "mul";
+      Graph g("half_" + name);
+      Tensor a = input(g, "a", {4, 6}, dt), b;
+      if (binary) b = input(g, "b", {4, 6}, dt);
+      Tensor out = binary ? g.pointwise(name, a, b) : g.pointwise(name, a);
+      out.set_output(true);
+      ASSERT_EQ(out.dtype(), dt);
+      Array av = random(shape, -2, 2, dt), bv = random(shape, -2, 2, dt);
+      Array o = poisoned(out);
+      Bindings bind = {{a, av}, {out, o}};
+      if (binary) bind.emplace_back(b, bv);
+      execute(build(g), bind);
+      const auto x = values(av), y = values(bv), got = values(o);
+      std::vector<double> want(x.size()), rounded(x.size());
+      for (std::size_t i = 0; i < x.size(); ++i) want[i] = f(x[i], y[i]);
+      expect_near_all(got, want, tolerance(dt));
+      // The result is the formula rounded once to the dtype.
+      EXPECT_EQ(got, values(array(want, shape, dt)));
+    }
+  }
+}
+
+TEST(ReferenceEnginePointwise, IntermediatesAreRoundedToTheirDeclaredDtype) {
+  for (DType mid : {DType::f16, DType::bf16}) {
+    Graph g("round_trip");
+    Tensor x = input(g, "x", {16});
+    Tensor h = g.pointwise("cast", x, {{"dtype", mid}});
+    Tensor y = g.pointwise("cast", h, {{"dtype", DType::f32}});
+    y.set_output(true);
+    Array xv = random({16}, -3, 3);
+    Array o = poisoned(y);
+    execute(build(g), {{x, xv}, {y, o}});
+    const auto want = values(array(values(xv), {16}, mid));
+    EXPECT_EQ(values(o), want);
+    EXPECT_NE(values(o), values(xv));  // rounding really happened
+  }
+}
+
+// ---- multi-node graphs ---------------------------------------------------------------------
+
+TEST(ReferenceEngineGraphs, VirtualIntermediatesEqualTheFormula) {
+  Graph g("fused");
+  Tensor a = input(g, "a", {4, 5}), b = input(g, "b", {4, 5}), c = input(g, "c", {4, 5});
+  Tensor y = g.pointwise("relu", g.pointwise("add", g.pointwise("mul", a, b), c));
+  y.set_output(true);
+  plan::ExecutionPlans plans = build(g);
+  EXPECT_EQ(plans.layout().size(), 4);  // a, b, c, y: the intermediates are no operands
+  Array av = random({4, 5}), bv = random({4, 5}), cv = random({4, 5});
+  Array o = poisoned(y);
+  execute(plans, {{a, av}, {b, bv}, {c, cv}, {y, o}});
+  const auto x = values(av), w = values(bv), z = values(cv);
+  std::vector<double> want(x.size());
+  for (std::size_t i = 0; i < x.size(); ++i) want[i] = std::max(x[i] * w[i] + z[i], 0.0);
+  expect_near_all(values(o), want, 1e-6);
+}
+
+TEST(ReferenceEngineGraphs, IntermediateOutputsAreWrittenToo) {
+  Graph g("two_outputs");
+  Tensor a = input(g, "a", {3, 4}), b = input(g, "b", {3, 4});
+  Tensor t = g.pointwise("mul", a, b);
+  t.set_output(true);
+  Tensor s = g.op("reduction", {{"x", t}}, {{"mode", "sum"}, {"axes", {1}}}).at("y");
+  Tensor y = g.pointwise("exp", s);
+  y.set_output(true);
+  Array av = random({3, 4}), bv = random({3, 4});
+  Array to = poisoned(t), yo = poisoned(y);
+  execute(build(g), {{a, av}, {b, bv}, {t, to}, {y, yo}});
+  const auto x = values(av), w = values(bv);
+  std::vector<double> prod(12), want(3, 0.0);
+  for (int i = 0; i < 12; ++i) prod[i] = x[i] * w[i];
+  for (int i = 0; i < 3; ++i) {
+    for (int j = 0; j < 4; ++j) want[i] += static_cast<float>(prod[i * 4 + j]);
+    want[i] = std::exp(want[i]);
+  }
+  expect_near_all(values(to), prod, 1e-6);
+  expect_near_all(values(yo), want, 1e-6);
+}
+
+// ---- strided operands ----------------------------------------------------------------------
+
+TEST(ReferenceEngineStrides, TransposedViewsEqualContiguousCopies) {
+  Graph g("strided");
+  Tensor a = input(g, "a", {4, 3}), b = input(g, "b", {4, 3});
+  Tensor out = g.pointwise("sub", a, b);
+  out.set_output(true);
+  plan::ExecutionPlans plans = build(g);
+
+  // a is the transpose of a row-major [3, 4] buffer: a[i][j] = m[j][i].
+  std::vector<float> m(12);
+  for (std::size_t i = 0; i < m.size(); ++i) m[i] = static_cast<float>(random_values(1)[0]);
+  Array a_view = Array::wrap(m.data(), {4, 3}, DType::f32, kCpu, {1, 4});
+  ASSERT_FALSE(a_view.is_contiguous());
+  Array a_copy = a_view.to(kCpu);
+  ASSERT_TRUE(a_copy.is_contiguous());
+  Array bv = random({4, 3});
+
+  Array o_view_result = poisoned(out), o_copy_result = poisoned(out);
+  execute(plans, {{a, a_view}, {b, bv}, {out, o_view_result}});
+  execute(plans, {{a, a_copy}, {b, bv}, {out, o_copy_result}});
+  EXPECT_EQ(values(o_view_result), values(o_copy_result));
+  const auto bx = values(bv);
+  for (int i = 0; i < 4; ++i)
+    for (int j = 0; j < 3; ++j)
+      EXPECT_EQ(values(o_view_result)[i * 3 + j], static_cast<float>(m[j * 4 + i] - bx[i * 3 + j]));
+
+  // A strided output: written through its strides; a padded one leaves its gaps alone.
+  std::vector<float> t_out(12, std::nanf(""));
+  Array o_t = Array::wrap(t_out.data(), {4, 3}, DType::f32, kCpu, {1, 4});
+  execute(plans, {{a, a_copy}, {b, bv}, {out, o_t}});
+  EXPECT_EQ(values(o_t), values(o_copy_result));
+  std::vector<float> padded(4 * 5, -5.0f);
+  Array o_p = Array::wrap(padded.data(), {4, 3}, DType::f32, kCpu, {5, 1});
+  execute(plans, {{a, a_view}, {b, bv}, {out, o_p}});
+  EXPECT_EQ(values(o_p), values(o_copy_result));
+  for (int i = 0; i < 4; ++i)
+    for (int j = 3; j < 5; ++j) EXPECT_EQ(padded[i * 5 + j], -5.0f) << "gap " << i << "," << j;
+}
+
+TEST(ReferenceEngineStrides, StridedMatmulOperandEqualsTheFormula) {
+  Graph g("mm_strided");
+  Tensor a = input(g, "a", {2, 3}, DType::f64), b = input(g, "b", {3, 4}, DType::f64);
+  Tensor c = g.matmul(a, b);
+  c.set_output(true);
+  std::vector<double> bt = random_values(12);  // b^T, row-major [4, 3]
+  Array b_view = Array::wrap(bt.data(), {3, 4}, DType::f64, kCpu, {1, 3});
+  Array av = random({2, 3}, -1, 1, DType::f64);
+  Array o = poisoned(c);
+  execute(build(g), {{a, av}, {b, b_view}, {c, o}});
+  const auto x = values(av);
+  std::vector<double> want(8, 0.0);
+  for (int i = 0; i < 2; ++i)
+    for (int j = 0; j < 4; ++j)
+      for (int k = 0; k < 3; ++k) want[i * 4 + j] += x[i * 3 + k] * bt[j * 3 + k];
+  expect_near_all(values(o), want, 1e-14);
+}
+
+// ---- structured ops ------------------------------------------------------------------------
+
+TEST(ReferenceEngineStructured, ReductionsOverAxesWithKeepdim) {
+  struct Case {
+    std::string mode;
+    std::vector<int64_t> axes;
+    bool keepdim;
+    op::Dims dims;
+  };
+  const std::vector<Case> cases = {
+      {"sum", {1}, true, {2, 1, 4}},  {"mean", {0, 2}, false, {3}}, {"max", {-1}, false, {2, 3}},
+      {"sum", {}, false, {}},         {"mean", {2}, true, {2, 3, 1}}, {"max", {0, 1}, true, {1, 1, 4}},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.mode + " keepdim " + std::to_string(c.keepdim));
+    Graph g("reduce");
+    Tensor x = input(g, "x", {2, 3, 4}, DType::f64);
+    Tensor y =
+        g.op("reduction", {{"x", x}}, {{"mode", c.mode}, {"axes", c.axes}, {"keepdim", c.keepdim}})
+            .at("y");
+    y.set_output(true);
+    ASSERT_EQ(y.dims(), c.dims);
+    Array xv = random({2, 3, 4}, -1, 1, DType::f64);
+    Array o = poisoned(y);
+    execute(build(g), {{x, xv}, {y, o}});
+    const auto v = values(xv);
+    bool reduced[3] = {c.axes.empty(), c.axes.empty(), c.axes.empty()};
+    for (int64_t a : c.axes) reduced[a < 0 ? a + 3 : a] = true;
+    // Output index of each input element (keepdim or not, the row-major order is the same).
+    const int64_t ext[3] = {2, 3, 4};
+    std::vector<double> acc(static_cast<std::size_t>(numel(c.dims)),
+                            c.mode == "max" ? -kInf : 0.0);
+    std::vector<int> count(acc.size(), 0);
+    for (int i = 0; i < 2; ++i)
+      for (int j = 0; j < 3; ++j)
+        for (int k = 0; k < 4; ++k) {
+          const int idx[3] = {i, j, k};
+          int64_t out = 0;
+          for (int d = 0; d < 3; ++d)
+            if (!reduced[d]) out = out * ext[d] + idx[d];
+          const double e = v[(i * 3 + j) * 4 + k];
+          acc[out] = c.mode == "max" ? std::max(acc[out], e) : acc[out] + e;
+          ++count[out];
+        }
+    if (c.mode == "mean")
+      for (std::size_t i = 0; i < acc.size(); ++i) acc[i] /= count[i];
+    expect_near_all(values(o), acc, 1e-14);
+  }
+}
+
+TEST(ReferenceEngineStructured, SoftmaxAndLogSoftmax) {
+  for (bool log : {false, true}) {
+    for (int64_t axis : {-1, 0}) {
+      SCOPED_TRACE("log " + std::to_string(log) + " axis " + std::to_string(axis));
+      Graph g("softmax");
+      Tensor x = input(g, "x", {3, 5});
+      Tensor y = g.op("softmax", {{"x", x}}, {{"axis", axis}, {"log", log}}).at("y");
+      y.set_output(true);
+      Array xv = random({3, 5}, -4, 4);
+      Array o = poisoned(y);
+      execute(build(g), {{x, xv}, {y, o}});
+      const auto v = values(xv);
+      std::vector<double> want(15);
+      const bool rows = axis == -1;
+      for (int lane = 0; lane < (rows ? 3 : 5); ++lane) {
+        const auto at = [&](int i) { return rows ? lane * 5 + i : i * 5 + lane; };
+        double sum = 0;
+        for (int i = 0; i < (rows ? 5 : 3); ++i) sum += std::exp(v[at(i)]);
+        for (int i = 0; i < (rows ? 5 : 3); ++i)
+          want[at(i)] = log ? v[at(i)] - std::log(sum) : std::exp(v[at(i)]) / sum;
+      }
+      expect_near_all(values(o), want, 1e-6);
+    }
+  }
+  // Hand-computed: softmax(0, ln 3) = (1/4, 3/4).
+  Graph g("softmax_hand");
+  Tensor x = input(g, "x", {2}, DType::f64);
+  Tensor y = g.op("softmax", {{"x", x}}).at("y");
+  y.set_output(true);
+  Array o = poisoned(y);
+  execute(build(g), {{x, array({0, std::log(3.0)}, {2}, DType::f64)}, {y, o}});
+  expect_near_all(values(o), {0.25, 0.75}, 1e-15);
+}
+
+TEST(ReferenceEngineStructured, LayerNormWithTrainingStatistics) {
+  const int64_t rows = 3, n = 8;
+  const double eps = 1e-3;
+  Graph g("ln");
+  Tensor x = input(g, "x", {rows, n}), scale = input(g, "scale", {n}), bias = input(g, "bias", {n});
+  auto outs = g.op("layer_norm", {{"x", x}, {"scale", scale}, {"bias", bias}},
+                   {{"epsilon", eps}, {"training", true}});
+  Tensor y = outs.at("y"), mean = outs.at("mean"), inv = outs.at("inv_variance");
+  for (Tensor t : {y, mean, inv}) t.set_output(true);
+  EXPECT_EQ(mean.dims(), (op::Dims{rows}));
+  EXPECT_EQ(inv.dtype(), DType::f32);
+  Array xv = random({rows, n}, -2, 3), sv = random({n}), bv = random({n});
+  Array yo = poisoned(y), mo = poisoned(mean), io = poisoned(inv);
+  execute(build(g),
+          {{x, xv}, {scale, sv}, {bias, bv}, {y, yo}, {mean, mo}, {inv, io}});
+  const auto v = values(xv), s = values(sv), b = values(bv);
+  std::vector<double> want_y(rows * n), want_m(rows), want_i(rows);
+  for (int64_t r = 0; r < rows; ++r) {
+    double mu = 0, var = 0;
+    for (int64_t i = 0; i < n; ++i) mu += v[r * n + i] / n;
+    for (int64_t i = 0; i < n; ++i) var += std::pow(v[r * n + i] - mu, 2) / n;
+    want_m[r] = mu;
+    want_i[r] = 1 / std::sqrt(var + eps);
+    for (int64_t i = 0; i < n; ++i) want_y[r * n + i] = (v[r * n + i] - mu) * want_i[r] * s[i] + b[i];
+  }
+  expect_near_all(values(yo), want_y, 1e-6);
+  expect_near_all(values(mo), want_m, 1e-6);
+  expect_near_all(values(io), want_i, 1e-6);
+}
+
+TEST(ReferenceEngineStructured, RmsNormOverTwoTrailingDims) {
+  Graph g("rms");
+  Tensor x = input(g, "x", {2, 3, 4}, DType::f64), scale = input(g, "scale", {3, 4}, DType::f64);
+  auto outs = g.op("rms_norm", {{"x", x}, {"scale", scale}},
+                   {{"normalized_ndim", 2}, {"training", true}});
+  Tensor y = outs.at("y"), inv = outs.at("inv_rms");
+  y.set_output(true);
+  inv.set_output(true);
+  Array xv = random({2, 3, 4}, -1, 1, DType::f64), sv = random({3, 4}, -1, 1, DType::f64);
+  Array yo = poisoned(y), io = poisoned(inv);
+  execute(build(g), {{x, xv}, {scale, sv}, {y, yo}, {inv, io}});
+  const auto v = values(xv), s = values(sv);
+  std::vector<double> want_y(24), want_i(2);
+  for (int r = 0; r < 2; ++r) {
+    double ms = 0;
+    for (int i = 0; i < 12; ++i) ms += v[r * 12 + i] * v[r * 12 + i] / 12;
+    want_i[r] = 1 / std::sqrt(ms + 1e-5);  // the default epsilon
+    for (int i = 0; i < 12; ++i) want_y[r * 12 + i] = v[r * 12 + i] * want_i[r] * s[i];
+  }
+  expect_near_all(values(yo), want_y, 1e-13);
+  expect_near_all(values(io), want_i, 1e-13);
+}
+
+TEST(ReferenceEngineStructured, MatmulWithBiasAndBatchBroadcast) {
+  // a [2, 1, 3, 4] @ b [3, 4, 5] + bias [5] -> c [2, 3, 3, 5].
+  Graph g("matmul");
+  Tensor a = input(g, "a", {2, 1, 3, 4}), b = input(g, "b", {3, 4, 5}), bias = input(g, "bias", {5});
+  Tensor c = g.matmul(a, b, bias);
+  c.set_output(true);
+  ASSERT_EQ(c.dims(), (op::Dims{2, 3, 3, 5}));
+  Array av = random({2, 1, 3, 4}), bv = random({3, 4, 5}), biasv = random({5});
+  Array o = poisoned(c);
+  execute(build(g), {{a, av}, {b, bv}, {bias, biasv}, {c, o}});
+  const auto x = values(av), w = values(bv), z = values(biasv);
+  std::vector<double> want(2 * 3 * 3 * 5);
+  for (int p = 0; p < 2; ++p)
+    for (int q = 0; q < 3; ++q)
+      for (int i = 0; i < 3; ++i)
+        for (int j = 0; j < 5; ++j) {
+          double s = z[j];
+          for (int k = 0; k < 4; ++k) s += x[(p * 3 + i) * 4 + k] * w[(q * 4 + k) * 5 + j];
+          want[((p * 3 + q) * 3 + i) * 5 + j] = s;
+        }
+  expect_near_all(values(o), want, 1e-6);
+}
+
+TEST(ReferenceEngineStructured, EmbeddingPicksRowsAndOutOfRangeIdsGiveNaN) {
+  Graph g("embedding");
+  Tensor table = input(g, "table", {6, 3}), ids = input(g, "ids", {2, 3}, DType::i32);
+  Tensor y = g.op("embedding", {{"table", table}, {"ids", ids}}).at("y");
+  y.set_output(true);
+  ASSERT_EQ(y.dims(), (op::Dims{2, 3, 3}));
+  Array tv = random({6, 3});
+  const std::vector<double> id = {5, 0, 3, 3, -1, 6};
+  Array o = sentinel(y);
+  execute(build(g), {{table, tv}, {ids, array(id, {2, 3}, DType::i32)}, {y, o}});
+  const auto t = values(tv);
+  std::vector<double> want;
+  for (double i : id)
+    for (int j = 0; j < 3; ++j) want.push_back(i >= 0 && i < 6 ? t[static_cast<int>(i) * 3 + j] : kNaN);
+  expect_near_all(values(o), want, 0);
+}
+
+TEST(ReferenceEngineStructured, CrossEntropyMeanWithIgnoreIndex) {
+  const int64_t rows = 5, classes = 4;
+  const std::vector<double> targets = {2, -100, 0, 3, -100};
+  for (double smoothing : {0.0, 0.2}) {
+    SCOPED_TRACE("label_smoothing " + std::to_string(smoothing));
+    Graph g("ce");
+    Tensor logits = input(g, "logits", {rows, classes}), tg = input(g, "targets", {rows}, DType::i64);
+    auto outs = g.op("cross_entropy", {{"logits", logits}, {"targets", tg}},
+                     {{"output_lse", true}, {"label_smoothing", smoothing}});
+    Tensor loss = outs.at("loss"), lse = outs.at("lse");
+    loss.set_output(true);
+    lse.set_output(true);
+    ASSERT_TRUE(loss.dims().empty());
+    Array lv = random({rows, classes}, -3, 3);
+    Array lo = poisoned(loss), so = poisoned(lse);
+    execute(build(g), {{logits, lv}, {tg, array(targets, {rows}, DType::i64)}, {loss, lo}, {lse, so}});
+    const auto x = values(lv);
+    std::vector<double> want_lse(rows);
+    double total = 0;
+    int counted = 0;
+    for (int64_t r = 0; r < rows; ++r) {
+      double sum = 0, mean = 0;
+      for (int64_t c = 0; c < classes; ++c) {
+        sum += std::exp(x[r * classes + c]);
+        mean += x[r * classes + c] / classes;
+      }
+      want_lse[r] = std::log(sum);
+      if (targets[r] == -100) continue;
+      const double nll = want_lse[r] - x[r * classes + static_cast<int64_t>(targets[r])];
+      total += (1 - smoothing) * nll + smoothing * (want_lse[r] - mean);
+      ++counted;
+    }
+    expect_near_all(values(lo), {total / counted}, 1e-6);
+    expect_near_all(values(so), want_lse, 1e-6);
+  }
+}
+
+// ---- sdpa ----------------------------------------------------------------------------------
+
+struct AttnDims {
+  int64_t h, hk, d, dv;
+};
+
+// o [T, H, Dv] and lse [T, H] of packed q/k/v by a dense per-sequence softmax; sequence b's
+// rows start at q_start[b] / kv_start[b] and run cu[b + 1] - cu[b]. Rows in no sequence: NaN.
+struct AttnOut {
+  std::vector<double> o, lse;
+};
+AttnOut attention(const std::vector<double>& q, const std::vector<double>& k,
+                  const std::vector<double>& v, const AttnDims& s,
+                  const std::vector<int64_t>& cu_q, const std::vector<int64_t>& cu_kv,
+                  std::vector<int64_t> q_start, std::vector<int64_t> kv_start, double scale,
+                  bool causal) {
+  const int64_t tq = static_cast<int64_t>(q.size()) / (s.h * s.d);
+  if (q_start.empty()) q_start.assign(cu_q.begin(), cu_q.end() - 1);
+  if (kv_start.empty()) kv_start.assign(cu_kv.begin(), cu_kv.end() - 1);
+  AttnOut out{std::vector<double>(tq * s.h * s.dv, kNaN), std::vector<double>(tq * s.h, kNaN)};
+  for (std::size_t b = 0; b + 1 < cu_q.size(); ++b) {
+    const int64_t lq = cu_q[b + 1] - cu_q[b], lk = cu_kv[b + 1] - cu_kv[b];
+    for (int64_t h = 0; h < s.h; ++h) {
+      const int64_t hk = h / (s.h / s.hk);
+      for (int64_t i = 0; i < lq; ++i) {
+        const int64_t row = q_start[b] + i;
+        std::vector<double> score;
+        for (int64_t j = 0; j < lk; ++j) {
+          if (causal && j > i + lk - lq) break;
+          double dot = 0;
+          for (int64_t c = 0; c < s.d; ++c)
+            dot += q[(row * s.h + h) * s.d + c] * k[((kv_start[b] + j) * s.hk + hk) * s.d + c];
+          score.push_back(scale * dot);
+        }
+        double sum = 0;
+        for (double x : score) sum += std::exp(x);
+        out.lse[row * s.h + h] = std::log(sum);
+        for (int64_t c = 0; c < s.dv; ++c) {
+          double acc = 0;
+          for (std::size_t j = 0; j < score.size(); ++j)
+            acc += std::exp(score[j]) / sum * v[((kv_start[b] + j) * s.hk + hk) * s.dv + c];
+          out.o[(row * s.h + h) * s.dv + c] = acc;
+        }
+      }
+    }
+  }
+  return out;
+}
+
+struct SdpaGraph {
+  Graph g{"sdpa"};
+  Tensor q, k, v, cu_q, cu_kv, o, stats;
+};
+
+// THD when `batch` > 0 (cu_seqlens of batch + 1 entries), dense BSHD when 0.
+SdpaGraph sdpa_graph(const op::Dims& qd, const op::Dims& kd, const op::Dims& vd, DType dt,
+                     int64_t batch, bool causal, bool stats, std::optional<double> scale = {}) {
+  SdpaGraph s;
+  s.q = input(s.g, "q", qd, dt);
+  s.k = input(s.g, "k", kd, dt);
+  s.v = input(s.g, "v", vd, dt);
+  Ports p = {{"q", s.q}, {"k", s.k}, {"v", s.v}};
+  if (batch > 0) {
+    s.cu_q = input(s.g, "cu_q", {batch + 1}, DType::i32);
+    s.cu_kv = input(s.g, "cu_kv", {batch + 1}, DType::i32);
+    p.emplace_back("cu_seqlens_q", s.cu_q);
+    p.emplace_back("cu_seqlens_kv", s.cu_kv);
+  }
+  Attrs attrs = {{"causal", causal}, {"generate_stats", stats}};
+  if (scale) attrs.emplace_back("scale", *scale);
+  auto outs = s.g.op("sdpa", p, attrs);
+  s.o = outs.at("o");
+  s.o.set_output(true);
+  if (stats) {
+    s.stats = outs.at("stats");
+    s.stats.set_output(true);
+  }
+  return s;
+}
+
+std::vector<double> as_doubles(const std::vector<int64_t>& v) {
+  return {v.begin(), v.end()};
+}
+
+TEST(ReferenceEngineSdpa, HandComputedCausalCase) {
+  // One sequence, one head, D = 1, scale 1: scores of query 1 are (0, ln 2), so its weights are
+  // (1/3, 2/3) and o = 3/3 + 12/3 = 5; query 0 sees key 0 only (o = 3, lse = 0).
+  SdpaGraph s = sdpa_graph({2, 1, 1}, {2, 1, 1}, {2, 1, 1}, DType::f64, 1, true, true, 1.0);
+  Array o = poisoned(s.o), st = poisoned(s.stats);
+  execute(build(s.g), {{s.q, array({1, 1}, {2, 1, 1}, DType::f64)},
+                       {s.k, array({0, std::log(2.0)}, {2, 1, 1}, DType::f64)},
+                       {s.v, array({3, 6}, {2, 1, 1}, DType::f64)},
+                       {s.cu_q, array({0, 2}, {2}, DType::i32)},
+                       {s.cu_kv, array({0, 2}, {2}, DType::i32)},
+                       {s.o, o},
+                       {s.stats, st}});
+  expect_near_all(values(o), {3, 5}, 1e-15);
+  expect_near_all(values(st), {0, std::log(3.0)}, 1e-7);  // stats are f32
+}
+
+TEST(ReferenceEngineSdpa, ThdWithCuSeqlensMatchesDenseFormula) {
+  const AttnDims s{4, 2, 4, 3};  // GQA: two query heads per kv head; Dv != D
+  const std::vector<int64_t> cu_q = {0, 2, 5, 6}, cu_kv = {0, 3, 6, 9};
+  const int64_t tq = cu_q.back(), tk = cu_kv.back();
+  for (bool causal : {false, true}) {
+    SCOPED_TRACE(causal ? "causal" : "full");
+    SdpaGraph gr = sdpa_graph({tq, s.h, s.d}, {tk, s.hk, s.d}, {tk, s.hk, s.dv}, DType::f32, 3,
+                              causal, true);
+    Array qv = random({tq, s.h, s.d}, -2, 2), kv = random({tk, s.hk, s.d}, -2, 2),
+          vv = random({tk, s.hk, s.dv});
+    Array o = poisoned(gr.o), st = poisoned(gr.stats);
+    execute(build(gr.g), {{gr.q, qv}, {gr.k, kv}, {gr.v, vv},
+                          {gr.cu_q, array(as_doubles(cu_q), {4}, DType::i32)},
+                          {gr.cu_kv, array(as_doubles(cu_kv), {4}, DType::i32)},
+                          {gr.o, o}, {gr.stats, st}});
+    const AttnOut want = attention(values(qv), values(kv), values(vv), s, cu_q, cu_kv, {}, {},
+                                   1 / std::sqrt(4.0), causal);
+    expect_near_all(values(o), want.o, 1e-5);
+    expect_near_all(values(st), want.lse, 1e-5);
+  }
+}
+
+TEST(ReferenceEngineSdpa, DenseBshdEqualsTheSameDataPackedAsThd) {
+  const int64_t b = 2, sq = 3, sk = 4, h = 2, hk = 1, d = 4;
+  for (bool causal : {false, true}) {
+    SCOPED_TRACE(causal ? "causal" : "full");
+    Array qv = random({b, sq, h, d}), kv = random({b, sk, hk, d}), vv = random({b, sk, hk, d});
+    SdpaGraph dense = sdpa_graph({b, sq, h, d}, {b, sk, hk, d}, {b, sk, hk, d}, DType::f32, 0,
+                                 causal, true, 0.7);
+    Array o_dense = poisoned(dense.o), st_dense = poisoned(dense.stats);
+    execute(build(dense.g), {{dense.q, qv}, {dense.k, kv}, {dense.v, vv}, {dense.o, o_dense},
+                             {dense.stats, st_dense}});
+    EXPECT_EQ(st_dense.shape(), (Shape{b, sq, h}));
+
+    SdpaGraph thd = sdpa_graph({b * sq, h, d}, {b * sk, hk, d}, {b * sk, hk, d}, DType::f32, b,
+                               causal, true, 0.7);
+    Array o_thd = poisoned(thd.o), st_thd = poisoned(thd.stats);
+    execute(build(thd.g), {{thd.q, qv.reshape({b * sq, h, d})},
+                           {thd.k, kv.reshape({b * sk, hk, d})},
+                           {thd.v, vv.reshape({b * sk, hk, d})},
+                           {thd.cu_q, array({0, 3, 6}, {3}, DType::i32)},
+                           {thd.cu_kv, array({0, 4, 8}, {3}, DType::i32)},
+                           {thd.o, o_thd},
+                           {thd.stats, st_thd}});
+    EXPECT_EQ(values(o_dense), values(o_thd));
+    EXPECT_EQ(values(st_dense), values(st_thd));
+    const AttnOut want = attention(values(qv), values(kv), values(vv), {h, hk, d, d}, {0, 3, 6},
+                                   {0, 4, 8}, {}, {}, 0.7, causal);
+    expect_near_all(values(o_dense), want.o, 1e-5);
+  }
+}
+
+// Copies rows [from, from + len) of a packed [T, H, C] tensor to rows starting at `to`.
+void copy_rows(const std::vector<double>& src, std::vector<double>& dst, int64_t row,
+               int64_t from, int64_t to, int64_t len) {
+  for (int64_t i = 0; i < len * row; ++i) dst[to * row + i] = src[from * row + i];
+}
+
+TEST(ReferenceEngineSdpa, RaggedOffsetsEqualTheGapFreePacking) {
+  const int64_t h = 2, hk = 2, d = 4, dv = 2;
+  const std::vector<int64_t> cu_q = {0, 2, 5}, cu_kv = {0, 3, 7};
+  // Stored with gaps: q sequences at rows 1 and 4 of 8; k/v sequences at rows 0 and 5 of 10.
+  const std::vector<int64_t> q_rows = {1, 4}, kv_rows = {0, 5};
+  const int64_t tq_store = 8, tk_store = 10;
+  for (bool causal : {false, true}) {
+    SCOPED_TRACE(causal ? "causal" : "full");
+    Array qv = random({5, h, d}), kv = random({7, hk, d}), vv = random({7, hk, dv});
+    SdpaGraph packed = sdpa_graph({5, h, d}, {7, hk, d}, {7, hk, dv}, DType::f32, 2, causal, true);
+    Array o_packed = poisoned(packed.o), st_packed = poisoned(packed.stats);
+    const Array cuq = array(as_doubles(cu_q), {3}, DType::i32),
+                cukv = array(as_doubles(cu_kv), {3}, DType::i32);
+    execute(build(packed.g), {{packed.q, qv}, {packed.k, kv}, {packed.v, vv},
+                              {packed.cu_q, cuq}, {packed.cu_kv, cukv},
+                              {packed.o, o_packed}, {packed.stats, st_packed}});
+
+    // The same sequences placed with gaps that hold junk a reader must never touch.
+    std::vector<double> qs(tq_store * h * d, 1e6), ks(tk_store * hk * d, 1e6),
+        vs(tk_store * hk * dv, 1e6);
+    for (int b = 0; b < 2; ++b) {
+      copy_rows(values(qv), qs, h * d, cu_q[b], q_rows[b], cu_q[b + 1] - cu_q[b]);
+      copy_rows(values(kv), ks, hk * d, cu_kv[b], kv_rows[b], cu_kv[b + 1] - cu_kv[b]);
+      copy_rows(values(vv), vs, hk * dv, cu_kv[b], kv_rows[b], cu_kv[b + 1] - cu_kv[b]);
+    }
+    SdpaGraph ragged = sdpa_graph({tq_store, h, d}, {tk_store, hk, d}, {tk_store, hk, dv},
+                                  DType::f32, 2, causal, true);
+    Tensor q_off = input(ragged.g, "q_off", {3}, DType::i64);
+    Tensor k_off = input(ragged.g, "k_off", {3}, DType::i64);
+    Tensor v_off = input(ragged.g, "v_off", {3}, DType::i64);
+    ragged.q.set_ragged_offset(q_off);
+    ragged.k.set_ragged_offset(k_off);
+    ragged.v.set_ragged_offset(v_off);
+    plan::ExecutionPlans plans = build(ragged.g);
+    const auto offsets = [](const std::vector<int64_t>& rows, int64_t row, int64_t end) {
+      return array({static_cast<double>(rows[0] * row), static_cast<double>(rows[1] * row),
+                    static_cast<double>(end * row)},
+                   {3}, DType::i64);
+    };
+    Array o_ragged = poisoned(ragged.o), st_ragged = poisoned(ragged.stats);
+    execute(plans, {{ragged.q, array(qs, {tq_store, h, d})},
+                    {ragged.k, array(ks, {tk_store, hk, d})},
+                    {ragged.v, array(vs, {tk_store, hk, dv})},
+                    {ragged.cu_q, cuq},
+                    {ragged.cu_kv, cukv},
+                    {q_off, offsets(q_rows, h * d, tq_store)},
+                    {k_off, offsets(kv_rows, hk * d, tk_store)},
+                    {v_off, offsets(kv_rows, hk * dv, tk_store)},
+                    {ragged.o, o_ragged},
+                    {ragged.stats, st_ragged}});
+    // o and stats follow q's placement; rows in q's gaps belong to no sequence (NaN).
+    std::vector<double> want_o(tq_store * h * dv, kNaN), want_st(tq_store * h, kNaN);
+    for (int b = 0; b < 2; ++b) {
+      copy_rows(values(o_packed), want_o, h * dv, cu_q[b], q_rows[b], cu_q[b + 1] - cu_q[b]);
+      copy_rows(values(st_packed), want_st, h, cu_q[b], q_rows[b], cu_q[b + 1] - cu_q[b]);
+    }
+    expect_near_all(values(o_ragged), want_o, 0);
+    expect_near_all(values(st_ragged), want_st, 0);
+    const AttnOut want = attention(qs, ks, vs, {h, hk, d, dv}, cu_q, cu_kv, q_rows, kv_rows,
+                                   1 / std::sqrt(4.0), causal);
+    expect_near_all(values(o_ragged), want.o, 1e-5);
+  }
+}
+
+TEST(ReferenceEngineSdpa, RaggedOffsetErrorsAreInvalidArgumentsFromExecute) {
+  const int64_t h = 1, d = 2;
+  // Offsets that are no multiple of a row, and v placed elsewhere than k.
+  SdpaGraph g2 = sdpa_graph({3, h, d}, {4, h, d}, {4, h, d}, DType::f32, 2, false, false);
+  Tensor k2 = input(g2.g, "k_off", {3}, DType::i32);
+  Tensor v2 = input(g2.g, "v_off", {3}, DType::i32);
+  g2.k.set_ragged_offset(k2);
+  g2.v.set_ragged_offset(v2);
+  plan::ExecutionPlans p2 = build(g2.g);
+  Array o2 = sentinel(g2.o);
+  Bindings base = {{g2.q, random({3, h, d})},
+                   {g2.k, random({4, h, d})},
+                   {g2.v, random({4, h, d})},
+                   {g2.cu_q, array({0, 1, 3}, {3}, DType::i32)},
+                   {g2.cu_kv, array({0, 1, 3}, {3}, DType::i32)},
+                   {g2.o, o2}};
+  Bindings not_a_row = base;
+  not_a_row.emplace_back(k2, array({0, 3, 8}, {3}, DType::i32));
+  not_a_row.emplace_back(v2, array({0, 3, 8}, {3}, DType::i32));
+  expect_throw_with<InvalidArgument>([&] { execute(p2, not_a_row); },
+                                     {"ragged offset", "'k'", "multiple of a row"});
+  EXPECT_TRUE(all_equal(o2, 777));
+  Bindings elsewhere = base;
+  elsewhere.emplace_back(k2, array({0, 4, 8}, {3}, DType::i32));
+  elsewhere.emplace_back(v2, array({0, 2, 8}, {3}, DType::i32));
+  expect_throw_with<InvalidArgument>([&] { execute(p2, elsewhere); }, {"v"});
+  EXPECT_TRUE(all_equal(o2, 777));
+}
+
+TEST(ReferenceEngineSdpa, OutputRaggedOffsetsMustAgreeWithTheirAnchor) {
+  // o follows q's rows; an o whose own ragged offset places it elsewhere is refused, not
+  // written at q's rows. Likewise dk (k's rows) in the backward.
+  const int64_t h = 1, d = 2;
+  SdpaGraph gr = sdpa_graph({4, h, d}, {4, h, d}, {4, h, d}, DType::f64, 2, false, false);
+  Tensor q_off = input(gr.g, "q_off", {3}, DType::i32), o_off = input(gr.g, "o_off", {3}, DType::i32);
+  gr.q.set_ragged_offset(q_off);
+  gr.o.set_ragged_offset(o_off);
+  plan::ExecutionPlans plans = build(gr.g);
+  Array o = sentinel(gr.o);
+  Bindings bind = {{gr.q, random({4, h, d}, -1, 1, DType::f64)},
+                   {gr.k, random({4, h, d}, -1, 1, DType::f64)},
+                   {gr.v, random({4, h, d}, -1, 1, DType::f64)},
+                   {gr.cu_q, array({0, 1, 3}, {3}, DType::i32)},
+                   {gr.cu_kv, array({0, 2, 4}, {3}, DType::i32)},
+                   {q_off, array({2, 4, 8}, {3}, DType::i32)},  // rows 1 and 2 of 4
+                   {gr.o, o}};
+  Bindings apart = bind;
+  apart.emplace_back(o_off, array({0, 2, 8}, {3}, DType::i32));  // rows 0 and 1
+  expect_throw_with<InvalidArgument>([&] { execute(plans, apart); },
+                                     {"o's ragged offset", "where q's"});
+  EXPECT_TRUE(all_equal(o, 777));
+  Bindings agree = bind;
+  agree.emplace_back(o_off, array({2, 4, 8}, {3}, DType::i32));
+  execute(plans, agree);
+  const auto got = values(o);
+  EXPECT_TRUE(std::isnan(got[0]) && std::isnan(got[1]));  // row 0: in no sequence
+  for (std::size_t i = 2; i < 8; ++i) EXPECT_TRUE(std::isfinite(got[i])) << i;
+
+  Graph bg("sdpa_bwd");
+  Tensor q = input(bg, "q", {3, h, d}), k = input(bg, "k", {4, h, d}), v = input(bg, "v", {4, h, d}),
+         ot = input(bg, "o", {3, h, d}), dot = input(bg, "d_o", {3, h, d}),
+         st = input(bg, "stats", {3, h}), cq = input(bg, "cu_q", {3}, DType::i32),
+         ck = input(bg, "cu_kv", {3}, DType::i32), dk_off = input(bg, "dk_off", {3}, DType::i32);
+  auto grads = bg.op("sdpa_bwd", {{"q", q}, {"k", k}, {"v", v}, {"o", ot}, {"d_o", dot},
+                                  {"stats", st}, {"cu_seqlens_q", cq}, {"cu_seqlens_kv", ck}});
+  Tensor dk = grads.at("dk");
+  dk.set_output(true).set_ragged_offset(dk_off);
+  plan::ExecutionPlans bplans = build(bg);
+  Array dko = sentinel(dk);
+  expect_throw_with<InvalidArgument>(
+      [&] {
+        execute(bplans, {{q, random({3, h, d})},
+                         {k, random({4, h, d})},
+                         {v, random({4, h, d})},
+                         {ot, random({3, h, d})},
+                         {dot, random({3, h, d})},
+                         {st, random({3, h})},
+                         {cq, array({0, 1, 3}, {3}, DType::i32)},
+                         {ck, array({0, 2, 4}, {3}, DType::i32)},
+                         {dk_off, array({0, 6, 8}, {3}, DType::i32)},  // k's rows are 0 and 2
+                         {dk, dko}});
+      },
+      {"dk's ragged offset", "where k's"});
+  EXPECT_TRUE(all_equal(dko, 777));
+}
+
+TEST(ReferenceEngineSdpa, CompositeGraphWithRaggedSdpaInputsRuns) {
+  // q = x @ w feeds an sdpa whose k and v are stored with a gap: the ragged tensors are read by
+  // the sdpa node only, so the reference serves the graph.
+  const int64_t h = 1, d = 2;
+  Graph g("composite_ragged");
+  Tensor x = input(g, "x", {3, h, d}, DType::f64), w = input(g, "w", {d, d}, DType::f64);
+  Tensor q = g.matmul(x, w);
+  Tensor k = input(g, "k", {5, h, d}, DType::f64), v = input(g, "v", {5, h, d}, DType::f64);
+  Tensor cq = input(g, "cu_q", {3}, DType::i32), ck = input(g, "cu_kv", {3}, DType::i32);
+  Tensor kv_off = input(g, "kv_off", {3}, DType::i32);
+  k.set_ragged_offset(kv_off);
+  v.set_ragged_offset(kv_off);
+  Tensor o = g.op("sdpa", {{"q", q}, {"k", k}, {"v", v}, {"cu_seqlens_q", cq},
+                           {"cu_seqlens_kv", ck}})
+                 .at("o");
+  o.set_output(true);
+  plan::ExecutionPlans plans = engines::create_execution_plans(g, kCpu);
+  EXPECT_EQ(plans.family(), "composite");
+  plans.build_plans();
+  Array xv = random({3, h, d}, -1, 1, DType::f64), wv = random({d, d}, -1, 1, DType::f64);
+  Array kvv = random({5, h, d}, -1, 1, DType::f64), vvv = random({5, h, d}, -1, 1, DType::f64);
+  Array oo = poisoned(o);
+  execute(plans, {{x, xv}, {w, wv}, {k, kvv}, {v, vvv}, {cq, array({0, 1, 3}, {3}, DType::i32)},
+                  {ck, array({0, 2, 4}, {3}, DType::i32)},
+                  {kv_off, array({0, 6, 10}, {3}, DType::i32)},  // rows 0-1 and 3-4; row 2 a gap
+                  {o, oo}});
+  const auto xs = values(xv), ws = values(wv);
+  std::vector<double> qs(3 * d, 0.0);
+  for (int t = 0; t < 3; ++t)
+    for (int j = 0; j < d; ++j)
+      for (int c = 0; c < d; ++c) qs[t * d + j] += xs[t * d + c] * ws[c * d + j];
+  const AttnOut want = attention(qs, values(kvv), values(vvv), {h, h, d, d}, {0, 1, 3}, {0, 2, 4},
+                                 {}, {0, 3}, 1 / std::sqrt(2.0), false);
+  expect_near_all(values(oo), want.o, 1e-13);
+}
+
+TEST(ReferenceEngineSdpa, RaggedTensorsReadByOtherOpsAreDeclined) {
+  Graph g("ragged_pointwise");
+  Tensor x = input(g, "x", {4, 1, 2}), off = input(g, "off", {3}, DType::i32);
+  x.set_ragged_offset(off);
+  g.pointwise("exp", x).set_output(true);
+  plan::ExecutionPlans plans = engines::create_execution_plans(g, kCpu);
+  expect_throw_with<NotSupported>([&] { plans.build_plans(); }, {"reference", "ragged offset"});
+}
+
+// Sum over i of w[i] * x[i].
+double weighted_sum(const std::vector<double>& w, const Array& x) {
+  const auto v = values(x);
+  double s = 0;
+  for (std::size_t i = 0; i < v.size(); ++i) s += w[i] * v[i];
+  return s;
+}
+
+// Central difference of `loss()` w.r.t. every element of the f64 array `x` (changed in place,
+// then restored).
+std::vector<double> finite_difference(const Array& x, const std::function<double()>& loss,
+                                      double step = 1e-5) {
+  auto* p = static_cast<double*>(x.data());
+  std::vector<double> grad(static_cast<std::size_t>(x.numel()));
+  for (std::size_t i = 0; i < grad.size(); ++i) {
+    const double keep = p[i];
+    p[i] = keep + step;
+    const double up = loss();
+    p[i] = keep - step;
+    const double down = loss();
+    p[i] = keep;
+    grad[i] = (up - down) / (2 * step);
+  }
+  return grad;
+}
+
+TEST(ReferenceEngineSdpa, BackwardMatchesFiniteDifferencesOfTheForwardGraph) {
+  const AttnDims s{2, 1, 3, 2};
+  const std::vector<int64_t> cu_q = {0, 2, 5}, cu_kv = {0, 3, 6};
+  const int64_t tq = 5, tk = 6;
+  for (bool causal : {false, true}) {
+    SCOPED_TRACE(causal ? "causal" : "full");
+    SdpaGraph fwd = sdpa_graph({tq, s.h, s.d}, {tk, s.hk, s.d}, {tk, s.hk, s.dv}, DType::f64, 2,
+                               causal, true);
+    plan::ExecutionPlans fplans = build(fwd.g);
+    Array qv = random({tq, s.h, s.d}, -1, 1, DType::f64),
+          kv = random({tk, s.hk, s.d}, -1, 1, DType::f64),
+          vv = random({tk, s.hk, s.dv}, -1, 1, DType::f64);
+    const Array cuq = array(as_doubles(cu_q), {3}, DType::i32),
+                cukv = array(as_doubles(cu_kv), {3}, DType::i32);
+    Array o = poisoned(fwd.o), st = poisoned(fwd.stats);
+    const plan::VariantPack fpack = pack_of(
+        fplans, {{fwd.q, qv}, {fwd.k, kv}, {fwd.v, vv}, {fwd.cu_q, cuq}, {fwd.cu_kv, cukv},
+                 {fwd.o, o}, {fwd.stats, st}});
+    fplans.execute(fpack, {});
+    const Array o_saved = o.to(kCpu), st_saved = st.to(kCpu);
+    const std::vector<double> d_o = random_values(tq * s.h * s.dv);
+
+    Graph bg("sdpa_bwd");
+    Tensor q = input(bg, "q", {tq, s.h, s.d}, DType::f64), k = input(bg, "k", {tk, s.hk, s.d}, DType::f64),
+           v = input(bg, "v", {tk, s.hk, s.dv}, DType::f64),
+           ot = input(bg, "o", {tq, s.h, s.dv}, DType::f64),
+           dot = input(bg, "d_o", {tq, s.h, s.dv}, DType::f64),
+           stt = input(bg, "stats", {tq, s.h}, DType::f32),
+           cq = input(bg, "cu_q", {3}, DType::i32), ck = input(bg, "cu_kv", {3}, DType::i32);
+    auto grads = bg.op("sdpa_bwd",
+                       {{"q", q}, {"k", k}, {"v", v}, {"o", ot}, {"d_o", dot}, {"stats", stt},
+                        {"cu_seqlens_q", cq}, {"cu_seqlens_kv", ck}},
+                       {{"causal", causal}});
+    Tensor dq = grads.at("dq"), dk = grads.at("dk"), dv = grads.at("dv");
+    for (Tensor t : {dq, dk, dv}) t.set_output(true);
+    Array dqo = poisoned(dq), dko = poisoned(dk), dvo = poisoned(dv);
+    execute(build(bg), {{q, qv}, {k, kv}, {v, vv}, {ot, o_saved}, {dot, array(d_o, {tq, s.h, s.dv}, DType::f64)},
+                        {stt, st_saved}, {cq, cuq}, {ck, cukv},
+                        {dq, dqo}, {dk, dko}, {dv, dvo}});
+
+    const auto loss = [&] {
+      fplans.execute(fpack, {});
+      return weighted_sum(d_o, o);
+    };
+    // The backward reads the forward's f32 stats: agreement to about f32 precision.
+    EXPECT_LE(rel_error(values(dqo), finite_difference(qv, loss)), 1e-5);
+    EXPECT_LE(rel_error(values(dko), finite_difference(kv, loss)), 1e-5);
+    EXPECT_LE(rel_error(values(dvo), finite_difference(vv, loss)), 1e-5);
+  }
+}
+
+TEST(ReferenceEngineSdpa, DenseBackwardEqualsThdBackward) {
+  const int64_t b = 2, sq = 2, sk = 3, h = 2, hk = 1, d = 3;
+  Array qv = random({b, sq, h, d}, -1, 1, DType::f64), kv = random({b, sk, hk, d}, -1, 1, DType::f64),
+        vv = random({b, sk, hk, d}, -1, 1, DType::f64), ov = random({b, sq, h, d}, -1, 1, DType::f64),
+        dov = random({b, sq, h, d}, -1, 1, DType::f64), sv = random({b, sq, h}, 0, 1);
+  std::vector<Array> dq_results;
+  for (bool dense : {true, false}) {
+    SCOPED_TRACE(dense ? "dense" : "thd");
+    const auto shape = [&](const Shape& full) {
+      return dense ? full : Shape{full[0] * full[1], full[2], full[3]};
+    };
+    Graph g("sdpa_bwd");
+    Tensor q = input(g, "q", shape({b, sq, h, d}), DType::f64),
+           k = input(g, "k", shape({b, sk, hk, d}), DType::f64),
+           v = input(g, "v", shape({b, sk, hk, d}), DType::f64),
+           o = input(g, "o", shape({b, sq, h, d}), DType::f64),
+           d_o = input(g, "d_o", shape({b, sq, h, d}), DType::f64),
+           st = input(g, "stats", dense ? Shape{b, sq, h} : Shape{b * sq, h}, DType::f32);
+    Ports p = {{"q", q}, {"k", k}, {"v", v}, {"o", o}, {"d_o", d_o}, {"stats", st}};
+    Bindings bind = {{q, qv.reshape(shape({b, sq, h, d}))},   {k, kv.reshape(shape({b, sk, hk, d}))},
+                     {v, vv.reshape(shape({b, sk, hk, d}))},  {o, ov.reshape(shape({b, sq, h, d}))},
+                     {d_o, dov.reshape(shape({b, sq, h, d}))},
+                     {st, sv.reshape(dense ? Shape{b, sq, h} : Shape{b * sq, h})}};
+    if (!dense) {
+      Tensor cq = input(g, "cu_q", {3}, DType::i32), ck = input(g, "cu_kv", {3}, DType::i32);
+      p.emplace_back("cu_seqlens_q", cq);
+      p.emplace_back("cu_seqlens_kv", ck);
+      bind.emplace_back(cq, array({0, 2, 4}, {3}, DType::i32));
+      bind.emplace_back(ck, array({0, 3, 6}, {3}, DType::i32));
+    }
+    auto grads = g.op("sdpa_bwd", p, {{"causal", true}});
+    for (const char* port : {"dq", "dk", "dv"}) {
+      Tensor t = grads.at(port);
+      t.set_output(true);
+      Array a = poisoned(t);
+      bind.emplace_back(t, a);
+      if (std::string(port) == "dq") dq_results.push_back(a);
+    }
+    execute(build(g), bind);
+  }
+  ASSERT_EQ(dq_results.size(), 2u);
+  EXPECT_TRUE(all_finite(dq_results[0]));
+  EXPECT_EQ(values(dq_results[0]), values(dq_results[1]));
+}
+
+// ---- linear attention ----------------------------------------------------------------------
+
+struct DeltaCase {
+  explicit DeltaCase(std::string r) : rule(std::move(r)) {}
+  std::string rule;  // gdn, kda, gdn2
+  std::vector<int64_t> cu = {0, 3, 5};
+  int64_t h = 1, hv = 2, k = 3, v = 2;
+  bool initial_state = true, l2 = false, safe_gate = false, beta_sigmoid = false;
+  std::optional<double> scale;
+  DType dtype = DType::f32;
+  int64_t t() const { return cu.back(); }
+  int64_t b() const { return static_cast<int64_t>(cu.size()) - 1; }
+  double scale_value() const { return scale ? *scale : 1 / std::sqrt(static_cast<double>(k)); }
+};
+
+// Fresh inputs by port name, in each port's domain.
+std::map<std::string, Array> delta_inputs(const DeltaCase& c) {
+  const int64_t t = c.t();
+  const bool gdn = c.rule == "gdn";
+  const DType dt = c.dtype;
+  std::map<std::string, Array> in;
+  in["q"] = random({t, c.h, c.k}, -1, 1, dt);
+  in["k"] = random({t, c.h, c.k}, -1, 1, dt);
+  in["v"] = random({t, c.hv, c.v}, -1, 1, dt);
+  const Shape gate = gdn ? Shape{t, c.hv} : Shape{t, c.hv, c.k};
+  in["g"] = c.safe_gate ? random(gate, -1, 1, dt) : random(gate, -0.7, -0.05, dt);
+  in["beta"] = c.beta_sigmoid ? random(c.rule == "gdn2" ? gate : Shape{t, c.hv}, -2, 2, dt)
+                              : random(c.rule == "gdn2" ? gate : Shape{t, c.hv}, 0.1, 0.9, dt);
+  if (c.rule == "gdn2") in["w"] = random({t, c.hv, c.v}, 0.2, 1, dt);
+  if (c.initial_state) in["initial_state"] = random({c.b(), c.hv, c.k, c.v}, -0.5, 0.5, dt);
+  if (c.safe_gate) {
+    in["a_log"] = random({c.hv}, -1, 0, dt);
+    in["dt_bias"] = random({c.hv}, -0.5, 0.5, dt);
+  }
+  in["cu_seqlens"] = array(as_doubles(c.cu), {c.b() + 1}, DType::i32);
+  return in;
+}
+
+struct DeltaGraph {
+  Graph g{"delta"};
+  std::map<std::string, Tensor> in, out;
+};
+
+// The forward (or backward, with d_o and optionally d_final_state inputs) graph of `c`, every
+// output marked an output.
+DeltaGraph delta_graph(const DeltaCase& c, const std::map<std::string, Array>& in, bool backward,
+                       bool d_final_state = false) {
+  DeltaGraph d;
+  Ports ports;
+  for (const auto& [name, a] : in) {
+    d.in[name] = input(d.g, name, a.shape(), a.dtype());
+    ports.emplace_back(name, d.in[name]);
+  }
+  if (backward) {
+    d.in["d_o"] = input(d.g, "d_o", {c.t(), c.hv, c.v}, c.dtype);
+    ports.emplace_back("d_o", d.in["d_o"]);
+    if (d_final_state) {
+      d.in["d_final_state"] = input(d.g, "d_final_state", {c.b(), c.hv, c.k, c.v}, c.dtype);
+      ports.emplace_back("d_final_state", d.in["d_final_state"]);
+    }
+  }
+  Attrs attrs = {{"use_qk_l2norm", c.l2}};
+  if (c.scale) attrs.emplace_back("scale", *c.scale);
+  if (c.rule == "gdn") {
+    attrs.emplace_back("safe_gate", c.safe_gate);
+    attrs.emplace_back("use_beta_sigmoid", c.beta_sigmoid);
+  }
+  if (!backward) attrs.emplace_back("output_final_state", true);
+  for (auto& [port, t] : d.g.op(backward ? c.rule + "_bwd" : c.rule, ports, attrs)) {
+    t.set_output(true);
+    d.out[port] = t;
+  }
+  return d;
+}
+
+// The recurrence, written out per sequence and value head: S = diag(decay) S; e = S^T k;
+// S += (beta * k) (w * (v - e))^T; o = S^T (scale * q).
+struct DeltaOut {
+  std::vector<double> o, final_state;
+};
+DeltaOut delta_formula(const DeltaCase& c, const std::map<std::string, Array>& arrays) {
+  std::map<std::string, std::vector<double>> x;
+  for (const auto& [name, a] : arrays) x[name] = values(a);
+  const int64_t K = c.k, V = c.v, HV = c.hv, H = c.h, group = HV / H;
+  DeltaOut out{std::vector<double>(c.t() * HV * V, kNaN),
+               std::vector<double>(c.b() * HV * K * V, kNaN)};
+  const auto unit = [&](const std::vector<double>& src, int64_t at) {
+    std::vector<double> r(src.begin() + at, src.begin() + at + K);
+    if (c.l2) {
+      double ss = 0;
+      for (double e : r) ss += e * e;
+      for (double& e : r) e /= std::sqrt(ss + 1e-6);
+    }
+    return r;
+  };
+  for (int64_t b = 0; b < c.b(); ++b) {
+    for (int64_t hv = 0; hv < HV; ++hv) {
+      std::vector<double> S(K * V, 0.0);
+      if (c.initial_state)
+        for (int64_t i = 0; i < K * V; ++i) S[i] = x["initial_state"][(b * HV + hv) * K * V + i];
+      for (int64_t t = c.cu[b]; t < c.cu[b + 1]; ++t) {
+        const int64_t hq = hv / group;
+        std::vector<double> q = unit(x["q"], (t * H + hq) * K), k = unit(x["k"], (t * H + hq) * K);
+        for (double& e : q) e *= c.scale_value();
+        std::vector<double> decay(K), beta(K), w(V, 1.0);
+        for (int64_t i = 0; i < K; ++i) {
+          if (c.rule == "gdn") {
+            double g = x["g"][t * HV + hv];
+            if (c.safe_gate) g = -std::exp(x["a_log"][hv]) * softplus(g + x["dt_bias"][hv]);
+            decay[i] = std::exp(g);
+            const double bt = x["beta"][t * HV + hv];
+            beta[i] = c.beta_sigmoid ? sigmoid(bt) : bt;
+          } else {
+            decay[i] = std::exp(x["g"][(t * HV + hv) * K + i]);
+            beta[i] = c.rule == "gdn2" ? x["beta"][(t * HV + hv) * K + i] : x["beta"][t * HV + hv];
+          }
+        }
+        if (c.rule == "gdn2")
+          for (int64_t j = 0; j < V; ++j) w[j] = x["w"][(t * HV + hv) * V + j];
+        for (int64_t i = 0; i < K; ++i)
+          for (int64_t j = 0; j < V; ++j) S[i * V + j] *= decay[i];
+        for (int64_t j = 0; j < V; ++j) {
+          double e = 0;
+          for (int64_t i = 0; i < K; ++i) e += S[i * V + j] * k[i];
+          const double u = w[j] * (x["v"][(t * HV + hv) * V + j] - e);
+          for (int64_t i = 0; i < K; ++i) S[i * V + j] += beta[i] * k[i] * u;
+        }
+        for (int64_t j = 0; j < V; ++j) {
+          double o = 0;
+          for (int64_t i = 0; i < K; ++i) o += S[i * V + j] * q[i];
+          out.o[(t * HV + hv) * V + j] = o;
+        }
+      }
+      for (int64_t i = 0; i < K * V; ++i) out.final_state[(b * HV + hv) * K * V + i] = S[i];
+    }
+  }
+  return out;
+}
+
+Bindings delta_bindings(const DeltaGraph& d, const std::map<std::string, Array>& in) {
+  Bindings bind;
+  for (const auto& [name, a] : in) bind.emplace_back(d.in.at(name), a);
+  return bind;
+}
+
+TEST(ReferenceEngineLinearAttention, GdnHandComputedSingleToken) {
+  // K = V = 1, scale 1: S = 0.5 * 4 = 2; e = 2 * 3 = 6; S += 0.5 * 3 * (5 - 6) -> 0.5;
+  // o = 0.5 * 2 = 1.
+  DeltaCase c("gdn");
+  c.cu = {0, 1};
+  c.hv = 1;
+  c.k = 1;
+  c.v = 1;
+  c.scale = 1.0;
+  c.dtype = DType::f64;
+  std::map<std::string, Array> in = {
+      {"q", array({2}, {1, 1, 1}, DType::f64)},
+      {"k", array({3}, {1, 1, 1}, DType::f64)},
+      {"v", array({5}, {1, 1, 1}, DType::f64)},
+      {"g", array({std::log(0.5)}, {1, 1}, DType::f64)},
+      {"beta", array({0.5}, {1, 1}, DType::f64)},
+      {"initial_state", array({4}, {1, 1, 1, 1}, DType::f64)},
+      {"cu_seqlens", array({0, 1}, {2}, DType::i32)},
+  };
+  DeltaGraph d = delta_graph(c, in, false);
+  Array o = poisoned(d.out.at("o")), fs = poisoned(d.out.at("final_state"));
+  Bindings bind = delta_bindings(d, in);
+  bind.emplace_back(d.out.at("o"), o);
+  bind.emplace_back(d.out.at("final_state"), fs);
+  execute(build(d.g), bind);
+  expect_near_all(values(o), {1.0}, 1e-15);
+  expect_near_all(values(fs), {0.5}, 1e-15);
+}
+
+TEST(ReferenceEngineLinearAttention, ForwardMatchesTheRecurrence) {
+  std::vector<DeltaCase> cases = {DeltaCase("gdn"), DeltaCase("kda"), DeltaCase("gdn2")};
+  DeltaCase gated("gdn");
+  gated.l2 = gated.safe_gate = gated.beta_sigmoid = true;
+  gated.scale = 0.8;
+  cases.push_back(gated);
+  DeltaCase plain("kda");
+  plain.initial_state = false;
+  plain.l2 = true;
+  plain.h = 2;
+  plain.hv = 4;
+  cases.push_back(plain);
+  DeltaCase wide("gdn2");
+  wide.cu = {0, 1, 1, 4};  // an empty sequence
+  cases.push_back(wide);
+  for (const DeltaCase& c : cases) {
+    SCOPED_TRACE(c.rule + (c.safe_gate ? " safe gate" : "") + (c.l2 ? " l2" : ""));
+    const auto in = delta_inputs(c);
+    DeltaGraph d = delta_graph(c, in, false);
+    Array o = poisoned(d.out.at("o")), fs = poisoned(d.out.at("final_state"));
+    Bindings bind = delta_bindings(d, in);
+    bind.emplace_back(d.out.at("o"), o);
+    bind.emplace_back(d.out.at("final_state"), fs);
+    execute(build(d.g), bind);
+    const DeltaOut want = delta_formula(c, in);
+    expect_near_all(values(o), want.o, 1e-5);
+    expect_near_all(values(fs), want.final_state, 1e-5);
+  }
+}
+
+TEST(ReferenceEngineLinearAttention, BackwardGraphsProduceEveryConditionalOutput) {
+  struct Case {
+    DeltaCase c;
+    bool d_final_state;
+    std::vector<std::string> outputs;
+  };
+  DeltaCase gdn("gdn");
+  gdn.safe_gate = gdn.l2 = gdn.beta_sigmoid = true;
+  DeltaCase kda("kda");
+  kda.initial_state = false;
+  DeltaCase gdn2("gdn2");
+  const std::vector<Case> cases = {
+      {gdn, true, {"d_a_log", "d_dt_bias", "d_initial_state", "dbeta", "dg", "dk", "dq", "dv"}},
+      {kda, false, {"dbeta", "dg", "dk", "dq", "dv"}},
+      {gdn2, true, {"d_initial_state", "dbeta", "dg", "dk", "dq", "dv", "dw"}},
+  };
+  for (const Case& cs : cases) {
+    SCOPED_TRACE(cs.c.rule + "_bwd");
+    const auto in = delta_inputs(cs.c);
+    DeltaGraph d = delta_graph(cs.c, in, true, cs.d_final_state);
+    std::vector<std::string> names;
+    for (const auto& [port, t] : d.out) names.push_back(port);
+    EXPECT_EQ(names, cs.outputs);
+    Bindings bind = delta_bindings(d, in);
+    bind.emplace_back(d.in.at("d_o"), random({cs.c.t(), cs.c.hv, cs.c.v}));
+    if (cs.d_final_state)
+      bind.emplace_back(d.in.at("d_final_state"), random({cs.c.b(), cs.c.hv, cs.c.k, cs.c.v}));
+    std::map<std::string, Array> outs;
+    for (const auto& [port, t] : d.out) {
+      outs[port] = poisoned(t);
+      bind.emplace_back(t, outs[port]);
+    }
+    execute(build(d.g), bind);
+    for (const auto& [port, a] : outs) EXPECT_TRUE(all_finite(a)) << port << " not fully written";
+  }
+}
+
+// Checks gradients of L = sum(d_o * o) + sum(d_fs * final_state) from the backward graph
+// against central differences through the forward graph, in f64.
+void check_delta_gradients(const DeltaCase& c, const std::map<std::string, std::string>& checks) {
+  const auto in = delta_inputs(c);
+  DeltaGraph fwd = delta_graph(c, in, false);
+  plan::ExecutionPlans fplans = build(fwd.g);
+  Array o = poisoned(fwd.out.at("o")), fs = poisoned(fwd.out.at("final_state"));
+  Bindings fb = delta_bindings(fwd, in);
+  fb.emplace_back(fwd.out.at("o"), o);
+  fb.emplace_back(fwd.out.at("final_state"), fs);
+  const plan::VariantPack fpack = pack_of(fplans, fb);
+  const std::vector<double> d_o = random_values(c.t() * c.hv * c.v),
+                            d_fs = random_values(c.b() * c.hv * c.k * c.v);
+  const auto loss = [&] {
+    fplans.execute(fpack, {});
+    return weighted_sum(d_o, o) + weighted_sum(d_fs, fs);
+  };
+
+  DeltaGraph bwd = delta_graph(c, in, true, true);
+  Bindings bb = delta_bindings(bwd, in);
+  bb.emplace_back(bwd.in.at("d_o"), array(d_o, {c.t(), c.hv, c.v}, DType::f64));
+  bb.emplace_back(bwd.in.at("d_final_state"), array(d_fs, {c.b(), c.hv, c.k, c.v}, DType::f64));
+  std::map<std::string, Array> grads;
+  for (const auto& [port, t] : bwd.out) {
+    grads[port] = poisoned(t);
+    bb.emplace_back(t, grads[port]);
+  }
+  execute(build(bwd.g), bb);
+  for (const auto& [input_port, grad_port] : checks) {
+    SCOPED_TRACE(grad_port);
+    // f32 gradients (dg, d_initial_state, d_a_log, ...) agree to f32 precision.
+    const double tol = grads.at(grad_port).dtype() == DType::f64 ? 1e-7 : 1e-5;
+    EXPECT_LE(rel_error(values(grads.at(grad_port)), finite_difference(in.at(input_port), loss)),
+              tol);
+  }
+}
+
+TEST(ReferenceEngineLinearAttention, BackwardMatchesFiniteDifferences) {
+  DeltaCase gdn("gdn");
+  gdn.safe_gate = gdn.l2 = gdn.beta_sigmoid = true;
+  gdn.dtype = DType::f64;
+  check_delta_gradients(gdn, {{"q", "dq"},
+                              {"g", "dg"},
+                              {"beta", "dbeta"},
+                              {"a_log", "d_a_log"},
+                              {"dt_bias", "d_dt_bias"},
+                              {"initial_state", "d_initial_state"}});
+  DeltaCase kda("kda");
+  kda.dtype = DType::f64;
+  kda.h = 1;
+  kda.hv = 2;
+  check_delta_gradients(kda, {{"k", "dk"}, {"v", "dv"}, {"g", "dg"}});
+  DeltaCase gdn2("gdn2");
+  gdn2.dtype = DType::f64;
+  gdn2.l2 = true;
+  check_delta_gradients(gdn2, {{"k", "dk"}, {"beta", "dbeta"}, {"w", "dw"}});
+}
+
+// ---- errors --------------------------------------------------------------------------------
+
+struct AddGraph {
+  Graph g{"add"};
+  Tensor a, b, out;
+  AddGraph() {
+    a = input(g, "a", {2, 3});
+    b = input(g, "b", {2, 3});
+    out = g.pointwise("add", a, b);
+    out.set_name("sum").set_output(true);
+  }
+};
+
+TEST(ReferenceEngineErrors, ExecuteBeforeBuildPlans) {
+  AddGraph ag;
+  plan::ExecutionPlans plans = engines::create_execution_plans(ag.g, kCpu);
+  Array o = sentinel(ag.out);
+  const plan::VariantPack pack =
+      pack_of(plans, {{ag.a, random({2, 3})}, {ag.b, random({2, 3})}, {ag.out, o}});
+  expect_throw_with<InvalidArgument>([&] { plans.execute(pack, {}); }, {"build_plans"});
+  EXPECT_TRUE(all_equal(o, 777));
+  plans.build_plans();
+  plans.execute(pack, {});
+  EXPECT_FALSE(all_equal(o, 777));
+}
+
+TEST(ReferenceEngineErrors, BadOperandsNameTheOperandAndLeaveOutputsAlone) {
+  AddGraph ag;
+  plan::ExecutionPlans plans = build(ag.g);
+  Array o = sentinel(ag.out);
+  const Array good = random({2, 3});
+  const auto expect_refused = [&](const Bindings& bind, std::initializer_list<std::string> what) {
+    expect_throw_with<InvalidArgument>([&] { execute(plans, bind); }, what);
+    EXPECT_TRUE(all_equal(o, 777)) << "the output was written by a refused call";
+  };
+  // A missing operand.
+  expect_refused({{ag.a, good}, {ag.out, o}}, {"'b'", "no buffer"});
+  expect_refused({{ag.a, good}, {ag.b, good}}, {"'sum'", "no buffer"});
+  // Wrong dtype, dims, device.
+  expect_refused({{ag.a, good}, {ag.b, random({2, 3}, -1, 1, DType::f64)}, {ag.out, o}},
+                 {"'b'", "dtype"});
+  expect_refused({{ag.a, random({3, 2})}, {ag.b, good}, {ag.out, o}}, {"'a'", "dims"});
+  expect_refused({{ag.a, good}, {ag.b, good}, {ag.out, random({6})}}, {"'sum'", "dims"});
+  {
+    // An operand on a CUDA device is refused before anything reads it (the pointer is a host
+    // one here and is never dereferenced).
+    std::vector<float> host(6, 1.0f);
+    plan::VariantPack pack = pack_of(plans, {{ag.a, good}, {ag.out, o}});
+    pack.set(ag.b, plan::Operand::raw(host.data(), {2, 3}, DType::f32, Device::cuda(0)));
+    expect_throw_with<InvalidArgument>([&] { plans.execute(pack, {}); },
+                                       {"'b'", "device", "cuda:0"});
+    EXPECT_TRUE(all_equal(o, 777));
+  }
+  if (cuda_available()) {
+    expect_refused({{ag.a, good}, {ag.b, good.to(Device::cuda(0))}, {ag.out, o}},
+                   {"'b'", "device"});
+  }
+  // Tensors of another graph, and a pack made for another plan.
+  AddGraph other;
+  plan::VariantPack pack(plans.layout());
+  expect_throw_with<InvalidArgument>([&] { pack.set(other.a, plan::Operand(good)); },
+                                     {"another graph"});
+  plan::ExecutionPlans other_plans = build(other.g);
+  const plan::VariantPack foreign =
+      pack_of(other_plans, {{other.a, good}, {other.b, good}, {other.out, o}});
+  expect_throw_with<InvalidArgument>([&] { plans.execute(foreign, {}); }, {"another plan"});
+  EXPECT_TRUE(all_equal(o, 777));
+  // After all that, a good call works.
+  execute(plans, {{ag.a, good}, {ag.b, good}, {ag.out, o}});
+  std::vector<double> twice = values(good);
+  for (double& x : twice) x *= 2;
+  expect_near_all(values(o), twice, 1e-7);
+}
+
+TEST(ReferenceEngineErrors, DecreasingCuSeqlensIsRefusedByExecute) {
+  {
+    SdpaGraph gr = sdpa_graph({4, 1, 2}, {4, 1, 2}, {4, 1, 2}, DType::f32, 2, false, true);
+    plan::ExecutionPlans plans = build(gr.g);
+    Array o = sentinel(gr.o), st = sentinel(gr.stats);
+    expect_throw_with<InvalidArgument>(
+        [&] {
+          execute(plans, {{gr.q, random({4, 1, 2})},
+                          {gr.k, random({4, 1, 2})},
+                          {gr.v, random({4, 1, 2})},
+                          {gr.cu_q, array({0, 3, 2}, {3}, DType::i32)},
+                          {gr.cu_kv, array({0, 2, 4}, {3}, DType::i32)},
+                          {gr.o, o},
+                          {gr.stats, st}});
+        },
+        {"cu_q", "never decrease"});
+    EXPECT_TRUE(all_equal(o, 777));
+    EXPECT_TRUE(all_equal(st, 777));
+    // A sequence past the end of the tensor.
+    expect_throw_with<InvalidArgument>(
+        [&] {
+          execute(plans, {{gr.q, random({4, 1, 2})},
+                          {gr.k, random({4, 1, 2})},
+                          {gr.v, random({4, 1, 2})},
+                          {gr.cu_q, array({0, 2, 5}, {3}, DType::i32)},
+                          {gr.cu_kv, array({0, 2, 4}, {3}, DType::i32)},
+                          {gr.o, o},
+                          {gr.stats, st}});
+        },
+        {"runs past the end"});
+    EXPECT_TRUE(all_equal(o, 777));
+  }
+  {
+    DeltaCase c("gdn");
+    const auto in = delta_inputs(c);
+    DeltaGraph d = delta_graph(c, in, false);
+    plan::ExecutionPlans plans = build(d.g);
+    Array o = sentinel(d.out.at("o")), fs = sentinel(d.out.at("final_state"));
+    Bindings bind = delta_bindings(d, in);
+    bind.emplace_back(d.out.at("o"), o);
+    bind.emplace_back(d.out.at("final_state"), fs);
+    for (auto& [t, a] : bind)
+      if (t == d.in.at("cu_seqlens")) a = array({0, 4, 5}, {3}, DType::i32);
+    execute(plans, bind);  // legal: it runs
+    EXPECT_FALSE(all_equal(o, 777));
+    Array o2 = sentinel(d.out.at("o")), fs2 = sentinel(d.out.at("final_state"));
+    for (auto& [t, a] : bind) {
+      if (t == d.in.at("cu_seqlens")) a = array({0, 4, 3}, {3}, DType::i32);
+      if (t == d.out.at("o")) a = o2;
+      if (t == d.out.at("final_state")) a = fs2;
+    }
+    expect_throw_with<InvalidArgument>([&] { execute(plans, bind); }, {"cu_seqlens", "decreases"});
+    EXPECT_TRUE(all_equal(o2, 777));
+    EXPECT_TRUE(all_equal(fs2, 777));
+  }
+}
+
+}  // namespace
+}  // namespace eagle
