@@ -153,8 +153,8 @@ void expect_reference_plan(const Graph& g, const std::string& family) {
 }
 
 TEST(ReferenceEnginePlanning, PointwiseCpuPlanListStartsWithTheReference) {
-  for (plan::HeurMode mode : {plan::HeurMode::A, plan::HeurMode::FALLBACK,
-                              plan::HeurMode::OPENSOURCE}) {
+  for (plan::HeurMode mode :
+       {plan::HeurMode::A, plan::HeurMode::FALLBACK, plan::HeurMode::OPENSOURCE}) {
     Graph g("pw");
     Tensor a = input(g, "a", {2, 3}), b = input(g, "b", {2, 3});
     g.pointwise("add", a, b).set_output(true);
@@ -191,8 +191,8 @@ TEST(ReferenceEnginePlanning, EveryFamilyClassifiesAndBuildsTheReference) {
   }
   {
     Graph g("embedding");
-    g.op("embedding", {{"table", input(g, "table", {5, 3})},
-                       {"ids", input(g, "ids", {4}, DType::i32)}})
+    g.op("embedding",
+         {{"table", input(g, "table", {5, 3})}, {"ids", input(g, "ids", {4}, DType::i32)}})
         .at("y")
         .set_output(true);
     expect_reference_plan(g, "embedding");
@@ -329,8 +329,7 @@ const std::map<std::string, PointwiseRef>& pointwise_refs() {
       {"sigmoid", {[](V x) { return sigmoid(x[0]); }}},
       {"relu", {[](V x) { return std::max(x[0], 0.0); }}},
       {"gelu", {[](V x) { return 0.5 * x[0] * (1 + std::erf(x[0] / std::sqrt(2.0))); }}},
-      {"gelu_tanh",
-       {[](V x) {
+      {"gelu_tanh", {[](V x) {
          const double c = std::sqrt(2 / std::numbers::pi);
          return 0.5 * x[0] * (1 + std::tanh(c * (x[0] + 0.044715 * std::pow(x[0], 3))));
        }}},
@@ -663,8 +662,9 @@ TEST(ReferenceEngineStructured, ReductionsOverAxesWithKeepdim) {
     op::Dims dims;
   };
   const std::vector<Case> cases = {
-      {"sum", {1}, true, {2, 1, 4}},  {"mean", {0, 2}, false, {3}}, {"max", {-1}, false, {2, 3}},
-      {"sum", {}, false, {}},         {"mean", {2}, true, {2, 3, 1}}, {"max", {0, 1}, true, {1, 1, 4}},
+      {"sum", {1}, true, {2, 1, 4}},  {"mean", {0, 2}, false, {3}},
+      {"max", {-1}, false, {2, 3}},   {"sum", {}, false, {}},
+      {"mean", {2}, true, {2, 3, 1}}, {"max", {0, 1}, true, {1, 1, 4}},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.mode + " keepdim " + std::to_string(c.keepdim));
@@ -683,8 +683,7 @@ TEST(ReferenceEngineStructured, ReductionsOverAxesWithKeepdim) {
     for (int64_t a : c.axes) reduced[a < 0 ? a + 3 : a] = true;
     // Output index of each input element (keepdim or not, the row-major order is the same).
     const int64_t ext[3] = {2, 3, 4};
-    std::vector<double> acc(static_cast<std::size_t>(numel(c.dims)),
-                            c.mode == "max" ? -kInf : 0.0);
+    std::vector<double> acc(static_cast<std::size_t>(numel(c.dims)), c.mode == "max" ? -kInf : 0.0);
     std::vector<int> count(acc.size(), 0);
     for (int i = 0; i < 2; ++i)
       for (int j = 0; j < 3; ++j)
@@ -750,8 +749,7 @@ TEST(ReferenceEngineStructured, LayerNormWithTrainingStatistics) {
   EXPECT_EQ(inv.dtype(), DType::f32);
   Array xv = random({rows, n}, -2, 3), sv = random({n}), bv = random({n});
   Array yo = poisoned(y), mo = poisoned(mean), io = poisoned(inv);
-  execute(build(g),
-          {{x, xv}, {scale, sv}, {bias, bv}, {y, yo}, {mean, mo}, {inv, io}});
+  execute(build(g), {{x, xv}, {scale, sv}, {bias, bv}, {y, yo}, {mean, mo}, {inv, io}});
   const auto v = values(xv), s = values(sv), b = values(bv);
   std::vector<double> want_y(rows * n), want_m(rows), want_i(rows);
   for (int64_t r = 0; r < rows; ++r) {
@@ -760,7 +758,8 @@ TEST(ReferenceEngineStructured, LayerNormWithTrainingStatistics) {
     for (int64_t i = 0; i < n; ++i) var += std::pow(v[r * n + i] - mu, 2) / n;
     want_m[r] = mu;
     want_i[r] = 1 / std::sqrt(var + eps);
-    for (int64_t i = 0; i < n; ++i) want_y[r * n + i] = (v[r * n + i] - mu) * want_i[r] * s[i] + b[i];
+    for (int64_t i = 0; i < n; ++i)
+      want_y[r * n + i] = (v[r * n + i] - mu) * want_i[r] * s[i] + b[i];
   }
   expect_near_all(values(yo), want_y, 1e-6);
   expect_near_all(values(mo), want_m, 1e-6);
@@ -770,8 +769,8 @@ TEST(ReferenceEngineStructured, LayerNormWithTrainingStatistics) {
 TEST(ReferenceEngineStructured, RmsNormOverTwoTrailingDims) {
   Graph g("rms");
   Tensor x = input(g, "x", {2, 3, 4}, DType::f64), scale = input(g, "scale", {3, 4}, DType::f64);
-  auto outs = g.op("rms_norm", {{"x", x}, {"scale", scale}},
-                   {{"normalized_ndim", 2}, {"training", true}});
+  auto outs =
+      g.op("rms_norm", {{"x", x}, {"scale", scale}}, {{"normalized_ndim", 2}, {"training", true}});
   Tensor y = outs.at("y"), inv = outs.at("inv_rms");
   y.set_output(true);
   inv.set_output(true);
@@ -793,7 +792,8 @@ TEST(ReferenceEngineStructured, RmsNormOverTwoTrailingDims) {
 TEST(ReferenceEngineStructured, MatmulWithBiasAndBatchBroadcast) {
   // a [2, 1, 3, 4] @ b [3, 4, 5] + bias [5] -> c [2, 3, 3, 5].
   Graph g("matmul");
-  Tensor a = input(g, "a", {2, 1, 3, 4}), b = input(g, "b", {3, 4, 5}), bias = input(g, "bias", {5});
+  Tensor a = input(g, "a", {2, 1, 3, 4}), b = input(g, "b", {3, 4, 5}),
+         bias = input(g, "bias", {5});
   Tensor c = g.matmul(a, b, bias);
   c.set_output(true);
   ASSERT_EQ(c.dims(), (op::Dims{2, 3, 3, 5}));
@@ -826,7 +826,8 @@ TEST(ReferenceEngineStructured, EmbeddingPicksRowsAndOutOfRangeIdsGiveNaN) {
   const auto t = values(tv);
   std::vector<double> want;
   for (double i : id)
-    for (int j = 0; j < 3; ++j) want.push_back(i >= 0 && i < 6 ? t[static_cast<int>(i) * 3 + j] : kNaN);
+    for (int j = 0; j < 3; ++j)
+      want.push_back(i >= 0 && i < 6 ? t[static_cast<int>(i) * 3 + j] : kNaN);
   expect_near_all(values(o), want, 0);
 }
 
@@ -836,7 +837,8 @@ TEST(ReferenceEngineStructured, CrossEntropyMeanWithIgnoreIndex) {
   for (double smoothing : {0.0, 0.2}) {
     SCOPED_TRACE("label_smoothing " + std::to_string(smoothing));
     Graph g("ce");
-    Tensor logits = input(g, "logits", {rows, classes}), tg = input(g, "targets", {rows}, DType::i64);
+    Tensor logits = input(g, "logits", {rows, classes}),
+           tg = input(g, "targets", {rows}, DType::i64);
     auto outs = g.op("cross_entropy", {{"logits", logits}, {"targets", tg}},
                      {{"output_lse", true}, {"label_smoothing", smoothing}});
     Tensor loss = outs.at("loss"), lse = outs.at("lse");
@@ -845,7 +847,8 @@ TEST(ReferenceEngineStructured, CrossEntropyMeanWithIgnoreIndex) {
     ASSERT_TRUE(loss.dims().empty());
     Array lv = random({rows, classes}, -3, 3);
     Array lo = poisoned(loss), so = poisoned(lse);
-    execute(build(g), {{logits, lv}, {tg, array(targets, {rows}, DType::i64)}, {loss, lo}, {lse, so}});
+    execute(build(g),
+            {{logits, lv}, {tg, array(targets, {rows}, DType::i64)}, {loss, lo}, {lse, so}});
     const auto x = values(lv);
     std::vector<double> want_lse(rows);
     double total = 0;
@@ -879,10 +882,9 @@ struct AttnOut {
   std::vector<double> o, lse;
 };
 AttnOut attention(const std::vector<double>& q, const std::vector<double>& k,
-                  const std::vector<double>& v, const AttnDims& s,
-                  const std::vector<int64_t>& cu_q, const std::vector<int64_t>& cu_kv,
-                  std::vector<int64_t> q_start, std::vector<int64_t> kv_start, double scale,
-                  bool causal) {
+                  const std::vector<double>& v, const AttnDims& s, const std::vector<int64_t>& cu_q,
+                  const std::vector<int64_t>& cu_kv, std::vector<int64_t> q_start,
+                  std::vector<int64_t> kv_start, double scale, bool causal) {
   const int64_t tq = static_cast<int64_t>(q.size()) / (s.h * s.d);
   if (q_start.empty()) q_start.assign(cu_q.begin(), cu_q.end() - 1);
   if (kv_start.empty()) kv_start.assign(cu_kv.begin(), cu_kv.end() - 1);
@@ -973,15 +975,18 @@ TEST(ReferenceEngineSdpa, ThdWithCuSeqlensMatchesDenseFormula) {
   const int64_t tq = cu_q.back(), tk = cu_kv.back();
   for (bool causal : {false, true}) {
     SCOPED_TRACE(causal ? "causal" : "full");
-    SdpaGraph gr = sdpa_graph({tq, s.h, s.d}, {tk, s.hk, s.d}, {tk, s.hk, s.dv}, DType::f32, 3,
-                              causal, true);
+    SdpaGraph gr =
+        sdpa_graph({tq, s.h, s.d}, {tk, s.hk, s.d}, {tk, s.hk, s.dv}, DType::f32, 3, causal, true);
     Array qv = random({tq, s.h, s.d}, -2, 2), kv = random({tk, s.hk, s.d}, -2, 2),
           vv = random({tk, s.hk, s.dv});
     Array o = poisoned(gr.o), st = poisoned(gr.stats);
-    execute(build(gr.g), {{gr.q, qv}, {gr.k, kv}, {gr.v, vv},
+    execute(build(gr.g), {{gr.q, qv},
+                          {gr.k, kv},
+                          {gr.v, vv},
                           {gr.cu_q, array(as_doubles(cu_q), {4}, DType::i32)},
                           {gr.cu_kv, array(as_doubles(cu_kv), {4}, DType::i32)},
-                          {gr.o, o}, {gr.stats, st}});
+                          {gr.o, o},
+                          {gr.stats, st}});
     const AttnOut want = attention(values(qv), values(kv), values(vv), s, cu_q, cu_kv, {}, {},
                                    1 / std::sqrt(4.0), causal);
     expect_near_all(values(o), want.o, 1e-5);
@@ -994,11 +999,12 @@ TEST(ReferenceEngineSdpa, DenseBshdEqualsTheSameDataPackedAsThd) {
   for (bool causal : {false, true}) {
     SCOPED_TRACE(causal ? "causal" : "full");
     Array qv = random({b, sq, h, d}), kv = random({b, sk, hk, d}), vv = random({b, sk, hk, d});
-    SdpaGraph dense = sdpa_graph({b, sq, h, d}, {b, sk, hk, d}, {b, sk, hk, d}, DType::f32, 0,
-                                 causal, true, 0.7);
+    SdpaGraph dense =
+        sdpa_graph({b, sq, h, d}, {b, sk, hk, d}, {b, sk, hk, d}, DType::f32, 0, causal, true, 0.7);
     Array o_dense = poisoned(dense.o), st_dense = poisoned(dense.stats);
-    execute(build(dense.g), {{dense.q, qv}, {dense.k, kv}, {dense.v, vv}, {dense.o, o_dense},
-                             {dense.stats, st_dense}});
+    execute(
+        build(dense.g),
+        {{dense.q, qv}, {dense.k, kv}, {dense.v, vv}, {dense.o, o_dense}, {dense.stats, st_dense}});
     EXPECT_EQ(st_dense.shape(), (Shape{b, sq, h}));
 
     SdpaGraph thd = sdpa_graph({b * sq, h, d}, {b * sk, hk, d}, {b * sk, hk, d}, DType::f32, b,
@@ -1020,8 +1026,8 @@ TEST(ReferenceEngineSdpa, DenseBshdEqualsTheSameDataPackedAsThd) {
 }
 
 // Copies rows [from, from + len) of a packed [T, H, C] tensor to rows starting at `to`.
-void copy_rows(const std::vector<double>& src, std::vector<double>& dst, int64_t row,
-               int64_t from, int64_t to, int64_t len) {
+void copy_rows(const std::vector<double>& src, std::vector<double>& dst, int64_t row, int64_t from,
+               int64_t to, int64_t len) {
   for (int64_t i = 0; i < len * row; ++i) dst[to * row + i] = src[from * row + i];
 }
 
@@ -1038,9 +1044,13 @@ TEST(ReferenceEngineSdpa, RaggedOffsetsEqualTheGapFreePacking) {
     Array o_packed = poisoned(packed.o), st_packed = poisoned(packed.stats);
     const Array cuq = array(as_doubles(cu_q), {3}, DType::i32),
                 cukv = array(as_doubles(cu_kv), {3}, DType::i32);
-    execute(build(packed.g), {{packed.q, qv}, {packed.k, kv}, {packed.v, vv},
-                              {packed.cu_q, cuq}, {packed.cu_kv, cukv},
-                              {packed.o, o_packed}, {packed.stats, st_packed}});
+    execute(build(packed.g), {{packed.q, qv},
+                              {packed.k, kv},
+                              {packed.v, vv},
+                              {packed.cu_q, cuq},
+                              {packed.cu_kv, cukv},
+                              {packed.o, o_packed},
+                              {packed.stats, st_packed}});
 
     // The same sequences placed with gaps that hold junk a reader must never touch.
     std::vector<double> qs(tq_store * h * d, 1e6), ks(tk_store * hk * d, 1e6),
@@ -1123,7 +1133,8 @@ TEST(ReferenceEngineSdpa, OutputRaggedOffsetsMustAgreeWithTheirAnchor) {
   // written at q's rows. Likewise dk (k's rows) in the backward.
   const int64_t h = 1, d = 2;
   SdpaGraph gr = sdpa_graph({4, h, d}, {4, h, d}, {4, h, d}, DType::f64, 2, false, false);
-  Tensor q_off = input(gr.g, "q_off", {3}, DType::i32), o_off = input(gr.g, "o_off", {3}, DType::i32);
+  Tensor q_off = input(gr.g, "q_off", {3}, DType::i32),
+         o_off = input(gr.g, "o_off", {3}, DType::i32);
   gr.q.set_ragged_offset(q_off);
   gr.o.set_ragged_offset(o_off);
   plan::ExecutionPlans plans = build(gr.g);
@@ -1148,12 +1159,19 @@ TEST(ReferenceEngineSdpa, OutputRaggedOffsetsMustAgreeWithTheirAnchor) {
   for (std::size_t i = 2; i < 8; ++i) EXPECT_TRUE(std::isfinite(got[i])) << i;
 
   Graph bg("sdpa_bwd");
-  Tensor q = input(bg, "q", {3, h, d}), k = input(bg, "k", {4, h, d}), v = input(bg, "v", {4, h, d}),
-         ot = input(bg, "o", {3, h, d}), dot = input(bg, "d_o", {3, h, d}),
-         st = input(bg, "stats", {3, h}), cq = input(bg, "cu_q", {3}, DType::i32),
-         ck = input(bg, "cu_kv", {3}, DType::i32), dk_off = input(bg, "dk_off", {3}, DType::i32);
-  auto grads = bg.op("sdpa_bwd", {{"q", q}, {"k", k}, {"v", v}, {"o", ot}, {"d_o", dot},
-                                  {"stats", st}, {"cu_seqlens_q", cq}, {"cu_seqlens_kv", ck}});
+  Tensor q = input(bg, "q", {3, h, d}), k = input(bg, "k", {4, h, d}),
+         v = input(bg, "v", {4, h, d}), ot = input(bg, "o", {3, h, d}),
+         dot = input(bg, "d_o", {3, h, d}), st = input(bg, "stats", {3, h}),
+         cq = input(bg, "cu_q", {3}, DType::i32), ck = input(bg, "cu_kv", {3}, DType::i32),
+         dk_off = input(bg, "dk_off", {3}, DType::i32);
+  auto grads = bg.op("sdpa_bwd", {{"q", q},
+                                  {"k", k},
+                                  {"v", v},
+                                  {"o", ot},
+                                  {"d_o", dot},
+                                  {"stats", st},
+                                  {"cu_seqlens_q", cq},
+                                  {"cu_seqlens_kv", ck}});
   Tensor dk = grads.at("dk");
   dk.set_output(true).set_ragged_offset(dk_off);
   plan::ExecutionPlans bplans = build(bg);
@@ -1187,9 +1205,9 @@ TEST(ReferenceEngineSdpa, CompositeGraphWithRaggedSdpaInputsRuns) {
   Tensor kv_off = input(g, "kv_off", {3}, DType::i32);
   k.set_ragged_offset(kv_off);
   v.set_ragged_offset(kv_off);
-  Tensor o = g.op("sdpa", {{"q", q}, {"k", k}, {"v", v}, {"cu_seqlens_q", cq},
-                           {"cu_seqlens_kv", ck}})
-                 .at("o");
+  Tensor o =
+      g.op("sdpa", {{"q", q}, {"k", k}, {"v", v}, {"cu_seqlens_q", cq}, {"cu_seqlens_kv", ck}})
+          .at("o");
   o.set_output(true);
   plan::ExecutionPlans plans = engines::create_execution_plans(g, kCpu);
   EXPECT_EQ(plans.family(), "composite");
@@ -1197,7 +1215,11 @@ TEST(ReferenceEngineSdpa, CompositeGraphWithRaggedSdpaInputsRuns) {
   Array xv = random({3, h, d}, -1, 1, DType::f64), wv = random({d, d}, -1, 1, DType::f64);
   Array kvv = random({5, h, d}, -1, 1, DType::f64), vvv = random({5, h, d}, -1, 1, DType::f64);
   Array oo = poisoned(o);
-  execute(plans, {{x, xv}, {w, wv}, {k, kvv}, {v, vvv}, {cq, array({0, 1, 3}, {3}, DType::i32)},
+  execute(plans, {{x, xv},
+                  {w, wv},
+                  {k, kvv},
+                  {v, vvv},
+                  {cq, array({0, 1, 3}, {3}, DType::i32)},
                   {ck, array({0, 2, 4}, {3}, DType::i32)},
                   {kv_off, array({0, 6, 10}, {3}, DType::i32)},  // rows 0-1 and 3-4; row 2 a gap
                   {o, oo}});
@@ -1252,8 +1274,8 @@ TEST(ReferenceEngineSdpa, BackwardMatchesFiniteDifferencesOfTheForwardGraph) {
   const int64_t tq = 5, tk = 6;
   for (bool causal : {false, true}) {
     SCOPED_TRACE(causal ? "causal" : "full");
-    SdpaGraph fwd = sdpa_graph({tq, s.h, s.d}, {tk, s.hk, s.d}, {tk, s.hk, s.dv}, DType::f64, 2,
-                               causal, true);
+    SdpaGraph fwd =
+        sdpa_graph({tq, s.h, s.d}, {tk, s.hk, s.d}, {tk, s.hk, s.dv}, DType::f64, 2, causal, true);
     plan::ExecutionPlans fplans = build(fwd.g);
     Array qv = random({tq, s.h, s.d}, -1, 1, DType::f64),
           kv = random({tk, s.hk, s.d}, -1, 1, DType::f64),
@@ -1261,30 +1283,49 @@ TEST(ReferenceEngineSdpa, BackwardMatchesFiniteDifferencesOfTheForwardGraph) {
     const Array cuq = array(as_doubles(cu_q), {3}, DType::i32),
                 cukv = array(as_doubles(cu_kv), {3}, DType::i32);
     Array o = poisoned(fwd.o), st = poisoned(fwd.stats);
-    const plan::VariantPack fpack = pack_of(
-        fplans, {{fwd.q, qv}, {fwd.k, kv}, {fwd.v, vv}, {fwd.cu_q, cuq}, {fwd.cu_kv, cukv},
-                 {fwd.o, o}, {fwd.stats, st}});
+    const plan::VariantPack fpack = pack_of(fplans, {{fwd.q, qv},
+                                                     {fwd.k, kv},
+                                                     {fwd.v, vv},
+                                                     {fwd.cu_q, cuq},
+                                                     {fwd.cu_kv, cukv},
+                                                     {fwd.o, o},
+                                                     {fwd.stats, st}});
     fplans.execute(fpack, {});
     const Array o_saved = o.to(kCpu), st_saved = st.to(kCpu);
     const std::vector<double> d_o = random_values(tq * s.h * s.dv);
 
     Graph bg("sdpa_bwd");
-    Tensor q = input(bg, "q", {tq, s.h, s.d}, DType::f64), k = input(bg, "k", {tk, s.hk, s.d}, DType::f64),
+    Tensor q = input(bg, "q", {tq, s.h, s.d}, DType::f64),
+           k = input(bg, "k", {tk, s.hk, s.d}, DType::f64),
            v = input(bg, "v", {tk, s.hk, s.dv}, DType::f64),
            ot = input(bg, "o", {tq, s.h, s.dv}, DType::f64),
            dot = input(bg, "d_o", {tq, s.h, s.dv}, DType::f64),
-           stt = input(bg, "stats", {tq, s.h}, DType::f32),
-           cq = input(bg, "cu_q", {3}, DType::i32), ck = input(bg, "cu_kv", {3}, DType::i32);
+           stt = input(bg, "stats", {tq, s.h}, DType::f32), cq = input(bg, "cu_q", {3}, DType::i32),
+           ck = input(bg, "cu_kv", {3}, DType::i32);
     auto grads = bg.op("sdpa_bwd",
-                       {{"q", q}, {"k", k}, {"v", v}, {"o", ot}, {"d_o", dot}, {"stats", stt},
-                        {"cu_seqlens_q", cq}, {"cu_seqlens_kv", ck}},
+                       {{"q", q},
+                        {"k", k},
+                        {"v", v},
+                        {"o", ot},
+                        {"d_o", dot},
+                        {"stats", stt},
+                        {"cu_seqlens_q", cq},
+                        {"cu_seqlens_kv", ck}},
                        {{"causal", causal}});
     Tensor dq = grads.at("dq"), dk = grads.at("dk"), dv = grads.at("dv");
     for (Tensor t : {dq, dk, dv}) t.set_output(true);
     Array dqo = poisoned(dq), dko = poisoned(dk), dvo = poisoned(dv);
-    execute(build(bg), {{q, qv}, {k, kv}, {v, vv}, {ot, o_saved}, {dot, array(d_o, {tq, s.h, s.dv}, DType::f64)},
-                        {stt, st_saved}, {cq, cuq}, {ck, cukv},
-                        {dq, dqo}, {dk, dko}, {dv, dvo}});
+    execute(build(bg), {{q, qv},
+                        {k, kv},
+                        {v, vv},
+                        {ot, o_saved},
+                        {dot, array(d_o, {tq, s.h, s.dv}, DType::f64)},
+                        {stt, st_saved},
+                        {cq, cuq},
+                        {ck, cukv},
+                        {dq, dqo},
+                        {dk, dko},
+                        {dv, dvo}});
 
     const auto loss = [&] {
       fplans.execute(fpack, {});
@@ -1299,8 +1340,10 @@ TEST(ReferenceEngineSdpa, BackwardMatchesFiniteDifferencesOfTheForwardGraph) {
 
 TEST(ReferenceEngineSdpa, DenseBackwardEqualsThdBackward) {
   const int64_t b = 2, sq = 2, sk = 3, h = 2, hk = 1, d = 3;
-  Array qv = random({b, sq, h, d}, -1, 1, DType::f64), kv = random({b, sk, hk, d}, -1, 1, DType::f64),
-        vv = random({b, sk, hk, d}, -1, 1, DType::f64), ov = random({b, sq, h, d}, -1, 1, DType::f64),
+  Array qv = random({b, sq, h, d}, -1, 1, DType::f64),
+        kv = random({b, sk, hk, d}, -1, 1, DType::f64),
+        vv = random({b, sk, hk, d}, -1, 1, DType::f64),
+        ov = random({b, sq, h, d}, -1, 1, DType::f64),
         dov = random({b, sq, h, d}, -1, 1, DType::f64), sv = random({b, sq, h}, 0, 1);
   std::vector<Array> dq_results;
   for (bool dense : {true, false}) {
@@ -1316,8 +1359,10 @@ TEST(ReferenceEngineSdpa, DenseBackwardEqualsThdBackward) {
            d_o = input(g, "d_o", shape({b, sq, h, d}), DType::f64),
            st = input(g, "stats", dense ? Shape{b, sq, h} : Shape{b * sq, h}, DType::f32);
     Ports p = {{"q", q}, {"k", k}, {"v", v}, {"o", o}, {"d_o", d_o}, {"stats", st}};
-    Bindings bind = {{q, qv.reshape(shape({b, sq, h, d}))},   {k, kv.reshape(shape({b, sk, hk, d}))},
-                     {v, vv.reshape(shape({b, sk, hk, d}))},  {o, ov.reshape(shape({b, sq, h, d}))},
+    Bindings bind = {{q, qv.reshape(shape({b, sq, h, d}))},
+                     {k, kv.reshape(shape({b, sk, hk, d}))},
+                     {v, vv.reshape(shape({b, sk, hk, d}))},
+                     {o, ov.reshape(shape({b, sq, h, d}))},
                      {d_o, dov.reshape(shape({b, sq, h, d}))},
                      {st, sv.reshape(dense ? Shape{b, sq, h} : Shape{b * sq, h})}};
     if (!dense) {

@@ -304,30 +304,6 @@ To convert(From v) {
   }
 }
 
-template <class F>
-void visit_dtype(DType d, F&& f) {
-  switch (d) {
-    case DType::f64:
-      return f(double{});
-    case DType::f32:
-      return f(float{});
-    case DType::f16:
-      return f(half{});
-    case DType::bf16:
-      return f(bfloat16{});
-    case DType::i64:
-      return f(int64_t{});
-    case DType::i32:
-      return f(int32_t{});
-    case DType::u32:
-      return f(uint32_t{});
-    case DType::u8:
-      return f(uint8_t{});
-    case DType::boolean:
-      return f(bool{});
-  }
-}
-
 }  // namespace
 
 template <class T>

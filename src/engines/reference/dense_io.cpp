@@ -6,31 +6,6 @@ namespace eagle::reference {
 
 namespace {
 
-// Calls f(T{}) with T the host type of `dtype`.
-template <class F>
-void with_type(DType dtype, const F& f) {
-  switch (dtype) {
-    case DType::f64:
-      return f(double{});
-    case DType::f32:
-      return f(float{});
-    case DType::f16:
-      return f(half{});
-    case DType::bf16:
-      return f(bfloat16{});
-    case DType::i64:
-      return f(int64_t{});
-    case DType::i32:
-      return f(int32_t{});
-    case DType::u32:
-      return f(uint32_t{});
-    case DType::u8:
-      return f(uint8_t{});
-    case DType::boolean:
-      return f(bool{});
-  }
-}
-
 template <class T>
 double load(const T& v) {
   if constexpr (std::is_same_v<T, half> || std::is_same_v<T, bfloat16>)
@@ -81,7 +56,7 @@ Dense gather(const plan::OperandBuffer& b) {
     for_each_offset(b, [&](int64_t i, int64_t off) { out.data[i] = p[off] != 0 ? 1.0 : 0.0; });
     return out;
   }
-  with_type(b.dtype, [&](auto zero) {
+  visit_dtype(b.dtype, [&](auto zero) {
     using T = decltype(zero);
     const T* p = static_cast<const T*>(b.data);
     for_each_offset(b, [&](int64_t i, int64_t off) { out.data[i] = load(p[off]); });
@@ -90,7 +65,7 @@ Dense gather(const plan::OperandBuffer& b) {
 }
 
 void scatter(const Dense& value, const plan::OperandBuffer& b) {
-  with_type(b.dtype, [&](auto zero) {
+  visit_dtype(b.dtype, [&](auto zero) {
     using T = decltype(zero);
     T* p = static_cast<T*>(b.data);
     for_each_offset(b, [&](int64_t i, int64_t off) { p[off] = store<T>(value.data[i]); });
@@ -99,7 +74,7 @@ void scatter(const Dense& value, const plan::OperandBuffer& b) {
 
 void round_to(Dense& value, DType dtype) {
   if (dtype == DType::f64) return;
-  with_type(dtype, [&](auto zero) {
+  visit_dtype(dtype, [&](auto zero) {
     using T = decltype(zero);
     for (double& v : value.data) {
       // NaN stays NaN for floats; integers hold no NaN (store gives 0).
