@@ -1350,7 +1350,7 @@ TEST_F(DispatchVariantPack, PositionsFollowAscendingUids) {
 TEST_F(DispatchVariantPack, OperandsFromArraysDlpackAndRawPointers) {
   // From an eagle Array (a strided view included).
   const Array arr = random_array({3, 5}, DType::f64, Device::cpu(), 0.5, 2.0);
-  const OperandBuffer& ab = Operand(arr).buffer();
+  const OperandBuffer ab = Operand(arr).buffer();
   EXPECT_EQ(ab.data, arr.data());
   EXPECT_EQ(ab.dtype, DType::f64);
   EXPECT_EQ(ab.ndim, 2);

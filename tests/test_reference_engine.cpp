@@ -4,12 +4,13 @@
 // engine itself calls.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <functional>
 #include <limits>
 #include <map>
 #include <numbers>
+#include <numeric>
 #include <optional>
 #include <string>
 #include <thread>
@@ -136,8 +137,8 @@ double softplus(double x) {
 
 // ---- plan list and families ----------------------------------------------------------------
 
-// The family `g` is classified into, checking that the reference engine is the entry that
-// builds and that it is the family's slot 0.
+// Checks that `g` is classified into `family` and that the entry that builds is the reference
+// engine, the family's slot 0.
 void expect_reference_plan(const Graph& g, const std::string& family) {
   SCOPED_TRACE(family);
   plan::ExecutionPlans plans = engines::create_execution_plans(g, kCpu);
@@ -665,6 +666,33 @@ TEST(ReferenceEngineStructured, ReductionsOverAxesWithKeepdim) {
       {"sum", {1}, true, {2, 1, 4}},  {"mean", {0, 2}, false, {3}},
       {"max", {-1}, false, {2, 3}},   {"sum", {}, false, {}},
       {"mean", {2}, true, {2, 3, 1}}, {"max", {0, 1}, true, {1, 1, 4}},
+      {"min", {1}, false, {2, 4}},    {"prod", {2}, false, {2, 3}},
+      {"l2", {0, 1}, false, {4}},     {"amax", {}, true, {1, 1, 1}},
+  };
+  // Each mode over the elements it folds, written out.
+  const std::map<std::string, std::function<double(const std::vector<double>&)>> fold = {
+      {"sum",
+       [](const std::vector<double>& e) { return std::accumulate(e.begin(), e.end(), 0.0); }},
+      {"mean",
+       [](const std::vector<double>& e) {
+         return std::accumulate(e.begin(), e.end(), 0.0) / static_cast<double>(e.size());
+       }},
+      {"max", [](const std::vector<double>& e) { return *std::max_element(e.begin(), e.end()); }},
+      {"min", [](const std::vector<double>& e) { return *std::min_element(e.begin(), e.end()); }},
+      {"prod",
+       [](const std::vector<double>& e) {
+         return std::accumulate(e.begin(), e.end(), 1.0, std::multiplies<double>());
+       }},
+      {"l2",
+       [](const std::vector<double>& e) {
+         return std::sqrt(std::inner_product(e.begin(), e.end(), e.begin(), 0.0));
+       }},
+      {"amax",
+       [](const std::vector<double>& e) {
+         double m = 0;
+         for (double x : e) m = std::max(m, std::fabs(x));
+         return m;
+       }},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.mode + " keepdim " + std::to_string(c.keepdim));
@@ -681,10 +709,9 @@ TEST(ReferenceEngineStructured, ReductionsOverAxesWithKeepdim) {
     const auto v = values(xv);
     bool reduced[3] = {c.axes.empty(), c.axes.empty(), c.axes.empty()};
     for (int64_t a : c.axes) reduced[a < 0 ? a + 3 : a] = true;
-    // Output index of each input element (keepdim or not, the row-major order is the same).
+    // The elements each output folds (keepdim or not, the outputs' row-major order is the same).
     const int64_t ext[3] = {2, 3, 4};
-    std::vector<double> acc(static_cast<std::size_t>(numel(c.dims)), c.mode == "max" ? -kInf : 0.0);
-    std::vector<int> count(acc.size(), 0);
+    std::vector<std::vector<double>> folded(static_cast<std::size_t>(numel(c.dims)));
     for (int i = 0; i < 2; ++i)
       for (int j = 0; j < 3; ++j)
         for (int k = 0; k < 4; ++k) {
@@ -692,13 +719,11 @@ TEST(ReferenceEngineStructured, ReductionsOverAxesWithKeepdim) {
           int64_t out = 0;
           for (int d = 0; d < 3; ++d)
             if (!reduced[d]) out = out * ext[d] + idx[d];
-          const double e = v[(i * 3 + j) * 4 + k];
-          acc[out] = c.mode == "max" ? std::max(acc[out], e) : acc[out] + e;
-          ++count[out];
+          folded[out].push_back(v[(i * 3 + j) * 4 + k]);
         }
-    if (c.mode == "mean")
-      for (std::size_t i = 0; i < acc.size(); ++i) acc[i] /= count[i];
-    expect_near_all(values(o), acc, 1e-14);
+    std::vector<double> want;
+    for (const auto& e : folded) want.push_back(fold.at(c.mode)(e));
+    expect_near_all(values(o), want, 1e-14);
   }
 }
 
@@ -834,39 +859,46 @@ TEST(ReferenceEngineStructured, EmbeddingPicksRowsAndOutOfRangeIdsGiveNaN) {
 TEST(ReferenceEngineStructured, CrossEntropyMeanWithIgnoreIndex) {
   const int64_t rows = 5, classes = 4;
   const std::vector<double> targets = {2, -100, 0, 3, -100};
-  for (double smoothing : {0.0, 0.2}) {
-    SCOPED_TRACE("label_smoothing " + std::to_string(smoothing));
-    Graph g("ce");
-    Tensor logits = input(g, "logits", {rows, classes}),
-           tg = input(g, "targets", {rows}, DType::i64);
-    auto outs = g.op("cross_entropy", {{"logits", logits}, {"targets", tg}},
-                     {{"output_lse", true}, {"label_smoothing", smoothing}});
-    Tensor loss = outs.at("loss"), lse = outs.at("lse");
-    loss.set_output(true);
-    lse.set_output(true);
-    ASSERT_TRUE(loss.dims().empty());
-    Array lv = random({rows, classes}, -3, 3);
-    Array lo = poisoned(loss), so = poisoned(lse);
-    execute(build(g),
-            {{logits, lv}, {tg, array(targets, {rows}, DType::i64)}, {loss, lo}, {lse, so}});
-    const auto x = values(lv);
-    std::vector<double> want_lse(rows);
-    double total = 0;
-    int counted = 0;
-    for (int64_t r = 0; r < rows; ++r) {
-      double sum = 0, mean = 0;
-      for (int64_t c = 0; c < classes; ++c) {
-        sum += std::exp(x[r * classes + c]);
-        mean += x[r * classes + c] / classes;
+  for (const std::string reduction : {"mean", "sum", "none"}) {
+    for (double smoothing : {0.0, 0.2}) {
+      SCOPED_TRACE(reduction + ", label_smoothing " + std::to_string(smoothing));
+      Graph g("ce");
+      Tensor logits = input(g, "logits", {rows, classes}),
+             tg = input(g, "targets", {rows}, DType::i64);
+      auto outs =
+          g.op("cross_entropy", {{"logits", logits}, {"targets", tg}},
+               {{"output_lse", true}, {"label_smoothing", smoothing}, {"reduction", reduction}});
+      Tensor loss = outs.at("loss"), lse = outs.at("lse");
+      loss.set_output(true);
+      lse.set_output(true);
+      EXPECT_EQ(loss.dims(), reduction == "none" ? op::Dims{rows} : op::Dims{});
+      Array lv = random({rows, classes}, -3, 3);
+      Array lo = poisoned(loss), so = poisoned(lse);
+      execute(build(g),
+              {{logits, lv}, {tg, array(targets, {rows}, DType::i64)}, {loss, lo}, {lse, so}});
+      const auto x = values(lv);
+      std::vector<double> want_lse(rows), per_row(rows, 0.0);
+      double total = 0;
+      int counted = 0;
+      for (int64_t r = 0; r < rows; ++r) {
+        double sum = 0, mean = 0;
+        for (int64_t c = 0; c < classes; ++c) {
+          sum += std::exp(x[r * classes + c]);
+          mean += x[r * classes + c] / classes;
+        }
+        want_lse[r] = std::log(sum);
+        if (targets[r] == -100) continue;  // ignored: loss 0, not counted
+        const double nll = want_lse[r] - x[r * classes + static_cast<int64_t>(targets[r])];
+        per_row[r] = (1 - smoothing) * nll + smoothing * (want_lse[r] - mean);
+        total += per_row[r];
+        ++counted;
       }
-      want_lse[r] = std::log(sum);
-      if (targets[r] == -100) continue;
-      const double nll = want_lse[r] - x[r * classes + static_cast<int64_t>(targets[r])];
-      total += (1 - smoothing) * nll + smoothing * (want_lse[r] - mean);
-      ++counted;
+      const std::vector<double> want = reduction == "none"  ? per_row
+                                       : reduction == "sum" ? std::vector<double>{total}
+                                                            : std::vector<double>{total / counted};
+      expect_near_all(values(lo), want, 1e-6);
+      expect_near_all(values(so), want_lse, 1e-6);
     }
-    expect_near_all(values(lo), {total / counted}, 1e-6);
-    expect_near_all(values(so), want_lse, 1e-6);
   }
 }
 
@@ -1100,32 +1132,40 @@ TEST(ReferenceEngineSdpa, RaggedOffsetsEqualTheGapFreePacking) {
 }
 
 TEST(ReferenceEngineSdpa, RaggedOffsetErrorsAreInvalidArgumentsFromExecute) {
+  // Offsets that are no multiple of a row, and v placed elsewhere than k: refused by execute,
+  // the output untouched.
   const int64_t h = 1, d = 2;
-  // Offsets that are no multiple of a row, and v placed elsewhere than k.
-  SdpaGraph g2 = sdpa_graph({3, h, d}, {4, h, d}, {4, h, d}, DType::f32, 2, false, false);
-  Tensor k2 = input(g2.g, "k_off", {3}, DType::i32);
-  Tensor v2 = input(g2.g, "v_off", {3}, DType::i32);
-  g2.k.set_ragged_offset(k2);
-  g2.v.set_ragged_offset(v2);
-  plan::ExecutionPlans p2 = build(g2.g);
-  Array o2 = sentinel(g2.o);
-  Bindings base = {{g2.q, random({3, h, d})},
-                   {g2.k, random({4, h, d})},
-                   {g2.v, random({4, h, d})},
-                   {g2.cu_q, array({0, 1, 3}, {3}, DType::i32)},
-                   {g2.cu_kv, array({0, 1, 3}, {3}, DType::i32)},
-                   {g2.o, o2}};
+  SdpaGraph gr = sdpa_graph({3, h, d}, {4, h, d}, {4, h, d}, DType::f32, 2, false, false);
+  Tensor k_off = input(gr.g, "k_off", {3}, DType::i32);
+  Tensor v_off = input(gr.g, "v_off", {3}, DType::i32);
+  gr.k.set_ragged_offset(k_off);
+  gr.v.set_ragged_offset(v_off);
+  plan::ExecutionPlans plans = build(gr.g);
+  Array o = sentinel(gr.o);
+  const Bindings base = {{gr.q, random({3, h, d})},
+                         {gr.k, random({4, h, d})},
+                         {gr.v, random({4, h, d})},
+                         {gr.cu_q, array({0, 1, 3}, {3}, DType::i32)},
+                         {gr.cu_kv, array({0, 1, 3}, {3}, DType::i32)},
+                         {gr.o, o}};
   Bindings not_a_row = base;
-  not_a_row.emplace_back(k2, array({0, 3, 8}, {3}, DType::i32));
-  not_a_row.emplace_back(v2, array({0, 3, 8}, {3}, DType::i32));
-  expect_throw_with<InvalidArgument>([&] { execute(p2, not_a_row); },
+  not_a_row.emplace_back(k_off, array({0, 3, 8}, {3}, DType::i32));
+  not_a_row.emplace_back(v_off, array({0, 3, 8}, {3}, DType::i32));
+  expect_throw_with<InvalidArgument>([&] { execute(plans, not_a_row); },
                                      {"ragged offset", "'k'", "multiple of a row"});
-  EXPECT_TRUE(all_equal(o2, 777));
+  EXPECT_TRUE(all_equal(o, 777));
   Bindings elsewhere = base;
-  elsewhere.emplace_back(k2, array({0, 4, 8}, {3}, DType::i32));
-  elsewhere.emplace_back(v2, array({0, 2, 8}, {3}, DType::i32));
-  expect_throw_with<InvalidArgument>([&] { execute(p2, elsewhere); }, {"v"});
-  EXPECT_TRUE(all_equal(o2, 777));
+  elsewhere.emplace_back(k_off, array({0, 4, 8}, {3}, DType::i32));
+  elsewhere.emplace_back(v_off, array({0, 2, 8}, {3}, DType::i32));
+  expect_throw_with<InvalidArgument>([&] { execute(plans, elsewhere); },
+                                     {"v's ragged offset", "where k's"});
+  EXPECT_TRUE(all_equal(o, 777));
+  // The same pack with agreeing offsets runs.
+  Bindings agree = base;
+  agree.emplace_back(k_off, array({0, 4, 8}, {3}, DType::i32));
+  agree.emplace_back(v_off, array({0, 4, 8}, {3}, DType::i32));
+  execute(plans, agree);
+  EXPECT_TRUE(all_finite(o));
 }
 
 TEST(ReferenceEngineSdpa, OutputRaggedOffsetsMustAgreeWithTheirAnchor) {
@@ -1703,8 +1743,8 @@ TEST(ReferenceEngineErrors, ExecuteBeforeBuildPlans) {
   AddGraph ag;
   plan::ExecutionPlans plans = engines::create_execution_plans(ag.g, kCpu);
   Array o = sentinel(ag.out);
-  const plan::VariantPack pack =
-      pack_of(plans, {{ag.a, random({2, 3})}, {ag.b, random({2, 3})}, {ag.out, o}});
+  const Array av = random({2, 3}), bv = random({2, 3});  // the pack points into them
+  const plan::VariantPack pack = pack_of(plans, {{ag.a, av}, {ag.b, bv}, {ag.out, o}});
   expect_throw_with<InvalidArgument>([&] { plans.execute(pack, {}); }, {"build_plans"});
   EXPECT_TRUE(all_equal(o, 777));
   plans.build_plans();
