@@ -19,16 +19,8 @@ class PlannedCall : public BoundCall {
     const plan::OperandLayout& layout = plans_->layout();
     for (int p = 0; p < layout.size(); ++p) {
       const op::Tensor& t = layout.tensor_at(p);
-      plan::OperandBuffer b;  // the declared tensor, dense; run() fills the address
-      b.dtype = t.dtype();
-      b.device = device;
-      b.ndim = static_cast<int32_t>(t.dims().size());
-      const Shape strides = contiguous_strides(t.dims());
-      for (int d = 0; d < b.ndim; ++d) {
-        b.dims[d] = t.dims()[d];
-        b.strides[d] = strides[d];
-      }
-      template_.push_back(b);
+      // Recorded arrays are dense; run() fills the address.
+      template_.push_back(plan::dense_buffer(nullptr, t.dims(), t.dtype(), device));
     }
   }
   std::size_t workspace_bytes() const override { return compiled_->workspace_bytes(); }

@@ -51,11 +51,8 @@ void OperandRules::explain(const OperandBuffer* operands) const {
   for (const Rule& r : rules_) {
     const OperandBuffer& b = operands[r.position];
     if (const char* why = broken(r, b)) {
-      OperandBuffer want{};
-      want.dtype = r.dtype;
-      want.ndim = r.ndim;
-      std::memcpy(want.dims, r.dims, sizeof(r.dims));
-      want.device = r.device;
+      const OperandBuffer want =
+          dense_buffer(nullptr, Shape(r.dims, r.dims + r.ndim), r.dtype, r.device);
       throw InvalidArgument("execute: operand '" + r.name + "' (uid " + std::to_string(r.uid) +
                             ", position " + std::to_string(r.position) + "): " + why +
                             " (expected " + describe(want) + ", got " + describe(b) + ")");

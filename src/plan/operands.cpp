@@ -69,6 +69,10 @@ Operand Operand::raw(void* data, const Shape& dims, DType dtype, Device device,
   return o;
 }
 
+OperandBuffer dense_buffer(void* data, const Shape& dims, DType dtype, Device device) {
+  return normalize(data, dims, dtype, device, {}, "dense_buffer");
+}
+
 std::string describe(const OperandBuffer& b) {
   if (!b.filled()) return "(not filled)";
   return std::string(dtype_name(b.dtype)) + shape_str(Shape(b.dims, b.dims + b.ndim)) + " on " +

@@ -79,6 +79,10 @@ class VariantPack {
   std::vector<OperandBuffer> buffers_;
 };
 
+// A dense row-major buffer of `dims` at `data` (null allowed: a declared operand whose address
+// comes per call). Throws InvalidArgument past kMaxOperandDims or for negative dims.
+OperandBuffer dense_buffer(void* data, const Shape& dims, DType dtype, Device device);
+
 std::string describe(const OperandBuffer& b);  // "f32[4,8] on cuda:0"
 
 }  // namespace eagle::plan

@@ -1,7 +1,6 @@
 #include "engines/native/pointwise_engine.hpp"
 
 #include <algorithm>
-#include <array>
 
 #include "eagle/core/error.hpp"
 #include "eagle/plan/operand_rules.hpp"
@@ -11,20 +10,13 @@
 namespace eagle::native {
 
 bool pointwise_op_of(std::string_view name, PwOp& op) {
-  static constexpr std::array<std::pair<std::string_view, PwOp>, 19> kOps = {{
-      {"add", PwOp::add},           {"sub", PwOp::sub},         {"mul", PwOp::mul},
-      {"div", PwOp::div},           {"max", PwOp::max},         {"min", PwOp::min},
-      {"neg", PwOp::neg},           {"abs", PwOp::abs},         {"exp", PwOp::exp},
-      {"log", PwOp::log},           {"sqrt", PwOp::sqrt},       {"rsqrt", PwOp::rsqrt},
-      {"tanh", PwOp::tanh},         {"sigmoid", PwOp::sigmoid}, {"relu", PwOp::relu},
-      {"gelu", PwOp::gelu},         {"silu", PwOp::silu},       {"square", PwOp::square},
-      {"identity", PwOp::identity},
-  }};
-  for (const auto& [n, o] : kOps)
-    if (n == name) {
-      op = o;
-      return true;
-    }
+#define EAGLE_PW_NAME(op_name, binary) \
+  if (name == #op_name) {              \
+    op = PwOp::op_name;                \
+    return true;                       \
+  }
+  EAGLE_POINTWISE_OPS(EAGLE_PW_NAME)
+#undef EAGLE_PW_NAME
   return false;
 }
 

@@ -3,34 +3,11 @@
 #include <cuda_runtime.h>
 
 #include "engines/native/pointwise_kernels.hpp"
+#include "kernel/cuda_numeric.cuh"
 
 namespace eagle::native {
 
 namespace {
-
-__device__ __forceinline__ float to_f(float x) {
-  return x;
-}
-__device__ __forceinline__ float to_f(__half x) {
-  return __half2float(x);
-}
-__device__ __forceinline__ float to_f(__nv_bfloat16 x) {
-  return __bfloat162float(x);
-}
-template <class T>
-__device__ __forceinline__ T from_f(float x);
-template <>
-__device__ __forceinline__ float from_f<float>(float x) {
-  return x;
-}
-template <>
-__device__ __forceinline__ __half from_f<__half>(float x) {
-  return __float2half_rn(x);
-}
-template <>
-__device__ __forceinline__ __nv_bfloat16 from_f<__nv_bfloat16>(float x) {
-  return __float2bfloat16_rn(x);
-}
 
 template <PwOp Op>
 __device__ __forceinline__ float apply(float a, float b) {
@@ -62,9 +39,9 @@ __global__ void pointwise_kernel_impl(const T* a, const T* b, T* out, int64_t n)
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += stride) {
     if constexpr (is_binary(Op)) {
-      out[i] = from_f<T>(apply<Op>(to_f(a[i]), to_f(b[i])));
+      out[i] = detail::from_acc<T>(apply<Op>(detail::to_acc(a[i]), detail::to_acc(b[i])));
     } else {
-      out[i] = from_f<T>(apply<Op>(to_f(a[i]), 0.f));
+      out[i] = detail::from_acc<T>(apply<Op>(detail::to_acc(a[i]), 0.f));
     }
   }
 }
@@ -89,28 +66,10 @@ thread_local cudaError_t last_error = cudaSuccess;
 
 const void* pointwise_kernel(PwOp op, DType dtype) {
   switch (op) {
-#define EAGLE_PW_CASE(name) \
-  case PwOp::name:          \
+#define EAGLE_PW_CASE(name, binary) \
+  case PwOp::name:                  \
     return kernel_for<PwOp::name>(dtype);
-    EAGLE_PW_CASE(add)
-    EAGLE_PW_CASE(sub)
-    EAGLE_PW_CASE(mul)
-    EAGLE_PW_CASE(div)
-    EAGLE_PW_CASE(max)
-    EAGLE_PW_CASE(min)
-    EAGLE_PW_CASE(neg)
-    EAGLE_PW_CASE(abs)
-    EAGLE_PW_CASE(exp)
-    EAGLE_PW_CASE(log)
-    EAGLE_PW_CASE(sqrt)
-    EAGLE_PW_CASE(rsqrt)
-    EAGLE_PW_CASE(tanh)
-    EAGLE_PW_CASE(sigmoid)
-    EAGLE_PW_CASE(relu)
-    EAGLE_PW_CASE(gelu)
-    EAGLE_PW_CASE(silu)
-    EAGLE_PW_CASE(square)
-    EAGLE_PW_CASE(identity)
+    EAGLE_POINTWISE_OPS(EAGLE_PW_CASE)
 #undef EAGLE_PW_CASE
   }
   return nullptr;

@@ -9,29 +9,26 @@
 
 namespace eagle::native {
 
-enum class PwOp : uint8_t {
-  add,
-  sub,
-  mul,
-  div,
-  max,
-  min,  // binary
-  neg,
-  abs,
-  exp,
-  log,
-  sqrt,
-  rsqrt,
-  tanh,
-  sigmoid,
-  relu,
-  gelu,
-  silu,
-  square,
-  identity  // unary
-};
+// The ops our kernels have, each once: X(name, binary). The IR op of the same name maps to it.
+#define EAGLE_POINTWISE_OPS(X)                                                                    \
+  X(add, true)                                                                                    \
+  X(sub, true) X(mul, true) X(div, true) X(max, true) X(min, true) X(neg, false) X(abs, false)    \
+      X(exp, false) X(log, false) X(sqrt, false) X(rsqrt, false) X(tanh, false) X(sigmoid, false) \
+          X(relu, false) X(gelu, false) X(silu, false) X(square, false) X(identity, false)
+
+#define EAGLE_PW_ENUM(name, binary) name,
+enum class PwOp : uint8_t { EAGLE_POINTWISE_OPS(EAGLE_PW_ENUM) };
+#undef EAGLE_PW_ENUM
+
 constexpr bool is_binary(PwOp op) {
-  return op <= PwOp::min;
+  switch (op) {
+#define EAGLE_PW_BINARY(name, binary) \
+  case PwOp::name:                    \
+    return binary;
+    EAGLE_POINTWISE_OPS(EAGLE_PW_BINARY)
+#undef EAGLE_PW_BINARY
+  }
+  return false;
 }
 // The op for an IR op name; false when these kernels do not have it.
 bool pointwise_op_of(std::string_view name, PwOp& op);
