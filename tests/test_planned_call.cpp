@@ -155,6 +155,16 @@ TEST(PlannedCallErrors, ArgumentsMustMatchTheDeclaredOperands) {
         launch(k, {ok, f64, ok}, {}, s, team);
       },
       {"argument 'b'"});
+  // The plan reads dense operands: a strided view is refused, as for every kernel.
+  const Array wide = random_array({kN, 2}, DType::f32, Device::cpu());
+  const Array column = Array::wrap(wide.data(), {kN}, DType::f32, Device::cpu(), {2});
+  expect_throw_with<InvalidArgument>(
+      [&] {
+        const Stream s(Device::cpu());
+        const ThreadTeam team(1);
+        launch(k, {column, ok, ok2}, {}, s, team);
+      },
+      {"argument 'a'"});
 }
 
 TEST(PlannedCallErrors, TheTemplateGraphStaysUnplanned) {

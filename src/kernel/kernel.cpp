@@ -147,20 +147,8 @@ void issue(const Kernel& kernel, const KernelImpl& impl, const std::vector<Array
            const std::vector<Scalar>& scalars, const std::vector<Array>& outputs,
            const Stream& stream, const ThreadTeam& team) {
   const KernelDef& def = kernel.def();
-  if (def.binder) {
-    std::vector<void*> data;
-    std::size_t in = 0, out = 0;
-    for (const auto& p : def.arrays) {
-      const Array& a = reads(p.access) ? inputs[in++] : outputs[out++];
-      if (a.device() != stream.device())
-        throw InvalidArgument("kernel " + def.name + ": argument '" + p.name + "' is on " +
-                              a.device().str() + " but the stream is on " + stream.device().str());
-      data.push_back(a.data());
-    }
-    def.binder->bind(stream.device())->run(data.data(), nullptr, stream.native(), &team);
-    return;
-  }
   KernelArgs args{};
+  std::vector<void*> call_data;  // a planned call's addresses (it takes more arrays than args)
   std::size_t in = 0, out = 0;
   for (std::size_t i = 0; i < def.arrays.size(); ++i) {
     const Array& a = reads(def.arrays[i].access) ? inputs[in++] : outputs[out++];
@@ -171,7 +159,15 @@ void issue(const Kernel& kernel, const KernelImpl& impl, const std::vector<Array
     // The message is built only on failure: this is the eager launch path.
     if (!a.is_contiguous())
       make_array_arg(a, "kernel " + def.name + ": argument '" + def.arrays[i].name + "'");
-    args.arrays[i] = make_array_arg(a.data(), a.shape(), a.dtype());
+    if (def.binder) {
+      call_data.push_back(a.data());
+    } else {
+      args.arrays[i] = make_array_arg(a.data(), a.shape(), a.dtype());
+    }
+  }
+  if (def.binder) {
+    def.binder->bind(stream.device())->run(call_data.data(), nullptr, stream.native(), &team);
+    return;
   }
   for (std::size_t i = 0; i < scalars.size(); ++i)
     args.scalars[i] = scalars[i].as(def.scalars[i].kind);
