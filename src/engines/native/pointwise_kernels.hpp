@@ -10,11 +10,28 @@
 namespace eagle::native {
 
 // The ops our kernels have, each once: X(name, binary). The IR op of the same name maps to it.
-#define EAGLE_POINTWISE_OPS(X)                                                                    \
-  X(add, true)                                                                                    \
-  X(sub, true) X(mul, true) X(div, true) X(max, true) X(min, true) X(neg, false) X(abs, false)    \
-      X(exp, false) X(log, false) X(sqrt, false) X(rsqrt, false) X(tanh, false) X(sigmoid, false) \
-          X(relu, false) X(gelu, false) X(silu, false) X(square, false) X(identity, false)
+// clang-format off (it reflows this list differently on every pass)
+#define EAGLE_POINTWISE_OPS(X) \
+  X(add, true)                 \
+  X(sub, true)                 \
+  X(mul, true)                 \
+  X(div, true)                 \
+  X(max, true)                 \
+  X(min, true)                 \
+  X(neg, false)                \
+  X(abs, false)                \
+  X(exp, false)                \
+  X(log, false)                \
+  X(sqrt, false)               \
+  X(rsqrt, false)              \
+  X(tanh, false)               \
+  X(sigmoid, false)            \
+  X(relu, false)               \
+  X(gelu, false)               \
+  X(silu, false)               \
+  X(square, false)             \
+  X(identity, false)
+// clang-format on
 
 #define EAGLE_PW_ENUM(name, binary) name,
 enum class PwOp : uint8_t { EAGLE_POINTWISE_OPS(EAGLE_PW_ENUM) };
