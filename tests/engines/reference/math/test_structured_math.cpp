@@ -7,7 +7,7 @@
 #include <numbers>
 #include <string>
 
-#include "../test_util.hpp"
+#include "test_util.hpp"
 #include "engines/reference/math/pointwise.hpp"
 #include "engines/reference/math/structured.hpp"
 
