@@ -576,6 +576,5 @@ TEST(ArrayTest, BorrowErrors) {
   EXPECT_EQ(s->bytes(), 0u);
 }
 
-
 }  // namespace
 }  // namespace eagle

@@ -31,7 +31,6 @@ std::string concat(std::string left, std::string_view middle, std::string_view r
   return left;
 }
 
-
 TEST(DeviceTest, CpuAndCuda) {
   const Device cpu = Device::cpu();
   EXPECT_TRUE(cpu.is_cpu());
@@ -243,7 +242,6 @@ TEST(DevicePropertiesTest, JsonMalformedInputThrows) {
   json.replace(json.find(from), from.size(), "\"gpu:3\"");
   expect_throw_with<InvalidArgument>([&] { DeviceProperties::from_json(json); }, {"gpu:3"});
 }
-
 
 }  // namespace
 }  // namespace eagle

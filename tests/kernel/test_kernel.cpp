@@ -511,6 +511,5 @@ TEST(ArrayArgTest, FromArrays) {
                                      {"argument 'q'", "contiguous", "[5,1]", "[4,2]"});
 }
 
-
 }  // namespace
 }  // namespace eagle

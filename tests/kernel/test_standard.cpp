@@ -715,6 +715,5 @@ TEST_P(Kernels, ArraysOnAnotherDeviceAreRefused) {
       [&] { launch_into(kernels::copy(), {here}, {}, {out_there}, stream(), team_); }, {"'out'"});
 }
 
-
 }  // namespace
 }  // namespace eagle

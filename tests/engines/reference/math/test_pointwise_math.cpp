@@ -8,8 +8,8 @@
 #include <numbers>
 #include <string>
 
-#include "test_util.hpp"
 #include "engines/reference/math/pointwise.hpp"
+#include "test_util.hpp"
 
 namespace eagle::reference {
 namespace {

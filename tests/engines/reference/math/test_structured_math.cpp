@@ -7,9 +7,9 @@
 #include <numbers>
 #include <string>
 
-#include "test_util.hpp"
 #include "engines/reference/math/pointwise.hpp"
 #include "engines/reference/math/structured.hpp"
+#include "test_util.hpp"
 
 namespace eagle::reference {
 namespace {
