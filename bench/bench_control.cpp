@@ -28,18 +28,18 @@ namespace {
 // ---- The benchmark's own kernels, defined the way a user defines them (CPU and CUDA).
 
 #ifdef EAGLE_HAVE_CUDA
-const void* countdown_cuda() {
+CudaFunction countdown_cuda() {
   return countdown_cuda_function();
 }
-const void* step_cuda() {
+CudaFunction step_cuda() {
   return step_cuda_function();
 }
 #else
-const void* countdown_cuda() {
-  return nullptr;
+CudaFunction countdown_cuda() {
+  return {};
 }
-const void* step_cuda() {
-  return nullptr;
+CudaFunction step_cuda() {
+  return {};
 }
 #endif
 

@@ -85,7 +85,7 @@ void expect_readers(const std::string& what, const std::vector<Array>& outs,
 // A kernel node of the instantiated graph with the argument block for each of the two arrays.
 struct RawNode {
   cudaGraphNode_t node = nullptr;
-  KernelArgs args[2];
+  KernelArgsN<2, 1> args[2];  // scale: x, out; alpha
   void* arg_pointer[2] = {nullptr, nullptr};
   cudaKernelNodeParams params[2] = {};
 };
@@ -126,7 +126,7 @@ void bind_cost(const Options& o, Report& report, Device dev) {
     RawNode& n = raw.emplace_back();
     n.node = h;
     EAGLE_CUDA_CHECK(cudaGraphKernelNodeGetParams(h, &n.params[0]));
-    std::memcpy(&n.args[0], n.params[0].kernelParams[0], sizeof(KernelArgs));
+    std::memcpy(&n.args[0], n.params[0].kernelParams[0], sizeof(n.args[0]));
     n.args[1] = n.args[0];
     int swapped = 0;
     for (int a = 0; a < n.args[1].num_arrays; ++a) {

@@ -1,6 +1,7 @@
 #include "bench_kernels.hpp"
 
 #include "eagle/kernel/args.hpp"
+#include "eagle/kernel/cuda_function.hpp"
 
 namespace eagle::bench {
 
@@ -48,7 +49,7 @@ __global__ void raw_setter_kernel(const uint32_t* cell, cudaGraphConditionalHand
 }
 
 // The benchmark's eagle kernels (bench_control.cpp): the same bodies behind the argument block.
-__global__ void countdown_cuda(const KernelArgs a) {
+__global__ void countdown_cuda(const KernelArgsN<2, 0> a) {
   uint32_t* remaining = static_cast<uint32_t*>(a.arrays[0].data);
   const uint32_t r = *remaining - 1;
   *remaining = r;
@@ -56,7 +57,7 @@ __global__ void countdown_cuda(const KernelArgs a) {
 }
 
 // Arrays: x, y, after (ordering only, never read), out. Scalars: alpha, iters.
-__global__ void step_cuda(const KernelArgs a) {
+__global__ void step_cuda(const KernelArgsN<4, 2> a) {
   const float* x = static_cast<const float*>(a.arrays[0].data);
   const float* y = static_cast<const float*>(a.arrays[1].data);
   float* out = static_cast<float*>(a.arrays[3].data);
@@ -128,11 +129,11 @@ cudaError_t add_raw_setter_node(cudaGraphNode_t* node, cudaGraph_t graph, const 
   return add_node(node, graph, deps, reinterpret_cast<const void*>(&raw_setter_kernel), 1, 1, args);
 }
 
-const void* countdown_cuda_function() {
-  return reinterpret_cast<const void*>(&countdown_cuda);
+CudaFunction countdown_cuda_function() {
+  return cuda_function(&countdown_cuda);
 }
-const void* step_cuda_function() {
-  return reinterpret_cast<const void*>(&step_cuda);
+CudaFunction step_cuda_function() {
+  return cuda_function(&step_cuda);
 }
 
 }  // namespace eagle::bench

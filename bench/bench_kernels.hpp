@@ -8,6 +8,8 @@
 
 #include <cuda_runtime.h>
 
+#include "eagle/kernel/kernel.hpp"
+
 namespace eagle::bench {
 
 inline constexpr unsigned kRawBlock = 256;  // eagle's elementwise block size
@@ -44,8 +46,8 @@ cudaError_t add_raw_countdown_set_node(cudaGraphNode_t* node, cudaGraph_t graph,
 cudaError_t add_raw_setter_node(cudaGraphNode_t* node, cudaGraph_t graph, const RawDeps& deps,
                                 const uint32_t* cell, cudaGraphConditionalHandle handle);
 
-// `__global__ void(eagle::KernelArgs)` functions of the benchmark's eagle kernels.
-const void* countdown_cuda_function();  // countdown_kernel
-const void* step_cuda_function();       // step_kernel
+// The CUDA functions of the benchmark's eagle kernels.
+CudaFunction countdown_cuda_function();  // countdown_kernel
+CudaFunction step_cuda_function();       // step_kernel
 
 }  // namespace eagle::bench

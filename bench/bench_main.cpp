@@ -49,17 +49,14 @@ void cpu_chain(const Options& o, Report& report, int64_t n, int threads) {
   ThreadTeam team(threads);
   const Stream stream(cpu);
   std::vector<CpuFn> fns;
-  std::vector<KernelArgs> args;
+  std::vector<ArgBlock> args;
   for (int k = 0; k < kCpuNodes; ++k) {
     fns.push_back(g.recording().impl_of(k).cpu);
-    KernelArgs a{};
-    a.arrays[0] = make_array_arg(outs[k], "x");
-    a.arrays[1] = make_array_arg(x, "y");
-    a.arrays[2] = make_array_arg(outs[k + 1], "out");
-    a.scalars[0].f = kAlpha;
-    a.num_arrays = 3;
-    a.num_scalars = 1;
-    args.push_back(a);
+    ArgBlock& a = args.emplace_back(3, 1);
+    a.array(0) = make_array_arg(outs[k], "x");
+    a.array(1) = make_array_arg(x, "y");
+    a.array(2) = make_array_arg(outs[k + 1], "out");
+    a.scalar(0).f = kAlpha;
   }
 
   auto run_graph = [&] { g(1); };
@@ -68,7 +65,7 @@ void cpu_chain(const Options& o, Report& report, int64_t n, int threads) {
       launch_into(kernels::axpy(), {outs[k], x}, {kAlpha}, {outs[k + 1]}, stream, team);
   };
   auto run_direct = [&] {
-    for (int k = 0; k < kCpuNodes; ++k) fns[k](args[k], team);
+    for (int k = 0; k < kCpuNodes; ++k) fns[k](args[k].view(), team);
   };
 
   expect_close("cpu g(1)", g(1)[0].to_vector<float>(), want);
@@ -100,7 +97,7 @@ void cpu_sections(const Options& o, Report& report) {
                  "-node host schedule, g(1), against calling the same CPU kernels directly");
   report.note(
       "chain: out_k = axpy(0.5, out_{k-1}, x) into caller arrays (buffer=); direct = "
-      "Recording::impl_of(i).cpu on hand-made KernelArgs, same arrays, same team size");
+      "Recording::impl_of(i).cpu on hand-made argument blocks, same arrays, same team size");
   const int hw = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
   std::vector<int> teams{1};
   if (hw > 1) teams.push_back(hw);

@@ -158,6 +158,12 @@ int64_t Array::numel() const {
 bool Array::is_contiguous() const {
   return numel() <= 1 || strides_ == contiguous_strides(shape_);
 }
+Array Array::as_read_only() const {
+  Array v = *this;
+  v.read_only_ = true;
+  return v;
+}
+
 bool Array::owning() const {
   return storage_ && storage_->owning();
 }

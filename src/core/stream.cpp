@@ -1,5 +1,7 @@
 #include "eagle/core/stream.hpp"
 
+#include <map>
+#include <mutex>
 #include <utility>
 
 #include "eagle/core/error.hpp"
@@ -7,7 +9,12 @@
 
 namespace eagle {
 
-Stream::Stream(Device device) : device_(device) {
+struct Stream::Cache {
+  std::mutex mutex;
+  std::map<const void*, std::shared_ptr<void>> entries;
+};
+
+Stream::Stream(Device device) : device_(device), cache_(std::make_unique<Cache>()) {
   if (device.is_cpu()) return;
   if (device.ordinal() >= cuda_device_count())
     throw InvalidArgument("Stream: device " + device.str() + " is not attached");
@@ -20,6 +27,8 @@ Stream::Stream(Device device) : device_(device) {
 }
 
 Stream::~Stream() {
+  // What was cached for the stream (library handles bound to it) goes before the stream.
+  cache_.reset();
 #ifdef EAGLE_HAVE_CUDA
   if (handle_) {
     detail::DeviceGuard guard(device_.ordinal());
@@ -29,13 +38,14 @@ Stream::~Stream() {
 }
 
 Stream::Stream(Stream&& o) noexcept
-    : device_(o.device_), handle_(std::exchange(o.handle_, nullptr)) {}
+    : device_(o.device_), handle_(std::exchange(o.handle_, nullptr)), cache_(std::move(o.cache_)) {}
 
 Stream& Stream::operator=(Stream&& o) noexcept {
   if (this != &o) {
     Stream dead(std::move(*this));
     device_ = o.device_;
     handle_ = std::exchange(o.handle_, nullptr);
+    cache_ = std::move(o.cache_);
   }
   return *this;
 }
@@ -47,6 +57,15 @@ void Stream::synchronize() const {
     EAGLE_CUDA_CHECK(cudaStreamSynchronize(static_cast<cudaStream_t>(handle_)));
   }
 #endif
+}
+
+std::shared_ptr<void> Stream::cached(const void* key,
+                                     const std::function<std::shared_ptr<void>()>& make) const {
+  if (!cache_) throw InvalidArgument("Stream::cached: the stream was moved from");
+  std::lock_guard<std::mutex> lock(cache_->mutex);
+  auto& slot = cache_->entries[key];
+  if (!slot) slot = make();
+  return slot;
 }
 
 }  // namespace eagle

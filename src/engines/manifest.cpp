@@ -86,14 +86,13 @@ const plan::Manifest& builtin_manifest() {
 
 plan::ExecutionPlans create_execution_plans(op::Graph graph, Device device,
                                             const std::vector<plan::HeurMode>& modes) {
-  return plan::ExecutionPlans::create(std::move(graph), builtin_manifest(),
-                                      DeviceProperties::query(device), modes);
+  return plan::ExecutionPlans::create(std::move(graph), builtin_manifest(), device, modes);
 }
 
 plan::ExecutionPlans create_execution_plan(op::Graph graph, Device device, int64_t engine_id,
                                            const plan::Knobs& knobs) {
-  return plan::ExecutionPlans::create_for(std::move(graph), builtin_manifest(),
-                                          DeviceProperties::query(device), engine_id, knobs);
+  return plan::ExecutionPlans::create_for(std::move(graph), builtin_manifest(), device, engine_id,
+                                          knobs);
 }
 
 }  // namespace eagle::engines

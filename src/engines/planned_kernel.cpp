@@ -3,6 +3,7 @@
 #include <map>
 #include <mutex>
 #include <stdexcept>
+#include <utility>
 
 #include "eagle/core/error.hpp"
 
@@ -10,63 +11,104 @@ namespace eagle::engines {
 
 namespace {
 
-// One device's plan and the operand template the call fills with addresses.
-class PlannedCall : public BoundCall {
+// A planned operation as a node's Call: the compiled plan of one device, run with the node's
+// argument block as its operands (in the layout's order), in the context the executor owns.
+class PlannedCall final : public Call {
  public:
   PlannedCall(plan::ExecutionPlans plans, Device device)
       : plans_(std::make_shared<plan::ExecutionPlans>(std::move(plans))),
-        compiled_(plans_->compiled()) {
-    const plan::OperandLayout& layout = plans_->layout();
-    for (int p = 0; p < layout.size(); ++p) {
-      const op::Tensor& t = layout.tensor_at(p);
-      // Recorded arrays are dense; run() fills the address.
-      template_.push_back(plan::dense_buffer(nullptr, t.dims(), t.dtype(), device));
-    }
-  }
-  std::size_t workspace_bytes() const override { return compiled_->workspace_bytes(); }
+        compiled_(plans_->compiled()),
+        device_(device) {}
 
-  void run(void* const* data, void* workspace, void* stream,
-           const ThreadTeam* team) const override {
-    plan::OperandBuffer buffers[kMaxBoundCallArrays];
-    for (std::size_t i = 0; i < template_.size(); ++i) {
-      buffers[i] = template_[i];
-      buffers[i].data = data[i];
-    }
-    const plan::ExecutionContext ctx{stream, nullptr, workspace, workspace_bytes(), team};
-    if (compiled_->run(buffers, ctx)) return;
-    compiled_->explain(buffers, ctx);
+  const Library* library() const override { return compiled_->library(); }
+  std::size_t workspace_bytes(const ArgBlock&, Device) const override {
+    return compiled_->workspace_bytes();
+  }
+
+  void run(const ArgBlock& args, const CallContext& ctx) const override {
+    Operands ops(args, device_);
+    if (compiled_->run(ops.data(), ctx)) return;
+    compiled_->explain(ops.data(), ctx);
     throw std::logic_error("planned call: the plan refused the call but names no rule");
+  }
+  bool populate_cuda_graph(const ArgBlock& args, const CallContext& ctx,
+                           void* graph) const override {
+    Operands ops(args, device_);
+    return compiled_->populate_cuda_graph(ops.data(), ctx, graph);
+  }
+  bool update_cuda_graph(const ArgBlock& args, const CallContext& ctx, void* graph) const override {
+    Operands ops(args, device_);
+    return compiled_->update_cuda_graph(ops.data(), ctx, graph);
   }
 
  private:
+  // The argument block seen as operand buffers; kept on the stack for the usual operand counts.
+  class Operands {
+   public:
+    Operands(const ArgBlock& args, Device device) {
+      const int n = args.num_arrays();
+      plan::OperandBuffer* out = inline_;
+      if (n > kInline) {
+        heap_.resize(static_cast<std::size_t>(n));
+        out = heap_.data();
+      }
+      for (int i = 0; i < n; ++i) {
+        const ArrayArg& a = args.array(i);
+        plan::OperandBuffer& b = out[i];
+        b.data = a.data;
+        b.dtype = static_cast<DType>(a.dtype);
+        b.ndim = a.ndim;
+        for (int d = 0; d < a.ndim; ++d) {
+          b.dims[d] = a.dims[d];
+          b.strides[d] = a.strides[d];
+        }
+        b.device = device;
+      }
+      data_ = out;
+    }
+    const plan::OperandBuffer* data() const { return data_; }
+
+   private:
+    static constexpr int kInline = 16;
+    plan::OperandBuffer inline_[kInline];
+    std::vector<plan::OperandBuffer> heap_;
+    const plan::OperandBuffer* data_ = nullptr;
+  };
+
   std::shared_ptr<plan::ExecutionPlans> plans_;
   std::shared_ptr<const plan::CompiledPlan> compiled_;
-  std::vector<plan::OperandBuffer> template_;
+  Device device_;
 };
 
+// Plans the operation once per device. The graph it was made from is copied once, when the
+// kernel is made; the first device plans that copy itself, each further device a clone of it
+// (planning claims and freezes the graph it is given; a clone is unplanned).
 class PlannedBinder : public CallBinder {
  public:
   PlannedBinder(op::Graph graph, std::vector<plan::HeurMode> modes, const plan::Manifest& manifest)
-      : graph_(std::move(graph)), modes_(std::move(modes)), manifest_(manifest) {}
+      : source_(std::move(graph)), modes_(std::move(modes)), manifest_(manifest) {}
 
-  std::shared_ptr<const BoundCall> bind(Device device) const override {
+  std::shared_ptr<const Call> bind(Device device) const override {
     std::lock_guard<std::mutex> lock(mutex_);
-    auto it = calls_.find(device.str());
+    const auto key = std::make_pair(static_cast<int>(device.kind()), device.ordinal());
+    auto it = calls_.find(key);
     if (it != calls_.end()) return it->second;
-    plan::ExecutionPlans plans = plan::ExecutionPlans::create(
-        graph_.clone(), manifest_, DeviceProperties::query(device), modes_);
+    op::Graph graph = source_used_ ? source_.clone() : source_;
+    source_used_ = true;
+    plan::ExecutionPlans plans = plan::ExecutionPlans::create(graph, manifest_, device, modes_);
     plans.build_plans();
     auto call = std::make_shared<const PlannedCall>(std::move(plans), device);
-    calls_.emplace(device.str(), call);
+    calls_.emplace(key, call);
     return call;
   }
 
  private:
-  op::Graph graph_;
+  op::Graph source_;
+  mutable bool source_used_ = false;
   std::vector<plan::HeurMode> modes_;
   const plan::Manifest& manifest_;
   mutable std::mutex mutex_;
-  mutable std::map<std::string, std::shared_ptr<const BoundCall>> calls_;
+  mutable std::map<std::pair<int, int>, std::shared_ptr<const PlannedCall>> calls_;
 };
 
 }  // namespace
@@ -75,10 +117,6 @@ Kernel planned_kernel(const op::Graph& graph, const std::vector<plan::HeurMode>&
                       const plan::Manifest& manifest) {
   graph.validate();
   const std::vector<op::Tensor> operands = graph.operand_tensors();
-  if (operands.size() > static_cast<std::size_t>(kMaxBoundCallArrays))
-    throw InvalidArgument("planned_kernel: graph '" + graph.name() + "' has " +
-                          std::to_string(operands.size()) + " operands; at most " +
-                          std::to_string(kMaxBoundCallArrays));
   KernelDef def;
   def.name = graph.name();
   std::vector<ArrayMeta> outputs;

@@ -1,6 +1,7 @@
 // Internal: what the graph hands an executor, and what an executor does.
 #pragma once
 
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -21,8 +22,10 @@ struct PlannedNode {
   enum class Kind : uint8_t { kernel, copy, if_, switch_, while_, fork };
   Kind kind = Kind::kernel;
   std::string label;
-  KernelImpl impl;
-  KernelArgs args{};
+  // Kernel nodes: what runs (an ordinary kernel, a planned operation, a library call) and its
+  // argument block.
+  std::shared_ptr<const Call> call;
+  ArgBlock args;
   void* copy_dst = nullptr;
   const void* copy_src = nullptr;
   std::size_t copy_bytes = 0;
@@ -31,9 +34,6 @@ struct PlannedNode {
   // Control nodes: the one-cell u32 condition and the arms (planned node indices, in order).
   const uint32_t* cond = nullptr;
   std::vector<std::vector<int>> bodies;
-  // A planned call (KernelDef::binder): bound at build; its arrays' addresses in parameter order.
-  std::shared_ptr<const BoundCall> call;
-  std::vector<void*> call_data;
 };
 
 // What an executor runs: the planned nodes and the top-level list (bodies hang off control
@@ -50,12 +50,27 @@ struct CudaOptions {
   bool plain_if_only = false;
 };
 
+// The library handles an executor owns: one per library its calls declare, made on first use
+// and destroyed with the executor.
+class LibraryHandles {
+ public:
+  void* get(const Library* library, Device device, void* stream) {
+    auto& slot = handles_[library];
+    if (!slot) slot = std::shared_ptr<void>(library->create(device, stream), library->destroy);
+    return slot.get();
+  }
+
+ private:
+  std::map<const Library*, std::shared_ptr<void>> handles_;
+};
+
 class Executor {
  public:
   virtual ~Executor() = default;
   virtual void launch(int n) = 0;
   virtual void synchronize() = 0;
-  // Re-reads the arguments of `nodes`; false when one cannot be patched (rebuild needed).
+  // Re-reads the arguments of `nodes`; false when one cannot be patched (rebuild needed), in
+  // which case the executor is left as it was.
   virtual bool patch(const std::vector<int>& nodes) = 0;
   virtual std::string backend() const = 0;
   virtual std::string schedule() const = 0;

@@ -70,15 +70,9 @@ void plan_args(const Recording& rec, int i, const std::vector<Array>& buffers,
         reinterpret_cast<const uint32_t*>(at(buffers[n.arrays[0].buffer], n.arrays[0].byte_offset));
     return;
   }
-  if (out.call) {
-    out.call_data.clear();
-    for (const NodeArgInfo& arg : n.arrays)
-      out.call_data.push_back(at(buffers[arg.buffer], arg.byte_offset));
-    return;
-  }
   for (std::size_t a = 0; a < n.arrays.size(); ++a) {
     const NodeArgInfo& arg = n.arrays[a];
-    out.args.arrays[a] =
+    out.args.array(static_cast<int>(a)) =
         make_array_arg(at(buffers[arg.buffer], arg.byte_offset), arg.shape, arg.dtype);
   }
 }
@@ -101,11 +95,11 @@ void plan_node(const Recording& rec, int i, const std::vector<Array>& buffers, D
                : n.kind == NodeKind::while_  ? Kind::while_
                                              : Kind::fork;
   } else {
-    out.impl = rec.impl_of(i);
-    if (const auto& binder = rec.kernel_of(i).def().binder) out.call = binder->bind(device);
-    out.args.num_arrays = static_cast<int32_t>(n.arrays.size());
-    out.args.num_scalars = static_cast<int32_t>(n.scalars.size());
-    for (std::size_t s = 0; s < n.scalars.size(); ++s) out.args.scalars[s] = n.scalars[s];
+    const auto& binder = rec.kernel_of(i).def().binder;
+    out.call = binder ? binder->bind(device) : make_kernel_call(rec.impl_of(i), n.kernel);
+    out.args = ArgBlock(static_cast<int>(n.arrays.size()), static_cast<int>(n.scalars.size()));
+    for (std::size_t s = 0; s < n.scalars.size(); ++s)
+      out.args.scalar(static_cast<int>(s)) = n.scalars[s];
   }
   plan_args(rec, i, buffers, out);
 }
@@ -161,11 +155,16 @@ void Graph::build(Device device, const BuildOptions& options) {
                             " but the graph is being built for " + device.str());
     next->buffers[b.id] = a;
   }
-  for (const NodeInfo& n : rec_->nodes())
-    if (n.kind == NodeKind::kernel && device.is_cuda() && !rec_->impl_of(n.id).has_cuda() &&
-        !rec_->kernel_of(n.id).def().binder)
+  for (const NodeInfo& n : rec_->nodes()) {
+    if (n.kind != NodeKind::kernel || rec_->kernel_of(n.id).def().binder) continue;
+    const KernelImpl& impl = rec_->impl_of(n.id);
+    if (device.is_cuda() ? !impl.has_cuda() : !impl.has_cpu())
       throw NotSupported("Graph::build: node " + std::to_string(n.id) + " '" + n.label +
-                         "' (kernel " + n.kernel + ") has no CUDA implementation for its dtypes");
+                         "' (kernel " + n.kernel + ") has no " +
+                         (device.is_cuda() ? "CUDA" : "CPU") +
+                         " implementation for its dtypes; build the graph on " +
+                         (device.is_cuda() ? "the CPU" : "a GPU") + " or give the kernel one");
+  }
   for (const BufferInfo& b : infos) {
     if (b.kind != BufferKind::internal || b.merged_into >= 0) continue;
     next->buffers[b.id] = Array::empty(b.shape, b.dtype, device);

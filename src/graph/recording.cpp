@@ -862,9 +862,10 @@ void Recorder::if_chain(const std::vector<std::pair<Value, std::function<void()>
                         const std::function<void()>& else_arm) {
   check_open(rec_->finished_);
   const int n = static_cast<int>(arms.size());
-  if (n < 1 || n > kMaxKernelArrays - 1)
-    throw InvalidArgument("Recorder::if_chain: needs 1 to " + std::to_string(kMaxKernelArrays - 1) +
-                          " conditions, got " + std::to_string(n));
+  if (n < 1 || n > kernels::kMaxFirstTrue)
+    throw InvalidArgument("Recorder::if_chain: needs 1 to " +
+                          std::to_string(kernels::kMaxFirstTrue) + " conditions, got " +
+                          std::to_string(n));
   std::vector<Arg> conds;
   std::vector<std::function<void()>> bodies;
   for (const auto& [cell, arm] : arms) {

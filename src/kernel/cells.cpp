@@ -1,6 +1,5 @@
 #include "eagle/kernel/cells.hpp"
 
-#include <array>
 #include <string>
 
 #include "eagle/core/error.hpp"
@@ -41,10 +40,11 @@ Kernel cell_kernel(std::string name, std::vector<ArrayParam> arrays) {
     }
     return std::vector<ArrayMeta>{{{1}, DType::u32}};
   };
-  d.select = [](const std::vector<DType>&) {
+  d.no_gradient = true;  // cells decide control flow; nothing flows back through them
+  d.select = [arrays = static_cast<int>(d.arrays.size())](const std::vector<DType>&) {
     KernelImpl impl;
     impl.cpu = &cell_cpu<op>;
-    impl.cuda_function = detail::cell_cuda_function(op);
+    impl.cuda_function = detail::cell_cuda_function(op, arrays);
     impl.cuda_shape = impl.cuda_function ? &one_thread : nullptr;
     return impl;
   };
@@ -73,12 +73,13 @@ const Kernel& loop_next() {
 }
 
 const Kernel& first_true(int n) {
-  constexpr int kMax = kMaxKernelArrays - 1;
+  constexpr int kMax = kMaxFirstTrue;
   if (n < 1 || n > kMax)
     throw InvalidArgument("kernels::first_true: n must be in [1, " + std::to_string(kMax) +
                           "], got " + std::to_string(n));
-  static const std::array<Kernel, kMax> kernels = [] {
-    auto make = [](int count) {
+  static const std::vector<Kernel> kernels = [] {
+    std::vector<Kernel> out;
+    for (int count = 1; count <= kMax; ++count) {
       std::vector<ArrayParam> params;
       for (int c = 0; c < count; ++c) {
         std::string name = "c";
@@ -86,9 +87,9 @@ const Kernel& first_true(int n) {
         params.push_back({name, Access::read});
       }
       params.push_back({"index", Access::write});
-      return cell_kernel<CellOp::first_true>("first_true", params);
-    };
-    return std::array<Kernel, kMax>{make(1), make(2), make(3), make(4), make(5)};
+      out.push_back(cell_kernel<CellOp::first_true>("first_true", params));
+    }
+    return out;
   }();
   return kernels[static_cast<std::size_t>(n - 1)];
 }

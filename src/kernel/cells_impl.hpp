@@ -4,6 +4,7 @@
 #include <cstdint>
 
 #include "eagle/kernel/args.hpp"
+#include "eagle/kernel/cells.hpp"
 #include "eagle/kernel/kernel.hpp"
 
 #ifdef __CUDACC__
@@ -16,8 +17,8 @@ namespace eagle::detail {
 
 enum class CellOp : int { any, none, loop_next, first_true };
 
-template <CellOp op>
-EAGLE_CELL_HD void cell_apply(const KernelArgs& a) {
+template <CellOp op, class Args>
+EAGLE_CELL_HD void cell_apply(const Args& a) {
   auto cell = [&a](int i) -> uint32_t& { return *static_cast<uint32_t*>(a.arrays[i].data); };
   if constexpr (op == CellOp::any) {
     cell(2) = (cell(0) != 0 || cell(1) != 0) ? 1u : 0u;
@@ -35,7 +36,7 @@ EAGLE_CELL_HD void cell_apply(const KernelArgs& a) {
   }
 }
 
-// The CUDA kernels (cells_cuda.cu); nullptr in a build without CUDA.
-const void* cell_cuda_function(CellOp op);
+// The CUDA kernel of `op` taking `arrays` arrays (cells_cuda.cu); empty without CUDA.
+CudaFunction cell_cuda_function(CellOp op, int arrays);
 
 }  // namespace eagle::detail

@@ -3,6 +3,8 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <shared_mutex>
+#include <unordered_map>
 
 #include "eagle/core/error.hpp"
 #include "util/cuda_check.hpp"
@@ -18,24 +20,38 @@ const DeviceProperties& cached_properties(Device device) {
   return *slot;
 }
 
-void cuda_issue(const KernelImpl& impl, const KernelArgs& args, Device device, void* stream,
-                void* workspace) {
+const void* resolve_kernel(const CudaFunction& function, const std::string& kernel) {
+  // A fact of the loaded program, fixed once known: resolved once per function.
+  static std::shared_mutex mutex;
+  static std::unordered_map<const void*, const void*> handles;
+  {
+    std::shared_lock<std::shared_mutex> lock(mutex);
+    auto it = handles.find(function.stub);
+    if (it != handles.end()) return it->second;
+  }
+  const void* handle = function.resolve ? function.resolve(function.stub) : nullptr;
+  if (!handle)
+    throw CudaError("kernel " + kernel +
+                    ": the CUDA runtime of the program that compiled its CUDA function does not "
+                    "know it (cudaGetKernel failed); is the function a __global__ taking "
+                    "eagle::KernelArgsN, handed over with eagle::cuda_function?");
+  std::unique_lock<std::shared_mutex> lock(mutex);
+  handles.emplace(function.stub, handle);
+  return handle;
+}
+
+void launch_kernel(const CudaLaunch& launch, const ArgBlock& args, Device device, void* stream) {
 #ifdef EAGLE_HAVE_CUDA
   DeviceGuard guard(device.ordinal());
-  if (impl.cuda_capture) {
-    impl.cuda_capture(args, workspace, stream);
-    return;
-  }
-  const CudaLaunchShape shape = impl.cuda_shape(args, cached_properties(device));
   cudaLaunchConfig_t config{};
-  config.gridDim = dim3(shape.grid[0], shape.grid[1], shape.grid[2]);
-  config.blockDim = dim3(shape.block[0], shape.block[1], shape.block[2]);
-  config.dynamicSmemBytes = shape.shared_bytes;
+  config.gridDim = dim3(launch.shape.grid[0], launch.shape.grid[1], launch.shape.grid[2]);
+  config.blockDim = dim3(launch.shape.block[0], launch.shape.block[1], launch.shape.block[2]);
+  config.dynamicSmemBytes = launch.shape.shared_bytes;
   config.stream = static_cast<cudaStream_t>(stream);
-  void* params[] = {const_cast<KernelArgs*>(&args)};
-  EAGLE_CUDA_CHECK(cudaLaunchKernelExC(&config, impl.cuda_function, params));
+  void* params[] = {const_cast<void*>(args.data())};
+  EAGLE_CUDA_CHECK(cudaLaunchKernelExC(&config, launch.kernel, params));
 #else
-  (void)impl, (void)args, (void)device, (void)stream, (void)workspace;
+  (void)launch, (void)args, (void)device, (void)stream;
   throw NotSupported("this build of eagle has no CUDA support");
 #endif
 }

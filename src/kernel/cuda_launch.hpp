@@ -1,4 +1,5 @@
-// Internal: issuing a kernel implementation on a CUDA stream, and cached device properties.
+// Internal: issuing CUDA kernels of any program (through their cudaKernel_t handles), and cached
+// device properties.
 #pragma once
 
 #include "eagle/core/device.hpp"
@@ -9,9 +10,11 @@ namespace eagle::detail {
 // Properties of an attached device, queried once per device (cudaGetDeviceProperties is slow).
 const DeviceProperties& cached_properties(Device device);
 
-// Issues impl on `stream` (a cudaStream_t) of `device`: cudaLaunchKernelEx for a kernel function,
-// or the captured sequence with `workspace` (at least impl.cuda_workspace(args) bytes).
-void cuda_issue(const KernelImpl& impl, const KernelArgs& args, Device device, void* stream,
-                void* workspace);
+// The launchable handle of a CUDA function (resolved once, then cached). Throws CudaError naming
+// `kernel` when the program's runtime does not know the function.
+const void* resolve_kernel(const CudaFunction& function, const std::string& kernel);
+
+// Issues `launch` with `args` as the kernel's one parameter on `stream` (a cudaStream_t).
+void launch_kernel(const CudaLaunch& launch, const ArgBlock& args, Device device, void* stream);
 
 }  // namespace eagle::detail

@@ -3,7 +3,9 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
+#include "eagle/core/convert.hpp"
 #include "eagle/kernel/args.hpp"
 
 #ifdef __CUDACC__
@@ -16,19 +18,30 @@ namespace eagle::detail {
 
 enum class EwOp : int { fill, copy, scale, axpy, add, mul, where };
 
+// A real scalar in the arithmetic type: integers truncate toward zero and saturate, NaN is 0.
+template <class Acc>
+EAGLE_HD Acc scalar_as(double v) {
+  if constexpr (std::is_integral_v<Acc>) {
+    return saturating_cast<Acc>(v);
+  } else {
+    return static_cast<Acc>(v);
+  }
+}
+
 // Element i of the output, computed in the accumulation type Acc. Loads go through `load`.
-template <EwOp op, class Acc, class Load>
-EAGLE_HD Acc ew_apply(const KernelArgs& a, int64_t i, Load load) {
+// `Args` is a KernelArgs view (CPU) or the KernelArgsN a CUDA kernel receives.
+template <EwOp op, class Acc, class Args, class Load>
+EAGLE_HD Acc ew_apply(const Args& a, int64_t i, Load load) {
   if constexpr (op == EwOp::fill) {
     (void)i;
     (void)load;
-    return static_cast<Acc>(a.scalars[0].f);
+    return scalar_as<Acc>(a.scalars[0].f);
   } else if constexpr (op == EwOp::copy) {
     return load(0, i);
   } else if constexpr (op == EwOp::scale) {
-    return static_cast<Acc>(a.scalars[0].f) * load(0, i);
+    return scalar_as<Acc>(a.scalars[0].f) * load(0, i);
   } else if constexpr (op == EwOp::axpy) {
-    return static_cast<Acc>(a.scalars[0].f) * load(0, i) + load(1, i);
+    return scalar_as<Acc>(a.scalars[0].f) * load(0, i) + load(1, i);
   } else if constexpr (op == EwOp::add) {
     return load(0, i) + load(1, i);
   } else if constexpr (op == EwOp::mul) {
@@ -36,6 +49,17 @@ EAGLE_HD Acc ew_apply(const KernelArgs& a, int64_t i, Load load) {
   } else {  // where: arrays are cond, a, b, out
     return static_cast<const uint8_t*>(a.arrays[0].data)[i] ? load(1, i) : load(2, i);
   }
+}
+
+// Array and scalar parameters of each op.
+constexpr int ew_arrays(EwOp op) {
+  return op == EwOp::fill                        ? 1
+         : op == EwOp::copy || op == EwOp::scale ? 2
+         : op == EwOp::where                     ? 4
+                                                 : 3;
+}
+constexpr int ew_scalars(EwOp op) {
+  return op == EwOp::fill || op == EwOp::scale || op == EwOp::axpy ? 1 : 0;
 }
 
 // Index of the output array in the parameter list.

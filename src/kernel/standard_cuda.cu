@@ -6,6 +6,7 @@
 #include <cub/device/device_reduce.cuh>
 
 #include "eagle/core/error.hpp"
+#include "eagle/kernel/cuda_function.hpp"
 #include "kernel/cuda_numeric.cuh"
 #include "kernel/standard_impl.hpp"
 
@@ -14,7 +15,7 @@ namespace eagle::detail {
 namespace {
 
 template <EwOp op, class T>
-__global__ void elementwise_kernel(const KernelArgs a) {
+__global__ void elementwise_kernel(const KernelArgsN<ew_arrays(op), ew_scalars(op)> a) {
   using Acc = typename acc_of<T>::type;
   constexpr int out_index = ew_output_index(op);
   T* out = static_cast<T*>(a.arrays[out_index].data);
@@ -42,8 +43,7 @@ CudaLaunchShape elementwise_shape(const KernelArgs& a, const DeviceProperties& d
 
 template <EwOp op, class T>
 void attach(KernelImpl& impl) {
-  impl.cuda_function =
-      reinterpret_cast<const void*>(&elementwise_kernel<op, typename device_type<T>::type>);
+  impl.cuda_function = cuda_function(&elementwise_kernel<op, typename device_type<T>::type>);
   impl.cuda_shape = &elementwise_shape<op>;
 }
 

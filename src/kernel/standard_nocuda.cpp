@@ -11,7 +11,7 @@ void attach_cuda_reduce(KernelImpl&, ReduceOp, DType) {}
 #include "kernel/cells_impl.hpp"
 
 namespace eagle::detail {
-const void* cell_cuda_function(CellOp) {
-  return nullptr;
+CudaFunction cell_cuda_function(CellOp, int) {
+  return {};
 }
 }  // namespace eagle::detail

@@ -41,4 +41,9 @@ void ThreadTeam::run_tasks(int n, TaskFn fn, const void* ctx) const {
   impl_->arena.execute([&] { tbb::parallel_for(0, n, [&](int i) { fn(ctx, i); }); });
 }
 
+const ThreadTeam& ThreadTeam::serial() {
+  static const ThreadTeam team(1);
+  return team;
+}
+
 }  // namespace eagle

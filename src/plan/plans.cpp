@@ -1,5 +1,6 @@
 #include "eagle/plan/plans.hpp"
 
+#include <optional>
 #include <stdexcept>
 
 #include "eagle/core/error.hpp"
@@ -10,6 +11,7 @@ struct ExecutionPlans::State {
   op::Graph graph;
   const Manifest* manifest = nullptr;
   DeviceProperties device;
+  std::optional<Device> target;  // the attached device planned for, when there is one
   const EngineFamily* family = nullptr;
   std::shared_ptr<const Facts> facts;
   OperandLayout layout;
@@ -132,6 +134,21 @@ ExecutionPlans ExecutionPlans::create(op::Graph graph, const Manifest& manifest,
   return ExecutionPlans(std::move(s));
 }
 
+ExecutionPlans ExecutionPlans::create(op::Graph graph, const Manifest& manifest, Device device,
+                                      const std::vector<HeurMode>& modes) {
+  ExecutionPlans plans = create(std::move(graph), manifest, DeviceProperties::query(device), modes);
+  plans.s_->target = device;
+  return plans;
+}
+
+ExecutionPlans ExecutionPlans::create_for(op::Graph graph, const Manifest& manifest, Device device,
+                                          int64_t engine_id, const Knobs& knobs) {
+  ExecutionPlans plans =
+      create_for(std::move(graph), manifest, DeviceProperties::query(device), engine_id, knobs);
+  plans.s_->target = device;
+  return plans;
+}
+
 ExecutionPlans ExecutionPlans::create_for(op::Graph graph, const Manifest& manifest,
                                           const DeviceProperties& device, int64_t engine_id,
                                           const Knobs& knobs) {
@@ -201,7 +218,7 @@ void ExecutionPlans::build_plan_at_index(int index) {
   std::lock_guard<std::mutex> lock(s_->build_mutex);
   if (s_->compiled[index]) return;
   const PlanConfig& p = s_->plans[index];
-  BuildContext ctx{s_->device, &s_->layout};
+  BuildContext ctx{s_->device, &s_->layout, s_->target};
   try {
     std::shared_ptr<const CompiledPlan> built;
     if (const Engine* e = s_->manifest->engine(p.engine_id)) {

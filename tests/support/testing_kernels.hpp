@@ -19,8 +19,8 @@ const Kernel& countdown_kernel();
 const Kernel& reverse_kernel();
 
 // The CUDA sides (testing_kernels_cuda.cu); nullptr in a build without CUDA.
-const void* count_cuda_function();
-const void* greater_cuda_function();
-const void* countdown_cuda_function();
+CudaFunction count_cuda_function();
+CudaFunction greater_cuda_function();
+CudaFunction countdown_cuda_function();
 
 }  // namespace eagle::test

@@ -3,14 +3,14 @@
 
 namespace eagle::test {
 
-const void* count_cuda_function() {
-  return nullptr;
+CudaFunction count_cuda_function() {
+  return {};
 }
-const void* greater_cuda_function() {
-  return nullptr;
+CudaFunction greater_cuda_function() {
+  return {};
 }
-const void* countdown_cuda_function() {
-  return nullptr;
+CudaFunction countdown_cuda_function() {
+  return {};
 }
 
 }  // namespace eagle::test

@@ -74,6 +74,9 @@ class Array {
   int64_t byte_offset() const { return byte_offset_; }
   bool is_contiguous() const;
   bool owning() const;
+  // A read-only array (e.g. a DLPack import flagged READ_ONLY) is never written by eagle.
+  bool read_only() const { return read_only_; }
+  Array as_read_only() const;
   // Address of the first element (storage base + byte offset).
   void* data() const;
   const std::shared_ptr<Storage>& storage() const { return storage_; }
@@ -102,6 +105,7 @@ class Array {
   Shape shape_;
   Shape strides_;
   int64_t byte_offset_ = 0;
+  bool read_only_ = false;
 };
 
 Shape contiguous_strides(const Shape& shape);

@@ -1,6 +1,7 @@
 // An ordered queue of work on one device. On the CPU work runs when it is issued.
 #pragma once
 
+#include <functional>
 #include <memory>
 
 #include "eagle/core/device.hpp"
@@ -23,9 +24,16 @@ class Stream {
   // Waits until all work issued on the stream has finished.
   void synchronize() const;
 
+  // State another layer keeps per stream (a library handle bound to it): made by `make` the
+  // first time `key` is asked for, destroyed with the stream. Thread-safe.
+  std::shared_ptr<void> cached(const void* key,
+                               const std::function<std::shared_ptr<void>()>& make) const;
+
  private:
+  struct Cache;
   Device device_;
   void* handle_ = nullptr;
+  std::unique_ptr<Cache> cache_;
 };
 
 }  // namespace eagle

@@ -12,12 +12,13 @@
 
 namespace eagle::engines {
 
-// A Kernel calling `graph` (which stays unplanned: each device plans its own copy). Its array
+// A Kernel calling `graph` (which stays unplanned: the kernel keeps its own copy). Its array
 // parameters are the graph's operands in ascending uid order, named after the tensors: graph
 // inputs are read, outputs (set_output) are written; no scalars. When a graph recording it is
-// built for a device, the copy for that device is planned against `manifest` with `modes` and the
-// first plan that builds is kept (once per device). Throws InvalidArgument when the graph has
-// more than kMaxBoundCallArrays operands or fails validate().
+// built for a device (or it is launched eagerly there), a copy is planned for that device against
+// `manifest` with `modes` and the first plan that builds is kept, once per device. In a CUDA graph
+// the plan enters as its own nodes (when it populates them) or stream-captured, and bind()
+// patches it in place. Throws InvalidArgument when the graph fails validate().
 Kernel planned_kernel(const op::Graph& graph,
                       const std::vector<plan::HeurMode>& modes = {plan::HeurMode::A},
                       const plan::Manifest& manifest = builtin_manifest());

@@ -11,7 +11,10 @@ const Kernel& cell_none();  // out = (a == 0 && b == 0)
 // remaining (read-write), stop (read) -> going: remaining -= 1 (if > 0);
 // going = remaining > 0 && stop == 0.
 const Kernel& loop_next();
-// conds c0..c{n-1} (read) -> index of the first non-zero one, or n if none. 1 <= n <= 5.
+// The most conditions first_true (and so an elif chain) takes.
+inline constexpr int kMaxFirstTrue = 32;
+// conds c0..c{n-1} (read) -> index of the first non-zero one, or n if none.
+// 1 <= n <= kMaxFirstTrue.
 const Kernel& first_true(int n);
 
 }  // namespace eagle::kernels

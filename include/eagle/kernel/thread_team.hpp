@@ -15,6 +15,8 @@ class ThreadTeam {
   ThreadTeam& operator=(const ThreadTeam&) = delete;
 
   int size() const { return size_; }
+  // A team of one thread: work runs on the calling thread (for callers that pass no team).
+  static const ThreadTeam& serial();
 
   // Runs body(begin, end) over [0, n) in chunks of at least `grain`; work below two grains runs
   // inline on the calling thread, so small kernels pay no task overhead.

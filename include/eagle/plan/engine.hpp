@@ -11,12 +11,9 @@
 
 #include "eagle/core/device.hpp"
 #include "eagle/core/dtype.hpp"
+#include "eagle/kernel/call.hpp"
 #include "eagle/op/graph.hpp"
 #include "eagle/plan/operands.hpp"
-
-namespace eagle {
-class ThreadTeam;
-}
 
 namespace eagle::plan {
 
@@ -73,14 +70,10 @@ struct Capabilities {
   Knobs first_point() const;
 };
 
-// Explicit per-call resources: nothing is read from ambient state.
-struct ExecutionContext {
-  void* stream = nullptr;  // cudaStream_t for CUDA plans
-  void* handle = nullptr;  // an engine library's handle, where it takes one
-  void* workspace = nullptr;
-  std::size_t workspace_bytes = 0;
-  const ThreadTeam* team = nullptr;  // CPU plans: threads to use (none: the calling thread)
-};
+// Explicit per-call resources (stream, the engine library's handle, workspace, threads): the
+// one call context of every node of eagle (eagle/kernel/call.hpp). Nothing is read from ambient
+// state.
+using ExecutionContext = CallContext;
 
 // A plan built for one graph and config. run() is the only execute path: it reads the table
 // fixed at build, launches, and never throws; what it refuses (returns false, nothing launched)
@@ -89,13 +82,32 @@ class CompiledPlan {
  public:
   virtual ~CompiledPlan() = default;
   virtual std::size_t workspace_bytes() const { return 0; }
+  // The library whose handle run() expects in ctx.handle (cuDNN, cuBLASLt), or none.
+  virtual const Library* library() const { return nullptr; }
   virtual bool run(const OperandBuffer* operands, const ExecutionContext& ctx) const noexcept = 0;
   virtual void explain(const OperandBuffer* operands, const ExecutionContext& ctx) const = 0;
+  // A plan that builds its own CUDA graph nodes (cudnn-frontend's populate_cuda_graph): adds
+  // them to `graph`, an empty cudaGraph_t; false when it does not (run() is stream-captured).
+  virtual bool populate_cuda_graph(const OperandBuffer* operands, const ExecutionContext& ctx,
+                                   void* graph) const {
+    (void)operands, (void)ctx, (void)graph;
+    return false;
+  }
+  // Brings a graph it populated up to date with new operand addresses (cudnn-frontend's
+  // update_cuda_graph); false when it cannot (the graph is populated anew).
+  virtual bool update_cuda_graph(const OperandBuffer* operands, const ExecutionContext& ctx,
+                                 void* graph) const {
+    (void)operands, (void)ctx, (void)graph;
+    return false;
+  }
 };
 
 struct BuildContext {
-  DeviceProperties device;
+  DeviceProperties device;  // what the plan is built for (serialisable: may be ahead of time)
   const OperandLayout* layout = nullptr;
+  // The device the plan will run on, when it is attached (planning for a recorded graph's
+  // device); none when planning from a descriptor alone.
+  std::optional<Device> target;
 };
 
 class Engine {

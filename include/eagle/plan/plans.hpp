@@ -27,6 +27,12 @@ class ExecutionPlans {
   static ExecutionPlans create_for(op::Graph graph, const Manifest& manifest,
                                    const DeviceProperties& device, int64_t engine_id,
                                    const Knobs& knobs);
+  // The same for an attached device: its properties are queried, and engines see the Device
+  // itself in their BuildContext (they may allocate or load code for it).
+  static ExecutionPlans create(op::Graph graph, const Manifest& manifest, Device device,
+                               const std::vector<HeurMode>& modes = {HeurMode::A});
+  static ExecutionPlans create_for(op::Graph graph, const Manifest& manifest, Device device,
+                                   int64_t engine_id, const Knobs& knobs);
 
   ExecutionPlans(ExecutionPlans&&) noexcept;
   ExecutionPlans& operator=(ExecutionPlans&&) noexcept;

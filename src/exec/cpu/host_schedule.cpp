@@ -14,10 +14,21 @@ namespace {
 class HostSchedule final : public Executor {
  public:
   HostSchedule(const Plan& plan, int threads) : plan_(plan), nodes_(plan.nodes), team_(threads) {
-    // Each planned call has its own host workspace: fork branches may run calls at once.
+    // Each call has its own context and host workspace (fork branches may run calls at once);
+    // one handle per library the calls need.
+    contexts_.resize(nodes_.size());
     workspaces_.resize(nodes_.size());
-    for (std::size_t i = 0; i < nodes_.size(); ++i)
-      if (nodes_[i].call) workspaces_[i].resize(nodes_[i].call->workspace_bytes());
+    for (std::size_t i = 0; i < nodes_.size(); ++i) {
+      const PlannedNode& n = nodes_[i];
+      if (!n.call) continue;
+      CallContext& ctx = contexts_[i];
+      ctx.team = &team_;
+      if (const Library* library = n.call->library())
+        ctx.handle = handles_.get(library, Device::cpu(), nullptr);
+      workspaces_[i].resize(n.call->workspace_bytes(n.args, Device::cpu()));
+      ctx.workspace = workspaces_[i].data();
+      ctx.workspace_bytes = workspaces_[i].size();
+    }
     if (plan.control_flow) {
       stages_ = static_cast<int>(plan.top.size());
       return;
@@ -29,10 +40,15 @@ class HostSchedule final : public Executor {
       for (int d : nodes[i].deps) stage_of[i] = std::max(stage_of[i], stage_of[d] + 1);
       stages = std::max(stages, stage_of[i] + 1);
     }
-    // Flattened in stage order: the replay is one loop over one array.
-    for (int s = 0; s < stages; ++s)
-      for (std::size_t i = 0; i < nodes.size(); ++i)
-        if (stage_of[i] == s) order_.push_back(static_cast<int>(i));
+    // Flattened in stage order (a counting sort, stable within a stage): the replay is one loop
+    // over one array.
+    std::vector<int> start(static_cast<std::size_t>(stages) + 1, 0);
+    for (int st : stage_of) ++start[static_cast<std::size_t>(st) + 1];
+    for (std::size_t k = 1; k < start.size(); ++k) start[k] += start[k - 1];
+    order_.resize(nodes.size());
+    for (std::size_t i = 0; i < nodes.size(); ++i)
+      order_[static_cast<std::size_t>(start[static_cast<std::size_t>(stage_of[i])]++)] =
+          static_cast<int>(i);
     stages_ = stages;
   }
 
@@ -46,7 +62,19 @@ class HostSchedule final : public Executor {
     }
   }
   void synchronize() override {}
-  bool patch(const std::vector<int>&) override { return true; }  // arguments are read per launch
+  // Arguments are read at each launch; a call's workspace may have to grow.
+  bool patch(const std::vector<int>& ids) override {
+    for (int i : ids) {
+      const PlannedNode& n = nodes_[i];
+      if (!n.call) continue;
+      const std::size_t bytes = n.call->workspace_bytes(n.args, Device::cpu());
+      if (bytes <= workspaces_[i].size()) continue;
+      workspaces_[i].resize(bytes);
+      contexts_[i].workspace = workspaces_[i].data();
+      contexts_[i].workspace_bytes = bytes;
+    }
+    return true;
+  }
   std::string backend() const override { return "cpu-host-schedule"; }
   std::string schedule() const override {
     if (plan_.control_flow)
@@ -63,12 +91,9 @@ class HostSchedule final : public Executor {
   void run_leaf(const PlannedNode& node) const {
     if (node.kind == PlannedNode::Kind::copy) {
       std::memcpy(node.copy_dst, node.copy_src, node.copy_bytes);
-    } else if (node.call) {
-      auto& ws = workspaces_[static_cast<std::size_t>(&node - nodes_.data())];
-      node.call->run(node.call_data.data(), ws.data(), nullptr, &team_);
-    } else {
-      node.impl.cpu(node.args, team_);
+      return;
     }
+    node.call->run(node.args, contexts_[static_cast<std::size_t>(&node - nodes_.data())]);
   }
 
   void run_list(const std::vector<int>& list) const {
@@ -116,7 +141,9 @@ class HostSchedule final : public Executor {
   const Plan& plan_;
   const std::vector<PlannedNode>& nodes_;
   ThreadTeam team_;
-  mutable std::vector<std::vector<char>> workspaces_;
+  LibraryHandles handles_;
+  std::vector<CallContext> contexts_;
+  std::vector<std::vector<char>> workspaces_;
   std::vector<int> order_;
   int stages_ = 0;
 };

@@ -1,12 +1,15 @@
 // The CUDA backend: the nodes become one CUDA graph, made with the explicit graph API from the
-// recorded edges and instantiated once: kernel nodes with eagle's argument block, memcpy nodes
-// for param copies, child graphs stream-captured from opaque sequences (library calls), and
-// conditional nodes (IF, IF/ELSE, SWITCH, WHILE) whose bodies are built in place.
+// recorded edges and instantiated once. A call enters it the way it says it can (Call): as one
+// kernel node, as a child graph it populates itself, or stream-captured (a capture of exactly
+// one kernel becomes that kernel node). Param copies are memcpy nodes; device conditions are
+// conditional nodes (IF, IF/ELSE, SWITCH, WHILE) whose bodies are built in place. bind() patches
+// each entry the way it was made.
 #include <string>
 
 #include "eagle/core/error.hpp"
 #include "eagle/core/stream.hpp"
 #include "exec/cuda/conditions.hpp"
+#include "exec/cuda/driver.hpp"
 #include "exec/executor.hpp"
 #include "kernel/cuda_launch.hpp"
 #include "util/cuda_check.hpp"
@@ -28,6 +31,15 @@ bool driver_has_if_else_and_switch() {
   }();
   return has;
 }
+
+// How a call entered the graph, which decides how bind() patches it.
+enum class Entry : uint8_t {
+  none,
+  kernel,           // Call::cuda_kernel: a kernel node with the argument block as its parameter
+  populated,        // Call::populate_cuda_graph: a child graph node; `child` kept for updates
+  captured_kernel,  // a capture of exactly one kernel, copied in as a kernel node
+  captured_graph,   // any other capture: a child graph node
+};
 
 class CudaGraphExecutor final : public Executor {
  public:
@@ -54,17 +66,15 @@ class CudaGraphExecutor final : public Executor {
   void synchronize() override { EAGLE_CUDA_CHECK(cudaStreamSynchronize(stream_)); }
 
   bool patch(const std::vector<int>& ids) override {
-    for (int i : ids)
-      if (nodes_[i].impl.cuda_capture || nodes_[i].call) return false;
+    DeviceGuard guard(device_.ordinal());
     for (int i : ids) {
       const PlannedNode& n = nodes_[i];
       if (n.kind == Kind::copy) {
         EAGLE_CUDA_CHECK(cudaGraphExecMemcpyNodeSetParams1D(
             exec_, handles_[i], n.copy_dst, n.copy_src, n.copy_bytes, cudaMemcpyDeviceToDevice));
       } else if (n.kind == Kind::kernel) {
-        cudaKernelNodeParams p = kernel_params(n);
-        EAGLE_CUDA_CHECK(cudaGraphExecKernelNodeSetParams(exec_, handles_[i], &p));
-      } else {
+        if (!patch_call(i)) return false;
+      } else if (n.kind != Kind::fork) {
         // The cell moved: the kernels that read it set the condition.
         conditions_[i].cell = n.cond;
         for (cudaGraphNode_t setter : setters_[i]) {
@@ -80,7 +90,7 @@ class CudaGraphExecutor final : public Executor {
   std::string schedule() const override {
     std::string s = "CUDA graph on " + device_.str() + ": " + std::to_string(native_node_count()) +
                     " nodes (" + std::to_string(kernels_) + " kernel, " + std::to_string(copies_) +
-                    " memcpy, " + std::to_string(captured_) + " captured child graphs";
+                    " memcpy, " + std::to_string(children_) + " child graphs";
     if (forks_ > 0) s += ", " + std::to_string(forks_) + " fork join";
     if (conditionals_ > 0)
       s += ", " + std::to_string(conditionals_) + " conditional" +
@@ -96,17 +106,188 @@ class CudaGraphExecutor final : public Executor {
   }
 
  private:
-  cudaKernelNodeParams kernel_params(const PlannedNode& n) {
-    const CudaLaunchShape s = n.impl.cuda_shape(n.args, properties_);
+  // ---- calls
+
+  CallContext context(int i, cudaStream_t stream) {
+    const PlannedNode& n = nodes_[i];
+    CallContext ctx;
+    ctx.device = device_;
+    ctx.stream = stream;
+    if (const Library* library = n.call->library())
+      ctx.handle = handles_by_library_.get(library, device_, stream_);
+    const std::size_t bytes = n.call->workspace_bytes(n.args, device_);
+    if (bytes > workspace_bytes_[i]) {
+      // A launch in flight may still use the old one: it is kept until the executor dies.
+      if (workspaces_[i]) retired_.push_back(workspaces_[i]);
+      workspaces_[i] = nullptr;
+      EAGLE_CUDA_CHECK(cudaMalloc(&workspaces_[i], bytes));
+      workspace_bytes_[i] = bytes;
+    }
+    ctx.workspace = workspaces_[i];
+    ctx.workspace_bytes = workspace_bytes_[i];
+    return ctx;
+  }
+
+  cudaKernelNodeParams kernel_params(int i, const CudaLaunch& launch) {
     cudaKernelNodeParams p{};
-    p.func = const_cast<void*>(n.impl.cuda_function);
-    p.gridDim = dim3(s.grid[0], s.grid[1], s.grid[2]);
-    p.blockDim = dim3(s.block[0], s.block[1], s.block[2]);
-    p.sharedMemBytes = s.shared_bytes;
+    p.func = const_cast<void*>(launch.kernel);
+    p.gridDim = dim3(launch.shape.grid[0], launch.shape.grid[1], launch.shape.grid[2]);
+    p.blockDim = dim3(launch.shape.block[0], launch.shape.block[1], launch.shape.block[2]);
+    p.sharedMemBytes = launch.shape.shared_bytes;
     // The runtime copies the argument block when the node is added or set.
-    p.kernelParams = reinterpret_cast<void**>(&arg_pointers_[&n - nodes_.data()]);
+    arg_pointers_[i] = const_cast<void*>(nodes_[i].args.data());
+    p.kernelParams = &arg_pointers_[i];
     return p;
   }
+
+  // Runs the call into a new graph on a side stream; returns that graph (the caller owns it).
+  cudaGraph_t capture(int i) {
+    cudaStream_t side = nullptr;
+    EAGLE_CUDA_CHECK(cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking));
+    cudaGraph_t child = nullptr;
+    try {
+      const CallContext ctx = context(i, side);
+      EAGLE_CUDA_CHECK(cudaStreamBeginCapture(side, cudaStreamCaptureModeThreadLocal));
+      try {
+        nodes_[i].call->run(nodes_[i].args, ctx);
+      } catch (...) {
+        cudaStreamEndCapture(side, &child);
+        throw;
+      }
+      EAGLE_CUDA_CHECK(cudaStreamEndCapture(side, &child));
+    } catch (...) {
+      if (child) cudaGraphDestroy(child);
+      cudaStreamDestroy(side);
+      throw;
+    }
+    cudaStreamDestroy(side);
+    return child;
+  }
+
+  // The one kernel node of `graph`, or nullptr when it holds anything else.
+  static cudaGraphNode_t only_kernel(cudaGraph_t graph) {
+    std::size_t count = 0;
+    EAGLE_CUDA_CHECK(cudaGraphGetNodes(graph, nullptr, &count));
+    if (count != 1) return nullptr;
+    cudaGraphNode_t only = nullptr;
+    EAGLE_CUDA_CHECK(cudaGraphGetNodes(graph, &only, &count));
+    cudaGraphNodeType type = cudaGraphNodeTypeEmpty;
+    EAGLE_CUDA_CHECK(cudaGraphNodeGetType(only, &type));
+    return type == cudaGraphNodeTypeKernel ? only : nullptr;
+  }
+
+  static CUDA_KERNEL_NODE_PARAMS_v2 driver_params(cudaGraphNode_t node) {
+    CUDA_KERNEL_NODE_PARAMS_v2 p{};
+    check_driver(
+        driver_graph_calls().kernel_node_get_params(reinterpret_cast<CUgraphNode>(node), &p),
+        "cuGraphKernelNodeGetParams");
+    return p;
+  }
+
+  void add_call(cudaGraph_t graph, int i, const std::vector<cudaGraphNode_t>& deps) {
+    const PlannedNode& n = nodes_[i];
+    CudaLaunch launch;
+    if (n.call->cuda_kernel(n.args, properties_, launch)) {
+      cudaKernelNodeParams p = kernel_params(i, launch);
+      EAGLE_CUDA_CHECK(cudaGraphAddKernelNode(&handles_[i], graph, deps.data(), deps.size(), &p));
+      entries_[i] = Entry::kernel;
+      ++kernels_;
+      return;
+    }
+    cudaGraph_t child = nullptr;
+    EAGLE_CUDA_CHECK(cudaGraphCreate(&child, 0));
+    bool populated = false;
+    try {
+      populated = n.call->populate_cuda_graph(n.args, context(i, stream_), child);
+    } catch (...) {
+      cudaGraphDestroy(child);
+      throw;
+    }
+    if (populated) {
+      children_graphs_[i] = child;  // kept: update_cuda_graph works on it
+      EAGLE_CUDA_CHECK(
+          cudaGraphAddChildGraphNode(&handles_[i], graph, deps.data(), deps.size(), child));
+      entries_[i] = Entry::populated;
+      ++children_;
+      return;
+    }
+    cudaGraphDestroy(child);
+    child = capture(i);
+    try {
+      if (cudaGraphNode_t only = only_kernel(child)) {
+        const CUDA_KERNEL_NODE_PARAMS_v2 p = driver_params(only);
+        check_driver(
+            driver_graph_calls().add_kernel_node(
+                reinterpret_cast<CUgraphNode*>(&handles_[i]), reinterpret_cast<CUgraph>(graph),
+                reinterpret_cast<const CUgraphNode*>(deps.data()), deps.size(), &p),
+            "cuGraphAddKernelNode");
+        entries_[i] = Entry::captured_kernel;
+        ++kernels_;
+      } else {
+        EAGLE_CUDA_CHECK(
+            cudaGraphAddChildGraphNode(&handles_[i], graph, deps.data(), deps.size(), child));
+        entries_[i] = Entry::captured_graph;
+        ++children_;
+      }
+    } catch (...) {
+      cudaGraphDestroy(child);
+      throw;
+    }
+    cudaGraphDestroy(child);
+  }
+
+  // bind() moved the arrays of call node i: patch its entry in the instantiated graph. False
+  // when it cannot be patched (the graph is rebuilt).
+  bool patch_call(int i) {
+    const PlannedNode& n = nodes_[i];
+    switch (entries_[i]) {
+      case Entry::kernel: {
+        CudaLaunch launch;
+        if (!n.call->cuda_kernel(n.args, properties_, launch)) return false;
+        cudaKernelNodeParams p = kernel_params(i, launch);
+        return cudaGraphExecKernelNodeSetParams(exec_, handles_[i], &p) == cudaSuccess;
+      }
+      case Entry::populated: {
+        cudaGraph_t child = children_graphs_[i];
+        const CallContext ctx = context(i, stream_);
+        if (!n.call->update_cuda_graph(n.args, ctx, child)) {
+          cudaGraph_t fresh = nullptr;
+          EAGLE_CUDA_CHECK(cudaGraphCreate(&fresh, 0));
+          if (!n.call->populate_cuda_graph(n.args, ctx, fresh)) {
+            cudaGraphDestroy(fresh);
+            return false;
+          }
+          cudaGraphDestroy(child);
+          children_graphs_[i] = child = fresh;
+        }
+        return cudaGraphExecChildGraphNodeSetParams(exec_, handles_[i], child) == cudaSuccess;
+      }
+      case Entry::captured_kernel: {
+        cudaGraph_t child = capture(i);
+        bool ok = false;
+        if (cudaGraphNode_t only = only_kernel(child)) {
+          const CUDA_KERNEL_NODE_PARAMS_v2 p = driver_params(only);
+          ok = driver_graph_calls().exec_kernel_node_set_params(
+                   reinterpret_cast<CUgraphExec>(exec_), reinterpret_cast<CUgraphNode>(handles_[i]),
+                   &p) == CUDA_SUCCESS;
+        }
+        cudaGraphDestroy(child);
+        return ok;
+      }
+      case Entry::captured_graph: {
+        cudaGraph_t child = capture(i);
+        const bool ok =
+            cudaGraphExecChildGraphNodeSetParams(exec_, handles_[i], child) == cudaSuccess;
+        cudaGraphDestroy(child);
+        return ok;
+      }
+      case Entry::none:
+        break;
+    }
+    return false;
+  }
+
+  // ---- conditions
 
   cudaKernelNodeParams condition_params(int i) {
     cudaKernelNodeParams p{};
@@ -121,15 +302,16 @@ class CudaGraphExecutor final : public Executor {
     EAGLE_CUDA_CHECK(cudaGraphCreate(&graph_, 0));
     const std::size_t n = nodes_.size();
     handles_.resize(n);
+    entries_.resize(n, Entry::none);
     arg_pointers_.resize(n);
+    children_graphs_.resize(n, nullptr);
     workspaces_.resize(n, nullptr);
+    workspace_bytes_.resize(n, 0);
     conditions_.resize(n);
     condition_pointers_.resize(n);
     setters_.resize(n);
-    for (std::size_t i = 0; i < n; ++i) {
-      arg_pointers_[i] = const_cast<KernelArgs*>(&nodes_[i].args);
-      condition_pointers_[i] = &conditions_[i];
-    }
+    waited_.resize(n, 0);
+    for (std::size_t i = 0; i < n; ++i) condition_pointers_[i] = &conditions_[i];
     add_list(graph_, plan_.top);
     EAGLE_CUDA_CHECK(cudaGraphInstantiate(&exec_, graph_, 0));
   }
@@ -152,18 +334,7 @@ class CudaGraphExecutor final : public Executor {
           ++copies_;
           break;
         case Kind::kernel:
-          if (n.impl.cuda_function) {
-            cudaKernelNodeParams p = kernel_params(n);
-            EAGLE_CUDA_CHECK(
-                cudaGraphAddKernelNode(&handles_[i], graph, deps.data(), deps.size(), &p));
-            ++kernels_;
-          } else if (n.impl.cuda_capture || n.call) {
-            add_captured(graph, i, deps);
-            ++captured_;
-          } else {
-            throw NotSupported("node " + std::to_string(i) + " '" + n.label +
-                               "' has no CUDA implementation for its dtypes; build it on the CPU");
-          }
+          add_call(graph, i, deps);
           break;
         case Kind::fork:
           add_fork(graph, i, deps);
@@ -175,14 +346,15 @@ class CudaGraphExecutor final : public Executor {
     }
   }
 
-  // The nodes of `list` that no other node of it waits on: where a WHILE body ends.
-  std::vector<cudaGraphNode_t> sinks(const std::vector<int>& list) const {
-    std::vector<bool> waited(nodes_.size(), false);
+  // The nodes of `list` that no other node of it waits on: where a WHILE body or a branch ends.
+  std::vector<cudaGraphNode_t> sinks(const std::vector<int>& list) {
     for (int i : list)
-      for (int d : nodes_[i].deps) waited[d] = true;
+      for (int d : nodes_[i].deps) waited_[d] = 1;
     std::vector<cudaGraphNode_t> out;
     for (int i : list)
-      if (!waited[i]) out.push_back(handles_[i]);
+      if (!waited_[i]) out.push_back(handles_[i]);
+    for (int i : list)
+      for (int d : nodes_[i].deps) waited_[d] = 0;
     return out;
   }
 
@@ -279,83 +451,43 @@ class CudaGraphExecutor final : public Executor {
     ++forks_;
   }
 
-  // An opaque sequence (a library call, a planned operation) is captured on a side stream into
-  // its own graph, which becomes a child graph node; a capture of exactly one kernel becomes that
-  // kernel node itself, so a planned single-kernel op adds no node. Its workspace lives as long
-  // as the executor.
-  void add_captured(cudaGraph_t graph, int i, const std::vector<cudaGraphNode_t>& deps) {
-    const PlannedNode& n = nodes_[i];
-    const std::size_t ws = n.call                  ? n.call->workspace_bytes()
-                           : n.impl.cuda_workspace ? n.impl.cuda_workspace(n.args)
-                                                   : 0;
-    if (ws > 0) EAGLE_CUDA_CHECK(cudaMalloc(&workspaces_[i], ws));
-    cudaStream_t side = nullptr;
-    EAGLE_CUDA_CHECK(cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking));
-    cudaGraph_t child = nullptr;
-    try {
-      EAGLE_CUDA_CHECK(cudaStreamBeginCapture(side, cudaStreamCaptureModeThreadLocal));
-      try {
-        if (n.call) {
-          n.call->run(n.call_data.data(), workspaces_[i], side, nullptr);
-        } else {
-          n.impl.cuda_capture(n.args, workspaces_[i], side);
-        }
-      } catch (...) {
-        cudaStreamEndCapture(side, &child);
-        throw;
-      }
-      EAGLE_CUDA_CHECK(cudaStreamEndCapture(side, &child));
-      std::size_t count = 0;
-      EAGLE_CUDA_CHECK(cudaGraphGetNodes(child, nullptr, &count));
-      cudaGraphNode_t only = nullptr;
-      cudaGraphNodeType type = cudaGraphNodeTypeEmpty;
-      if (count == 1) {
-        EAGLE_CUDA_CHECK(cudaGraphGetNodes(child, &only, &count));
-        EAGLE_CUDA_CHECK(cudaGraphNodeGetType(only, &type));
-      }
-      if (type == cudaGraphNodeTypeKernel) {
-        cudaKernelNodeParams p{};
-        EAGLE_CUDA_CHECK(cudaGraphKernelNodeGetParams(only, &p));
-        EAGLE_CUDA_CHECK(cudaGraphAddKernelNode(&handles_[i], graph, deps.data(), deps.size(), &p));
-      } else {
-        EAGLE_CUDA_CHECK(
-            cudaGraphAddChildGraphNode(&handles_[i], graph, deps.data(), deps.size(), child));
-      }
-    } catch (...) {
-      if (child) cudaGraphDestroy(child);
-      cudaStreamDestroy(side);
-      throw;
-    }
-    cudaGraphDestroy(child);
-    cudaStreamDestroy(side);
-  }
-
   void release() {
     DeviceGuard guard(device_.ordinal());
     if (exec_) cudaGraphExecDestroy(exec_);
     if (graph_) cudaGraphDestroy(graph_);
+    for (cudaGraph_t g : children_graphs_)
+      if (g) cudaGraphDestroy(g);
     for (void* w : workspaces_)
       if (w) cudaFree(w);
+    for (void* w : retired_) cudaFree(w);
     exec_ = nullptr;
     graph_ = nullptr;
+    children_graphs_.clear();
     workspaces_.clear();
+    retired_.clear();
   }
 
   const Plan& plan_;
   const std::vector<PlannedNode>& nodes_;
   Device device_;
-  const DeviceProperties& properties_;  // read once: kernel_params runs per patched node
+  const DeviceProperties& properties_;  // read once: cuda_kernel runs per patched node
   cudaStream_t stream_;
   bool plain_if_only_;
   cudaGraph_t graph_ = nullptr;
   cudaGraphExec_t exec_ = nullptr;
+  LibraryHandles handles_by_library_;
   std::vector<cudaGraphNode_t> handles_;  // per node: the node its dependents wait on
-  std::vector<KernelArgs*> arg_pointers_;
+  std::vector<Entry> entries_;
+  std::vector<void*> arg_pointers_;           // per kernel node: its argument block
+  std::vector<cudaGraph_t> children_graphs_;  // per populated node: the graph it populated
   std::vector<void*> workspaces_;
+  std::vector<std::size_t> workspace_bytes_;
+  std::vector<void*> retired_;             // workspaces replaced by larger ones; freed at the end
   std::vector<ConditionArgs> conditions_;  // per control node: what its setters read
   std::vector<ConditionArgs*> condition_pointers_;
   std::vector<std::vector<cudaGraphNode_t>> setters_;  // per control node: kernels setting it
-  int kernels_ = 0, copies_ = 0, captured_ = 0, conditionals_ = 0, forks_ = 0;
+  std::vector<char> waited_;                           // scratch of sinks()
+  int kernels_ = 0, copies_ = 0, children_ = 0, conditionals_ = 0, forks_ = 0;
 };
 
 }  // namespace
