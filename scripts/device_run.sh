@@ -1,21 +1,54 @@
 #!/usr/bin/env bash
-# Runs on the GPU machine over the binaries packed by device_pack.sh: every test (the CUDA half
-# included), compute-sanitizer memcheck over the CUDA tests, the demo, and the benchmarks.
-# Logs go to $OUT. Usage (from the repo root there): .carry/device_run.sh
+# Runs on the GPU machine over the binaries packed by device_pack.sh. Usage (from the repo root
+# there): .carry/device_run.sh [PART...], parts (default all): tests, sanitize, repro, demo,
+# bench. Logs go to $OUT (tests.txt, sanitize-<tool>.txt, repro.txt, demo.txt, bench.txt).
+#   tests     every test, the CUDA half included
+#   sanitize  compute-sanitizer memcheck, racecheck, synccheck and initcheck over the CUDA tests
+#   repro     the synccheck reproducer outside eagle (every mode, plain and under synccheck)
 set -uo pipefail
 cd "$(dirname "$0")"
 export LD_LIBRARY_PATH=$PWD:${LD_LIBRARY_PATH:-}
 out=${OUT:-/tmp/out}
 mkdir -p "$out"
+parts=("$@")
+[ ${#parts[@]} -eq 0 ] && parts=(tests sanitize repro demo bench)
+want() { [[ " ${parts[*]} " == *" $1 "* ]]; }
+cuda_tests='*cuda*:*Gpu*:*Cuda*'
+# Excluded from synccheck only: see tests/repro/synccheck_conditional.cu and bench/RESULTS.md.
+synccheck_exclude=${EAGLE_SYNCCHECK_EXCLUDE:-}
+
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv > "$out/gpu.txt" 2>&1
 cat "$out/gpu.txt"
-./eagle devices | tee "$out/devices.txt"
-./eagle_tests --gtest_brief=1 2>&1 | tee "$out/tests.txt" | tail -40
-if command -v compute-sanitizer >/dev/null; then
-  compute-sanitizer --tool memcheck --leak-check full ./eagle_tests --gtest_brief=1 \
-    --gtest_filter='*cuda*:*Gpu*:*Cuda*' > "$out/memcheck.txt" 2>&1
-  tail -5 "$out/memcheck.txt"
+if want tests; then
+  ./eagle devices > "$out/devices.txt" 2>&1
+  ./eagle_tests --gtest_brief=1 2>&1 | tee "$out/tests.txt" | tail -15
 fi
-./eagle demo 2>&1 | tee "$out/demo.txt"
-./eagle demo --size 1024 --steps 100 2>&1 | tee -a "$out/demo.txt"
-./eagle_bench 2>&1 | tee "$out/bench.txt" | tail -60
+if want sanitize && command -v compute-sanitizer >/dev/null; then
+  for tool in memcheck racecheck synccheck initcheck; do
+    filter=$cuda_tests
+    [ "$tool" = synccheck ] && [ -n "$synccheck_exclude" ] && filter="$cuda_tests:-$synccheck_exclude"
+    extra=()
+    [ "$tool" = memcheck ] && extra=(--leak-check full)
+    timeout 540 compute-sanitizer --tool "$tool" "${extra[@]}" --error-exitcode 9 \
+      ./eagle_tests --gtest_brief=1 --gtest_filter="$filter" > "$out/sanitize-$tool.txt" 2>&1
+    echo "$tool: exit $? | $(grep -E 'ERROR SUMMARY|tests? ran|PASSED|FAILED' "$out/sanitize-$tool.txt" | tr '\n' ' ')"
+  done
+fi
+if want repro; then
+  : > "$out/repro.txt"
+  for mode in eager graph while if graph_handwritten while_handwritten; do
+    ./eagle_repro_synccheck "$mode" >> "$out/repro.txt" 2>&1
+    if command -v compute-sanitizer >/dev/null; then
+      compute-sanitizer --tool synccheck ./eagle_repro_synccheck "$mode" > "$out/repro-$mode.log" 2>&1
+      echo "synccheck $mode: exit $? $(grep -c 'Barrier error' "$out/repro-$mode.log") barrier errors, $(grep 'ERROR SUMMARY' "$out/repro-$mode.log")" >> "$out/repro.txt"
+    fi
+  done
+  cat "$out/repro.txt"
+fi
+if want demo; then
+  ./eagle demo 2>&1 | tee "$out/demo.txt"
+  ./eagle demo --size 1024 --steps 100 2>&1 | tee -a "$out/demo.txt"
+fi
+if want bench; then
+  ./eagle_bench 2>&1 | tee "$out/bench.txt" | tail -60
+fi

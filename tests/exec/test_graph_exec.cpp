@@ -116,34 +116,6 @@ TEST_P(Exec, BindSwapsTheArgumentWithoutRebuildingKernelNodes) {
   EXPECT_TRUE(warnings.empty());
 }
 
-TEST_P(Exec, BindOverACapturedLibraryCallRebuildsAndWarnsOnce) {
-  Array x0 = random_array({5000}, DType::f64, device());
-  Array x1 = random_array({5000}, DType::f64, device());
-  Graph g =
-      Graph::record([&](Recorder& r) { r.result(r.call(kernels::sum(), {r.param("x", x0)})); });
-  std::vector<std::string> warnings;
-  g.set_warning_handler([&](const std::string& w) { warnings.push_back(w); });
-  g.build(device());
-  auto total = [](const Array& a) {
-    double s = 0;
-    for (double v : a.to_vector<double>()) s += v;
-    return s;
-  };
-  EXPECT_NEAR(g()[0].to_vector<double>()[0], total(x0), 1e-9);
-  g.bind("x", x1);
-  EXPECT_NEAR(g()[0].to_vector<double>()[0], total(x1), 1e-9);
-  g.bind("x", x0);
-  EXPECT_NEAR(g()[0].to_vector<double>()[0], total(x0), 1e-9);
-  if (device().is_cuda()) {
-    EXPECT_EQ(g.rebuild_count(), 2);
-    ASSERT_EQ(warnings.size(), 1u);
-    EXPECT_NE(warnings[0].find("cannot be patched"), std::string::npos) << warnings[0];
-  } else {
-    EXPECT_EQ(g.rebuild_count(), 0);  // the host schedule reads its arguments every launch
-    EXPECT_TRUE(warnings.empty());
-  }
-}
-
 TEST_P(Exec, BindRefusesADifferentShapeDtypeDeviceOrNameAndTheGraphStillRuns) {
   Array x0 = random_array({128}, DType::f32, device());
   Graph g = record_axpy_dag(x0);
