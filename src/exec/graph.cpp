@@ -73,7 +73,7 @@ void plan_args(const Recording& rec, int i, const std::vector<Array>& buffers,
   for (std::size_t a = 0; a < n.arrays.size(); ++a) {
     const NodeArgInfo& arg = n.arrays[a];
     out.args.array(static_cast<int>(a)) =
-        make_array_arg(at(buffers[arg.buffer], arg.byte_offset), arg.shape, arg.dtype);
+        make_array_arg(at(buffers[arg.buffer], arg.byte_offset), arg.shape, arg.dtype, arg.strides);
   }
 }
 
@@ -123,7 +123,7 @@ void Graph::build() {
   std::optional<Device> where;
   for (const BufferInfo& b : rec_->buffers()) {
     if (b.kind == BufferKind::internal) continue;
-    const Device d = rec_->param_initial(b.id).device();
+    const Device d = rec_->caller_array(b.id).device();
     if (where && *where != d)
       throw InvalidArgument("Graph::build: arrays live on " + where->str() + " and " + d.str() +
                             " (array '" + b.label + "'); pass the device to build(device)");
@@ -147,7 +147,7 @@ void Graph::build(Device device, const BuildOptions& options) {
     if (b.kind == BufferKind::internal) continue;
     // A param keeps what bind() gave it; the first build takes the recorded array.
     const Array& a = state_->buffers.empty() || !state_->buffers[b.id].defined()
-                         ? rec_->param_initial(b.id)
+                         ? rec_->caller_array(b.id)
                          : state_->buffers[b.id];
     if (a.device() != device)
       throw InvalidArgument("Graph::build: " + std::string(buffer_kind_name(b.kind)) + " array '" +
@@ -267,7 +267,7 @@ void Graph::bind(const std::string& name, const Array& array) {
                           "' (params: " + (known.empty() ? "none" : known) + ")");
   }
   const Array& old =
-      built() && state_->buffers[b].defined() ? state_->buffers[b] : rec_->param_initial(b);
+      built() && state_->buffers[b].defined() ? state_->buffers[b] : rec_->caller_array(b);
   const std::string who = "Graph::bind('" + name + "')";
   if (!array.defined()) throw InvalidArgument(who + ": the array is not defined");
   if (array.shape() != old.shape() || array.dtype() != old.dtype() ||

@@ -2,6 +2,7 @@
 #include <sstream>
 
 #include "eagle/graph/recording.hpp"
+#include "graph/state.hpp"
 #include "util/json.hpp"
 
 namespace eagle {
@@ -21,11 +22,11 @@ std::string shape_json(const Shape& s) {
 std::string Recording::to_json() const {
   std::ostringstream o;
   o << "{\n  \"params\": [";
-  for (std::size_t i = 0; i < param_names_.size(); ++i)
-    o << (i ? ", " : "") << json_quote(param_names_[i]);
+  for (std::size_t i = 0; i < s_->param_names.size(); ++i)
+    o << (i ? ", " : "") << json_quote(s_->param_names[i]);
   o << "],\n  \"arrays\": [";
-  for (std::size_t i = 0; i < buffers_.size(); ++i) {
-    const BufferInfo& b = buffers_[i];
+  for (std::size_t i = 0; i < s_->buffers.size(); ++i) {
+    const BufferInfo& b = s_->buffers[i];
     o << (i ? "," : "") << "\n    {\"id\": " << b.id << ", \"label\": " << json_quote(b.label)
       << ", \"kind\": " << json_quote(buffer_kind_name(b.kind))
       << ", \"dtype\": " << json_quote(dtype_name(b.dtype))
@@ -35,8 +36,8 @@ std::string Recording::to_json() const {
     o << "}";
   }
   o << "\n  ],\n  \"nodes\": [";
-  for (std::size_t i = 0; i < nodes_.size(); ++i) {
-    const NodeInfo& n = nodes_[i];
+  for (std::size_t i = 0; i < s_->nodes.size(); ++i) {
+    const NodeInfo& n = s_->nodes[i];
     o << (i ? "," : "") << "\n    {\"id\": " << n.id << ", \"label\": " << json_quote(n.label)
       << ", \"kind\": " << json_quote(node_kind_name(n.kind))
       << ", \"kernel\": " << json_quote(n.kernel) << ", \"parent\": " << n.parent
@@ -61,10 +62,10 @@ std::string Recording::to_json() const {
   for (std::size_t i = 0; i < e.size(); ++i)
     o << (i ? ", " : "") << "[" << e[i].first << ", " << e[i].second << "]";
   o << "],\n  \"results\": [";
-  for (std::size_t i = 0; i < results_.size(); ++i)
-    o << (i ? ", " : "") << "{\"array\": " << results_[i].buffer
-      << ", \"byte_offset\": " << results_[i].byte_offset
-      << ", \"shape\": " << shape_json(results_[i].shape) << "}";
+  for (std::size_t i = 0; i < s_->results.size(); ++i)
+    o << (i ? ", " : "") << "{\"array\": " << s_->results[i].buffer
+      << ", \"byte_offset\": " << s_->results[i].byte_offset
+      << ", \"shape\": " << shape_json(s_->results[i].shape) << "}";
   o << "]\n}\n";
   return o.str();
 }
@@ -72,24 +73,24 @@ std::string Recording::to_json() const {
 std::string Recording::to_dot() const {
   std::ostringstream o;
   o << "digraph eagle {\n  rankdir=TB;\n  node [shape=box, fontname=\"monospace\"];\n";
-  for (const NodeInfo& n : nodes_)
+  for (const NodeInfo& n : s_->nodes)
     o << "  n" << n.id << " [label=" << json_quote(std::to_string(n.id) + ": " + n.label) << "];\n";
-  for (const NodeInfo& n : nodes_) {
+  for (const NodeInfo& n : s_->nodes) {
     for (int d : n.deps) {
       // Label the edge with the arrays that order the two nodes.
       std::string via;
       for (const NodeArgInfo& a : n.arrays)
-        for (const NodeArgInfo& b : nodes_[d].arrays)
-          if (a.buffer == b.buffer && via.find(buffers_[a.buffer].label) == std::string::npos)
-            via += (via.empty() ? "" : ", ") + buffers_[a.buffer].label;
+        for (const NodeArgInfo& b : s_->nodes[d].arrays)
+          if (a.buffer == b.buffer && via.find(s_->buffers[a.buffer].label) == std::string::npos)
+            via += (via.empty() ? "" : ", ") + s_->buffers[a.buffer].label;
       o << "  n" << d << " -> n" << n.id << " [label=" << json_quote(via) << "];\n";
     }
   }
   // Arms: a dashed edge from a control node to the first nodes of each arm.
-  for (const NodeInfo& n : nodes_)
+  for (const NodeInfo& n : s_->nodes)
     for (std::size_t b = 0; b < n.bodies.size(); ++b)
       for (int child : n.bodies[b])
-        if (nodes_[child].deps.empty())
+        if (s_->nodes[child].deps.empty())
           o << "  n" << n.id << " -> n" << child
             << " [style=dashed, label=" << json_quote("arm " + std::to_string(b)) << "];\n";
   o << "}\n";

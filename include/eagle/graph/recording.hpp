@@ -13,34 +13,45 @@
 namespace eagle {
 
 class Recording;
+class Recorder;
 
-// An array inside a recording: a view (byte offset, shape, dtype) of one of the graph's
-// buffers. It has no memory until the graph is built.
+// An array inside a recording: a view (byte offset, shape, strides, dtype) of one of the graph's
+// buffers. It has no memory until the graph is built. A Value refers to its recording without
+// owning it: using one after its recording (its Graph) is gone, or a default-constructed one,
+// throws InvalidArgument.
 class Value {
  public:
   Value() = default;
   Value(const Value&) = default;
   // Rebinding a name inside a device construct (`y = r.call(k, {y})` in a while_ or if_ arm) to
   // a value made there merges the new value in place into the array the name held before, so a
-  // loop carries it from turn to turn and it is readable after the construct. Allowed when every
-  // kernel writing the new value is per-sample and reduces nothing; otherwise a RecordError says
-  // why and how to fix it (buffer=).
+  // loop carries it from turn to turn and it is readable after the construct. This is sugar for
+  // Recorder::assign(*this, other); see there.
   Value& operator=(const Value& other);
   const Shape& shape() const;
+  Shape strides() const;  // in elements
   DType dtype() const;
   int64_t numel() const;
+  bool is_contiguous() const;
   // Rows [begin, end) of dimension 0 (a contiguous view of the same buffer).
   Value slice(int64_t begin, int64_t end) const;
-  // Same elements, new shape.
+  // [begin, end) of dimension `dim`: a strided view unless dim is 0 (only kernels whose parameter
+  // declares `strided` take one).
+  Value slice(int dim, int64_t begin, int64_t end) const;
+  // Dimensions d0 and d1 swapped: a strided view.
+  Value transpose(int d0, int d1) const;
+  // Same elements, new shape (the value must be contiguous).
   Value reshape(const Shape& shape) const;
   int id() const { return id_; }
-  bool defined() const { return rec_ != nullptr; }
+  bool defined() const { return !rec_.expired(); }
 
  private:
   friend class Recorder;
   friend class Recording;
-  Value(Recording* rec, int id) : rec_(rec), id_(id) {}
-  Recording* rec_ = nullptr;
+  Value(const std::shared_ptr<Recording>& rec, int id) : rec_(rec), raw_(rec.get()), id_(id) {}
+  std::shared_ptr<Recording> live(const char* what) const;
+  std::weak_ptr<Recording> rec_;
+  Recording* raw_ = nullptr;  // identity only: which recording the value belongs to
   int id_ = -1;
 };
 
@@ -93,10 +104,11 @@ struct NodeArgInfo {
   std::string param;  // the kernel's parameter name
   Access access;
   int buffer;
-  int64_t byte_offset;
-  int64_t bytes;
+  int64_t byte_offset;  // of the view's first element (its lowest address: strides are >= 0)
+  int64_t bytes;        // the span of bytes the view can touch, from byte_offset
   Shape shape;
   DType dtype;
+  Shape strides = {};  // in elements; empty for a contiguous view
 };
 
 // copy_in: a written param's private copy, filled at the start of each launch. if_, switch_,
@@ -124,8 +136,6 @@ struct NodeInfo {
   int parent = -1;                       // the control node whose body holds this node, or -1
 };
 
-class Recorder;
-
 // One branch of Recorder::parallel. Record into it with the recorder as usual.
 class Branch {
  public:
@@ -136,13 +146,16 @@ class Branch {
   int index() const { return index_; }
 
  private:
-  friend class Recording;
   friend class Recorder;
   Branch(Recording* rec, int index) : rec_(rec), index_(index) {}
   Recording* rec_;
   int index_;
 };
 
+// Records calls into a recording. Every method is transactional: when it throws (a refusal, or
+// an exception from the caller's own arm or body), the recording is left exactly as it was
+// before the call, inside arms and bodies too; values the refused call made are dead (using one
+// throws).
 class Recorder {
  public:
   // A named argument, bound to `initial` until bind() swaps it. The graph never writes it:
@@ -161,6 +174,13 @@ class Recorder {
                               const CallOptions& options = {});
   // call_all for a kernel with exactly one output (write-only or read-write).
   Value call(const Kernel& kernel, const std::vector<Arg>& args, const CallOptions& options = {});
+  // Rebinds `dst` to `src`. Outside device constructs it is a plain handle copy. Inside one,
+  // when `dst` held a value made outside it and `src` is a whole new array made in the open arm,
+  // the new array is merged in place into the one `dst` held, so the name keeps one array
+  // across the construct (and across a loop's turns). That needs every kernel writing the new
+  // array to be per-sample and to reduce nothing; otherwise a RecordError says why and how to fix
+  // it (keep the result in an array made before the construct, buffer=, e.g. ping-pong).
+  void assign(Value& dst, const Value& src);
   // Device conditions: `cell` is a one-cell u32 array computed by the graph. Every arm is
   // recorded; which one runs is decided on the device at every launch. if_: then_arm runs when
   // the cell is non-zero, else_arm (if given) when it is zero. switch_: arm k runs when the cell
@@ -178,9 +198,9 @@ class Recorder {
   void for_(int64_t n, const std::function<void()>& body);
   void break_if(Value cell);
   void continue_if(Value cell);
-  // if / elif / else: the conditions (1 to 5 one-cell u32 arrays, all computed before the chain)
-  // are decided once at the head into one cell, then a switch runs the first arm whose
-  // condition is non-zero, or else_arm (if given) when none is.
+  // if / elif / else: the conditions (1 to kernels::kMaxFirstTrue one-cell u32 arrays, all
+  // computed before the chain) are decided once at the head into one cell, then a switch runs the
+  // first arm whose condition is non-zero, or else_arm (if given) when none is.
   void if_chain(const std::vector<std::pair<Value, std::function<void()>>>& arms,
                 const std::function<void()>& else_arm = nullptr);
   // A fork: each branch is recorded in order but runs concurrently with the others (no edges
@@ -193,93 +213,67 @@ class Recorder {
 
  private:
   friend class Recording;
+  friend class RecordingBuilder;
+  friend class Value;
   explicit Recorder(Recording* rec) : rec_(rec) {}
   Recording* rec_;
 };
 
 // What a recording produced: nodes, buffers, params and results. Immutable once recorded.
-class Recording {
+class Recording : public std::enable_shared_from_this<Recording> {
  public:
   // Runs `body` once with a recorder and returns what it recorded.
   static std::shared_ptr<const Recording> record(const std::function<void(Recorder&)>& body);
   Recording(const Recording&) = delete;
   Recording& operator=(const Recording&) = delete;
+  ~Recording();
 
-  const std::vector<NodeInfo>& nodes() const { return nodes_; }
+  const std::vector<NodeInfo>& nodes() const;
   // Ids of the top-level nodes in program order (bodies hang off control nodes).
-  const std::vector<int>& top() const { return top_; }
+  const std::vector<int>& top() const;
   bool has_control_flow() const;
-  const std::vector<BufferInfo>& buffers() const { return buffers_; }
+  const std::vector<BufferInfo>& buffers() const;
   std::vector<std::pair<int, int>> edges() const;  // (from, to)
-  const std::vector<std::string>& param_names() const { return param_names_; }
+  const std::vector<std::string>& param_names() const;
   int param_buffer(const std::string& name) const;  // -1 when there is no such param
   const Array& param_initial(int buffer) const;
   const Array& external_array(int buffer) const;
+  // The caller's array of a param or external buffer (InvalidArgument for an internal one).
+  const Array& caller_array(int buffer) const;
   // Results as (buffer, byte offset, shape, dtype).
-  const std::vector<NodeArgInfo>& results() const { return results_; }
+  const std::vector<NodeArgInfo>& results() const;
   // The kernel and implementation of a kernel node.
-  const Kernel& kernel_of(int node) const { return *kernels_.at(node); }
-  const KernelImpl& impl_of(int node) const { return impls_.at(node); }
+  const Kernel& kernel_of(int node) const;
+  const KernelImpl& impl_of(int node) const;
+  bool finished() const;
 
   std::string to_json() const;
   std::string to_dot() const;
+
+  struct State;  // internal: what the recording holds, split by responsibility in src/graph
 
  private:
   friend class Recorder;
   friend class Value;
   friend class Branch;
-  Recording() = default;
+  friend class RecordingBuilder;
+  Recording();
+  std::unique_ptr<State> s_;
+};
 
-  struct ValueData {
-    int buffer;
-    int64_t byte_offset;
-    Shape shape;
-    DType dtype;
-  };
-  int new_buffer(BufferKind kind, const Shape& shape, DType dtype, std::string label);
-  int new_value(int buffer, int64_t byte_offset, const Shape& shape, DType dtype);
-  const ValueData& value(const Value& v, const std::string& what) const;
-  int add_node(NodeInfo node, const Kernel* kernel, KernelImpl impl);
-  std::vector<int>& current_list();
-  int record_control(NodeKind kind, Value cell, const std::vector<std::function<void()>>& arms);
-  void subtree_accesses(int node, std::vector<NodeArgInfo>& out) const;
-  void rewrite_buffer(int node, int from, int to);
-  void shadow_written_params();
-  void renumber();
-  int item_holding(const std::vector<int>& list, int id) const;
-  void check_fork_races(int fork) const;
-  std::pair<int, int> innermost_condition() const;
-  void check_readable(int buffer, const std::string& what) const;
-  void guard_rest_of_loop_body(Value flag, Value cell, const char* who);
-  void merge_rebound(int old_value, int new_value);
-  void check_races(const NodeInfo& node, bool per_sample) const;
-  void check_distinct_memory(const Array& a, const std::string& what) const;
-  void infer_edges(std::vector<int>& list);
-  void finish();
+// An open recording: record into it with recorder(), then finish() it. Graph::record is this
+// with one body; later passes (a reverse pass, bindings) record with it too.
+class RecordingBuilder {
+ public:
+  RecordingBuilder();
+  Recorder& recorder() { return recorder_; }
+  // Checks and seals the recording (shadows written params, numbers nodes in program order,
+  // infers edges) and returns it. The builder is spent afterwards.
+  std::shared_ptr<const Recording> finish();
 
-  std::vector<ValueData> values_;
-  std::vector<BufferInfo> buffers_;
-  std::vector<int> top_;
-  std::vector<int> pending_waits_;  // waits of the open branch, for its next item
-  // Per buffer: the innermost device construct (node, arm) it was made in, or (-1, -1). A value
-  // made in an arm may hold nothing when the arm does not run: it is not readable after it.
-  std::vector<std::pair<int, int>> scope_;
-  struct LoopFrame {
-    Value stop, skip;
-    std::size_t depth;  // open_.size() at the for_ body's top level
-    int guards = 0;     // if_ arms opened by break_if / continue_if, closed when the body ends
-  };
-  std::vector<LoopFrame> loops_;
-  std::vector<std::pair<int, int>> open_;  // (control node, arm) being recorded, innermost last
-  std::vector<Array> arrays_;  // per buffer: a param's initial array or an external array
-  std::vector<NodeInfo> nodes_;
-  std::vector<std::unique_ptr<Kernel>> kernels_;  // per node (null for copies)
-  std::vector<KernelImpl> impls_;
-  std::vector<std::string> param_names_;
-  std::vector<NodeArgInfo> results_;
-  std::vector<int> result_values_;
-  bool results_set_ = false;
-  bool finished_ = false;
+ private:
+  std::shared_ptr<Recording> rec_;
+  Recorder recorder_;
 };
 
 }  // namespace eagle

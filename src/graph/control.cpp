@@ -1,0 +1,262 @@
+// Device constructs (if / switch / while / capped for with break and continue / elif chains)
+// and forks with waits.
+#include <algorithm>
+
+#include "eagle/core/error.hpp"
+#include "eagle/core/shape.hpp"
+#include "eagle/kernel/cells.hpp"
+#include "eagle/kernel/standard.hpp"
+#include "graph/state.hpp"
+
+namespace eagle {
+
+std::string_view node_kind_name(NodeKind kind) {
+  switch (kind) {
+    case NodeKind::kernel:
+      return "kernel";
+    case NodeKind::copy_in:
+      return "copy_in";
+    case NodeKind::if_:
+      return "if";
+    case NodeKind::switch_:
+      return "switch";
+    case NodeKind::while_:
+      return "while";
+    case NodeKind::fork:
+      return "parallel";
+  }
+  return "?";
+}
+
+// The innermost open device construct and arm; fork branches always run, so they do not count.
+std::pair<int, int> Recording::State::innermost_condition() const {
+  for (auto it = open.rbegin(); it != open.rend(); ++it)
+    if (nodes[static_cast<std::size_t>(it->first)].kind != NodeKind::fork) return *it;
+  return {-1, -1};
+}
+
+int Recording::State::record_control(NodeKind kind, const Value& cell,
+                                     const std::vector<std::function<void()>>& arms) {
+  const std::string who = "Recorder::" + std::string(node_kind_name(kind)) + "_";
+  const ValueData c = value(cell, who + ": cell");
+  if (c.dtype != DType::u32 || checked_numel(c.shape, who) != 1)
+    throw InvalidArgument(who + ": cell must be a one-cell u32 array (a device condition), got " +
+                          std::string(dtype_name(c.dtype)) + shape_str(c.shape));
+  if (arms.empty()) throw InvalidArgument(who + ": needs at least one arm");
+  check_readable(c.buffer, who);
+  for (std::size_t i = 0; i < arms.size(); ++i)
+    if (!arms[i]) throw InvalidArgument(who + ": arm " + std::to_string(i) + " is empty");
+  NodeInfo node;
+  node.kind = kind;
+  node.label = std::string(node_kind_name(kind));
+  node.kernel = node.label;
+  node.arrays = {arg_info("cond", Access::read, cell.id())};
+  node.bodies.resize(arms.size());
+  const int id = add_node(std::move(node), nullptr, KernelImpl{});
+  for (std::size_t i = 0; i < arms.size(); ++i) {
+    open.emplace_back(id, static_cast<int>(i));
+    arms[i]();
+    open.pop_back();
+  }
+  return id;
+}
+
+void Recorder::if_(Value cell, const std::function<void()>& then_arm,
+                   const std::function<void()>& else_arm) {
+  Recording::State& s = *rec_->s_;
+  s.check_open("Recorder::if_");
+  if (!then_arm) throw InvalidArgument("Recorder::if_: then_arm is empty");
+  std::vector<std::function<void()>> arms{then_arm};
+  if (else_arm) arms.push_back(else_arm);
+  Transaction t(s);
+  s.record_control(NodeKind::if_, cell, arms);
+  t.commit();
+}
+
+void Recorder::switch_(Value cell, const std::vector<std::function<void()>>& arms) {
+  Recording::State& s = *rec_->s_;
+  s.check_open("Recorder::switch_");
+  Transaction t(s);
+  s.record_control(NodeKind::switch_, cell, arms);
+  t.commit();
+}
+
+void Recorder::while_(Value cell, const std::function<void()>& body) {
+  Recording::State& s = *rec_->s_;
+  s.check_open("Recorder::while_");
+  if (!body) throw InvalidArgument("Recorder::while_: body is empty");
+  Transaction t(s);
+  const int id = s.record_control(NodeKind::while_, cell, {body});
+  // A loop whose body never writes its cell could never stop once it started.
+  const NodeArgInfo c = s.nodes[static_cast<std::size_t>(id)].arrays[0];
+  std::vector<NodeArgInfo> inside;
+  for (int child : s.nodes[static_cast<std::size_t>(id)].bodies[0])
+    s.subtree_accesses(child, inside);
+  const bool writes_cell = std::any_of(inside.begin(), inside.end(), [&](const NodeArgInfo& a) {
+    return a.buffer == c.buffer && writes(a.access) &&
+           overlaps(a.byte_offset, a.byte_offset + a.bytes, c.byte_offset, c.byte_offset + 4);
+  });
+  if (!writes_cell)
+    throw RecordError("Recorder::while_: the body never writes its cell '" +
+                      s.buffers[static_cast<std::size_t>(c.buffer)].label +
+                      "', so the loop could never stop; update the cell inside the body");
+  t.commit();
+}
+
+void Recorder::for_(int64_t n, const std::function<void()>& body) {
+  Recording::State& s = *rec_->s_;
+  s.check_open("Recorder::for_");
+  if (n < 0) throw InvalidArgument("Recorder::for_: n must be >= 0, got " + std::to_string(n));
+  if (n > static_cast<int64_t>(UINT32_MAX))
+    throw InvalidArgument("Recorder::for_: n must fit in a u32 cell");
+  if (!body) throw InvalidArgument("Recorder::for_: body is empty");
+  Transaction t(s);
+  Value remaining = empty({1}, DType::u32, "for.remaining");
+  Value going = empty({1}, DType::u32, "for.going");
+  Value stop = empty({1}, DType::u32, "for.break");
+  Value skip = empty({1}, DType::u32, "for.continue");
+  call(kernels::fill(), {static_cast<double>(n)}, buffer(remaining));
+  call(kernels::fill(), {n > 0 ? 1.0 : 0.0}, buffer(going));
+  call(kernels::fill(), {0.0}, buffer(stop));
+  while_(going, [&] {
+    call(kernels::fill(), {0.0}, buffer(skip));
+    s.loops.push_back({stop, skip, s.open.size()});
+    body();
+    // Close the guards break_if / continue_if opened, then count the turn.
+    for (int g = 0; g < s.loops.back().guards; ++g) s.open.pop_back();
+    s.loops.pop_back();
+    call_all(kernels::loop_next(), {remaining, stop}, buffer(going));
+  });
+  t.commit();
+}
+
+// Sets `flag` |= cell, then opens an if_ arm holding the rest of the body: it runs only while
+// neither break nor continue has fired this turn.
+void Recording::State::guard_rest_of_loop_body(const Value& flag, const Value& cell,
+                                               const char* who) {
+  LoopFrame& loop = loops.back();
+  if (open.size() != loop.depth + static_cast<std::size_t>(loop.guards))
+    throw InvalidArgument(std::string(who) +
+                          ": call it directly in the for_ body, not inside a nested construct");
+  Recorder r(self);
+  r.call(kernels::cell_or(), {flag, cell}, buffer(flag));
+  const Value keep = r.call(kernels::cell_none(), {loop.stop, loop.skip});
+  NodeInfo guard;
+  guard.kind = NodeKind::if_;
+  guard.label = std::string(who) + " guard";
+  guard.kernel = "if";
+  guard.arrays = {arg_info("cond", Access::read, keep.id())};
+  guard.bodies.resize(1);
+  const int id = add_node(std::move(guard), nullptr, KernelImpl{});
+  open.emplace_back(id, 0);
+  ++loops.back().guards;
+}
+
+void Recorder::break_if(Value cell) {
+  Recording::State& s = *rec_->s_;
+  s.check_open("Recorder::break_if");
+  if (s.loops.empty()) throw InvalidArgument("Recorder::break_if: only inside a for_ body");
+  Transaction t(s);
+  s.guard_rest_of_loop_body(s.loops.back().stop, cell, "Recorder::break_if");
+  t.commit();
+}
+
+void Recorder::continue_if(Value cell) {
+  Recording::State& s = *rec_->s_;
+  s.check_open("Recorder::continue_if");
+  if (s.loops.empty()) throw InvalidArgument("Recorder::continue_if: only inside a for_ body");
+  Transaction t(s);
+  s.guard_rest_of_loop_body(s.loops.back().skip, cell, "Recorder::continue_if");
+  t.commit();
+}
+
+void Recorder::if_chain(const std::vector<std::pair<Value, std::function<void()>>>& arms,
+                        const std::function<void()>& else_arm) {
+  Recording::State& s = *rec_->s_;
+  s.check_open("Recorder::if_chain");
+  const int n = static_cast<int>(arms.size());
+  if (n < 1 || n > kernels::kMaxFirstTrue)
+    throw InvalidArgument("Recorder::if_chain: needs 1 to " +
+                          std::to_string(kernels::kMaxFirstTrue) + " conditions, got " +
+                          std::to_string(n));
+  std::vector<Arg> conds;
+  std::vector<std::function<void()>> bodies;
+  for (const auto& [cell, arm] : arms) {
+    conds.emplace_back(cell);
+    bodies.push_back(arm);
+  }
+  if (else_arm) bodies.push_back(else_arm);
+  Transaction t(s);
+  // One decision at the head: the index of the first true condition (n when none is).
+  Value index = call(kernels::first_true(n), conds, CallOptions{{}, "if_chain decision"});
+  switch_(index, bodies);
+  t.commit();
+}
+
+// The item of `list` whose subtree holds node `id`, or -1.
+int Recording::State::item_holding(const std::vector<int>& list, int id) const {
+  for (int n = id; n >= 0; n = nodes[static_cast<std::size_t>(n)].parent)
+    if (std::find(list.begin(), list.end(), n) != list.end()) return n;
+  return -1;
+}
+
+void Branch::wait(Value v) {
+  Recording::State& s = *rec_->s_;
+  s.check_open("Branch::wait");
+  const auto& d = s.value(v, "Branch::wait");
+  if (s.open.empty() ||
+      s.nodes[static_cast<std::size_t>(s.open.back().first)].kind != NodeKind::fork ||
+      s.open.back().second != index_)
+    throw InvalidArgument("Branch::wait: call it inside its own branch, outside nested constructs");
+  const int fork = s.open.back().first;
+  const int64_t begin = d.byte_offset,
+                end = d.byte_offset + view_span_bytes(d.shape, d.strides, d.dtype);
+  // The last node recorded so far that wrote the value, among the nodes viewing its buffer.
+  int writer = -1;
+  for (int id : s.nodes_of_buffer[static_cast<std::size_t>(d.buffer)]) {
+    const NodeInfo& n = s.nodes[static_cast<std::size_t>(id)];
+    if (is_control(n.kind)) continue;
+    for (const NodeArgInfo& a : n.arrays)
+      if (a.buffer == d.buffer && writes(a.access) &&
+          overlaps(a.byte_offset, a.byte_offset + a.bytes, begin, end))
+        writer = std::max(writer, n.id);
+  }
+  if (writer < 0)
+    throw RecordError("Branch::wait: no earlier node writes array '" +
+                      s.buffers[static_cast<std::size_t>(d.buffer)].label +
+                      "'; there is nothing to wait for");
+  for (int b = 0; b < index_; ++b) {
+    const int item = s.item_holding(
+        s.nodes[static_cast<std::size_t>(fork)].bodies[static_cast<std::size_t>(b)], writer);
+    if (item >= 0) s.pending_waits.push_back(item);
+  }
+  // A writer before the fork or in this branch is already ordered: nothing to add.
+}
+
+void Recorder::parallel(const std::vector<std::function<void(Branch&)>>& branches) {
+  Recording::State& s = *rec_->s_;
+  s.check_open("Recorder::parallel");
+  if (branches.empty()) throw InvalidArgument("Recorder::parallel: needs at least one branch");
+  for (std::size_t i = 0; i < branches.size(); ++i)
+    if (!branches[i])
+      throw InvalidArgument("Recorder::parallel: branch " + std::to_string(i) + " is empty");
+  Transaction t(s);
+  NodeInfo node;
+  node.kind = NodeKind::fork;
+  node.label = "parallel";
+  node.kernel = "parallel";
+  node.bodies.resize(branches.size());
+  const int id = s.add_node(std::move(node), nullptr, KernelImpl{});
+  for (std::size_t i = 0; i < branches.size(); ++i) {
+    s.open.emplace_back(id, static_cast<int>(i));
+    s.pending_waits.clear();
+    Branch b(rec_, static_cast<int>(i));
+    branches[i](b);
+    s.pending_waits.clear();  // a wait with nothing after it orders nothing
+    s.open.pop_back();
+  }
+  s.check_fork_races(id);
+  t.commit();
+}
+
+}  // namespace eagle

@@ -1,0 +1,157 @@
+// Internal: what a recording holds while it is recorded and after, and the operations on it,
+// split by responsibility across src/graph:
+//   values.cpp      Value handles: lookup, liveness, views (slice, transpose, reshape)
+//   storage.cpp     buffers: params, externals, graph-owned arrays, caller memory kept distinct
+//   calls.cpp       a kernel call becoming a node
+//   hazards.cpp     races within a node and between fork branches; edges from accesses
+//   control.cpp     device constructs (if/switch/while/for, guards, elif chains) and forks
+//   rebinding.cpp   readability of values made in arms; merging a rebound name in place
+//   finish.cpp      the passes that seal a recording: param shadows, numbering, edges
+//   transaction.cpp checkpoints and rollback: a refused call leaves the recording as it was
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "eagle/graph/recording.hpp"
+
+namespace eagle {
+
+struct Recording::State {
+  struct ValueData {
+    int buffer;
+    int64_t byte_offset;
+    Shape shape;
+    Shape strides;  // in elements; empty for a contiguous view
+    DType dtype;
+    bool dead = false;  // made by a call that was refused and rolled back
+  };
+  struct LoopFrame {
+    Value stop, skip;
+    std::size_t depth;  // open.size() at the for_ body's top level
+    int guards = 0;     // if_ arms opened by break_if / continue_if, closed when the body ends
+  };
+  // One caller array (param or external) by its bytes, to keep caller memory distinct.
+  struct CallerSpan {
+    uintptr_t hi;
+    int buffer;
+  };
+  // An undo record of an in-place change (merging a rebound value rewrites earlier state).
+  struct Undo {
+    enum class Kind : uint8_t { node_arg, value_at, merged_into, nodes_of_size, values_of_size };
+    Kind kind;
+    int id;    // node, value or buffer
+    int slot;  // the node's argument index
+    int buffer;
+    int64_t byte_offset;
+    std::size_t size;
+  };
+  struct Checkpoint {
+    std::size_t values, buffers, nodes, params, results, journal;
+    std::vector<std::pair<int, int>> open;
+    std::vector<LoopFrame> loops;
+    std::vector<int> pending_waits;
+    bool results_set;
+  };
+
+  Recording* self = nullptr;
+
+  // ---- values (values.cpp)
+  std::vector<ValueData> values;
+  const ValueData& value(const Value& v, const std::string& what) const;
+  int new_value(int buffer, int64_t byte_offset, const Shape& shape, DType dtype,
+                const Shape& strides = {});
+  Value handle(int value) const;  // a Value of this recording
+
+  // ---- buffers (storage.cpp)
+  std::vector<BufferInfo> buffers;
+  std::vector<Array> arrays;  // per buffer: a param's initial array or an external array
+  std::vector<std::vector<int>> nodes_of_buffer;   // per buffer: nodes whose arguments view it
+  std::vector<std::vector<int>> values_of_buffer;  // per buffer: values viewing it
+  // Per buffer: the innermost device construct (node, arm) it was made in, or (-1, -1). A value
+  // made in an arm may hold nothing when the arm does not run: it is not readable after it.
+  std::vector<std::pair<int, int>> scope;
+  std::map<std::pair<int, uintptr_t>, CallerSpan> caller_memory;  // (device code, lo) -> span
+  std::unordered_map<const void*, std::vector<int>> externals_by_data;
+  std::unordered_map<std::string, int> param_by_name;
+  std::vector<std::string> param_names;
+  int new_buffer(BufferKind kind, const Shape& shape, DType dtype, std::string label);
+  void check_distinct_memory(const Array& a, const std::string& what) const;
+  void remember_caller_memory(const Array& a, int buffer);
+  int external_buffer_for(const Array& a) const;  // an existing external of the same view, or -1
+
+  // ---- nodes (calls.cpp, control.cpp)
+  std::vector<NodeInfo> nodes;
+  std::vector<std::unique_ptr<Kernel>> kernels;  // per node (null for copies and constructs)
+  std::vector<KernelImpl> impls;
+  std::vector<int> top;
+  int add_node(NodeInfo node, const Kernel* kernel, KernelImpl impl);
+  std::vector<int>& current_list();
+  NodeArgInfo arg_info(const std::string& param, Access access, int value) const;
+
+  // ---- device constructs and forks (control.cpp)
+  std::vector<int> pending_waits;  // waits of the open branch, for its next item
+  std::vector<LoopFrame> loops;
+  std::vector<std::pair<int, int>> open;  // (control node, arm) being recorded, innermost last
+  int record_control(NodeKind kind, const Value& cell,
+                     const std::vector<std::function<void()>>& arms);
+  std::pair<int, int> innermost_condition() const;
+  void guard_rest_of_loop_body(const Value& flag, const Value& cell, const char* who);
+  int item_holding(const std::vector<int>& list, int id) const;
+
+  // ---- hazards (hazards.cpp)
+  void subtree_accesses(int node, std::vector<NodeArgInfo>& out) const;
+  void check_races(const NodeInfo& node, bool per_sample) const;
+  void check_fork_races(int fork) const;
+  void infer_edges(std::vector<int>& list);
+
+  // ---- rebinding (rebinding.cpp)
+  void check_readable(int buffer, const std::string& what) const;
+  void merge_rebound(int old_value, int new_value);
+
+  // ---- finishing (finish.cpp)
+  std::vector<NodeArgInfo> results;
+  std::vector<int> result_values;
+  bool results_set = false;
+  bool finished = false;
+  void shadow_written_params();
+  void renumber();
+  void finish();
+
+  // ---- transactions (transaction.cpp)
+  std::vector<Undo> journal;
+  int transaction_depth = 0;
+  Checkpoint checkpoint() const;
+  void rollback(const Checkpoint& c);
+  void check_open(const char* who) const;
+};
+
+// Every Recorder method runs inside one: rolled back unless commit() is reached.
+class Transaction {
+ public:
+  explicit Transaction(Recording::State& s);
+  ~Transaction();
+  Transaction(const Transaction&) = delete;
+  Transaction& operator=(const Transaction&) = delete;
+  void commit();
+
+ private:
+  Recording::State& s_;
+  Recording::State::Checkpoint checkpoint_;
+  bool committed_ = false;
+};
+
+// Shared helpers.
+inline bool overlaps(int64_t a0, int64_t a1, int64_t b0, int64_t b1) {
+  return a0 < b1 && b0 < a1;
+}
+std::string node_name(const NodeInfo& n);
+// Bytes from a view's first element to one past its last (strides >= 0; empty: contiguous).
+int64_t view_span_bytes(const Shape& shape, const Shape& strides, DType dtype);
+
+}  // namespace eagle

@@ -1,0 +1,118 @@
+// Checkpoints and rollback: a refused call (or an exception from the caller's own arm or body)
+// leaves the recording exactly as it was before the call. Appended state is truncated; the few
+// in-place changes (merging a rebound value) are undone from the journal; values the refused call
+// made are marked dead, so a handle the caller kept cannot silently alias a later value.
+#include <algorithm>
+
+#include "eagle/core/error.hpp"
+#include "graph/state.hpp"
+
+namespace eagle {
+
+void Recording::State::check_open(const char* who) const {
+  if (finished)
+    throw InvalidArgument(std::string(who) +
+                          ": the recording has finished; record calls only inside the function "
+                          "passed to Graph::record (or before RecordingBuilder::finish)");
+}
+
+Recording::State::Checkpoint Recording::State::checkpoint() const {
+  return Checkpoint{values.size(),        buffers.size(), nodes.size(), param_names.size(),
+                    result_values.size(), journal.size(), open,         loops,
+                    pending_waits,        results_set};
+}
+
+namespace {
+
+template <class T>
+void pop_trailing_from(std::vector<int>& list, T limit) {
+  while (!list.empty() && static_cast<T>(list.back()) >= limit) list.pop_back();
+}
+
+}  // namespace
+
+void Recording::State::rollback(const Checkpoint& c) {
+  // In-place changes, newest first.
+  for (std::size_t k = journal.size(); k-- > c.journal;) {
+    const Undo& u = journal[k];
+    switch (u.kind) {
+      case Undo::Kind::node_arg:
+        if (static_cast<std::size_t>(u.id) < c.nodes) {
+          NodeArgInfo& a =
+              nodes[static_cast<std::size_t>(u.id)].arrays[static_cast<std::size_t>(u.slot)];
+          a.buffer = u.buffer;
+          a.byte_offset = u.byte_offset;
+        }
+        break;
+      case Undo::Kind::value_at:
+        values[static_cast<std::size_t>(u.id)].buffer = u.buffer;
+        values[static_cast<std::size_t>(u.id)].byte_offset = u.byte_offset;
+        break;
+      case Undo::Kind::merged_into:
+        if (static_cast<std::size_t>(u.id) < c.buffers)
+          buffers[static_cast<std::size_t>(u.id)].merged_into = u.buffer;
+        break;
+      case Undo::Kind::nodes_of_size:
+        if (static_cast<std::size_t>(u.id) < c.buffers)
+          nodes_of_buffer[static_cast<std::size_t>(u.id)].resize(u.size);
+        break;
+      case Undo::Kind::values_of_size:
+        if (static_cast<std::size_t>(u.id) < c.buffers)
+          values_of_buffer[static_cast<std::size_t>(u.id)].resize(u.size);
+        break;
+    }
+  }
+  journal.resize(c.journal);
+  // Appended state.
+  nodes.resize(c.nodes);
+  kernels.resize(c.nodes);
+  impls.resize(c.nodes);
+  buffers.resize(c.buffers);
+  arrays.resize(c.buffers);
+  scope.resize(c.buffers);
+  nodes_of_buffer.resize(c.buffers);
+  values_of_buffer.resize(c.buffers);
+  for (auto& list : nodes_of_buffer) pop_trailing_from(list, c.nodes);
+  for (auto& list : values_of_buffer) pop_trailing_from(list, c.values);
+  for (std::size_t v = c.values; v < values.size(); ++v) values[v].dead = true;
+  pop_trailing_from(top, c.nodes);
+  for (const auto& [node, arm] : c.open)
+    pop_trailing_from(nodes[static_cast<std::size_t>(node)].bodies[static_cast<std::size_t>(arm)],
+                      c.nodes);
+  while (param_names.size() > c.params) {
+    param_by_name.erase(param_names.back());
+    param_names.pop_back();
+  }
+  for (auto it = caller_memory.begin(); it != caller_memory.end();)
+    it = static_cast<std::size_t>(it->second.buffer) >= c.buffers ? caller_memory.erase(it)
+                                                                  : std::next(it);
+  for (auto it = externals_by_data.begin(); it != externals_by_data.end();) {
+    auto& ids = it->second;
+    ids.erase(std::remove_if(ids.begin(), ids.end(),
+                             [&](int b) { return static_cast<std::size_t>(b) >= c.buffers; }),
+              ids.end());
+    it = ids.empty() ? externals_by_data.erase(it) : std::next(it);
+  }
+  result_values.resize(c.results);
+  results_set = c.results_set;
+  open = c.open;
+  loops = c.loops;
+  pending_waits = c.pending_waits;
+}
+
+Transaction::Transaction(Recording::State& s) : s_(s), checkpoint_(s.checkpoint()) {
+  ++s_.transaction_depth;
+}
+
+Transaction::~Transaction() {
+  --s_.transaction_depth;
+  if (!committed_) s_.rollback(checkpoint_);
+}
+
+void Transaction::commit() {
+  committed_ = true;
+  // Nothing can roll back past the outermost call: its journal is done with.
+  if (s_.transaction_depth == 1) s_.journal.clear();
+}
+
+}  // namespace eagle
