@@ -16,6 +16,11 @@ namespace eagle::bench {
 struct Options {
   bool quick = false;
   bool cpu_only = false;
+  std::vector<int> only;  // sections to run (empty: all)
+
+  bool runs(int section) const {
+    return only.empty() || std::find(only.begin(), only.end(), section) != only.end();
+  }
 
   int batches() const { return quick ? 11 : 31; }  // odd, so the median is one sample
   int warmup() const { return quick ? 2 : 5; }
@@ -106,5 +111,7 @@ void run_gpu_sections(const Options& options, Report& report);
 void run_control_sections(const Options& options, Report& report);
 // Section 8, planned operations against the raw launch (bench_plans.cpp; needs a device).
 void run_plan_sections(const Options& options, Report& report);
+// Section 9, recording and building at scale on the CPU (bench_scale.cpp).
+void run_scale_sections(const Options& options, Report& report);
 
 }  // namespace eagle::bench

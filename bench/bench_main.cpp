@@ -6,6 +6,7 @@
 // Sections 1-4 need a CUDA device (bench_gpu.cpp); section 5 runs on the CPU; sections 6-7
 // (bench_control.cpp) check their graphs on the CPU and time them on a CUDA device.
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <limits>
@@ -108,9 +109,10 @@ void cpu_sections(const Options& o, Report& report) {
 
 int usage(const char* argv0, int code) {
   std::fprintf(code ? stderr : stdout,
-               "usage: %s [--cpu-only] [--quick]\n"
+               "usage: %s [--cpu-only] [--quick] [--only N[,N...]]\n"
                "  --cpu-only  skip the GPU sections (1-4) and the GPU parts of 6-7\n"
-               "  --quick     fewer and shorter batches\n",
+               "  --quick     fewer and shorter batches\n"
+               "  --only      run only these sections (1-9)\n",
                argv0);
   return code;
 }
@@ -126,6 +128,18 @@ int main(int argc, char** argv) {
       options.cpu_only = true;
     } else if (!std::strcmp(argv[i], "--quick")) {
       options.quick = true;
+    } else if (!std::strcmp(argv[i], "--only") && i + 1 < argc) {
+      for (const char* p = argv[++i]; *p;) {
+        char* end = nullptr;
+        const long n = std::strtol(p, &end, 10);
+        if (end == p || n < 1 || n > 9) {
+          std::fprintf(stderr, "eagle_bench: --only takes section numbers 1-9, got '%s'\n",
+                       argv[i]);
+          return usage(argv[0], 2);
+        }
+        options.only.push_back(static_cast<int>(n));
+        p = *end == ',' ? end + 1 : end;
+      }
     } else if (!std::strcmp(argv[i], "--help") || !std::strcmp(argv[i], "-h")) {
       return usage(argv[0], 0);
     } else {
@@ -141,14 +155,16 @@ int main(int argc, char** argv) {
       options.quick ? "quick" : "full", options.batches(), options.warmup());
   Report report;
   try {
-    if (options.cpu_only) {
+    const bool gpu = options.runs(1) || options.runs(2) || options.runs(3) || options.runs(4);
+    if (options.cpu_only && gpu) {
       report.section("1-4. GPU sections skipped (--cpu-only)");
-    } else {
+    } else if (gpu) {
       run_gpu_sections(options, report);
     }
-    cpu_sections(options, report);
-    run_control_sections(options, report);
-    if (!options.cpu_only) run_plan_sections(options, report);
+    if (options.runs(5)) cpu_sections(options, report);
+    if (options.runs(6) || options.runs(7)) run_control_sections(options, report);
+    if (!options.cpu_only && options.runs(8)) run_plan_sections(options, report);
+    if (options.runs(9)) run_scale_sections(options, report);
   } catch (const std::exception& e) {
     std::fflush(stdout);
     std::fprintf(stderr, "eagle_bench: error: %s\n", e.what());
