@@ -1,6 +1,7 @@
 #include "eagle/exec/graph.hpp"
 
 #include <iostream>
+#include <mutex>
 #include <optional>
 
 #include "eagle/core/error.hpp"
@@ -26,9 +27,19 @@ struct Graph::State {
 };
 
 Graph::Graph(std::shared_ptr<const Recording> rec)
-    : rec_(std::move(rec)), state_(std::make_unique<State>()) {}
+    : rec_(std::move(rec)),
+      state_(std::make_unique<State>()),
+      mutex_(std::make_unique<std::mutex>()) {}
 Graph::Graph(Graph&&) noexcept = default;
-Graph& Graph::operator=(Graph&&) noexcept = default;
+Graph& Graph::operator=(Graph&& other) noexcept {
+  if (this != &other) {
+    Graph dead(std::move(*this));  // this graph's executor stops before it is replaced
+    rec_ = std::move(other.rec_);
+    state_ = std::move(other.state_);
+    mutex_ = std::move(other.mutex_);
+  }
+  return *this;
+}
 Graph::~Graph() {
   // The executor refers to the planned nodes and buffers: stop it first.
   if (state_ && state_->executor) {
@@ -49,6 +60,12 @@ namespace {
 [[noreturn]] void not_built(const char* what) {
   throw InvalidArgument(std::string("Graph::") + what +
                         ": the graph is not built; call build() first");
+}
+
+std::string join_params(const Recording& rec) {
+  std::string known;
+  for (const auto& p : rec.param_names()) known += (known.empty() ? "" : ", ") + p;
+  return known.empty() ? "none" : known;
 }
 
 char* at(const Array& buffer, int64_t byte_offset) {
@@ -119,11 +136,18 @@ void check_device(Device device) {
 
 }  // namespace
 
+void Graph::check(const char* what) const {
+  if (!rec_)
+    throw InvalidArgument(std::string("Graph::") + what +
+                          ": this Graph was moved from; use the Graph it was moved into");
+}
+
 void Graph::build() {
+  check("build");
   std::optional<Device> where;
   for (const BufferInfo& b : rec_->buffers()) {
     if (b.kind == BufferKind::internal) continue;
-    const Device d = rec_->caller_array(b.id).device();
+    const Device d = caller_array(b.id).device();
     if (where && *where != d)
       throw InvalidArgument("Graph::build: arrays live on " + where->str() + " and " + d.str() +
                             " (array '" + b.label + "'); pass the device to build(device)");
@@ -133,6 +157,8 @@ void Graph::build() {
 }
 
 void Graph::build(Device device, const BuildOptions& options) {
+  check("build");
+  std::lock_guard<std::mutex> lock(*mutex_);
   check_device(device);
   const auto& infos = rec_->buffers();
   // Everything is made in a new state and swapped in at the end: an error changes nothing.
@@ -145,15 +171,12 @@ void Graph::build(Device device, const BuildOptions& options) {
   next->buffers.resize(infos.size());
   for (const BufferInfo& b : infos) {
     if (b.kind == BufferKind::internal) continue;
-    // A param keeps what bind() gave it; the first build takes the recorded array.
-    const Array& a = state_->buffers.empty() || !state_->buffers[b.id].defined()
-                         ? rec_->caller_array(b.id)
-                         : state_->buffers[b.id];
+    next->buffers[b.id] = caller_array(b.id);
+    const Array& a = next->buffers[b.id];
     if (a.device() != device)
       throw InvalidArgument("Graph::build: " + std::string(buffer_kind_name(b.kind)) + " array '" +
                             b.label + "' lives on " + a.device().str() +
                             " but the graph is being built for " + device.str());
-    next->buffers[b.id] = a;
   }
   for (const NodeInfo& n : rec_->nodes()) {
     if (n.kind != NodeKind::kernel || rec_->kernel_of(n.id).def().binder) continue;
@@ -187,17 +210,32 @@ void Graph::build(Device device, const BuildOptions& options) {
   next->plan.top = rec_->top();
   next->plan.control_flow = rec_->has_control_flow();
   next->stream.emplace(device);
-  next->executor = device.is_cuda() ? detail::make_cuda_executor(next->plan, device, *next->stream,
-                                                                 cuda_options(options))
-                                    : detail::make_cpu_executor(next->plan, options.threads);
+  next->executor = make_executor(*next);
   if (state_->executor) state_->executor->synchronize();
   state_ = std::move(next);
 }
 
+// The array a param or external buffer holds now: what bind() gave it (before or after a
+// build), else the recorded one.
+const Array& Graph::caller_array(int buffer) const {
+  if (static_cast<std::size_t>(buffer) < state_->buffers.size() &&
+      state_->buffers[static_cast<std::size_t>(buffer)].defined())
+    return state_->buffers[static_cast<std::size_t>(buffer)];
+  return rec_->caller_array(buffer);
+}
+
+std::unique_ptr<detail::Executor> Graph::make_executor(const State& s) const {
+  return s.device.is_cuda()
+             ? detail::make_cuda_executor(s.plan, s.device, *s.stream, cuda_options(s.options))
+             : detail::make_cpu_executor(s.plan, s.options.threads);
+}
+
 bool Graph::built() const {
+  check("built");
   return state_->executor != nullptr;
 }
 Device Graph::device() const {
+  check("device");
   return state_->device;
 }
 std::string Graph::backend() const {
@@ -217,13 +255,21 @@ void* Graph::native_graph_exec() const {
   return built() ? state_->executor->native_graph_exec() : nullptr;
 }
 std::size_t Graph::allocated_bytes() const {
+  check("allocated_bytes");
   return state_->allocated;
 }
 int Graph::rebuild_count() const {
+  check("rebuild_count");
   return state_->rebuilds;
+}
+const Recording& Graph::recording() const {
+  check("recording");
+  return *rec_;
 }
 
 void Graph::set_warning_handler(std::function<void(const std::string&)> handler) {
+  check("set_warning_handler");
+  std::lock_guard<std::mutex> lock(*mutex_);
   state_->warn = handler ? std::move(handler) : [](const std::string&) {};
 }
 
@@ -233,12 +279,16 @@ const Stream& Graph::stream() const {
 }
 
 void Graph::launch(int n) {
+  check("launch");
+  std::lock_guard<std::mutex> lock(*mutex_);
   if (!state_->executor) not_built("launch");
   if (n < 0) throw InvalidArgument("Graph::launch: n must be >= 0, got " + std::to_string(n));
   state_->executor->launch(n);
 }
 
 void Graph::synchronize() {
+  check("synchronize");
+  std::lock_guard<std::mutex> lock(*mutex_);
   if (!state_->executor) not_built("synchronize");
   state_->executor->synchronize();
 }
@@ -248,7 +298,12 @@ const std::vector<Array>& Graph::operator()() {
 }
 
 const std::vector<Array>& Graph::operator()(int n) {
-  launch(n);
+  check("operator()");
+  // One launch-and-wait at a time: a second thread's g() starts after this one's ends.
+  std::lock_guard<std::mutex> lock(*mutex_);
+  if (!state_->executor) not_built("operator()");
+  if (n < 0) throw InvalidArgument("Graph::operator(): n must be >= 0, got " + std::to_string(n));
+  state_->executor->launch(n);
   state_->executor->synchronize();
   return state_->results;
 }
@@ -259,60 +314,84 @@ const std::vector<Array>& Graph::results() const {
 }
 
 void Graph::bind(const std::string& name, const Array& array) {
+  check("bind");
+  std::lock_guard<std::mutex> lock(*mutex_);
   const int b = rec_->param_buffer(name);
-  if (b < 0) {
-    std::string known;
-    for (const auto& p : rec_->param_names()) known += (known.empty() ? "" : ", ") + p;
+  if (b < 0)
     throw InvalidArgument("Graph::bind: no param named '" + name +
-                          "' (params: " + (known.empty() ? "none" : known) + ")");
-  }
-  const Array& old =
-      built() && state_->buffers[b].defined() ? state_->buffers[b] : rec_->caller_array(b);
+                          "' (params: " + join_params(*rec_) + ")");
   const std::string who = "Graph::bind('" + name + "')";
-  if (!array.defined()) throw InvalidArgument(who + ": the array is not defined");
+  const Array& old = caller_array(b);
+  if (!array.defined())
+    throw InvalidArgument(who + ": the array is undefined (a default-constructed Array)");
   if (array.shape() != old.shape() || array.dtype() != old.dtype() ||
       array.device() != old.device())
     throw InvalidArgument(who + ": the new array is " + array.describe() + " but the param is " +
                           old.describe() + "; shape, dtype and device must stay the same");
   if (!array.is_contiguous()) throw InvalidArgument(who + ": the new array must be contiguous");
+  // The same rule before and after build: no other array of the graph may share its memory
+  // (before a build, the other arrays are the caller's params and externals).
+  if (array.nbytes() > 0) {
+    const auto [lo, hi] = array.byte_span();
+    for (const BufferInfo& other : rec_->buffers()) {
+      if (other.id == b || other.merged_into >= 0) continue;
+      const bool held = static_cast<std::size_t>(other.id) < state_->buffers.size() &&
+                        state_->buffers[other.id].defined();
+      if (!held && other.kind == BufferKind::internal) continue;  // no memory before build
+      const Array& o = held ? state_->buffers[other.id] : rec_->caller_array(other.id);
+      if (o.nbytes() == 0 || o.device() != array.device()) continue;
+      const auto [olo, ohi] = o.byte_span();
+      if (lo < ohi && olo < hi)
+        throw InvalidArgument(who + ": the new array overlaps the graph's array '" + other.label +
+                              "'; a param must not share memory with another array of the graph");
+    }
+  }
   if (!built()) {
     // Not built yet: remember the array; build() picks it up.
     state_->buffers.resize(rec_->buffers().size());
     state_->buffers[b] = array;
     return;
   }
-  const auto [lo, hi] = array.byte_span();
-  for (const BufferInfo& other : rec_->buffers()) {
-    if (other.id == b) continue;
-    const Array& o = state_->buffers[other.id];
-    if (!o.defined() || o.nbytes() == 0) continue;
-    const auto [olo, ohi] = o.byte_span();
-    if (lo < ohi && olo < hi)
-      throw InvalidArgument(who + ": the new array overlaps the graph's array '" + other.label +
-                            "'; a param must not share memory with another array of the graph");
-  }
   State& s = *state_;
-  s.buffers[b] = array;
-  const auto& touched = s.nodes_of_buffer[b];
-  for (int i : touched) plan_args(*rec_, i, s.buffers, s.plan.nodes[i]);
-  const auto& results = rec_->results();
-  for (std::size_t r = 0; r < results.size(); ++r)
-    if (results[r].buffer == b)
-      s.results[r] = Array::on_storage(array.storage(), results[r].shape, results[r].dtype,
-                                       array.byte_offset() + results[r].byte_offset);
-  if (s.executor->patch(touched)) return;
+  const Array previous = s.buffers[b];
+  const std::vector<Array> previous_results = s.results;
+  auto point_at = [&](const Array& a) {
+    s.buffers[b] = a;
+    for (int i : s.nodes_of_buffer[b]) plan_args(*rec_, i, s.buffers, s.plan.nodes[i]);
+    const auto& results = rec_->results();
+    for (std::size_t r = 0; r < results.size(); ++r)
+      if (results[r].buffer == b)
+        s.results[r] = Array::on_storage(a.storage(), results[r].shape, results[r].dtype,
+                                         a.byte_offset() + results[r].byte_offset);
+  };
+  point_at(array);
+  bool patched = false;
+  try {
+    patched = s.executor->patch(s.nodes_of_buffer[b]);
+  } catch (const Error&) {
+    patched = false;  // a failed patch is a reason to rebuild, not to fail the bind
+  }
+  if (patched) return;
   // A node eagle cannot patch holds the array: build the backend again over the same buffers.
+  // On failure the graph goes back to the previous array, rebuilt, and the error propagates.
   s.executor->synchronize();
-  s.executor.reset();
-  s.executor = s.device.is_cuda() ? detail::make_cuda_executor(s.plan, s.device, *s.stream,
-                                                               cuda_options(s.options))
-                                  : detail::make_cpu_executor(s.plan, s.options.threads);
+  std::unique_ptr<detail::Executor> rebuilt;
+  try {
+    rebuilt = make_executor(s);
+  } catch (...) {
+    point_at(previous);
+    s.results = previous_results;
+    s.executor.reset();
+    s.executor = make_executor(s);
+    throw;
+  }
+  s.executor = std::move(rebuilt);
   ++s.rebuilds;
   if (!s.warned_rebuild) {
     s.warned_rebuild = true;
-    s.warn("Graph::bind('" + name +
-           "'): a node holding the array cannot be patched (a captured "
-           "library call); the graph was rebuilt. Further rebuilds of this graph are silent.");
+    s.warn(who +
+           ": a node holding the array cannot be patched in place; the graph was rebuilt. "
+           "Further rebuilds of this graph are silent.");
   }
 }
 

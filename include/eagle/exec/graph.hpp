@@ -3,6 +3,7 @@
 
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -20,6 +21,15 @@ struct BuildOptions {
   bool plain_if_only = false;
 };
 
+namespace detail {
+class Executor;
+}
+
+// Thread safety: build, launch, g(), synchronize and bind of one Graph are serialized by a mutex
+// the graph holds, so two threads calling g() run one after the other and each returns after its
+// own launch completed (the arrays g() returns are the graph's own: read or copy them before
+// another launch). Introspection is safe while no build or bind runs. A moved-from Graph throws
+// InvalidArgument from every method.
 class Graph {
  public:
   // Runs `body` once with a recorder. Ordinary C++ control flow inside it decides at record
@@ -31,11 +41,11 @@ class Graph {
   ~Graph();
 
   // ---- introspection (before or after build)
-  const Recording& recording() const { return *rec_; }
-  const std::vector<NodeInfo>& nodes() const { return rec_->nodes(); }
-  std::vector<std::pair<int, int>> edges() const { return rec_->edges(); }
-  std::string to_json() const { return rec_->to_json(); }
-  std::string to_dot() const { return rec_->to_dot(); }
+  const Recording& recording() const;
+  const std::vector<NodeInfo>& nodes() const { return recording().nodes(); }
+  std::vector<std::pair<int, int>> edges() const { return recording().edges(); }
+  std::string to_json() const { return recording().to_json(); }
+  std::string to_dot() const { return recording().to_dot(); }
 
   // ---- build
   // On a CUDA device: one CUDA graph, instantiated. On the CPU: a host schedule over a thread
@@ -64,10 +74,12 @@ class Graph {
   const std::vector<Array>& results() const;
   const Stream& stream() const;
 
-  // Swaps the array bound to param `name`. Shape, dtype, device and contiguity must match the
-  // array it replaces; on error the graph is unchanged and still runs. On the GPU the pointers of
-  // each node holding the array are patched in the instantiated graph; a node that cannot be
-  // patched (a captured library call) makes the graph rebuild, with one warning.
+  // Swaps the array bound to param `name`, before or after build. Shape, dtype, device and
+  // contiguity must match the array it replaces, and it must not share memory with another
+  // array of the graph; on error the graph is unchanged and still runs. On the GPU each node
+  // holding the array is patched in place (kernel parameters, a populated child graph updated,
+  // a captured call captured again); a node that cannot be patched makes the graph rebuild, with
+  // one warning.
   void bind(const std::string& name, const Array& array);
   int rebuild_count() const;  // rebuilds bind() had to do
   // Where warnings go (default: standard error).
@@ -76,8 +88,12 @@ class Graph {
  private:
   explicit Graph(std::shared_ptr<const Recording> rec);
   struct State;
+  void check(const char* what) const;
+  const Array& caller_array(int buffer) const;
+  std::unique_ptr<detail::Executor> make_executor(const State& s) const;
   std::shared_ptr<const Recording> rec_;
   std::unique_ptr<State> state_;
+  std::unique_ptr<std::mutex> mutex_;
 };
 
 }  // namespace eagle
