@@ -69,9 +69,9 @@ class Executor {
   virtual ~Executor() = default;
   virtual void launch(int n) = 0;
   virtual void synchronize() = 0;
-  // Re-reads the arguments of `nodes`; false when one cannot be patched (rebuild needed), in
-  // which case the executor is left as it was.
-  virtual bool patch(const std::vector<int>& nodes) = 0;
+  // Re-reads the arguments of `nodes`; false when one cannot be patched (the graph rebuilds),
+  // with `why` saying which node and what refused.
+  virtual bool patch(const std::vector<int>& nodes, std::string& why) = 0;
   virtual std::string backend() const = 0;
   virtual std::string schedule() const = 0;
   virtual int native_node_count() const = 0;

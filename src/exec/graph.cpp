@@ -366,10 +366,11 @@ void Graph::bind(const std::string& name, const Array& array) {
   };
   point_at(array);
   bool patched = false;
+  std::string why;
   try {
-    patched = s.executor->patch(s.nodes_of_buffer[b]);
-  } catch (const Error&) {
-    patched = false;  // a failed patch is a reason to rebuild, not to fail the bind
+    patched = s.executor->patch(s.nodes_of_buffer[b], why);
+  } catch (const Error& e) {
+    why = e.what();  // a failed patch is a reason to rebuild, not to fail the bind
   }
   if (patched) return;
   // A node eagle cannot patch holds the array: build the backend again over the same buffers.
@@ -389,9 +390,8 @@ void Graph::bind(const std::string& name, const Array& array) {
   ++s.rebuilds;
   if (!s.warned_rebuild) {
     s.warned_rebuild = true;
-    s.warn(who +
-           ": a node holding the array cannot be patched in place; the graph was rebuilt. "
-           "Further rebuilds of this graph are silent.");
+    s.warn(who + ": a node holding the array cannot be patched in place (" + why +
+           "); the graph was rebuilt. Further rebuilds of this graph are silent.");
   }
 }
 

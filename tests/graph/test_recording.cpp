@@ -230,3 +230,57 @@ TEST(Record, ToJsonAndToDotDescribeNodesEdgesAndArrays) {
 
 }  // namespace
 }  // namespace eagle
+
+namespace eagle {
+namespace {
+
+TEST(Record, ReadOnlyArraysAreNeverWritten) {
+  const Array ro = test::random_array({8}, DType::f32, Device::cpu()).as_read_only();
+  const auto before = ro.to_vector<float>();
+  // An external read-only array may be read, not written.
+  test::expect_throw_with<InvalidArgument>(
+      [&] {
+        Graph::record([&](Recorder& r) {
+          const Value e = r.external(ro, "state");
+          r.result(r.call(kernels::scale(), {e, 2.0}));  // reading is fine
+          r.call(kernels::fill(), {1.0}, buffer(e));
+        });
+      },
+      {"kernel fill", "'out'", "'state'", "read-only"});
+  test::expect_throw_with<InvalidArgument>(
+      [&] { Graph::record([&](Recorder& r) { r.call(kernels::fill(), {1.0}, buffer(ro)); }); },
+      {"output 'out'", "read-only"});
+  // A written param is shadowed: a read-only param is fine, and stays untouched.
+  Graph g = Graph::record([&](Recorder& r) {
+    const Value p = r.param("p", ro);
+    r.call(kernels::scale(), {p, 3.0}, buffer(p));
+    r.result(p);
+  });
+  g.build(Device::cpu());
+  const auto got = g()[0].to_vector<float>();
+  for (std::size_t i = 0; i < got.size(); ++i) EXPECT_EQ(got[i], 3 * before[i]);
+  EXPECT_EQ(ro.to_vector<float>(), before);
+}
+
+TEST(Record, ShapesWhoseSizeOverflowsAreRefused) {
+  Graph::record([&](Recorder& r) {
+    test::expect_throw_with<InvalidArgument>(
+        [&] { r.empty({int64_t{1} << 62}, DType::f32, "huge"); }, {"Recorder::empty", "fit"});
+    test::expect_throw_with<InvalidArgument>(
+        [&] {
+          r.empty({int64_t{1} << 32, int64_t{1} << 32}, DType::u8);
+        },
+        {"fit"});
+    test::expect_throw_with<InvalidArgument>([&] { r.empty({4, -1}, DType::u8); }, {"negative"});
+    const Value t = r.empty({4}, DType::f32, "t");
+    test::expect_throw_with<InvalidArgument>(
+        [&] {
+          (void)t.reshape({int64_t{1} << 62, 4});
+        },
+        {"Value::reshape", "fit"});
+    r.result(t);
+  });
+}
+
+}  // namespace
+}  // namespace eagle

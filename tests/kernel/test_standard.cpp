@@ -717,3 +717,55 @@ TEST_P(Kernels, ArraysOnAnotherDeviceAreRefused) {
 
 }  // namespace
 }  // namespace eagle
+
+namespace eagle {
+namespace {
+
+// Real scalars become integers by one defined rule on the CPU and the GPU alike: truncation
+// toward zero, saturation at the type's range, NaN to 0.
+TEST_P(Kernels, RealScalarsSaturateIntoIntegerArrays) {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const double inf = std::numeric_limits<double>::infinity();
+  struct Case {
+    double value;
+    int64_t i64;
+    int32_t i32;
+    uint32_t u32;
+  };
+  const Case cases[] = {
+      {1e30, INT64_MAX, INT32_MAX, UINT32_MAX},
+      {-1e30, INT64_MIN, INT32_MIN, 0},
+      {inf, INT64_MAX, INT32_MAX, UINT32_MAX},
+      {-inf, INT64_MIN, INT32_MIN, 0},
+      {nan, 0, 0, 0},
+      {-2.75, -2, -2, 0},
+      {4294967295.5, 4294967295, INT32_MAX, UINT32_MAX},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.value);
+    const Array a64 = Array::empty({5}, DType::i64, device());
+    const Array a32 = Array::empty({5}, DType::i32, device());
+    const Array au = Array::empty({5}, DType::u32, device());
+    launch_into(kernels::fill(), {}, {c.value}, {a64}, stream(), team_);
+    launch_into(kernels::fill(), {}, {c.value}, {a32}, stream(), team_);
+    launch_into(kernels::fill(), {}, {c.value}, {au}, stream(), team_);
+    stream().synchronize();
+    for (int64_t v : a64.to_vector<int64_t>()) EXPECT_EQ(v, c.i64);
+    for (int32_t v : a32.to_vector<int32_t>()) EXPECT_EQ(v, c.i32);
+    for (uint32_t v : au.to_vector<uint32_t>()) EXPECT_EQ(v, c.u32);
+  }
+  // The same rule for a real scalar passed to an integer scalar parameter.
+  EXPECT_EQ(Scalar(1e300).as(ScalarKind::integer).i, INT64_MAX);
+  EXPECT_EQ(Scalar(-1e300).as(ScalarKind::integer).i, INT64_MIN);
+  EXPECT_EQ(Scalar(nan).as(ScalarKind::integer).i, 0);
+  // scale on integers: alpha saturates too (no UB on the way).
+  const Array x = Array::from(std::vector<int32_t>{1, -1, 0}, {3}, device());
+  const auto out = launch(kernels::scale(), {x}, {1e20}, stream(), team_);
+  const auto got = out[0].to_vector<int32_t>();
+  EXPECT_EQ(got[0], INT32_MAX);
+  EXPECT_EQ(got[1], -INT32_MAX);
+  EXPECT_EQ(got[2], 0);
+}
+
+}  // namespace
+}  // namespace eagle

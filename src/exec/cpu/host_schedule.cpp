@@ -63,7 +63,7 @@ class HostSchedule final : public Executor {
   }
   void synchronize() override {}
   // Arguments are read at each launch; a call's workspace may have to grow.
-  bool patch(const std::vector<int>& ids) override {
+  bool patch(const std::vector<int>& ids, std::string&) override {
     for (int i : ids) {
       const PlannedNode& n = nodes_[i];
       if (!n.call) continue;

@@ -65,7 +65,7 @@ class CudaGraphExecutor final : public Executor {
   }
   void synchronize() override { EAGLE_CUDA_CHECK(cudaStreamSynchronize(stream_)); }
 
-  bool patch(const std::vector<int>& ids) override {
+  bool patch(const std::vector<int>& ids, std::string& why) override {
     DeviceGuard guard(device_.ordinal());
     for (int i : ids) {
       const PlannedNode& n = nodes_[i];
@@ -73,7 +73,11 @@ class CudaGraphExecutor final : public Executor {
         EAGLE_CUDA_CHECK(cudaGraphExecMemcpyNodeSetParams1D(
             exec_, handles_[i], n.copy_dst, n.copy_src, n.copy_bytes, cudaMemcpyDeviceToDevice));
       } else if (n.kind == Kind::kernel) {
-        if (!patch_call(i)) return false;
+        std::string refused;
+        if (!patch_call(i, refused)) {
+          why = "node " + std::to_string(i) + " '" + n.label + "': " + refused;
+          return false;
+        }
       } else if (n.kind != Kind::fork) {
         // The cell moved: the kernels that read it set the condition.
         conditions_[i].cell = n.cond;
@@ -238,14 +242,25 @@ class CudaGraphExecutor final : public Executor {
 
   // bind() moved the arrays of call node i: patch its entry in the instantiated graph. False
   // when it cannot be patched (the graph is rebuilt).
-  bool patch_call(int i) {
+  bool patch_call(int i, std::string& why) {
     const PlannedNode& n = nodes_[i];
+    auto fail = [&why](std::string reason) {
+      why = std::move(reason);
+      return false;
+    };
+    auto runtime = [&fail](cudaError_t err, const char* what) {
+      (void)cudaGetLastError();
+      return err == cudaSuccess ? true
+                                : fail(std::string(what) + " failed: " + cudaGetErrorName(err));
+    };
     switch (entries_[i]) {
       case Entry::kernel: {
         CudaLaunch launch;
-        if (!n.call->cuda_kernel(n.args, properties_, launch)) return false;
+        if (!n.call->cuda_kernel(n.args, properties_, launch))
+          return fail("the call no longer enters as one kernel");
         cudaKernelNodeParams p = kernel_params(i, launch);
-        return cudaGraphExecKernelNodeSetParams(exec_, handles_[i], &p) == cudaSuccess;
+        return runtime(cudaGraphExecKernelNodeSetParams(exec_, handles_[i], &p),
+                       "cudaGraphExecKernelNodeSetParams");
       }
       case Entry::populated: {
         cudaGraph_t child = children_graphs_[i];
@@ -255,36 +270,41 @@ class CudaGraphExecutor final : public Executor {
           EAGLE_CUDA_CHECK(cudaGraphCreate(&fresh, 0));
           if (!n.call->populate_cuda_graph(n.args, ctx, fresh)) {
             cudaGraphDestroy(fresh);
-            return false;
+            return fail("the call neither updates nor populates its graph again");
           }
           cudaGraphDestroy(child);
           children_graphs_[i] = child = fresh;
         }
-        return cudaGraphExecChildGraphNodeSetParams(exec_, handles_[i], child) == cudaSuccess;
+        return runtime(cudaGraphExecChildGraphNodeSetParams(exec_, handles_[i], child),
+                       "cudaGraphExecChildGraphNodeSetParams (populated graph)");
       }
       case Entry::captured_kernel: {
         cudaGraph_t child = capture(i);
         bool ok = false;
         if (cudaGraphNode_t only = only_kernel(child)) {
           const CUDA_KERNEL_NODE_PARAMS_v2 p = driver_params(only);
-          ok = driver_graph_calls().exec_kernel_node_set_params(
-                   reinterpret_cast<CUgraphExec>(exec_), reinterpret_cast<CUgraphNode>(handles_[i]),
-                   &p) == CUDA_SUCCESS;
+          const CUresult r = driver_graph_calls().exec_kernel_node_set_params(
+              reinterpret_cast<CUgraphExec>(exec_), reinterpret_cast<CUgraphNode>(handles_[i]), &p);
+          ok = r == CUDA_SUCCESS ||
+               fail("cuGraphExecKernelNodeSetParams of the captured kernel failed: CUresult " +
+                    std::to_string(r));
+        } else {
+          fail("captured again, the call is no longer one kernel");
         }
         cudaGraphDestroy(child);
         return ok;
       }
       case Entry::captured_graph: {
         cudaGraph_t child = capture(i);
-        const bool ok =
-            cudaGraphExecChildGraphNodeSetParams(exec_, handles_[i], child) == cudaSuccess;
+        const bool ok = runtime(cudaGraphExecChildGraphNodeSetParams(exec_, handles_[i], child),
+                                "cudaGraphExecChildGraphNodeSetParams (captured graph)");
         cudaGraphDestroy(child);
         return ok;
       }
       case Entry::none:
         break;
     }
-    return false;
+    return fail("the node was not entered as a call");
   }
 
   // ---- conditions
