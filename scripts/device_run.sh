@@ -4,6 +4,7 @@
 # bench. Logs go to $OUT (tests.txt, sanitize-<tool>.txt, repro.txt, demo.txt, bench.txt).
 #   tests     every test, the CUDA half included
 #   sanitize  compute-sanitizer memcheck, racecheck, synccheck and initcheck over the CUDA tests
+#             (EAGLE_SANITIZERS="memcheck racecheck" picks tools; EAGLE_SANITIZE_TIMEOUT seconds each)
 #   repro     the synccheck reproducer outside eagle (every mode, plain and under synccheck)
 set -uo pipefail
 cd "$(dirname "$0")"
@@ -13,9 +14,14 @@ mkdir -p "$out"
 parts=("$@")
 [ ${#parts[@]} -eq 0 ] && parts=(tests sanitize repro demo bench)
 want() { [[ " ${parts[*]} " == *" $1 "* ]]; }
-cuda_tests='*cuda*:*Gpu*:*Cuda*'
-# Excluded from synccheck only: see tests/repro/synccheck_conditional.cu and bench/RESULTS.md.
-synccheck_exclude=${EAGLE_SYNCCHECK_EXCLUDE:-}
+# Every CUDA test, but the one that provokes a failing graph update on purpose (to test the
+# rebuild fallback): the sanitizers report the API error it asks for.
+cuda_tests='*cuda*:*Gpu*:*Cuda*:-*ACallThatCannotBePatchedRebuildsWithOneWarning*'
+# Excluded from synccheck only: CUB reductions inside WHILE bodies. synccheck reports false
+# "divergent thread" barrier errors for any block-synchronizing kernel in a WHILE body, turns
+# after the first (tests/repro/synccheck_conditional.cu shows it outside eagle, with a textbook
+# block reduction; the same kernels in a plain graph or an IF body are clean). See bench/RESULTS.md.
+synccheck_exclude=${EAGLE_SYNCCHECK_EXCLUDE:-*WhileLoopRunsASolverUntilTheResidualCellSaysStop*:*CallsInsideAWhileBodyArePatchedToo*}
 
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv > "$out/gpu.txt" 2>&1
 cat "$out/gpu.txt"
@@ -24,12 +30,12 @@ if want tests; then
   ./eagle_tests --gtest_brief=1 2>&1 | tee "$out/tests.txt" | tail -15
 fi
 if want sanitize && command -v compute-sanitizer >/dev/null; then
-  for tool in memcheck racecheck synccheck initcheck; do
+  for tool in ${EAGLE_SANITIZERS:-memcheck racecheck synccheck initcheck}; do
     filter=$cuda_tests
-    [ "$tool" = synccheck ] && [ -n "$synccheck_exclude" ] && filter="$cuda_tests:-$synccheck_exclude"
+    [ "$tool" = synccheck ] && [ -n "$synccheck_exclude" ] && filter="$cuda_tests:$synccheck_exclude"
     extra=()
     [ "$tool" = memcheck ] && extra=(--leak-check full)
-    timeout 540 compute-sanitizer --tool "$tool" "${extra[@]}" --error-exitcode 9 \
+    timeout "${EAGLE_SANITIZE_TIMEOUT:-540}" compute-sanitizer --tool "$tool" "${extra[@]}" --error-exitcode 9 \
       ./eagle_tests --gtest_brief=1 --gtest_filter="$filter" > "$out/sanitize-$tool.txt" 2>&1
     echo "$tool: exit $? | $(grep -E 'ERROR SUMMARY|tests? ran|PASSED|FAILED' "$out/sanitize-$tool.txt" | tr '\n' ' ')"
   done

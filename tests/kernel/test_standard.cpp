@@ -761,6 +761,7 @@ TEST_P(Kernels, RealScalarsSaturateIntoIntegerArrays) {
   // scale on integers: alpha saturates too (no UB on the way).
   const Array x = Array::from(std::vector<int32_t>{1, -1, 0}, {3}, device());
   const auto out = launch(kernels::scale(), {x}, {1e20}, stream(), team_);
+  stream().synchronize();
   const auto got = out[0].to_vector<int32_t>();
   EXPECT_EQ(got[0], INT32_MAX);
   EXPECT_EQ(got[1], -INT32_MAX);

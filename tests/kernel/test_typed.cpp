@@ -85,6 +85,7 @@ TEST_P(Typed, IntegerScalarsStayExact) {
   for (DType d : {DType::i64, DType::i32}) {
     const Array x = test::random_array({777}, d, device());
     const auto out = launch(test::typed_shift(), {x}, {int64_t{1000003}}, stream(), team_);
+    stream().synchronize();
     const auto hx = x.to_vector<int64_t>();
     const auto got = out[0].to_vector<int64_t>();
     for (std::size_t i = 0; i < hx.size(); ++i) ASSERT_EQ(got[i], hx[i] + 1000003) << i;
@@ -102,6 +103,7 @@ TEST_P(Typed, StridedViewIsReadThroughItsStrides) {
   const Array cols = m.slice(1, 2, 7);  // [6, 5] with row stride 9
   ASSERT_FALSE(cols.is_contiguous());
   const auto out = launch(test::typed_strided_copy(), {cols}, {}, stream(), team_);
+  stream().synchronize();
   const auto hm = m.to_vector<float>();
   const auto got = out[0].to_vector<float>();
   ASSERT_EQ(got.size(), 30u);
@@ -119,6 +121,7 @@ TEST_P(Typed, ReadWriteAccessorUpdatesInPlace) {
   const Array remaining = Array::from(std::vector<uint32_t>{3}, {1}, device());
   for (uint32_t want = 2; want != static_cast<uint32_t>(-1); --want) {
     const auto going = launch(test::typed_countdown(), {remaining}, {}, stream(), team_);
+    stream().synchronize();
     EXPECT_EQ(remaining.to_vector<uint32_t>()[0], want);
     EXPECT_EQ(going[0].to_vector<uint32_t>()[0], want > 0 ? 1u : 0u);
     if (want == 0) break;
@@ -139,6 +142,7 @@ TEST_P(Typed, ASideWithoutABodyIsRefused) {
   EXPECT_FALSE(g.built());
   // The other one runs.
   const auto out = launch(present, {x}, {}, stream(), team_);
+  stream().synchronize();
   const auto hx = x.to_vector<double>();
   const double factor = device().is_cpu() ? 3.0 : 2.0;
   std::vector<double> want(hx.size());

@@ -249,7 +249,6 @@ class CudaGraphExecutor final : public Executor {
       return false;
     };
     auto runtime = [&fail](cudaError_t err, const char* what) {
-      (void)cudaGetLastError();
       return err == cudaSuccess ? true
                                 : fail(std::string(what) + " failed: " + cudaGetErrorName(err));
     };

@@ -1,0 +1,171 @@
+#include "testing_engines.hpp"
+
+#include <cstring>
+#include <memory>
+
+#include "eagle/core/error.hpp"
+#include "eagle/plan/operand_rules.hpp"
+
+#ifdef __CUDACC__
+#include <cuda_runtime.h>
+#endif
+
+namespace eagle::test {
+
+EngineCounts& engine_counts() {
+  static EngineCounts c;
+  return c;
+}
+
+namespace {
+
+void* make_handle(Device, void*) {
+  ++engine_counts().handles_made;
+  return &engine_counts();
+}
+void free_handle(void*) noexcept {
+  ++engine_counts().handles_freed;
+}
+const Library kLibrary{"populating-test-library", &make_handle, &free_handle};
+constexpr std::size_t kWorkspace = 512;
+
+class PopulatingPlan final : public plan::CompiledPlan {
+ public:
+  PopulatingPlan(const op::Graph& graph, const plan::BuildContext& ctx) {
+    op::Tensor in, out;
+    for (const op::Tensor& t : graph.tensors()) {
+      if (t.producer() < 0 && !in.defined()) in = t;
+      if (t.producer() >= 0 && !out.defined()) out = t;
+    }
+    const Device device = ctx.target.value_or(Device::cpu());
+    rules_.add(*ctx.layout, in, device, true);
+    rules_.add(*ctx.layout, out, device, true);
+    in_ = rules_.position_of(in);
+    out_ = rules_.position_of(out);
+    bytes_ = itemsize(in.dtype());
+    for (int64_t d : in.dims()) bytes_ *= static_cast<std::size_t>(d);
+  }
+  const Library* library() const override { return &kLibrary; }
+  std::size_t workspace_bytes() const override { return kWorkspace; }
+  bool run(const plan::OperandBuffer* ops,
+           const plan::ExecutionContext& ctx) const noexcept override {
+    if (!rules_.match(ops)) return false;
+    note(ctx);
+    ++engine_counts().runs;
+    if (ctx.device.is_cpu()) {
+      std::memcpy(ops[out_].data, ops[in_].data, bytes_);
+      return true;
+    }
+#ifdef __CUDACC__
+    return cudaMemcpyAsync(ops[out_].data, ops[in_].data, bytes_, cudaMemcpyDeviceToDevice,
+                           static_cast<cudaStream_t>(ctx.stream)) == cudaSuccess;
+#else
+    return false;
+#endif
+  }
+  void explain(const plan::OperandBuffer* ops, const plan::ExecutionContext&) const override {
+    rules_.explain(ops);
+  }
+#ifdef __CUDACC__
+  bool populate_cuda_graph(const plan::OperandBuffer* ops, const plan::ExecutionContext& ctx,
+                           void* graph) const override {
+    note(ctx);
+    ++engine_counts().populates;
+    cudaGraphNode_t node = nullptr;
+    return cudaGraphAddMemcpyNode1D(&node, static_cast<cudaGraph_t>(graph), nullptr, 0,
+                                    ops[out_].data, ops[in_].data, bytes_,
+                                    cudaMemcpyDeviceToDevice) == cudaSuccess;
+  }
+  bool update_cuda_graph(const plan::OperandBuffer* ops, const plan::ExecutionContext& ctx,
+                         void* graph) const override {
+    note(ctx);
+    ++engine_counts().updates;
+    std::size_t count = 1;
+    cudaGraphNode_t node = nullptr;
+    if (cudaGraphGetNodes(static_cast<cudaGraph_t>(graph), &node, &count) != cudaSuccess)
+      return false;
+    return cudaGraphMemcpyNodeSetParams1D(node, ops[out_].data, ops[in_].data, bytes_,
+                                          cudaMemcpyDeviceToDevice) == cudaSuccess;
+  }
+#endif
+
+ private:
+  static void note(const plan::ExecutionContext& ctx) {
+    if (ctx.handle == &engine_counts()) engine_counts().handle_seen = true;
+    engine_counts().workspace_bytes_seen = static_cast<int>(ctx.workspace_bytes);
+  }
+  plan::OperandRules rules_;
+  int in_ = -1, out_ = -1;
+  std::size_t bytes_ = 0;
+};
+
+class PopulatingEngine final : public plan::Engine {
+ public:
+  PopulatingEngine(int64_t id, const std::string& name) : Engine(id, name) {
+    caps_.device = DeviceKind::cuda;
+    caps_.sm_lo = 80;
+    caps_.sm_hi = 999;
+    caps_.dtypes = {DType::f32};
+  }
+  const plan::Capabilities& capabilities() const override { return caps_; }
+  void check_support(const op::Graph& graph, const plan::Facts&,
+                     const DeviceProperties&) const override {
+    if (graph.nodes().size() != 1 || graph.nodes()[0].op() != "identity")
+      throw NotSupported("populating test engine: serves one identity node");
+  }
+  std::shared_ptr<const plan::CompiledPlan> build_plan(
+      const op::Graph& graph, const plan::Facts&, const plan::PlanConfig&,
+      const plan::BuildContext& ctx) const override {
+    return std::make_shared<PopulatingPlan>(graph, ctx);
+  }
+
+ private:
+  plan::Capabilities caps_;
+};
+
+class CpuPopulatingEngine final : public plan::Engine {
+ public:
+  CpuPopulatingEngine(int64_t id, const std::string& name) : Engine(id, name) {
+    caps_.device = DeviceKind::cpu;
+    caps_.dtypes = {DType::f32};
+  }
+  const plan::Capabilities& capabilities() const override { return caps_; }
+  void check_support(const op::Graph& graph, const plan::Facts&,
+                     const DeviceProperties&) const override {
+    if (graph.nodes().size() != 1 || graph.nodes()[0].op() != "identity")
+      throw NotSupported("populating test engine: serves one identity node");
+  }
+  std::shared_ptr<const plan::CompiledPlan> build_plan(
+      const op::Graph& graph, const plan::Facts&, const plan::PlanConfig&,
+      const plan::BuildContext& ctx) const override {
+    return std::make_shared<PopulatingPlan>(graph, ctx);
+  }
+
+ private:
+  plan::Capabilities caps_;
+};
+
+std::unique_ptr<plan::Engine> make_gpu(int64_t id, const std::string& name) {
+  return std::make_unique<PopulatingEngine>(id, name);
+}
+std::unique_ptr<plan::Engine> make_cpu(int64_t id, const std::string& name) {
+  return std::make_unique<CpuPopulatingEngine>(id, name);
+}
+
+}  // namespace
+
+const plan::Manifest& populating_manifest() {
+  static const plan::Manifest m([] {
+    plan::ManifestSpec spec;
+    plan::EngineFamily f;
+    f.name = "copy";
+    f.block = 0;
+    f.slots = {{"populating_gpu", &make_gpu, false}, {"populating_cpu", &make_cpu, false}};
+    spec.families.push_back(f);
+    spec.unanchored_family = "copy";
+    return spec;
+  }());
+  return m;
+}
+
+}  // namespace eagle::test
