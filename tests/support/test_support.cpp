@@ -12,6 +12,7 @@
 
 #include "dense.hpp"
 #include "eagle/eagle.hpp"
+#include "engine_sweep.hpp"
 #include "oracles/attention.hpp"
 #include "oracles/gradient.hpp"
 #include "oracles/pointwise.hpp"
@@ -257,6 +258,28 @@ TEST(TestSupportOracles, CentralDifferenceOfASquare) {
   const auto grad = test::oracle::central_difference(x, [&] { return x[0] * x[0] + 3 * x[1]; });
   test::expect_all_near(grad, {1.0, 3.0}, 1e-8);
   EXPECT_EQ(x, (std::vector<double>{0.5, -2.0}));  // restored
+}
+
+// ---- the engine sweep's plumbing, on a CPU engine: the reference against itself ----
+
+TEST(TestSupportSweep, RunsTheReferenceEngineAgainstItself) {
+  const plan::Manifest& m = engines::builtin_manifest();
+  const int64_t ref = test::sweep::engine_id(m, "pointwise", "reference");
+  EXPECT_EQ(test::sweep::unavailable(m, ref), "");
+  const auto cases = test::sweep::cases(m, ref, {"add", "rsqrt", "where"});
+  ASSERT_EQ(cases.size(), 3u * 4u);  // f64, f32, f16, bf16; no knobs
+  EXPECT_EQ(cases[0].name(), "add_f64");
+  for (const auto& c : cases) test::sweep::run(c, m, {{{3, 5}, {37, 11}}});
+}
+
+TEST(TestSupportSweep, KnobPointsAreTheProductOfTheDomains) {
+  const plan::Manifest& m = engines::builtin_manifest();
+  const int64_t native = test::sweep::engine_id(m, "pointwise", "native_pointwise");
+  const auto cases = test::sweep::cases(m, native, {"neg"});
+  ASSERT_EQ(cases.size(), 9u);
+  EXPECT_EQ(cases[0].name(), "neg_f32_block256");
+  EXPECT_EQ(cases[0].knobs, (plan::Knobs{{"block", 256}}));
+  EXPECT_THROW(test::sweep::engine_id(m, "pointwise", "nowhere"), std::invalid_argument);
 }
 
 }  // namespace
