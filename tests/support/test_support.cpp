@@ -6,6 +6,8 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
+#include <memory>
 #include <numbers>
 #include <set>
 #include <stdexcept>
@@ -13,6 +15,7 @@
 #include "dense.hpp"
 #include "eagle/eagle.hpp"
 #include "engine_sweep.hpp"
+#include "engines/reference/reference_engine.hpp"
 #include "oracles/attention.hpp"
 #include "oracles/gradient.hpp"
 #include "oracles/pointwise.hpp"
@@ -280,6 +283,119 @@ TEST(TestSupportSweep, KnobPointsAreTheProductOfTheDomains) {
   EXPECT_EQ(cases[0].name(), "neg_f32_block256");
   EXPECT_EQ(cases[0].knobs, (plan::Knobs{{"block", 256}}));
   EXPECT_THROW(test::sweep::engine_id(m, "pointwise", "nowhere"), std::invalid_argument);
+}
+
+// ---- the sweep catches a wrong engine ----
+
+// Stand-in CPU engines beside the reference: "lazy" writes nothing; "tail" is the reference
+// except that the last element of the output is 5% off (a wrong tail block).
+class StandInPlan : public plan::CompiledPlan {
+ public:
+  StandInPlan(std::shared_ptr<const plan::CompiledPlan> inner, int out)
+      : inner_(std::move(inner)), out_(out) {}
+  bool run(const plan::OperandBuffer* ops,
+           const plan::ExecutionContext& ctx) const noexcept override {
+    if (!inner_) return true;
+    if (!inner_->run(ops, ctx)) return false;
+    const plan::OperandBuffer& o = ops[out_];
+    const int64_t last = o.numel() - 1;
+    if (o.dtype == DType::f32) static_cast<float*>(o.data)[last] *= 1.05f;
+    if (o.dtype == DType::bf16) {
+      auto* p = static_cast<bfloat16*>(o.data) + last;
+      *p = bfloat16(static_cast<float>(*p) * 1.05f);
+    }
+    return true;
+  }
+  void explain(const plan::OperandBuffer* ops, const plan::ExecutionContext& ctx) const override {
+    if (inner_) inner_->explain(ops, ctx);
+  }
+
+ private:
+  std::shared_ptr<const plan::CompiledPlan> inner_;
+  int out_;
+};
+
+class StandInEngine : public plan::Engine {
+ public:
+  StandInEngine(int64_t id, const std::string& name)
+      : Engine(id, name), reference_(reference::make_reference_engine(id, "inner reference")) {
+    caps_.device = DeviceKind::cpu;
+    caps_.dtypes = {DType::f32, DType::bf16};
+  }
+  const plan::Capabilities& capabilities() const override { return caps_; }
+  void check_support(const op::Graph&, const plan::Facts&, const DeviceProperties&) const override {
+  }
+  std::shared_ptr<const plan::CompiledPlan> build_plan(
+      const op::Graph& graph, const plan::Facts& facts, const plan::PlanConfig& config,
+      const plan::BuildContext& ctx) const override {
+    auto inner = name() == "lazy" ? nullptr : reference_->build_plan(graph, facts, config, ctx);
+    return std::make_shared<StandInPlan>(std::move(inner),
+                                         ctx.layout->index_of(graph.nodes()[0].output("out")));
+  }
+
+ private:
+  plan::Capabilities caps_;
+  std::unique_ptr<plan::Engine> reference_;
+};
+
+std::unique_ptr<plan::Engine> make_stand_in(int64_t id, const std::string& name) {
+  return std::make_unique<StandInEngine>(id, name);
+}
+
+const plan::Manifest& stand_in_manifest() {
+  static const plan::Manifest m([] {
+    plan::ManifestSpec spec;
+    spec.families = {{"pointwise",
+                      0,
+                      {},
+                      nullptr,
+                      nullptr,
+                      {{"reference", &reference::make_reference_engine, false},
+                       {"lazy", &make_stand_in, false},
+                       {"tail", &make_stand_in, false}}}};
+    spec.unanchored_family = "pointwise";
+    return spec;
+  }());
+  return m;
+}
+
+// The messages of the failures `fn` reports (intercepted: they do not fail this test).
+std::string failures_of(const std::function<void()>& fn) {
+  ::testing::TestPartResultArray results;
+  {
+    ::testing::ScopedFakeTestPartResultReporter reporter(
+        ::testing::ScopedFakeTestPartResultReporter::INTERCEPT_ONLY_CURRENT_THREAD, &results);
+    fn();
+  }
+  std::string all;
+  for (int i = 0; i < results.size(); ++i) all += results.GetTestPartResult(i).message();
+  return all;
+}
+
+TEST(TestSupportSweep, CatchesAnEngineThatWritesNothing) {
+  const plan::Manifest& m = stand_in_manifest();
+  for (const auto& c :
+       test::sweep::cases(m, test::sweep::engine_id(m, "pointwise", "lazy"), {"exp", "add"})) {
+    SCOPED_TRACE(c.name());
+    const std::string failures = failures_of([&] { test::sweep::run(c, m, {{{37, 11}}}); });
+    EXPECT_NE(failures.find("relative error nan"), std::string::npos) << failures;
+  }
+}
+
+// A wrong last element hides in the norm of a bf16 output (5% of one element in 407 is under
+// 1e-2), and the elementwise gate catches it.
+TEST(TestSupportSweep, CatchesAWrongTailTheNormWouldDilute) {
+  const plan::Manifest& m = stand_in_manifest();
+  for (const auto& c :
+       test::sweep::cases(m, test::sweep::engine_id(m, "pointwise", "tail"), {"exp"})) {
+    SCOPED_TRACE(c.name());
+    const std::string failures = failures_of([&] { test::sweep::run(c, m, {{{37, 11}}}); });
+    EXPECT_NE(failures.find("1 of 407 elements outside their bound; the worst, element 406"),
+              std::string::npos)
+        << failures;
+    EXPECT_EQ(failures.find("relative error") == std::string::npos, c.dtype == DType::bf16)
+        << failures;
+  }
 }
 
 }  // namespace
