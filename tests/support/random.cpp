@@ -97,10 +97,11 @@ const bool kRegistered = [] {
 }();
 
 double draw_nonzero(Rng& rng, double lo, double hi) {
+  if (!(lo < hi)) return lo;  // an empty range: its one value, zero or not
   std::uniform_real_distribution<double> dist(lo, hi);
   for (;;) {
     const double x = dist(rng);
-    if (x != 0.0 || (lo == 0.0 && hi == 0.0)) return x;
+    if (x != 0.0) return x;
   }
 }
 
@@ -194,7 +195,7 @@ std::vector<double> random_signed(std::size_t n, double min_abs, double max_abs)
 Array random_array(const Shape& shape, DType dtype, Device device, double lo, double hi) {
   auto v = random_values(static_cast<std::size_t>(numel(shape)), lo, hi);
   for (double& x : v) {
-    if (is_floating(dtype))
+    if (is_floating(dtype) && lo < hi)
       while (rounds_to_zero(x, dtype)) x = draw_nonzero(rng(), lo, hi);
     if (dtype == DType::i64 || dtype == DType::i32) x = std::trunc(x * 100);
     if (dtype == DType::u32) x = std::trunc((x + 1) * 1000);
