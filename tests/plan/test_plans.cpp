@@ -366,11 +366,7 @@ DeviceProperties cpu_props() {
   return DeviceProperties::query(Device::cpu());
 }
 DeviceProperties cuda_props(int sm) {
-  DeviceProperties d;
-  d.device = "cuda:0";
-  d.name = "stand-in GPU";
-  d.sm = sm;
-  return d;
+  return stand_in_gpu(sm);
 }
 
 Array input(int64_t n = kN, DType dtype = DType::f32) {

@@ -9,6 +9,7 @@
 #include "oracles/pointwise.hpp"
 #include "poison.hpp"
 #include "random.hpp"
+#include "test_util.hpp"
 
 namespace eagle::test::sweep {
 
@@ -199,12 +200,7 @@ op::Graph one_node_graph(const std::string& op, const op::Dims& dims, DType dtyp
 
 DeviceProperties stand_in_device(const plan::Capabilities& caps) {
   if (caps.device == DeviceKind::cpu) return DeviceProperties::query(Device::cpu());
-  DeviceProperties d;
-  d.device = "cuda:0";
-  d.name = "stand-in GPU";
-  d.sm = caps.sm_lo;
-  d.multiprocessors = 132;
-  return d;
+  return stand_in_gpu(caps.sm_lo);
 }
 
 std::string unavailable(const plan::Manifest& manifest, int64_t id) {

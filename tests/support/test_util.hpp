@@ -40,4 +40,15 @@ inline std::string device_name(const ::testing::TestParamInfo<Device>& info) {
                            ::testing::Values(::eagle::Device::cpu(), ::eagle::Device::cuda(0)), \
                            ::eagle::test::device_name)
 
+// A descriptor of a GPU that need not be attached ("cuda:0" at `sm`): planning, capabilities
+// and declines read nothing else.
+inline DeviceProperties stand_in_gpu(int sm, int multiprocessors = 132) {
+  DeviceProperties d;
+  d.device = "cuda:0";
+  d.name = "stand-in GPU";
+  d.sm = sm;
+  d.multiprocessors = multiprocessors;
+  return d;
+}
+
 }  // namespace eagle::test
