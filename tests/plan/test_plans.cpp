@@ -366,20 +366,14 @@ DeviceProperties cpu_props() {
   return DeviceProperties::query(Device::cpu());
 }
 DeviceProperties cuda_props(int sm) {
-  DeviceProperties d;
-  d.device = "cuda:0";
-  d.name = "stand-in GPU";
-  d.sm = sm;
-  return d;
+  return stand_in_gpu(sm);
 }
 
 Array input(int64_t n = kN, DType dtype = DType::f32) {
   return random_array({n}, dtype, Device::cpu(), 0.5, 2.0);  // never zero
 }
 Array poisoned(int64_t n = kN, DType dtype = DType::f32) {
-  Array a = Array::empty({n}, dtype, Device::cpu());
-  poison(a);
-  return a;
+  return test::poisoned({n}, dtype);
 }
 bool same_bytes(const Array& a, const Array& b) {
   return a.nbytes() == b.nbytes() && std::memcmp(a.data(), b.data(), a.nbytes()) == 0;
@@ -405,27 +399,6 @@ std::vector<int64_t> ids_of(const ExecutionPlans& plans) {
 bool contains(const std::string& text, const std::string& needle) {
   return text.find(needle) != std::string::npos;
 }
-
-// Sets or unsets an environment variable for a scope, restoring what was there.
-class EnvGuard {
- public:
-  explicit EnvGuard(const char* name) : name_(name) {
-    if (const char* v = std::getenv(name)) saved_ = v;
-    unsetenv(name);
-  }
-  ~EnvGuard() {
-    if (saved_)
-      setenv(name_, saved_->c_str(), 1);
-    else
-      unsetenv(name_);
-  }
-  void set(const char* value) { setenv(name_, value, 1); }
-  void unset() { unsetenv(name_); }
-
- private:
-  const char* name_;
-  std::optional<std::string> saved_;
-};
 
 // Every fixture starts from clean records, no opt-in variable and the unranked hook body.
 class StandIns : public ::testing::Test {

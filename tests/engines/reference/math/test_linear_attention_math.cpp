@@ -8,14 +8,17 @@
 #include <functional>
 #include <initializer_list>
 #include <limits>
-#include <random>
 #include <string>
 #include <tuple>
 #include <utility>
 #include <vector>
 
+#include "dense.hpp"
 #include "eagle/core/error.hpp"
 #include "engines/reference/math/linear_attention.hpp"
+#include "oracles/attention.hpp"
+#include "oracles/gradient.hpp"
+#include "test_util.hpp"
 
 namespace eagle::reference {
 namespace {
@@ -26,34 +29,15 @@ const char* name(DeltaRule rule) {
   return rule == DeltaRule::gdn ? "gdn" : rule == DeltaRule::kda ? "kda" : "gdn2";
 }
 
-// Fresh random values in [lo, hi) from a seed that differs per run.
-Dense random_dense(Dims dims, double lo, double hi) {
-  static std::mt19937_64 rng(std::random_device{}());
-  std::uniform_real_distribution<double> dist(lo, hi);
-  Dense x(std::move(dims));
-  for (double& value : x.data) value = dist(rng);
-  return x;
-}
-
-Dense make(Dims dims, std::vector<double> values) {
-  Dense x(std::move(dims));
-  x.data = std::move(values);
-  return x;
-}
+using test::expect_all_near;
+using test::expect_invalid;
+using test::make_dense;
+using test::random_dense;
 
 double sum_product(const Dense& a, const Dense& b) {
   double sum = 0;
   for (std::size_t i = 0; i < a.data.size(); ++i) sum += a.data[i] * b.data[i];
   return sum;
-}
-
-void expect_close(const Dense& got, const Dense& want, double tol, const std::string& what) {
-  ASSERT_EQ(got.dims, want.dims) << what;
-  ASSERT_EQ(got.data.size(), want.data.size()) << what;
-  for (std::size_t i = 0; i < got.data.size(); ++i) {
-    EXPECT_NEAR(got.data[i], want.data[i], tol * (1 + std::abs(want.data[i])))
-        << what << " at flat index " << i;
-  }
 }
 
 // Element [i0, index, i2...] of x along `axis` kept as a size-1 extent (axis < rank).
@@ -69,16 +53,6 @@ Dense take(const Dense& x, std::size_t axis, int64_t index) {
       out.data[o * inner + i] = x.data[(o * x.dims[axis] + index) * inner + i];
     }
   }
-  return out;
-}
-
-// Rows [begin, end) of x along axis 0.
-Dense rows(const Dense& x, int64_t begin, int64_t end) {
-  const int64_t inner = x.dims.empty() || x.dims[0] == 0 ? 0 : x.numel() / x.dims[0];
-  Dims dims = x.dims;
-  dims[0] = end - begin;
-  Dense out(dims);
-  std::copy(x.data.begin() + begin * inner, x.data.begin() + end * inner, out.data.begin());
   return out;
 }
 
@@ -142,11 +116,11 @@ Problem random_problem(DeltaRule rule, const Config& c) {
 //                     t2 S = 1, e = 2, S = 1 + 0.5*(1-2) = 0.5, o2 = 1.
 Problem hand_gdn() {
   Problem p;
-  p.q = make({2, 1, 1}, {2, 4});
-  p.k = make({2, 1, 1}, {1, 2});
-  p.v = make({2, 1, 1}, {3, 1});
-  p.g = make({2, 1}, {std::log(0.5), std::log(0.5)});
-  p.beta = make({2, 1}, {0.5, 0.25});
+  p.q = make_dense({2, 1, 1}, {2, 4});
+  p.k = make_dense({2, 1, 1}, {1, 2});
+  p.v = make_dense({2, 1, 1}, {3, 1});
+  p.g = make_dense({2, 1}, {std::log(0.5), std::log(0.5)});
+  p.beta = make_dense({2, 1}, {0.5, 0.25});
   p.cu = {0, 2};
   p.opt.scale = 0.5;
   return p;
@@ -155,28 +129,28 @@ Problem hand_gdn() {
 TEST(DeltaForwardByHand, GdnScalar) {
   Problem p = hand_gdn();
   DeltaForward f = p.forward();
-  expect_close(f.o, make({2, 1, 1}, {1.5, 1.0}), 1e-14, "o");
-  expect_close(f.final_state, make({1, 1, 1, 1}, {0.5}), 1e-14, "final_state");
+  expect_all_near(f.o, make_dense({2, 1, 1}, {1.5, 1.0}), 1e-14, "o");
+  expect_all_near(f.final_state, make_dense({1, 1, 1, 1}, {0.5}), 1e-14, "final_state");
 
   p.has_initial = true;
-  p.initial_state = make({1, 1, 1, 1}, {2});
+  p.initial_state = make_dense({1, 1, 1, 1}, {2});
   f = p.forward();
-  expect_close(f.o, make({2, 1, 1}, {2.0, 1.0}), 1e-14, "o with S0");
-  expect_close(f.final_state, make({1, 1, 1, 1}, {0.5}), 1e-14, "final_state with S0");
+  expect_all_near(f.o, make_dense({2, 1, 1}, {2.0, 1.0}), 1e-14, "o with S0");
+  expect_all_near(f.final_state, make_dense({1, 1, 1, 1}, {0.5}), 1e-14, "final_state with S0");
 }
 
 // The same case through the raw-logit paths: a_log = 0, softplus(0.5 - 0.5) = log 2 gives decay
 // 0.5; sigmoid(0) = 0.5 and sigmoid(log(1/3)) = 0.25.
 TEST(DeltaForwardByHand, GdnSafeGateAndBetaSigmoid) {
   Problem p = hand_gdn();
-  p.g = make({2, 1}, {0.5, 0.5});
-  p.a_log = make({1}, {0.0});
-  p.dt_bias = make({1}, {-0.5});
-  p.beta = make({2, 1}, {0.0, std::log(1.0 / 3.0)});
+  p.g = make_dense({2, 1}, {0.5, 0.5});
+  p.a_log = make_dense({1}, {0.0});
+  p.dt_bias = make_dense({1}, {-0.5});
+  p.beta = make_dense({2, 1}, {0.0, std::log(1.0 / 3.0)});
   p.opt.safe_gate = p.opt.use_beta_sigmoid = true;
   DeltaForward f = p.forward();
-  expect_close(f.o, make({2, 1, 1}, {1.5, 1.0}), 1e-14, "o");
-  expect_close(f.final_state, make({1, 1, 1, 1}, {0.5}), 1e-14, "final_state");
+  expect_all_near(f.o, make_dense({2, 1, 1}, {1.5, 1.0}), 1e-14, "o");
+  expect_all_near(f.final_state, make_dense({1, 1, 1, 1}, {0.5}), 1e-14, "final_state");
 }
 
 // kda, K = V = 2, scale 1, S0 = [[1,0],[0,2]] (rows are key channels):
@@ -188,17 +162,18 @@ TEST(DeltaForwardByHand, GdnSafeGateAndBetaSigmoid) {
 TEST(DeltaForwardByHand, KdaTwoChannels) {
   Problem p;
   p.rule = DeltaRule::kda;
-  p.q = make({2, 1, 2}, {1, 0, 0, 1});
-  p.k = make({2, 1, 2}, {1, 1, 1, 0});
-  p.v = make({2, 1, 2}, {1, 1, 2, 0});
-  p.g = make({2, 1, 2}, {std::log(0.5), std::log(0.25), std::log(0.5), std::log(0.5)});
-  p.beta = make({2, 1}, {0.5, 1.0});
+  p.q = make_dense({2, 1, 2}, {1, 0, 0, 1});
+  p.k = make_dense({2, 1, 2}, {1, 1, 1, 0});
+  p.v = make_dense({2, 1, 2}, {1, 1, 2, 0});
+  p.g = make_dense({2, 1, 2}, {std::log(0.5), std::log(0.25), std::log(0.5), std::log(0.5)});
+  p.beta = make_dense({2, 1}, {0.5, 1.0});
   p.has_initial = true;
-  p.initial_state = make({1, 1, 2, 2}, {1, 0, 0, 2});
+  p.initial_state = make_dense({1, 1, 2, 2}, {1, 0, 0, 2});
   p.cu = {0, 2};
   DeltaForward f = p.forward();
-  expect_close(f.o, make({2, 1, 2}, {0.75, 0.25, 0.125, 0.375}), 1e-14, "o");
-  expect_close(f.final_state, make({1, 1, 2, 2}, {2, 0, 0.125, 0.375}), 1e-14, "final_state");
+  expect_all_near(f.o, make_dense({2, 1, 2}, {0.75, 0.25, 0.125, 0.375}), 1e-14, "o");
+  expect_all_near(f.final_state, make_dense({1, 1, 2, 2}, {2, 0, 0.125, 0.375}), 1e-14,
+                  "final_state");
 }
 
 // gdn2, K = V = 2, scale 1, no initial state:
@@ -209,19 +184,57 @@ TEST(DeltaForwardByHand, KdaTwoChannels) {
 TEST(DeltaForwardByHand, Gdn2ChannelGates) {
   Problem p;
   p.rule = DeltaRule::gdn2;
-  p.q = make({2, 1, 2}, {1, 1, 1, 2});
-  p.k = make({2, 1, 2}, {1, 2, 2, 4});
-  p.v = make({2, 1, 2}, {2, 4, 1, 2});
-  p.g = make({2, 1, 2}, {std::log(0.5), std::log(0.5), std::log(0.5), std::log(0.25)});
-  p.beta = make({2, 1, 2}, {0.5, 0.25, 0.5, 0.125});
-  p.w = make({2, 1, 2}, {1, 0.5, 2, 1});
+  p.q = make_dense({2, 1, 2}, {1, 1, 1, 2});
+  p.k = make_dense({2, 1, 2}, {1, 2, 2, 4});
+  p.v = make_dense({2, 1, 2}, {2, 4, 1, 2});
+  p.g = make_dense({2, 1, 2}, {std::log(0.5), std::log(0.5), std::log(0.5), std::log(0.25)});
+  p.beta = make_dense({2, 1, 2}, {0.5, 0.25, 0.5, 0.125});
+  p.w = make_dense({2, 1, 2}, {1, 0.5, 2, 1});
   p.cu = {0, 2};
   DeltaForward f = p.forward();
-  expect_close(f.o, make({2, 1, 2}, {2, 2, -3, 1}), 1e-14, "o");
-  expect_close(f.final_state, make({1, 1, 2, 2}, {-1.5, 0.5, -0.75, 0.25}), 1e-14, "final");
+  expect_all_near(f.o, make_dense({2, 1, 2}, {2, 2, -3, 1}), 1e-14, "o");
+  expect_all_near(f.final_state, make_dense({1, 1, 2, 2}, {-1.5, 0.5, -0.75, 0.25}), 1e-14,
+                  "final");
 }
 
 // ---- independent formula checks ----
+
+// The routines against the support library's oracle of the recurrence, for every rule, with and
+// without each option, over packed sequences one of which is empty.
+TEST(DeltaForwardFormula, MatchesTheOracle) {
+  for (DeltaRule rule : kRules) {
+    for (bool l2 : {false, true}) {
+      for (bool initial : {false, true}) {
+        const bool gdn = rule == DeltaRule::gdn;
+        SCOPED_TRACE(::testing::Message() << name(rule) << " l2=" << l2 << " initial=" << initial);
+        const Config c{.cu = {0, 3, 3, 5},
+                       .H = 1,
+                       .HV = 2,
+                       .l2 = l2,
+                       .safe_gate = gdn && l2,
+                       .sigmoid = gdn && !initial,
+                       .initial = initial};
+        const Problem p = random_problem(rule, c);
+        const test::oracle::DeltaOperands ops{p.q,
+                                              p.k,
+                                              p.v,
+                                              p.g,
+                                              p.beta,
+                                              rule == DeltaRule::gdn2 ? p.w : Dense(),
+                                              initial ? p.initial_state : Dense(),
+                                              c.safe_gate ? p.a_log : Dense(),
+                                              c.safe_gate ? p.dt_bias : Dense(),
+                                              p.cu};
+        const auto want = test::oracle::delta_rule(
+            name(rule), ops,
+            {p.opt.scale, p.opt.use_qk_l2norm, p.opt.safe_gate, p.opt.use_beta_sigmoid});
+        const DeltaForward f = p.forward();
+        expect_all_near(f.o, want.o, 1e-12, "o");
+        expect_all_near(f.final_state, want.final_state, 1e-12, "final_state");
+      }
+    }
+  }
+}
 
 // With beta = 0 nothing is written: o_t = S0^T (exp(sum_{s<=t} g_s) * scale q_t) per key channel.
 TEST(DeltaForwardFormula, BetaZeroOnlyDecays) {
@@ -247,7 +260,7 @@ TEST(DeltaForwardFormula, BetaZeroOnlyDecays) {
         }
       }
     }
-    expect_close(f.o, want, 1e-12, "o");
+    expect_all_near(f.o, want, 1e-12, "o");
   }
 }
 
@@ -260,8 +273,8 @@ TEST(DeltaForwardFormula, KdaWithConstantGateIsGdn) {
   kda.g = Dense({5, c.HV, c.K});
   for (std::size_t i = 0; i < kda.g.data.size(); ++i) kda.g.data[i] = gdn.g.data[i / c.K];
   const DeltaForward fg = gdn.forward(), fk = kda.forward();
-  expect_close(fk.o, fg.o, 1e-12, "o");
-  expect_close(fk.final_state, fg.final_state, 1e-12, "final_state");
+  expect_all_near(fk.o, fg.o, 1e-12, "o");
+  expect_all_near(fk.final_state, fg.final_state, 1e-12, "final_state");
 
   const Dense d_o = random_dense(fg.o.dims, -1, 1), dS = random_dense(fg.final_state.dims, -1, 1);
   const DeltaBackward bg = delta_backward(DeltaRule::gdn, gdn.inputs(), d_o, &dS, gdn.opt);
@@ -271,11 +284,11 @@ TEST(DeltaForwardFormula, KdaWithConstantGateIsGdn) {
                                  {&bk.dv, &bg.dv, "dv"},
                                  {&bk.dbeta, &bg.dbeta, "dbeta"},
                                  {&bk.d_initial_state, &bg.d_initial_state, "d_initial_state"}}) {
-    expect_close(*got, *want, 1e-12, what);
+    expect_all_near(*got, *want, 1e-12, what);
   }
   Dense dg_summed(bg.dg.dims);
   for (std::size_t i = 0; i < bk.dg.data.size(); ++i) dg_summed.data[i / c.K] += bk.dg.data[i];
-  expect_close(dg_summed, bg.dg, 1e-12, "dg");
+  expect_all_near(dg_summed, bg.dg, 1e-12, "dg");
 }
 
 // gdn2 with beta constant across K and w = 1 is kda.
@@ -290,8 +303,8 @@ TEST(DeltaForwardFormula, Gdn2WithConstantBetaAndUnitWriteGateIsKda) {
   }
   gdn2.w = Dense({5, c.HV, c.V}, 1.0);
   const DeltaForward fk = kda.forward(), f2 = gdn2.forward();
-  expect_close(f2.o, fk.o, 1e-12, "o");
-  expect_close(f2.final_state, fk.final_state, 1e-12, "final_state");
+  expect_all_near(f2.o, fk.o, 1e-12, "o");
+  expect_all_near(f2.final_state, fk.final_state, 1e-12, "final_state");
 }
 
 // With HV = 2H, value head h equals a run of that head alone with q/k head h / 2.
@@ -313,8 +326,8 @@ TEST(DeltaForwardFormula, GroupedValueHeadsReadTheirQkHead) {
       one.a_log = take(p.a_log, 0, h);
       one.dt_bias = take(p.dt_bias, 0, h);
       const DeltaForward alone = one.forward();
-      expect_close(alone.o, take(f.o, 1, h), 1e-12, "o head " + std::to_string(h));
-      expect_close(alone.final_state, take(f.final_state, 1, h), 1e-12, "final_state");
+      expect_all_near(alone.o, take(f.o, 1, h), 1e-12, "o head " + std::to_string(h));
+      expect_all_near(alone.final_state, take(f.final_state, 1, h), 1e-12, "final_state");
     }
   }
 }
@@ -335,13 +348,14 @@ TEST(DeltaForwardFormula, PackedSequencesAreIndependent) {
                               {&one.v, &p.v},
                               {&one.g, &p.g},
                               {&one.beta, &p.beta}}) {
-        *dst = rows(*src, t0, t1);
+        *dst = test::dense_rows(*src, t0, t1);
       }
-      if (rule == DeltaRule::gdn2) one.w = rows(p.w, t0, t1);
+      if (rule == DeltaRule::gdn2) one.w = test::dense_rows(p.w, t0, t1);
       one.initial_state = take(p.initial_state, 0, int64_t(b));
       const DeltaForward alone = one.forward();
-      expect_close(alone.o, rows(f.o, t0, t1), 1e-12, "o of sequence " + std::to_string(b));
-      expect_close(alone.final_state, take(f.final_state, 0, int64_t(b)), 1e-12, "final_state");
+      expect_all_near(alone.o, test::dense_rows(f.o, t0, t1), 1e-12,
+                      "o of sequence " + std::to_string(b));
+      expect_all_near(alone.final_state, take(f.final_state, 0, int64_t(b)), 1e-12, "final_state");
     }
   }
 }
@@ -362,8 +376,8 @@ TEST(DeltaForwardFormula, L2NormEqualsPrenormalizedRows) {
       }
     }
     const DeltaForward f = p.forward(), want = plain.forward();
-    expect_close(f.o, want.o, 1e-12, "o");
-    expect_close(f.final_state, want.final_state, 1e-12, "final_state");
+    expect_all_near(f.o, want.o, 1e-12, "o");
+    expect_all_near(f.final_state, want.final_state, 1e-12, "final_state");
   }
 }
 
@@ -380,8 +394,8 @@ TEST(DeltaForwardFormula, GdnRawLogitsEqualPrecomputedGates) {
     plain.beta.data[i] = 1 / (1 + std::exp(-p.beta.data[i]));
   }
   const DeltaForward f = p.forward(), want = plain.forward();
-  expect_close(f.o, want.o, 1e-12, "o");
-  expect_close(f.final_state, want.final_state, 1e-12, "final_state");
+  expect_all_near(f.o, want.o, 1e-12, "o");
+  expect_all_near(f.final_state, want.final_state, 1e-12, "final_state");
 }
 
 // ---- backward against central finite differences ----
@@ -425,17 +439,9 @@ void check_gradients(DeltaRule rule, const Config& c, bool with_d_final) {
       continue;
     }
     ASSERT_EQ(port.grad.dims, port.input->dims);
-    for (std::size_t i = 0; i < port.input->data.size(); ++i) {
-      double& x = port.input->data[i];
-      const double saved = x;
-      x = saved + h;
-      const double up = loss();
-      x = saved - h;
-      const double down = loss();
-      x = saved;
-      const double fd = (up - down) / (2 * h);
-      EXPECT_NEAR(port.grad.data[i], fd, 1e-6 * (1 + std::abs(fd))) << "flat index " << i;
-    }
+    const std::vector<double> fd = test::oracle::central_difference(port.input->data, loss, h);
+    for (std::size_t i = 0; i < fd.size(); ++i)
+      EXPECT_NEAR(port.grad.data[i], fd[i], 1e-6 * (1 + std::abs(fd[i]))) << "flat index " << i;
   }
 }
 
@@ -478,22 +484,9 @@ TEST(DeltaBackward, Gdn2MatchesFiniteDifferences) {
 
 // ---- InvalidArgument paths ----
 
-void expect_invalid(const std::function<void()>& call,
-                    std::initializer_list<const char*> fragments) {
-  try {
-    call();
-    ADD_FAILURE() << "no InvalidArgument thrown";
-  } catch (const InvalidArgument& e) {
-    for (const char* fragment : fragments) {
-      EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos)
-          << "message \"" << e.what() << "\" lacks \"" << fragment << "\"";
-    }
-  }
-}
-
 // Breaks one thing in a valid problem and expects delta_forward and delta_backward to reject it.
 void expect_rejected(DeltaRule rule, const std::function<void(Problem&, DeltaInputs&)>& breaks,
-                     std::initializer_list<const char*> fragments, Config c = {}) {
+                     std::initializer_list<std::string> fragments, Config c = {}) {
   Problem p = random_problem(rule, c);
   const DeltaForward f = p.forward();
   DeltaInputs in = p.inputs();

@@ -8,6 +8,7 @@
 #include <numbers>
 #include <string>
 
+#include "dense.hpp"
 #include "engines/reference/math/pointwise.hpp"
 #include "test_util.hpp"
 
@@ -15,23 +16,12 @@ namespace eagle::reference {
 namespace {
 
 using test::expect_throw_with;
+using test::make_dense;
+using test::random_dense;
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 constexpr double kInf = std::numeric_limits<double>::infinity();
 const double kLn3 = std::log(3.0);
-
-Dense random_dense(const Dims& dims) {
-  Dense x(dims);
-  x.data = test::random_values(x.data.size());
-  return x;
-}
-
-Dense dense(const Dims& dims, std::vector<double> data) {
-  Dense x(dims);
-  EXPECT_EQ(x.data.size(), data.size());
-  x.data = std::move(data);
-  return x;
-}
 
 double unary(std::string_view op, double x) {
   return unary_fn(op)(x);
@@ -215,7 +205,7 @@ TEST(Maps, UnaryAppliesElementwiseAndKeepsDims) {
   const Dense y = map_unary(unary_fn("exp"), x);
   EXPECT_EQ(y.dims, x.dims);
   for (std::size_t i = 0; i < x.data.size(); ++i) EXPECT_EQ(y.data[i], std::exp(x.data[i]));
-  const Dense s = map_unary(unary_fn("neg"), dense({}, {4}));
+  const Dense s = map_unary(unary_fn("neg"), make_dense({}, {4}));
   EXPECT_EQ(s.dims, Dims{});
   EXPECT_EQ(s.data, std::vector<double>{-4});
 }
@@ -231,7 +221,8 @@ TEST(Maps, BinaryBroadcastMatchesExplicitLoop) {
 }
 
 TEST(Maps, BinaryWithAScalar) {
-  const Dense y = map_binary(binary_fn("div"), dense({}, {1}), dense({2, 2}, {1, 2, 4, 8}));
+  const Dense y =
+      map_binary(binary_fn("div"), make_dense({}, {1}), make_dense({2, 2}, {1, 2, 4, 8}));
   EXPECT_EQ(y.dims, (Dims{2, 2}));
   EXPECT_EQ(y.data, (std::vector<double>{1, 0.5, 0.25, 0.125}));
 }
@@ -246,11 +237,12 @@ TEST(Maps, BinaryMismatchNamesOperands) {
 
 TEST(Maps, WhereBroadcastsAllThree) {
   // cond [2,1] picks per row; a [1,3] per column; b a scalar.
-  const Dense y = where(dense({2, 1}, {0, 7}), dense({1, 3}, {1, 2, 3}), dense({}, {-1}));
+  const Dense y =
+      where(make_dense({2, 1}, {0, 7}), make_dense({1, 3}, {1, 2, 3}), make_dense({}, {-1}));
   EXPECT_EQ(y.dims, (Dims{2, 3}));
   EXPECT_EQ(y.data, (std::vector<double>{-1, -1, -1, 1, 2, 3}));
   // NaN is a nonzero condition.
-  EXPECT_EQ(where(dense({1}, {kNaN}), dense({1}, {5}), dense({1}, {6})).data,
+  EXPECT_EQ(where(make_dense({1}, {kNaN}), make_dense({1}, {5}), make_dense({1}, {6})).data,
             std::vector<double>{5});
 }
 

@@ -1,41 +1,33 @@
-// Checks the float64 ragged attention reference against hand-computed values, a plain dense
-// softmax(QK^T * scale + mask) V written here, and central finite differences for the backward.
+// Checks the float64 ragged attention reference against hand-computed values, the support
+// library's attention oracle (a masked softmax(QK^T * scale) V per sequence), and central finite
+// differences for the backward.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
 #include <functional>
 #include <limits>
-#include <random>
 #include <string>
 #include <vector>
 
+#include "dense.hpp"
 #include "eagle/core/error.hpp"
 #include "engines/reference/math/sdpa.hpp"
+#include "oracles/attention.hpp"
+#include "oracles/gradient.hpp"
+#include "oracles/pointwise.hpp"
+#include "test_util.hpp"
 
 namespace eagle::reference {
 namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
-double sigmoid(double x) {
-  return 1.0 / (1.0 + std::exp(-x));
-}
-
-// Never zero, so a dropped term cannot hide behind a zero input.
-Dense random_dense(Dims dims, std::mt19937_64& rng) {
-  Dense x(std::move(dims));
-  std::uniform_real_distribution<double> mag(0.1, 1.0);
-  std::bernoulli_distribution neg(0.5);
-  for (double& e : x.data) e = neg(rng) ? -mag(rng) : mag(rng);
-  return x;
-}
-
-Dense make(Dims dims, std::vector<double> data) {
-  Dense x(std::move(dims));
-  x.data = std::move(data);
-  return x;
-}
+using test::expect_all_near;
+using test::expect_invalid;
+using test::make_dense;
+using test::random_dense_signed;
+using test::oracle::sigmoid;
 
 // Element (t, h, c) of a [T, H, C] tensor, or (t, h) of a [T, H] one.
 double& at(Dense& x, int64_t t, int64_t h, int64_t c = 0) {
@@ -44,55 +36,6 @@ double& at(Dense& x, int64_t t, int64_t h, int64_t c = 0) {
 }
 double at(const Dense& x, int64_t t, int64_t h, int64_t c = 0) {
   return at(const_cast<Dense&>(x), t, h, c);
-}
-
-// --- A dense formula, written independently of the library's loops ---
-
-struct Mat {
-  int64_t rows, cols;
-  std::vector<double> a;
-  Mat(int64_t r, int64_t c, double fill = 0.0)
-      : rows(r), cols(c), a(static_cast<std::size_t>(r * c), fill) {}
-  double& operator()(int64_t i, int64_t j) { return a[i * cols + j]; }
-  double operator()(int64_t i, int64_t j) const { return a[i * cols + j]; }
-};
-
-// Rows [start, start + len) of head h of a packed [T, H, C] tensor as a len x C matrix.
-Mat slice(const Dense& x, int64_t start, int64_t len, int64_t h) {
-  Mat m(len, x.dims[2]);
-  for (int64_t i = 0; i < len; ++i)
-    for (int64_t c = 0; c < m.cols; ++c) m(i, c) = at(x, start + i, h, c);
-  return m;
-}
-
-struct DenseAttention {
-  Mat o;
-  std::vector<double> lse;
-};
-
-// softmax(Q K^T * scale + M) V with M = -inf above the bottom-right aligned causal diagonal.
-DenseAttention dense_attention(const Mat& Q, const Mat& K, const Mat& V, double scale,
-                               bool causal) {
-  const int64_t n = Q.rows, m = K.rows;
-  Mat S(n, m);
-  for (int64_t i = 0; i < n; ++i)
-    for (int64_t j = 0; j < m; ++j) {
-      double qk = 0.0;
-      for (int64_t c = 0; c < Q.cols; ++c) qk += Q(i, c) * K(j, c);
-      S(i, j) = qk * scale + (causal && j > i + (m - n) ? -kInf : 0.0);
-    }
-  DenseAttention r{Mat(n, V.cols), std::vector<double>(n, -kInf)};
-  for (int64_t i = 0; i < n; ++i) {
-    double mx = -kInf;
-    for (int64_t j = 0; j < m; ++j) mx = std::max(mx, S(i, j));
-    if (mx == -kInf) continue;  // sees no key: o = 0, lse = -inf
-    double z = 0.0;
-    for (int64_t j = 0; j < m; ++j) z += std::exp(S(i, j) - mx);
-    r.lse[i] = mx + std::log(z);
-    for (int64_t j = 0; j < m; ++j)
-      for (int64_t c = 0; c < V.cols; ++c) r.o(i, c) += std::exp(S(i, j) - mx) / z * V(j, c);
-  }
-  return r;
 }
 
 // --- A ragged problem with gaps, q_len != kv_len both ways, empty and key-less sequences ---
@@ -114,15 +57,20 @@ SdpaSequences ragged_sequences() {
 }
 const std::vector<int64_t> kPadQ = {0, 4, 9, 12}, kPadKv = {5, 10, 11};
 
-Problem ragged_problem(int64_t h, int64_t hk, uint64_t seed) {
-  std::mt19937_64 rng(seed);
+// Fresh inputs, bounded away from zero so a dropped term cannot hide behind a zero input.
+Problem ragged_problem(int64_t h, int64_t hk) {
   const int64_t tq = 13, tk = 12, d = 3, dv = 2;
-  return Problem{random_dense({tq, h, d}, rng),
-                 random_dense({tk, hk, d}, rng),
-                 random_dense({tk, hk, dv}, rng),
-                 random_dense({tq, h, dv}, rng),
+  return Problem{random_dense_signed({tq, h, d}),
+                 random_dense_signed({tk, hk, d}),
+                 random_dense_signed({tk, hk, dv}),
+                 random_dense_signed({tq, h, dv}),
                  ragged_sequences(),
                  0.7};
+}
+
+// The oracle's view of the same sequences.
+test::oracle::Sequences oracle_seqs(const SdpaSequences& s) {
+  return {s.q_start, s.q_len, s.kv_start, s.kv_len};
 }
 
 // sum(dO * o) over the rows that belong to a sequence (padding rows are NaN).
@@ -143,8 +91,8 @@ bool in_rows(const std::vector<int64_t>& start, const std::vector<int64_t>& len,
 
 // --- Hand-computed: one head, D = 1, q = [1, 2], k = [1, 2], v = [10, 20], scale = 0.5 ---
 
-const Dense kQ = make({2, 1, 1}, {1, 2}), kK = make({2, 1, 1}, {1, 2}),
-            kV = make({2, 1, 1}, {10, 20});
+const Dense kQ = make_dense({2, 1, 1}, {1, 2}), kK = make_dense({2, 1, 1}, {1, 2}),
+            kV = make_dense({2, 1, 1}, {10, 20});
 
 TEST(SdpaHand, NonCausal) {
   const auto f = sdpa_forward(kQ, kK, kV, {{0}, {2}, {0}, {2}}, {0.5, false});
@@ -182,7 +130,7 @@ TEST(SdpaHand, Backward) {
   // do/dq = scale * Cov_p(k, v) = 0.5 * s(1 - s) * (2 - 1) * (20 - 10); dv_j = p_j.
   const SdpaSequences seqs{{0}, {1}, {0}, {2}};
   const SdpaOptions opt{0.5, false};
-  const Dense q = make({1, 1, 1}, {1}), d_o = make({1, 1, 1}, {1});
+  const Dense q = make_dense({1, 1, 1}, {1}), d_o = make_dense({1, 1, 1}, {1});
   const auto f = sdpa_forward(q, kK, kV, seqs, opt);
   const auto g = sdpa_backward(q, kK, kV, f.o, f.lse, d_o, seqs, opt);
   const double s = sigmoid(0.5);
@@ -198,40 +146,25 @@ TEST(SdpaHand, Backward) {
 
 class SdpaRandom : public ::testing::TestWithParam<bool> {};
 
-TEST_P(SdpaRandom, ForwardMatchesDenseFormulaPerSequence) {
+// Padding rows (NaN), key-less rows (o = 0, lse = -inf) and the rest, element for element.
+TEST_P(SdpaRandom, ForwardMatchesTheOracle) {
   const bool causal = GetParam();
-  const Problem p = ragged_problem(4, 2, 1);
+  const Problem p = ragged_problem(4, 2);
   const auto f = sdpa_forward(p.q, p.k, p.v, p.seqs, {p.scale, causal});
-  for (std::size_t b = 0; b < p.seqs.q_start.size(); ++b)
-    for (int64_t h = 0; h < 4; ++h) {
-      const int64_t q0 = p.seqs.q_start[b], k0 = p.seqs.kv_start[b];
-      const auto ref = dense_attention(slice(p.q, q0, p.seqs.q_len[b], h),
-                                       slice(p.k, k0, p.seqs.kv_len[b], h / 2),
-                                       slice(p.v, k0, p.seqs.kv_len[b], h / 2), p.scale, causal);
-      for (int64_t i = 0; i < p.seqs.q_len[b]; ++i) {
-        if (ref.lse[i] == -kInf) {
-          EXPECT_EQ(at(f.lse, q0 + i, h), -kInf);
-        } else {
-          EXPECT_NEAR(at(f.lse, q0 + i, h), ref.lse[i], 1e-12);
-        }
-        for (int64_t c = 0; c < 2; ++c) EXPECT_NEAR(at(f.o, q0 + i, h, c), ref.o(i, c), 1e-12);
-      }
-    }
+  const auto want = test::oracle::sdpa(p.q, p.k, p.v, oracle_seqs(p.seqs), p.scale, causal);
+  expect_all_near(f.o, want.o, 1e-12, "o");
+  expect_all_near(f.lse, want.lse, 1e-12, "lse");
 }
 
 // Packing sequences with gaps must give each sequence exactly what it gets alone.
 TEST_P(SdpaRandom, PackedEqualsEachSequenceAlone) {
   const SdpaOptions opt{0.7, GetParam()};
-  const Problem p = ragged_problem(4, 2, 2);
+  const Problem p = ragged_problem(4, 2);
   const auto f = sdpa_forward(p.q, p.k, p.v, p.seqs, opt);
   const auto g = sdpa_backward(p.q, p.k, p.v, f.o, f.lse, p.d_o, p.seqs, opt);
   // Rows [start, start + len) of x as their own tensor.
   auto rows = [](const Dense& x, int64_t start, int64_t len) {
-    Dims dims = x.dims;
-    dims[0] = len;
-    const int64_t n = count(Dims(dims.begin() + 1, dims.end()));
-    return make(
-        dims, std::vector<double>(x.data.begin() + start * n, x.data.begin() + (start + len) * n));
+    return test::dense_rows(x, start, start + len);
   };
   for (std::size_t b = 0; b < p.seqs.q_start.size(); ++b) {
     const int64_t q0 = p.seqs.q_start[b], nq = p.seqs.q_len[b];
@@ -254,7 +187,7 @@ TEST_P(SdpaRandom, GroupedEqualsRepeatedKvHeads) {
   const SdpaOptions opt{0.7, GetParam()};
   for (int64_t hk : {1, 2}) {
     const int64_t h = 4, group = h / hk;
-    const Problem p = ragged_problem(h, hk, 3 + hk);
+    const Problem p = ragged_problem(h, hk);
     auto repeat = [&](const Dense& x) {
       Dense r({x.dims[0], h, x.dims[2]});
       for (int64_t t = 0; t < x.dims[0]; ++t)
@@ -297,24 +230,22 @@ TEST_P(SdpaRandom, GroupedEqualsRepeatedKvHeads) {
 
 TEST_P(SdpaRandom, BackwardMatchesFiniteDifferences) {
   const SdpaOptions opt{0.7, GetParam()};
-  Problem p = ragged_problem(4, 2, 7);
+  Problem p = ragged_problem(4, 2);
   const auto f = sdpa_forward(p.q, p.k, p.v, p.seqs, opt);
   const auto g = sdpa_backward(p.q, p.k, p.v, f.o, f.lse, p.d_o, p.seqs, opt);
+  const auto forward_loss = [&] {
+    return loss(sdpa_forward(p.q, p.k, p.v, p.seqs, opt).o, p.d_o, p.seqs);
+  };
+  // Padding rows have NaN gradients; the rows of a sequence match central differences.
   auto check = [&](Dense& x, const Dense& grad, const std::vector<int64_t>& start,
                    const std::vector<int64_t>& len, const char* name) {
+    const std::vector<double> fd = test::oracle::central_difference(x.data, forward_loss);
     const int64_t row = count(x.dims) / x.dims[0];
     int checked = 0;
     for (int64_t t = 0; t < x.dims[0]; ++t) {
       if (!in_rows(start, len, t)) continue;
       for (int64_t e = t * row; e < (t + 1) * row; ++e) {
-        const double x0 = x.data[e], step = 1e-6;
-        x.data[e] = x0 + step;
-        const double up = loss(sdpa_forward(p.q, p.k, p.v, p.seqs, opt).o, p.d_o, p.seqs);
-        x.data[e] = x0 - step;
-        const double down = loss(sdpa_forward(p.q, p.k, p.v, p.seqs, opt).o, p.d_o, p.seqs);
-        x.data[e] = x0;
-        const double fd = (up - down) / (2 * step);
-        EXPECT_NEAR(grad.data[e], fd, 1e-6 * std::max(1.0, std::abs(fd)))
+        EXPECT_NEAR(grad.data[e], fd[e], 1e-6 * std::max(1.0, std::abs(fd[e])))
             << name << " element " << e << " (row " << t << ")";
         ++checked;
       }
@@ -341,7 +272,7 @@ INSTANTIATE_TEST_SUITE_P(CausalAndNot, SdpaRandom, ::testing::Bool(),
                          [](const auto& info) { return info.param ? "Causal" : "NonCausal"; });
 
 TEST(Sdpa, PaddingRowsAreNaN) {
-  const Problem p = ragged_problem(4, 2, 11);
+  const Problem p = ragged_problem(4, 2);
   const SdpaOptions opt{p.scale, true};
   const auto f = sdpa_forward(p.q, p.k, p.v, p.seqs, opt);
   const auto g = sdpa_backward(p.q, p.k, p.v, f.o, f.lse, p.d_o, p.seqs, opt);
@@ -376,16 +307,6 @@ TEST(Sdpa, SequencesFromCuSeqlens) {
 
 // --- Every InvalidArgument path: the message names the argument ---
 
-void expect_invalid(const std::function<void()>& fn, const std::string& needle) {
-  try {
-    fn();
-    ADD_FAILURE() << "no InvalidArgument; expected one mentioning '" << needle << "'";
-  } catch (const InvalidArgument& e) {
-    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos)
-        << "message '" << e.what() << "' does not mention '" << needle << "'";
-  }
-}
-
 TEST(SdpaInvalid, CuSeqlens) {
   expect_invalid([] { sequences_from_cu_seqlens({0, 1}, {0}); }, "same size");
   expect_invalid([] { sequences_from_cu_seqlens({}, {}); }, "B + 1 >= 1");
@@ -396,9 +317,8 @@ TEST(SdpaInvalid, CuSeqlens) {
 }
 
 TEST(SdpaInvalid, Forward) {
-  std::mt19937_64 rng(5);
-  const Dense q = random_dense({4, 2, 3}, rng), k = random_dense({5, 1, 3}, rng),
-              v = random_dense({5, 1, 2}, rng);
+  const Dense q = random_dense_signed({4, 2, 3}), k = random_dense_signed({5, 1, 3}),
+              v = random_dense_signed({5, 1, 2});
   const SdpaSequences ok{{0}, {4}, {0}, {5}};
   const SdpaOptions opt{0.5, true};
   auto fwd = [&](const Dense& q2, const Dense& k2, const Dense& v2, const SdpaSequences& s,
@@ -414,10 +334,10 @@ TEST(SdpaInvalid, Forward) {
   Dense neg = q;
   neg.dims = {-4, 2, -3};
   expect_invalid(fwd(neg, k, v, ok, opt), "q.dims must be >= 0");
-  expect_invalid(fwd(q, random_dense({5, 1, 4}, rng), v, ok, opt), "k.dims[2]");
-  expect_invalid(fwd(q, k, random_dense({6, 1, 2}, rng), ok, opt), "v.dims[0:2]");
-  expect_invalid(fwd(random_dense({4, 3, 3}, rng), random_dense({5, 2, 3}, rng),
-                     random_dense({5, 2, 2}, rng), ok, opt),
+  expect_invalid(fwd(q, random_dense_signed({5, 1, 4}), v, ok, opt), "k.dims[2]");
+  expect_invalid(fwd(q, k, random_dense_signed({6, 1, 2}), ok, opt), "v.dims[0:2]");
+  expect_invalid(fwd(random_dense_signed({4, 3, 3}), random_dense_signed({5, 2, 3}),
+                     random_dense_signed({5, 2, 2}), ok, opt),
                  "multiple of k.dims[1]");
   expect_invalid(fwd(q, Dense({5, 0, 3}), Dense({5, 0, 2}), ok, opt), "k.dims[1]");
   expect_invalid(fwd(q, k, v, ok, {std::nan(""), true}), "opt.scale");
@@ -442,9 +362,8 @@ TEST(SdpaInvalid, Forward) {
 }
 
 TEST(SdpaInvalid, Backward) {
-  std::mt19937_64 rng(6);
-  const Dense q = random_dense({4, 2, 3}, rng), k = random_dense({5, 1, 3}, rng),
-              v = random_dense({5, 1, 2}, rng), d_o = random_dense({4, 2, 2}, rng);
+  const Dense q = random_dense_signed({4, 2, 3}), k = random_dense_signed({5, 1, 3}),
+              v = random_dense_signed({5, 1, 2}), d_o = random_dense_signed({4, 2, 2});
   const SdpaSequences ok{{0}, {4}, {0}, {5}};
   const SdpaOptions opt{0.5, false};
   const auto f = sdpa_forward(q, k, v, ok, opt);

@@ -7,14 +7,20 @@
 #include <numbers>
 #include <string>
 
+#include "dense.hpp"
 #include "engines/reference/math/pointwise.hpp"
 #include "engines/reference/math/structured.hpp"
+#include "oracles/structured.hpp"
 #include "test_util.hpp"
 
 namespace eagle::reference {
 namespace {
 
+using test::expect_all_near;
 using test::expect_throw_with;
+using test::make_dense;
+using test::random_dense;
+namespace oracle = test::oracle;
 using Values = std::vector<double>;
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
@@ -22,23 +28,10 @@ constexpr double kInf = std::numeric_limits<double>::infinity();
 constexpr double kTol = 1e-12;
 const double kLn2 = std::log(2.0), kLn3 = std::log(3.0);
 
-Dense random_dense(const Dims& dims) {
-  Dense x(dims);
-  x.data = test::random_values(x.data.size());
-  return x;
-}
-
-Dense dense(const Dims& dims, Values data) {
-  Dense x(dims);
-  EXPECT_EQ(x.data.size(), data.size());
-  x.data = std::move(data);
-  return x;
-}
-
 // ---- reduce ----
 
 TEST(Reduce, EveryModeOnAHandCase) {
-  const Dense x = dense({2, 3}, {1, -2, 3, 4, 5, -6});
+  const Dense x = make_dense({2, 3}, {1, -2, 3, 4, 5, -6});
   struct Case {
     std::string_view mode;
     Values rows;  // reduced over axis 1
@@ -58,7 +51,7 @@ TEST(Reduce, EveryModeOnAHandCase) {
 }
 
 TEST(Reduce, KeepdimAndEmptyAxes) {
-  const Dense x = dense({2, 3}, {1, 2, 3, 4, 5, 6});
+  const Dense x = make_dense({2, 3}, {1, 2, 3, 4, 5, 6});
   EXPECT_EQ(reduce(x, "sum", {1}, true).dims, (Dims{2, 1}));
   const Dense all = reduce(x, "sum", {}, false);
   EXPECT_EQ(all.dims, Dims{});
@@ -89,17 +82,9 @@ TEST(Reduce, MaxMinAmaxMatchBruteForce) {
   const Dense mx = reduce(x, "max", {0, 2}, true), mn = reduce(x, "min", {0, 2}, false),
               am = reduce(x, "amax", {0, 2}, false);
   ASSERT_EQ(mx.dims, (Dims{1, 4, 1}));
-  for (int j = 0; j < 4; ++j) {
-    double hi = -kInf, lo = kInf, ab = 0;
-    for (int i = 0; i < 3; ++i)
-      for (int k = 0; k < 5; ++k) {
-        const double v = x.data[(i * 4 + j) * 5 + k];
-        hi = std::max(hi, v), lo = std::min(lo, v), ab = std::max(ab, std::fabs(v));
-      }
-    EXPECT_EQ(mx.data[j], hi);
-    EXPECT_EQ(mn.data[j], lo);
-    EXPECT_EQ(am.data[j], ab);
-  }
+  EXPECT_EQ(mx.data, oracle::reduce(x, "max", {0, 2}, true).data);
+  EXPECT_EQ(mn.data, oracle::reduce(x, "min", {0, 2}, false).data);
+  EXPECT_EQ(am.data, oracle::reduce(x, "amax", {0, 2}, false).data);
 }
 
 TEST(Reduce, OverNoElements) {
@@ -114,7 +99,7 @@ TEST(Reduce, OverNoElements) {
 
 TEST(Reduce, NaNPropagatesThroughEveryMode) {
   // NaN first in row 0 and last in row 1, so no mode drops it by position; row 2 is clean.
-  const Dense x = dense({3, 3}, {kNaN, 1, 2, 3, -4, kNaN, 1, 2, 3});
+  const Dense x = make_dense({3, 3}, {kNaN, 1, 2, 3, -4, kNaN, 1, 2, 3});
   for (std::string_view mode : {"sum", "mean", "max", "min", "prod", "l2", "amax"}) {
     const Dense y = reduce(x, mode, {1}, false);
     EXPECT_TRUE(std::isnan(y.data[0]) && std::isnan(y.data[1])) << mode;
@@ -139,45 +124,36 @@ TEST(Reduce, RefusesBadModeAndAxes) {
 // ---- softmax ----
 
 TEST(Softmax, HandCase) {
-  EXPECT_CLOSE(softmax(dense({2}, {0, kLn2}), 0, false).data, (Values{1.0 / 3, 2.0 / 3}), kTol);
-  EXPECT_CLOSE(softmax(dense({2}, {0, kLn2}), -1, true).data,
+  EXPECT_CLOSE(softmax(make_dense({2}, {0, kLn2}), 0, false).data, (Values{1.0 / 3, 2.0 / 3}),
+               kTol);
+  EXPECT_CLOSE(softmax(make_dense({2}, {0, kLn2}), -1, true).data,
                (Values{std::log(1.0 / 3), std::log(2.0 / 3)}), kTol);
   // Shifted far past exp's range: the max subtraction keeps it exact.
-  EXPECT_CLOSE(softmax(dense({2}, {1000, 1000 + kLn2}), 0, false).data, (Values{1.0 / 3, 2.0 / 3}),
-               kTol);
-  EXPECT_CLOSE(softmax(dense({2}, {-1000, -1000 + kLn2}), 0, true).data,
+  EXPECT_CLOSE(softmax(make_dense({2}, {1000, 1000 + kLn2}), 0, false).data,
+               (Values{1.0 / 3, 2.0 / 3}), kTol);
+  EXPECT_CLOSE(softmax(make_dense({2}, {-1000, -1000 + kLn2}), 0, true).data,
                (Values{std::log(1.0 / 3), std::log(2.0 / 3)}), kTol);
 }
 
 TEST(Softmax, LogSoftmaxIsXMinusLogSumExpAlongAMiddleAxis) {
   const Dense x = random_dense({3, 4, 5});
   const Dense ls = softmax(x, 1, true), sm = softmax(x, -2, false);
-  ASSERT_EQ(ls.dims, x.dims);
-  for (int i = 0; i < 3; ++i)
-    for (int k = 0; k < 5; ++k) {
-      // Inputs lie in [-1, 1): the unshifted sum cannot overflow.
-      double s = 0, total = 0;
-      for (int j = 0; j < 4; ++j) s += std::exp(x.data[(i * 4 + j) * 5 + k]);
-      for (int j = 0; j < 4; ++j) {
-        const int at = (i * 4 + j) * 5 + k;
-        EXPECT_NEAR(ls.data[at], x.data[at] - std::log(s), kTol);
-        EXPECT_NEAR(sm.data[at], std::exp(x.data[at]) / s, kTol);
-        total += sm.data[at];
-      }
-      EXPECT_NEAR(total, 1.0, kTol);
-    }
+  // Inputs lie in [-1, 1): the oracle's unshifted sum cannot overflow.
+  expect_all_near(ls, oracle::softmax(x, 1, true), kTol);
+  expect_all_near(sm, oracle::softmax(x, 1, false), kTol);
+  for (double total : oracle::reduce(sm, "sum", {1}, false).data) EXPECT_NEAR(total, 1.0, kTol);
 }
 
 TEST(Softmax, InfiniteLanes) {
   // All -inf: 0/0, NaN. A +inf takes everything it can; inf - inf is NaN.
-  const Dense all_neg = softmax(dense({2}, {-kInf, -kInf}), 0, false);
+  const Dense all_neg = softmax(make_dense({2}, {-kInf, -kInf}), 0, false);
   EXPECT_TRUE(std::isnan(all_neg.data[0]) && std::isnan(all_neg.data[1]));
-  const Dense pos = softmax(dense({2}, {kInf, 1}), 0, false);
+  const Dense pos = softmax(make_dense({2}, {kInf, 1}), 0, false);
   EXPECT_TRUE(std::isnan(pos.data[0]));
   EXPECT_EQ(pos.data[1], 0.0);
   // One -inf among finite values is a clean zero.
-  EXPECT_CLOSE(softmax(dense({3}, {-kInf, 0, 0}), 0, false).data, (Values{0, 0.5, 0.5}), kTol);
-  const Dense nan = softmax(dense({2, 2}, {kNaN, 0, 1, 1}), 1, false);
+  EXPECT_CLOSE(softmax(make_dense({3}, {-kInf, 0, 0}), 0, false).data, (Values{0, 0.5, 0.5}), kTol);
+  const Dense nan = softmax(make_dense({2, 2}, {kNaN, 0, 1, 1}), 1, false);
   EXPECT_TRUE(std::isnan(nan.data[0]) && std::isnan(nan.data[1]));
   EXPECT_DOUBLE_EQ(nan.data[2], 0.5);
 }
@@ -195,7 +171,7 @@ TEST(Softmax, RefusesBadAxis) {
 
 TEST(LayerNorm, HandCase) {
   // [1,2,3]: mean 2, biased variance 2/3.
-  const Dense x = dense({1, 3}, {1, 2, 3});
+  const Dense x = make_dense({1, 3}, {1, 2, 3});
   const NormOut n = layer_norm(x, nullptr, nullptr, 1, 0);
   const double r = std::sqrt(1.5);
   EXPECT_CLOSE(n.y.data, (Values{-r, 0, r}), kTol);
@@ -204,7 +180,7 @@ TEST(LayerNorm, HandCase) {
   EXPECT_CLOSE(n.inv_std.data, Values{r}, kTol);
 
   const double eps = 1e-3, inv = 1 / std::sqrt(2.0 / 3 + eps);
-  const Dense scale = dense({3}, {1, 2, 3}), bias = dense({3}, {0.5, 0.5, 0.5});
+  const Dense scale = make_dense({3}, {1, 2, 3}), bias = make_dense({3}, {0.5, 0.5, 0.5});
   const NormOut a = layer_norm(x, &scale, &bias, 1, eps);
   EXPECT_CLOSE(a.y.data, (Values{0.5 - inv, 0.5, 0.5 + 3 * inv}), kTol);
   EXPECT_CLOSE(a.inv_std.data, Values{inv}, kTol);
@@ -231,7 +207,7 @@ TEST(LayerNorm, RowsHaveZeroMeanAndUnitVariance) {
 }
 
 TEST(LayerNorm, WholeTensorGivesScalarStatistics) {
-  const NormOut n = layer_norm(dense({2, 2}, {1, 3, 1, 3}), nullptr, nullptr, 2, 0);
+  const NormOut n = layer_norm(make_dense({2, 2}, {1, 3, 1, 3}), nullptr, nullptr, 2, 0);
   EXPECT_EQ(n.mean.dims, Dims{});
   EXPECT_EQ(n.mean.data, Values{2});
   EXPECT_EQ(n.y.data, (Values{-1, 1, -1, 1}));
@@ -239,13 +215,13 @@ TEST(LayerNorm, WholeTensorGivesScalarStatistics) {
 
 TEST(RmsNorm, HandCase) {
   // [3,4]: mean square 12.5.
-  const Dense x = dense({2}, {3, 4});
+  const Dense x = make_dense({2}, {3, 4});
   const double inv = 1 / std::sqrt(12.5);
   const RmsOut n = rms_norm(x, nullptr, nullptr, 1, 0);
   EXPECT_EQ(n.inv_rms.dims, Dims{});
   EXPECT_CLOSE(n.inv_rms.data, Values{inv}, kTol);
   EXPECT_CLOSE(n.y.data, (Values{3 * inv, 4 * inv}), kTol);
-  const Dense scale = dense({2}, {2, -1}), bias = dense({2}, {1, 1});
+  const Dense scale = make_dense({2}, {2, -1}), bias = make_dense({2}, {1, 1});
   const double inv_eps = 1 / std::sqrt(12.5 + 0.5);
   EXPECT_CLOSE(rms_norm(x, &scale, &bias, 1, 0.5).y.data,
                (Values{6 * inv_eps + 1, 1 - 4 * inv_eps}), kTol);
@@ -256,14 +232,9 @@ TEST(RmsNorm, RowsHaveUnitMeanSquare) {
   const Dense scale = random_dense({5});
   const RmsOut n = rms_norm(x, &scale, nullptr, 1, 0);
   ASSERT_EQ(n.inv_rms.dims, Dims{3});
-  for (int r = 0; r < 3; ++r) {
-    double sq = 0;
-    for (int i = 0; i < 5; ++i) sq += x.data[r * 5 + i] * x.data[r * 5 + i];
-    EXPECT_NEAR(n.inv_rms.data[r], 1 / std::sqrt(sq / 5), 1e-10);
-    for (int i = 0; i < 5; ++i)
-      EXPECT_NEAR(n.y.data[r * 5 + i], x.data[r * 5 + i] / std::sqrt(sq / 5) * scale.data[i],
-                  1e-10);
-  }
+  const oracle::Norm want = oracle::rms_norm(x, &scale, nullptr, 1, 0);
+  expect_all_near(n.inv_rms, want.inv, 1e-10);
+  expect_all_near(n.y, want.y, 1e-10);
 }
 
 TEST(Norms, RefuseBadArguments) {
@@ -296,15 +267,16 @@ TEST(Norms, RefuseBadArguments) {
 // ---- matmul ----
 
 TEST(Matmul, HandCases) {
-  const Dense a = dense({2, 2}, {1, 2, 3, 4}), b = dense({2, 2}, {5, 6, 7, 8});
+  const Dense a = make_dense({2, 2}, {1, 2, 3, 4}), b = make_dense({2, 2}, {5, 6, 7, 8});
   EXPECT_EQ(matmul(a, b, nullptr).data, (Values{19, 22, 43, 50}));
-  const Dense bias = dense({2}, {10, 20});
+  const Dense bias = make_dense({2}, {10, 20});
   EXPECT_EQ(matmul(a, b, &bias).data, (Values{29, 42, 53, 70}));
-  const Dense c = matmul(dense({2, 3}, {1, 0, -1, 2, 1, 0}), dense({3, 1}, {3, 4, 5}), nullptr);
+  const Dense c =
+      matmul(make_dense({2, 3}, {1, 0, -1, 2, 1, 0}), make_dense({3, 1}, {3, 4, 5}), nullptr);
   EXPECT_EQ(c.dims, (Dims{2, 1}));
   EXPECT_EQ(c.data, (Values{-2, 10}));
   // K = 0: a sum over nothing, so only the bias.
-  const Dense col_bias = dense({2, 1}, {1, 2});
+  const Dense col_bias = make_dense({2, 1}, {1, 2});
   EXPECT_EQ(matmul(Dense({2, 0}), Dense({0, 3}), &col_bias).data, (Values{1, 1, 1, 2, 2, 2}));
 }
 
@@ -312,15 +284,7 @@ TEST(Matmul, BatchBroadcastEqualsPerBatchLoop) {
   const Dense a = random_dense({2, 1, 3, 4}), b = random_dense({3, 4, 5}), bias = random_dense({5});
   const Dense c = matmul(a, b, &bias);
   ASSERT_EQ(c.dims, (Dims{2, 3, 3, 5}));
-  for (int p = 0; p < 2; ++p)
-    for (int q = 0; q < 3; ++q)
-      for (int i = 0; i < 3; ++i)
-        for (int j = 0; j < 5; ++j) {
-          double s = bias.data[j];
-          for (int k = 0; k < 4; ++k)
-            s += a.data[(p * 3 + i) * 4 + k] * b.data[(q * 4 + k) * 5 + j];
-          EXPECT_NEAR(c.data[((p * 3 + q) * 3 + i) * 5 + j], s, kTol);
-        }
+  expect_all_near(c, oracle::matmul(a, b, &bias), kTol);
 }
 
 TEST(Matmul, NaNPropagatesAlongItsRowAndColumn) {
@@ -363,7 +327,7 @@ TEST(Matmul, RefusesBadShapes) {
 // ---- embedding ----
 
 TEST(Embedding, PicksRowsAndNaNsBadIds) {
-  const Dense table = dense({3, 2}, {0, 1, 10, 11, 20, 21});
+  const Dense table = make_dense({3, 2}, {0, 1, 10, 11, 20, 21});
   const Dense y = embedding(table, {2, 0, 2, 1}, {2, 2});
   EXPECT_EQ(y.dims, (Dims{2, 2, 2}));
   EXPECT_EQ(y.data, (Values{20, 21, 0, 1, 20, 21, 10, 11}));
@@ -391,7 +355,7 @@ TEST(CrossEntropy, HandCaseWithIgnoreAndSmoothing) {
   // Row 0: lse = ln 4, target logit ln 3, mean logit ln3 / 2.
   // Row 1: lse = ln 3, target logit ln 2, mean logit ln2 / 2.
   // Row 2: ignored; its lse is still 5 + ln 2.
-  const Dense logits = dense({3, 2}, {0, kLn3, kLn2, 0, 5, 5});
+  const Dense logits = make_dense({3, 2}, {0, kLn3, kLn2, 0, 5, 5});
   const std::vector<int64_t> targets = {1, 0, -100};
   const double ls = 0.1, ln4 = std::log(4.0);
   const double loss0 = 0.9 * (ln4 - kLn3) + 0.1 * (ln4 - kLn3 / 2);
@@ -414,21 +378,17 @@ TEST(CrossEntropy, HandCaseWithIgnoreAndSmoothing) {
 
 TEST(CrossEntropy, MatchesNegativeLogProbabilityOnRandomInputs) {
   const Dense x = random_dense({6, 5});
-  std::vector<int64_t> targets;
-  for (double v : test::random_values(6, 0, 5)) targets.push_back(static_cast<int64_t>(v));
+  const std::vector<int64_t> targets = test::random_indices(6, 5);
   const CrossEntropyOut plain = cross_entropy(x, targets, -1, 0, "none");
   const CrossEntropyOut smooth = cross_entropy(x, targets, -1, 1, "none");
-  for (int r = 0; r < 6; ++r) {
-    double s = 0, mean = 0;
-    for (int c = 0; c < 5; ++c) s += std::exp(x.data[r * 5 + c]), mean += x.data[r * 5 + c] / 5;
-    EXPECT_NEAR(plain.loss.data[r], -std::log(std::exp(x.data[r * 5 + targets[r]]) / s), kTol);
-    EXPECT_NEAR(smooth.loss.data[r], std::log(s) - mean, kTol);
-    EXPECT_NEAR(plain.lse.data[r], std::log(s), kTol);
-  }
+  const oracle::CrossEntropy want_plain = oracle::cross_entropy(x, targets, -1, 0, "none");
+  expect_all_near(plain.loss, want_plain.loss, kTol);
+  expect_all_near(plain.lse, want_plain.lse, kTol);
+  expect_all_near(smooth.loss, oracle::cross_entropy(x, targets, -1, 1, "none").loss, kTol);
 }
 
 TEST(CrossEntropy, BadTargetsGiveNaNAndEmptyMeanIsNaN) {
-  const Dense logits = dense({3, 2}, {0, 1, 2, 3, 4, 5});
+  const Dense logits = make_dense({3, 2}, {0, 1, 2, 3, 4, 5});
   // 2 is past C; -1 is negative and not the ignore index (-100); row 0 stays finite.
   const CrossEntropyOut none = cross_entropy(logits, {0, 2, -1}, -100, 0, "none");
   EXPECT_FALSE(std::isnan(none.loss.data[0]));
@@ -442,7 +402,7 @@ TEST(CrossEntropy, BadTargetsGiveNaNAndEmptyMeanIsNaN) {
 
 TEST(CrossEntropy, UnsmoothedLossIgnoresAnInfiniteOtherLogit) {
   // Without smoothing the -inf logit only enters through lse, where it adds nothing.
-  const Dense logits = dense({1, 3}, {-kInf, 0, 0});
+  const Dense logits = make_dense({1, 3}, {-kInf, 0, 0});
   EXPECT_CLOSE(cross_entropy(logits, {1}, -100, 0, "none").loss.data, Values{kLn2}, kTol);
   EXPECT_EQ(cross_entropy(logits, {1}, -100, 0.5, "none").loss.data, Values{kInf});
 }

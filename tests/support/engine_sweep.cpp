@@ -1,0 +1,240 @@
+#include "engine_sweep.hpp"
+
+#include <cmath>
+#include <limits>
+#include <sstream>
+#include <stdexcept>
+
+#include "compare.hpp"
+#include "oracles/pointwise.hpp"
+#include "poison.hpp"
+#include "random.hpp"
+#include "test_util.hpp"
+
+namespace eagle::test::sweep {
+
+namespace {
+
+const plan::Engine& engine_of(const plan::Manifest& manifest, int64_t id) {
+  const plan::Engine* e = manifest.engine(id);
+  if (!e) throw std::invalid_argument("sweep: engine id " + std::to_string(id) + " is no engine");
+  return *e;
+}
+
+// The family's reference engine: where every case's expected result comes from.
+int64_t reference_id(const plan::Manifest& manifest, int64_t id) {
+  const plan::Manifest::Decoded d = manifest.decode(id);
+  return engine_id(manifest, d.family->name, "reference");
+}
+
+std::string shape_name(const op::Dims& dims) {
+  std::string s;
+  for (int64_t d : dims) s += (s.empty() ? "" : "x") + std::to_string(d);
+  return "[" + s + "]";
+}
+
+// Every element within one unit in the last place of a 16-bit output, 1e-5 relative for f32
+// (see the header).
+double elementwise_bound(double want, DType dtype) {
+  switch (dtype) {
+    case DType::f16:
+      return std::ldexp(std::fabs(want), -10) + std::ldexp(1.0, -24);
+    case DType::bf16:
+      return std::ldexp(std::fabs(want), -7) + std::numeric_limits<float>::denorm_min();
+    case DType::f32:
+      return 1e-5 * std::fabs(want) + std::numeric_limits<float>::denorm_min();
+    default:
+      return tolerance(dtype) * std::max(1.0, std::fabs(want));
+  }
+}
+
+void run_shape(const Case& c, const plan::Manifest& manifest, const op::Dims& dims) {
+  SCOPED_TRACE("shape " + shape_name(dims));
+  const plan::Capabilities& caps = engine_of(manifest, c.engine_id).capabilities();
+  const Device device = caps.device == DeviceKind::cuda ? Device::cuda(0) : Device::cpu();
+  const oracle::Pointwise* domain = oracle::pointwise(c.op);
+  ASSERT_NE(domain, nullptr) << "no input range for op " << c.op
+                             << ": add a row to tests/support/oracles/pointwise.cpp";
+
+  op::Graph graph = one_node_graph(c.op, dims, c.dtype);
+  op::Graph ref_graph = graph.clone();
+  const op::Node node = graph.nodes()[0];
+
+  // Fresh inputs inside the op's domain, one host copy for the reference and one on the device.
+  std::vector<std::pair<op::Tensor, Array>> host_inputs;
+  for (const auto& [port, t] : node.inputs()) {
+    const oracle::Range r = port == "b" ? domain->b : domain->a;
+    // cond is boolean: random_array draws it half true.
+    const Array a = random_array(dims, t.dtype(), Device::cpu(), r.lo, r.hi);
+    host_inputs.emplace_back(t, a);
+  }
+  const op::Tensor out = node.output("out");
+
+  // The engine under test, pinned to the case's knobs, its output poisoned.
+  plan::ExecutionPlans plans = plan::ExecutionPlans::create_for(
+      graph, manifest, DeviceProperties::query(device), c.engine_id, c.knobs);
+  try {
+    plans.build_plans();
+  } catch (const NotSupported& e) {
+    FAIL() << c.engine << " declined a case it declares (op of its table, dtype of its "
+           << "capabilities): " << e.what();
+  }
+  const Array got = poisoned(out.dims(), out.dtype(), device);
+  std::vector<Array> keep;  // the device copies the pack points into
+  plan::VariantPack pack(plans.layout());
+  for (const auto& [t, a] : host_inputs) {
+    keep.push_back(a.to(device));
+    pack.set(t, plan::Operand(keep.back()));
+  }
+  pack.set(out, plan::Operand(got));
+  const Stream stream(device);
+  const std::size_t ws_bytes = plans.workspace_size();
+  const Array ws =
+      ws_bytes ? Array::empty({static_cast<int64_t>(ws_bytes)}, DType::u8, device) : Array();
+  plans.execute(pack, {stream.native(), nullptr, ws_bytes ? ws.data() : nullptr, ws_bytes});
+  stream.synchronize();
+
+  // The same graph on the reference engine, on the CPU.
+  plan::ExecutionPlans ref =
+      plan::ExecutionPlans::create_for(ref_graph, manifest, DeviceProperties::query(Device::cpu()),
+                                       reference_id(manifest, c.engine_id), {});
+  ref.build_plans();
+  const Array want = poisoned(out.dims(), out.dtype(), Device::cpu());
+  plan::VariantPack ref_pack(ref.layout());
+  for (const auto& [t, a] : host_inputs) ref_pack.set(ref_graph.tensor_by_uid(t.uid()), a);
+  ref_pack.set(ref_graph.tensor_by_uid(out.uid()), want);
+  ref.execute(ref_pack, {});
+
+  const std::vector<double> g = values(got), w = values(want);
+  for (std::size_t i = 0; i < w.size(); ++i)
+    ASSERT_TRUE(std::isfinite(w[i]))
+        << "the reference gives " << w[i] << " at element " << i << ": the input range of " << c.op
+        << " in tests/support/oracles/pointwise.cpp is wrong";
+  const double err = rel_error(g, w);
+  EXPECT_TRUE(err <= tolerance(out.dtype()))
+      << "relative error " << err << " > " << tolerance(out.dtype());
+  // The worst element against its bound, with its inputs.
+  std::size_t worst = 0, bad = 0;
+  double worst_ratio = -1;
+  for (std::size_t i = 0; i < g.size(); ++i) {
+    const double ratio = std::fabs(g[i] - w[i]) / elementwise_bound(w[i], out.dtype());
+    if (!(ratio <= 1)) ++bad;
+    if (!(ratio <= worst_ratio)) {
+      worst_ratio = ratio;
+      worst = i;
+    }
+  }
+  if (bad) {
+    std::ostringstream inputs;
+    for (const auto& [t, a] : host_inputs) inputs << " " << t.name() << " = " << values(a)[worst];
+    ADD_FAILURE() << bad << " of " << g.size() << " elements outside their bound; the worst, "
+                  << "element " << worst << ": got " << g[worst] << ", want " << w[worst]
+                  << " (bound " << elementwise_bound(w[worst], out.dtype()) << ") for"
+                  << inputs.str();
+  }
+}
+
+}  // namespace
+
+std::string Case::name() const {
+  std::string n = op + "_" + std::string(dtype_name(dtype));
+  for (const auto& [knob, value] : knobs) n += "_" + knob + std::to_string(value);
+  for (char& ch : n)
+    if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
+  return n;
+}
+
+void PrintTo(const Case& c, std::ostream* os) {
+  *os << c.engine << " " << c.name();
+}
+
+int64_t engine_id(const plan::Manifest& manifest, const std::string& family,
+                  const std::string& engine) {
+  const plan::EngineFamily& f = manifest.family(family);
+  for (std::size_t slot = 0; slot < f.slots.size(); ++slot)
+    if (f.slots[slot].name == engine) return manifest.engine_id(family, static_cast<int>(slot));
+  throw std::invalid_argument("sweep: family '" + family + "' has no engine '" + engine + "'");
+}
+
+std::vector<Case> cases(const plan::Manifest& manifest, int64_t id,
+                        const std::vector<std::string>& ops) {
+  const plan::Engine& e = engine_of(manifest, id);
+  const plan::Capabilities& caps = e.capabilities();
+  // The cartesian product of the knob domains (std::map: axes in name order).
+  std::vector<plan::Knobs> points = {{}};
+  for (const auto& [knob, domain] : caps.knobs) {
+    std::vector<plan::Knobs> next;
+    for (const plan::Knobs& p : points)
+      for (int64_t v : domain) {
+        plan::Knobs k = p;
+        k[knob] = v;
+        next.push_back(k);
+      }
+    points = std::move(next);
+  }
+  std::vector<Case> out;
+  for (const std::string& op : ops)
+    for (DType dtype : caps.dtypes)
+      for (const plan::Knobs& k : points) out.push_back({id, e.name(), op, dtype, k});
+  return out;
+}
+
+std::string case_name(const ::testing::TestParamInfo<Case>& info) {
+  return info.param.name();
+}
+
+op::Graph one_node_graph(const std::string& op, const op::Dims& dims, DType dtype) {
+  const op::OpSchema* schema = op::find_op(op);
+  if (!schema || schema->kind != op::OpKind::pointwise)
+    throw std::invalid_argument("sweep: '" + op + "' is not a pointwise op of the IR table");
+  op::Graph g("sweep_" + op);
+  op::Ports ports;
+  for (const op::InputPort& p : schema->inputs)
+    ports.emplace_back(p.name, g.tensor({p.name, dims, p.name == "cond" ? DType::boolean : dtype}));
+  op::Attrs attrs;
+  for (const op::AttrSpec& a : schema->attrs)
+    if (a.required && a.type == op::AttrType::dtype) attrs.emplace_back(a.name, dtype);
+  g.op(op, ports, attrs).at("out").set_output(true).set_name("out");
+  return g;
+}
+
+DeviceProperties stand_in_device(const plan::Capabilities& caps) {
+  if (caps.device == DeviceKind::cpu) return DeviceProperties::query(Device::cpu());
+  return stand_in_gpu(caps.sm_lo);
+}
+
+std::string unavailable(const plan::Manifest& manifest, int64_t id) {
+  const plan::Engine& e = engine_of(manifest, id);
+  const plan::Capabilities& caps = e.capabilities();
+  if (caps.device == DeviceKind::cpu) return "";
+  if (!cuda_available()) return e.name() + " runs on CUDA devices and none is attached";
+  const DeviceProperties d = DeviceProperties::query(Device::cuda(0));
+  if (d.sm < caps.sm_lo || d.sm > caps.sm_hi)
+    return e.name() + " serves sm " + std::to_string(caps.sm_lo) + " to " +
+           std::to_string(caps.sm_hi) + "; cuda:0 (" + d.name + ") is sm " + std::to_string(d.sm);
+  return "";
+}
+
+void run(const Case& c, const plan::Manifest& manifest, const Options& options) {
+  SCOPED_TRACE(c.engine + " " + c.name());
+  for (const op::Dims& dims : options.shapes) run_shape(c, manifest, dims);
+}
+
+void expect_declines(const plan::Manifest& manifest, int64_t id, const op::Graph& graph,
+                     const DeviceProperties& device, std::initializer_list<std::string> needles) {
+  const plan::Engine& e = engine_of(manifest, id);
+  plan::ExecutionPlans plans = plan::ExecutionPlans::create_for(graph.clone(), manifest, device, id,
+                                                                e.capabilities().first_point());
+  try {
+    plans.build_plans();
+    ADD_FAILURE() << e.name() << " accepted " << graph.name() << " (" << plans.facts().describe()
+                  << "); expected NotSupported";
+  } catch (const NotSupported& x) {
+    const std::string what = x.what();
+    EXPECT_NE(what.find(e.name()), std::string::npos) << "'" << what << "' lacks " << e.name();
+    for (const std::string& n : needles)
+      EXPECT_NE(what.find(n), std::string::npos) << "'" << what << "' lacks '" << n << "'";
+  }
+}
+
+}  // namespace eagle::test::sweep
