@@ -61,7 +61,7 @@ class PointwiseEngine : public plan::Engine {
  public:
   PointwiseEngine(int64_t id, const std::string& name) : Engine(id, name) {
     caps_.device = DeviceKind::cuda;
-    caps_.sm_lo = 90;  // built for sm_90a with compute_90 PTX: Hopper and later lines
+    caps_.sm_lo = 80;  // plain CUDA C++, built for Ampere and Hopper (EAGLE_CUDA_ARCHITECTURES)
     caps_.sm_hi = 1299;
     caps_.dtypes = {DType::f32, DType::f16, DType::bf16};
     caps_.knobs["block"] = {256, 128, 512};
@@ -79,6 +79,13 @@ class PointwiseEngine : public plan::Engine {
     if (f->arity != (is_binary(op) ? 2 : 1) || !f->same_dims)
       throw NotSupported(name() + ": operands must share the output's dims (no broadcasting)");
     if (!f->uniform_dtype) throw NotSupported(name() + ": operands must share one dtype");
+    // The facts' io dtype is the first floating input's (f32 when there is none): read the
+    // node's own dtype, so an integer or boolean graph is declined, not run as f32.
+    const DType d = graph.nodes()[0].output("out").dtype();
+    if (d != f->io_dtype ||
+        std::find(caps_.dtypes.begin(), caps_.dtypes.end(), d) == caps_.dtypes.end())
+      throw NotSupported(name() + ": serves f32, f16 and bf16 operands, not " +
+                         std::string(dtype_name(d)));
     if (!f->row_major) throw NotSupported(name() + ": operands must be dense row-major");
     if (!pointwise_kernel(op, f->io_dtype))
       throw NotSupported(name() + ": no kernel for " + f->op + " in " +
@@ -92,7 +99,7 @@ class PointwiseEngine : public plan::Engine {
     PwOp op;
     pointwise_op_of(f.op, op);
     const op::Node node = graph.nodes()[0];
-    const Device device = Device::parse(ctx.device.device);
+    const Device device = ctx.target.value_or(Device::parse(ctx.device.device));
     plan::OperandRules rules;
     const op::Tensor a = node.input("a"), b = node.input("b"), out = node.output("out");
     for (const op::Tensor& t : {a, b, out})
