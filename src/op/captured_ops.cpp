@@ -171,13 +171,31 @@ std::vector<AttrSpec> delta_attrs(Rule r, bool backward) {
   return a;
 }
 
+// The shape rule of infer_delta in words.
+std::string delta_shape_rule(Rule r, bool backward) {
+  std::string in = "q, k [T, H, K], v [T, HV, V] with HV a multiple of H, g " +
+                   std::string(r == Rule::gdn ? "[T, HV]" : "[T, HV, K]") + ", beta " +
+                   (r == Rule::gdn2 ? "[T, HV, K], w [T, HV, V]" : "[T, HV]") +
+                   ", cu_seqlens [B+1], initial_state [B, HV, K, V]" +
+                   (r == Rule::gdn ? ", a_log and dt_bias [HV]" : "");
+  if (!backward)
+    return in +
+           " -> o [T, HV, V] (dtype of v), final_state [B, HV, K, V] (initial_state's dtype, "
+           "else f32)";
+  return in + ", d_o [T, HV, V], d_final_state [B, HV, K, V] -> dq, dk, dv, dg, dbeta" +
+         (r == Rule::gdn2 ? ", dw" : "") +
+         " with their input's dims and dtype (dg f32), d_initial_state [B, HV, K, V] f32" +
+         (r == Rule::gdn ? ", d_a_log and d_dt_bias [HV] f32" : "");
+}
+
 template <Rule R>
 void add_delta_pair(std::vector<OpSchema>& ops, const std::string& name, const std::string& doc) {
   ops.push_back({name, OpKind::captured, delta_inputs(R, false), delta_outputs(R, false),
-                 delta_attrs(R, false), &infer_delta<R, false>, doc});
+                 delta_attrs(R, false), &infer_delta<R, false>, doc, delta_shape_rule(R, false)});
   ops.push_back({name + "_bwd", OpKind::captured, delta_inputs(R, true), delta_outputs(R, true),
                  delta_attrs(R, true), &infer_delta<R, true>,
-                 "gradients of " + name + " w.r.t. its raw inputs, recomputing the forward"});
+                 "gradients of " + name + " w.r.t. its raw inputs, recomputing the forward",
+                 delta_shape_rule(R, true)});
 }
 
 std::vector<OpSchema> make_captured() {
@@ -186,17 +204,21 @@ std::vector<OpSchema> make_captured() {
   std::vector<AttrSpec> fwd_attrs = sdpa_attrs;
   fwd_attrs.push_back({"generate_stats", AttrType::boolean, Attr(false)});
   std::vector<OpSchema> ops;
-  ops.push_back({"sdpa",
-                 OpKind::captured,
-                 {{"q", true, kFloat},
-                  {"k", true, kFloat},
-                  {"v", true, kFloat},
-                  {"cu_seqlens_q", false, kInt},
-                  {"cu_seqlens_kv", false, kInt}},
-                 {{"o"}, {"stats", When::attr_true, "generate_stats"}},
-                 fwd_attrs,
-                 &infer_sdpa,
-                 "softmax(scale * q k^T, causal bottom-right) v per sequence; stats = logsumexp"});
+  ops.push_back(
+      {"sdpa",
+       OpKind::captured,
+       {{"q", true, kFloat},
+        {"k", true, kFloat},
+        {"v", true, kFloat},
+        {"cu_seqlens_q", false, kInt},
+        {"cu_seqlens_kv", false, kInt}},
+       {{"o"}, {"stats", When::attr_true, "generate_stats"}},
+       fwd_attrs,
+       &infer_sdpa,
+       "softmax(scale * q k^T, causal bottom-right) v per sequence; stats = logsumexp",
+       "q [Tq, H, D], k [Tk, Hk, D], v [Tk, Hk, Dv] with cu_seqlens_q and cu_seqlens_kv "
+       "[B+1] (THD), or [B, S, heads, dim] without them (dense); H a multiple of Hk -> o = "
+       "q's dims with Dv last (dtype of q), stats = q's dims without the last (f32)"});
   ops.push_back({"sdpa_bwd",
                  OpKind::captured,
                  {{"q", true, kFloat},
@@ -210,7 +232,9 @@ std::vector<OpSchema> make_captured() {
                  {{"dq"}, {"dk"}, {"dv"}},
                  sdpa_attrs,
                  &infer_sdpa_bwd,
-                 "gradients of sdpa w.r.t. q, k, v from the forward's o and stats"});
+                 "gradients of sdpa w.r.t. q, k, v from the forward's o and stats",
+                 "q, k, v and cu_seqlens as sdpa; o and d_o = q's dims with Dv last, stats = q's "
+                 "dims without the last -> dq, dk, dv with the dims and dtypes of q, k, v"});
   add_delta_pair<Rule::gdn>(ops, "gdn", "gated delta rule, scalar decay per token and head");
   add_delta_pair<Rule::kda>(ops, "kda", "gated delta rule, decay per key channel");
   add_delta_pair<Rule::gdn2>(ops, "gdn2",

@@ -99,6 +99,16 @@ OpSchema schema_of(const Row& row) {
       break;
   }
   s.doc = row.doc;
+  const char* dims = row.arity == 1   ? "out has a's dims"
+                     : row.arity == 2 ? "out dims = broadcast(a, b)"
+                                      : "out dims = broadcast(cond, a, b)";
+  const char* dtype = row.result == Result::like_a    ? "; dtype of a"
+                      : row.result == Result::boolean ? "; dtype bool"
+                                                      : "; dtype = the `dtype` attribute";
+  s.shape_rule = std::string(dims) + dtype +
+                 (row.arity == 1 ? ""
+                                 : " (numpy broadcasting: aligned from the last dim, sizes "
+                                   "equal or 1)");
   return s;
 }
 

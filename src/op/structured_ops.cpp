@@ -137,14 +137,18 @@ const std::vector<OpSchema>& structured_ops() {
         {"axes", AttrType::integers, Attr(std::vector<int64_t>{})},
         {"keepdim", AttrType::boolean, Attr(false)}},
        &infer_reduction,
-       "sum, mean, max, min, prod, l2 or amax over `axes` (all when empty)"},
+       "sum, mean, max, min, prod, l2 or amax over `axes` (all when empty)",
+       "y = x's dims without the reduced axes (each kept as 1 when keepdim); axes in [-rank, "
+       "rank), "
+       "none twice; dtype of x"},
       {"softmax",
        OpKind::structured,
        {{"x", true, kFloat}},
        {{"y"}},
        {{"axis", AttrType::integer, Attr(-1)}, {"log", AttrType::boolean, Attr(false)}},
        &infer_softmax,
-       "softmax (log softmax when log) along `axis`"},
+       "softmax (log softmax when log) along `axis`",
+       "y = x's dims and dtype; x has rank >= 1 and axis is in [-rank, rank)"},
       {"layer_norm",
        OpKind::structured,
        {{"x", true, kFloat}, {"scale", false, kFloat}, {"bias", false, kFloat}},
@@ -153,28 +157,36 @@ const std::vector<OpSchema>& structured_ops() {
         {"inv_variance", When::attr_true, "training"}},
        norm_attrs(),
        &infer_layer_norm,
-       "(x - mean) / sqrt(var + epsilon) * scale + bias over the trailing normalized_ndim dims"},
+       "(x - mean) / sqrt(var + epsilon) * scale + bias over the trailing normalized_ndim dims",
+       "y = x's dims and dtype; scale, bias = the trailing normalized_ndim dims of x; mean, "
+       "inv_variance = the leading dims (f64 for f64 x, else f32); normalized_ndim in [1, rank]"},
       {"rms_norm",
        OpKind::structured,
        {{"x", true, kFloat}, {"scale", false, kFloat}, {"bias", false, kFloat}},
        {{"y"}, {"inv_rms", When::attr_true, "training"}},
        norm_attrs(),
        &infer_rms_norm,
-       "x / sqrt(mean(x^2) + epsilon) * scale + bias"},
+       "x / sqrt(mean(x^2) + epsilon) * scale + bias",
+       "y = x's dims and dtype; scale, bias = the trailing normalized_ndim dims of x; inv_rms = "
+       "the leading dims (f64 for f64 x, else f32); normalized_ndim in [1, rank]"},
       {"matmul",
        OpKind::structured,
        {{"a", true, kFloat}, {"b", true, kFloat}, {"bias", false, kFloat}},
        {{"c"}},
        {},
        &infer_matmul,
-       "a [..., M, K] @ b [..., K, N] (+ bias), batch dims broadcast"},
+       "a [..., M, K] @ b [..., K, N] (+ bias), batch dims broadcast",
+       "a [..., M, K], b [..., K, N] -> c [broadcast(batch dims of a and b), M, N], dtype of a; "
+       "bias "
+       "broadcasts to c"},
       {"embedding",
        OpKind::structured,
        {{"table", true, kFloat}, {"ids", true, kInt}},
        {{"y"}},
        {},
        &infer_embedding,
-       "rows of table [V, D] picked by ids; an id outside [0, V) yields NaN"},
+       "rows of table [V, D] picked by ids; an id outside [0, V) yields NaN",
+       "table [V, D], ids [...] -> y [..., D], dtype of table"},
       {"cross_entropy",
        OpKind::structured,
        {{"logits", true, kFloat}, {"targets", true, kInt}},
@@ -184,7 +196,10 @@ const std::vector<OpSchema>& structured_ops() {
         {"reduction", AttrType::text, Attr("mean")},
         {"output_lse", AttrType::boolean, Attr(false)}},
        &infer_cross_entropy,
-       "softmax cross entropy of logits [N, C] against integer targets [N]"},
+       "softmax cross entropy of logits [N, C] against integer targets [N]",
+       "logits [N, C], targets [N] -> loss [N] (reduction none) or [] (sum, mean), lse [N]; f64 "
+       "for "
+       "f64 logits, else f32"},
   };
   return ops;
 }

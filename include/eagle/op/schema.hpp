@@ -84,6 +84,8 @@ struct OpSchema {
   std::vector<AttrSpec> attrs;
   InferFn infer;
   std::string doc;  // one line: what it computes
+  // The shape rule in words (what `infer` checks and yields), for people: `eagle ops NAME`.
+  std::string shape_rule;
 };
 
 // The schema of `op`, or nullptr.
