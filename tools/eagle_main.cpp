@@ -1,47 +1,88 @@
-// The eagle command line.
+// The eagle command line. Exit codes: 0 success, 1 a failure while running, 2 a usage error.
 #include <cstdio>
 #include <string>
 #include <vector>
 
 #include "demo.hpp"
 #include "eagle/eagle.hpp"
+#include "ops.hpp"
 
 namespace {
 
-void usage() {
-  std::puts(
-      "usage: eagle <command> [options]\n"
-      "  demo      run the heat-equation demo eagerly and as one recorded graph, and time both\n"
-      "            options: --device cpu|cuda[:N] (default: cuda:0 when a GPU is present)\n"
-      "                     --size N (256) --steps N (50) --repeats N (20) --threads N (all)\n"
-      "  devices   print the properties descriptor (JSON) of every device");
+void devices_usage(std::FILE* to) {
+  std::fprintf(to,
+               "usage: eagle devices\n"
+               "  prints the properties descriptor (JSON) of the CPU and of every CUDA device\n");
 }
 
-int devices() {
+int devices(const std::vector<std::string>& args) {
+  if (!args.empty()) {
+    std::fprintf(stderr, "eagle devices: unexpected argument '%s'\n", args[0].c_str());
+    devices_usage(stderr);
+    return 2;
+  }
   std::printf("%s\n", eagle::DeviceProperties::query(eagle::Device::cpu()).to_json().c_str());
   for (int i = 0; i < eagle::cuda_device_count(); ++i)
     std::printf("%s\n", eagle::DeviceProperties::query(eagle::Device::cuda(i)).to_json().c_str());
   return 0;
 }
 
+struct Command {
+  const char* name;
+  const char* summary;
+  void (*usage)(std::FILE*);
+  int (*run)(const std::vector<std::string>&);
+};
+
+const Command kCommands[] = {
+    {"demo", "run the heat-equation demo eagerly and as one recorded graph, and time both",
+     &eagle::tools::demo_usage, &eagle::tools::run_demo},
+    {"devices", "print the properties descriptor (JSON) of every device", &devices_usage, &devices},
+    {"ops", "list the operations of the op tables, or describe one (ports, attributes, shapes)",
+     &eagle::tools::ops_usage, &eagle::tools::run_ops},
+};
+
+void usage(std::FILE* to) {
+  std::fprintf(to, "usage: eagle <command> [options]\n\ncommands:\n");
+  for (const Command& c : kCommands) std::fprintf(to, "  %-8s  %s\n", c.name, c.summary);
+  std::fprintf(to, "\n`eagle <command> --help` describes a command's options.\n");
+}
+
+bool is_help(const std::string& arg) {
+  return arg == "-h" || arg == "--help";
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   std::vector<std::string> args(argv + 1, argv + argc);
-  if (args.empty() || args[0] == "-h" || args[0] == "--help") {
-    usage();
-    return args.empty() ? 2 : 0;
-  }
-  try {
-    const std::string command = args[0];
-    args.erase(args.begin());
-    if (command == "demo") return eagle::tools::run_demo(args);
-    if (command == "devices") return devices();
-    std::fprintf(stderr, "eagle: unknown command '%s'\n", command.c_str());
-    usage();
+  if (args.empty()) {
+    usage(stderr);
     return 2;
-  } catch (const eagle::Error& e) {
-    std::fprintf(stderr, "eagle: %s\n", e.what());
-    return 1;
   }
+  if (is_help(args[0])) {
+    usage(stdout);
+    return 0;
+  }
+  const std::string name = args[0];
+  args.erase(args.begin());
+  for (const Command& c : kCommands) {
+    if (name != c.name) continue;
+    for (const std::string& a : args) {
+      if (is_help(a)) {
+        c.usage(stdout);
+        return 0;
+      }
+    }
+    try {
+      return c.run(args);
+    } catch (const eagle::Error& e) {
+      std::fprintf(stderr, "eagle %s: %s\n", c.name, e.what());
+      return 1;
+    }
+  }
+  std::fprintf(stderr, "eagle: unknown %s '%s'\n", name[0] == '-' ? "option" : "command",
+               name.c_str());
+  usage(stderr);
+  return 2;
 }
