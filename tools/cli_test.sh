@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Checks the eagle command line's exit codes and help: 0 for help and good commands, 2 for usage
+# errors. Usage: cli_test.sh <path to the eagle binary>
+set -uo pipefail
+eagle=$1
+bad=0
+expect() {  # expect <exit code> <text the output must contain> <args...>
+  local want=$1 text=$2
+  shift 2
+  local out rc
+  out=$("$eagle" "$@" 2>&1)
+  rc=$?
+  if [ "$rc" -ne "$want" ] || ! grep -qF -- "$text" <<<"$out"; then
+    echo "FAIL: eagle $* exited $rc (want $want) or lacks '$text':"
+    echo "$out" | head -5
+    bad=1
+  fi
+}
+expect 0 "usage: eagle <command>" --help
+expect 0 "usage: eagle <command>" -h
+expect 2 "usage: eagle <command>"
+expect 2 "unknown command 'frob'" frob
+expect 2 "unknown option '--frob'" --frob
+for c in demo devices ops; do
+  expect 0 "usage: eagle $c" "$c" --help
+  expect 0 "usage: eagle $c" "$c" -h
+done
+expect 2 "unknown option '--bogus'" demo --bogus
+expect 2 "--size must be an integer" demo --size x
+expect 2 "unexpected argument" devices extra
+expect 0 "captured (" ops
+expect 0 "shape rule:" ops sdpa
+expect 0 "when attribute generate_stats is true" ops sdpa
+expect 2 "close names: sdpa, sdpa_bwd" ops sdp
+expect 2 "unexpected argument" ops a b
+expect 0 '"device": "cpu"' devices
+expect 0 "results agree" demo --device cpu --size 16 --steps 2 --repeats 1
+[ "$bad" -eq 0 ] && echo "cli: every check passed"
+exit "$bad"
