@@ -1,10 +1,26 @@
 #!/usr/bin/env bash
 # The main job: builds eagle and runs `eagle demo` (on the GPU when one is present, else the
 # CPU). Extra arguments go to the demo, e.g. scripts/demo.sh --device cpu --size 512.
+# Says what it is doing and shows the build's progress; prints nothing of the build when
+# everything is already built.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/deps.sh >/dev/null
+scripts/deps.sh  # prints only when it installs something
 . scripts/env.sh
-cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
-cmake --build build -j"$jobs" --target eagle_cli >/dev/null
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+if [ ! -f build/CMakeCache.txt ]; then
+  echo "demo.sh: configuring the build in build/ (the CUDA backend is built when nvcc is found)"
+fi
+if ! cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >"$log" 2>&1; then
+  cat "$log"
+  exit 1
+fi
+# Build progress ("[ 42%] Building ...") and any error are shown; "Built target" lines, all a
+# finished build prints, are not.
+cmake --build build -j"$jobs" --target eagle_cli 2>&1 | awk -v jobs="$jobs" '
+  /Built target|Scanning dependencies|Consolidate compiler generated/ { next }
+  !started { print "demo.sh: building eagle and the demo on " jobs " cores (a few minutes the first time, longer with CUDA)"; started = 1 }
+  { print "  " $0; fflush() }
+  END { if (started) print "demo.sh: built" }'
 build/tools/eagle demo "$@"

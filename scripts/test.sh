@@ -1,26 +1,74 @@
 #!/usr/bin/env bash
-# Builds eagle and passes every test: the full build (CUDA when nvcc is found; GPU tests skip
-# without a GPU), the CPU build under AddressSanitizer + UndefinedBehaviorSanitizer, the
-# installed-package test, and the clang-format check.
+# Builds eagle and passes every test: the clang-format, layer and README checks, the full build
+# (CUDA when nvcc is found; GPU tests skip without a GPU) with its tests, examples and the
+# installed-package test, the CPU build under AddressSanitizer + UndefinedBehaviorSanitizer with
+# its tests and examples, and a CPU demo run. Ends with what ran, passed and was skipped, and why.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/deps.sh
 . scripts/env.sh
 
+summary=()  # one line per check and build, printed at the end
+failures=0
+total_passed=0 total_failed=0 total_skipped=0
+
+# run_ctest <build dir> <label>: runs every test of a build; prints the output of failures only,
+# then ran / passed / failed / skipped, with the skip reasons GoogleTest printed, grouped.
+run_ctest() {
+  local dir=$1 label=$2 log=$1/ctest-output.log rc=0
+  (cd "$dir" && ctest --output-on-failure -j"$jobs") >"$log" 2>&1 || rc=$?
+  if [ "$rc" -ne 0 ]; then
+    cat "$log"
+  else
+    grep -E '^[0-9]+% tests passed|^Total Test time' "$log" || true
+  fi
+  local ran failed skipped
+  ran=$(sed -nE 's/.*tests failed out of ([0-9]+).*/\1/p' "$log" | tail -1)
+  failed=$(sed -nE 's/.* ([0-9]+) tests failed out of.*/\1/p' "$log" | tail -1)
+  skipped=$(grep -c '(Skipped)$' "$log" || true)
+  ran=${ran:-0} failed=${failed:-0}
+  local passed=$((ran - failed - skipped))
+  total_passed=$((total_passed + passed))
+  total_failed=$((total_failed + failed))
+  total_skipped=$((total_skipped + skipped))
+  summary+=("$label: $ran tests ran, $passed passed, $failed failed, $skipped skipped")
+  # GoogleTest prints "<file>:<line>: Skipped" and then the reason on the next line.
+  local reasons
+  reasons=$(awk '/: Skipped$/ { getline reason; if (reason == "") reason = "(no reason given)";
+                                count[reason]++ }
+                 END { for (r in count) printf "%6d  %s\n", count[r], r }' \
+    "$dir/Testing/Temporary/LastTest.log" 2>/dev/null | sort -rn || true)
+  [ -n "$reasons" ] && summary+=("  skipped, by reason:" "$reasons")
+  return "$rc"
+}
+
 echo "== format"
-files=$(git ls-files '*.cpp' '*.hpp' '*.cu' '*.h' 2>/dev/null || find include src tests tools bench -name '*.[ch]pp' -o -name '*.cu' -o -name '*.h')
+files=$(git ls-files '*.cpp' '*.hpp' '*.cu' '*.h' 2>/dev/null || find include src tests tools bench examples -name '*.[ch]pp' -o -name '*.cu' -o -name '*.h')
 clang-format --dry-run --Werror $files
+summary+=("format: every C++ file is clang-formatted")
+
+echo "== layers and README"
+scripts/check_layers.sh
+scripts/check_readme.sh
+summary+=("layers: each layer includes only the layers below it" "README: every C++ block is an excerpt of a compiled example")
 
 echo "== build and test (release)"
-cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
+cuda=$(cmake -S . -B build -DCMAKE_BUILD_TYPE=Release | sed -n 's/.*eagle: CUDA backend //p')
 cmake --build build -j"$jobs"
-(cd build && ctest --output-on-failure -j"$jobs")
+run_ctest build "release build (CUDA backend ${cuda:-?})" || failures=1
 
 echo "== build and test (CPU, ASan + UBSan)"
 cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DEAGLE_CUDA=OFF -DEAGLE_SANITIZE=ON \
   -DEAGLE_BUILD_TOOLS=OFF >/dev/null
 cmake --build build-asan -j"$jobs"
-(cd build-asan && ASAN_OPTIONS=detect_leaks=1 ctest --output-on-failure -j"$jobs")
+ASAN_OPTIONS=detect_leaks=1 run_ctest build-asan "CPU build under ASan + UBSan" || failures=1
 
 echo "== demo smoke run (CPU)"
 build/tools/eagle demo --device cpu --size 64 --steps 10 --repeats 2
+summary+=("demo: the CPU run's eager and graph results agree")
+
+echo
+echo "== summary"
+printf '%s\n' "${summary[@]}"
+echo "all: $total_passed passed, $total_failed failed, $total_skipped skipped"
+exit "$failures"
