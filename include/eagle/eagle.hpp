@@ -2,6 +2,7 @@
 #pragma once
 
 #include "eagle/core/array.hpp"
+#include "eagle/core/convert.hpp"
 #include "eagle/core/device.hpp"
 #include "eagle/core/dlpack.hpp"
 #include "eagle/core/dtype.hpp"
