@@ -7,6 +7,7 @@
 #include "eagle/core/dlpack.hpp"
 #include "eagle/core/dtype.hpp"
 #include "eagle/core/error.hpp"
+#include "eagle/core/shape.hpp"
 #include "eagle/core/stream.hpp"
 #include "eagle/engines/builtin.hpp"
 #include "eagle/engines/planned_kernel.hpp"
