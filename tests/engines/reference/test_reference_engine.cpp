@@ -206,8 +206,9 @@ TEST(ReferenceEnginePlanning, EveryFamilyClassifiesAndBuildsTheReference) {
         .set_output(true);
     expect_reference_plan(g, "loss");
   }
-  const auto sdpa_ports = [](Graph& g) {
-    return Ports{{"q", input(g, "q", {5, 2, 4})},
+  // q: a tensor of the graph, or a fresh input (an input no node reads fails validation).
+  const auto sdpa_ports = [](Graph& g, Tensor q = {}) {
+    return Ports{{"q", q.defined() ? q : input(g, "q", {5, 2, 4})},
                  {"k", input(g, "k", {6, 2, 4})},
                  {"v", input(g, "v", {6, 2, 4})},
                  {"cu_seqlens_q", input(g, "cu_q", {3}, DType::i32)},
@@ -247,9 +248,7 @@ TEST(ReferenceEnginePlanning, EveryFamilyClassifiesAndBuildsTheReference) {
     Graph g("composite");
     Tensor w = input(g, "w", {4, 4});
     Tensor q = g.matmul(input(g, "x", {5, 2, 4}), w);
-    Ports p = sdpa_ports(g);
-    p[0].second = q;
-    g.op("sdpa", p).at("o").set_output(true);
+    g.op("sdpa", sdpa_ports(g, q)).at("o").set_output(true);
     expect_reference_plan(g, "composite");
   }
 }
