@@ -240,7 +240,7 @@ void ExecutionPlans::execute_plan_at_index(int index, const VariantPack& pack,
   if (!s_->compiled[index])
     throw InvalidArgument("execute_plan_at_index: plan " + std::to_string(index) +
                           " is not built; call build_plan_at_index first");
-  if (&pack.layout() != &s_->layout)
+  if (!pack.layout().same_as(s_->layout))
     throw InvalidArgument("execute: the variant pack was made for another plan's layout");
   run_or_explain(*s_->compiled[index], pack, ctx);
 }
@@ -295,7 +295,7 @@ std::size_t ExecutionPlans::workspace_size() const {
 void ExecutionPlans::execute(const VariantPack& pack, const ExecutionContext& ctx) const {
   if (s_->selected < 0)
     throw InvalidArgument("execute: no plan is built; call build_plans() first");
-  if (&pack.layout() != &s_->layout)
+  if (!pack.layout().same_as(s_->layout))
     throw InvalidArgument("execute: the variant pack was made for another plan's layout");
   run_or_explain(*s_->compiled[s_->selected], pack, ctx);
 }
