@@ -180,7 +180,7 @@ const std::vector<OpSchema>& structured_ops() {
        {{"y"}},
        {},
        &infer_embedding,
-       "rows of table [V, D] picked by ids; an id outside [0, V) yields NaN"},
+       "rows of table [V, D] picked by ids; an id outside [0, V) is refused at execute"},
       {"cross_entropy",
        OpKind::structured,
        {{"logits", true, kFloat}, {"targets", true, kInt}},
