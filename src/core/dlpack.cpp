@@ -48,9 +48,12 @@ DLManagedTensorVersioned* to_dlpack(const Array& array) {
   t.deleter = &delete_export;
   // A read-only array stays read-only for the consumer (the spec's flag says: do not write).
   t.flags = array.read_only() ? DLPACK_FLAG_BITMASK_READ_ONLY : 0;
-  // data points at the storage base; the view's start is byte_offset (as the spec prefers).
-  t.dl_tensor.data = array.storage()->data();
-  t.dl_tensor.byte_offset = static_cast<uint64_t>(array.byte_offset());
+  // data points at the storage base; the view's start is byte_offset (as the spec prefers). A
+  // view that starts before the base (a slice of a negative-stride wrap) has no unsigned offset:
+  // data then points at the start itself.
+  const bool before_base = array.byte_offset() < 0;
+  t.dl_tensor.data = before_base ? array.data() : array.storage()->data();
+  t.dl_tensor.byte_offset = before_base ? 0 : static_cast<uint64_t>(array.byte_offset());
   t.dl_tensor.device = {array.device().is_cpu() ? kDLCPU : kDLCUDA,
                         array.device().is_cpu() ? 0 : array.device().ordinal()};
   t.dl_tensor.ndim = array.ndim();

@@ -158,7 +158,14 @@ ExecutionPlans ExecutionPlans::create_for(op::Graph graph, const Manifest& manif
   return ExecutionPlans(std::move(s));
 }
 
-ExecutionPlans::ExecutionPlans(std::unique_ptr<State> s) : s_(std::move(s)) {}
+ExecutionPlans::ExecutionPlans(std::unique_ptr<State> s) : s_{std::move(s)} {}
+
+ExecutionPlans::State* ExecutionPlans::Holder::operator->() const {
+  if (!state)
+    throw InvalidArgument(
+        "ExecutionPlans: this object was moved from and holds no plans; use the one it moved to");
+  return state.get();
+}
 ExecutionPlans::ExecutionPlans(ExecutionPlans&&) noexcept = default;
 ExecutionPlans& ExecutionPlans::operator=(ExecutionPlans&&) noexcept = default;
 ExecutionPlans::~ExecutionPlans() = default;

@@ -539,6 +539,19 @@ TEST(DLPackTest, AReadOnlyImportIsAReadOnlyArray) {
   EXPECT_EQ(deletions, 2);
 }
 
+TEST(DLPackTest, ExportOfAViewBeforeItsStorageBaseHasNoNegativeOffset) {
+  // A reversed wrap sliced past its start: byte offset -8 used to become 2^64 - 8.
+  std::vector<float> buf = {0, 1, 2, 3};
+  const Array reversed = Array::wrap(buf.data() + 3, {4}, DType::f32, Device::cpu(), {-1});
+  const Array tail = reversed.slice(0, 2, 4);  // elements 1, 0
+  ASSERT_LT(tail.byte_offset(), 0);
+  DLManagedTensorVersioned* t = to_dlpack(tail);
+  EXPECT_EQ(t->dl_tensor.byte_offset, 0u);
+  EXPECT_EQ(t->dl_tensor.data, buf.data() + 1);
+  const Array back = from_dlpack(t);
+  EXPECT_EQ(back.to_vector<float>(), (std::vector<float>{1, 0}));
+}
+
 TEST(DLPackTest, ExportFlagsFollowTheArray) {
   const Array a = Array::from(std::vector<float>{1, 2}, {2}, Device::cpu());
   DLManagedTensorVersioned* w = to_dlpack(a);

@@ -1557,6 +1557,20 @@ TEST_F(DispatchVariantPack, OperandsRefuseCountsPastInt64AndCarryReadOnly) {
   t->deleter(t);
 }
 
+TEST_F(DispatchPlanning, AMovedFromPlanListThrowsInsteadOfCrashing) {
+  const Manifest m(test_spec());
+  ExecutionPlans plans = ExecutionPlans::create(copy_graph(), m, cpu_props());
+  ExecutionPlans kept = std::move(plans);
+  const std::string rule = "moved from and holds no plans";
+  expect_throw_with<InvalidArgument>([&] { plans.count(); }, {"ExecutionPlans", rule});
+  expect_throw_with<InvalidArgument>([&] { plans.layout(); }, {rule});
+  expect_throw_with<InvalidArgument>([&] { plans.build_plans(); }, {rule});
+  EXPECT_EQ(kept.build_plans(), 0);
+  const Array x = input(), y = poisoned();
+  expect_throw_with<InvalidArgument>([&] { plans.execute(pack_for(kept, x, y), {}); }, {rule});
+  EXPECT_TRUE(all_nan(y));
+}
+
 TEST_F(DispatchPlanning, AnInputNoNodeReadsIsRefusedAndTheGraphStaysUnplanned) {
   const Manifest m(test_spec());
   op::Graph g = copy_graph();
