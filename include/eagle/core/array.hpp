@@ -61,8 +61,8 @@ class Array {
   static Array empty(const Shape& shape, DType dtype, Device device);
   // A non-owning array over a caller's pointer; strides in elements (empty = row-major).
   // The caller keeps the memory alive for as long as the array (and any graph using it) lives.
-  // `keep_alive` (may be null) is held until the last view of the memory dies; if wrap throws,
-  // `keep_alive` is released before the exception leaves.
+  // `keep_alive` (may be null) is held until the last view of the memory dies; a wrap that
+  // throws keeps no reference to it.
   static Array wrap(void* data, const Shape& shape, DType dtype, Device device,
                     const Shape& strides = {}, std::shared_ptr<void> keep_alive = nullptr);
   // A contiguous view of `shape` at `byte_offset` into existing storage (shares ownership).
