@@ -1,5 +1,7 @@
 // Captured ops: attention and linear attention, each with an explicit schema (positional port
 // order, conditional outputs) and a shape rule for the token-packed (THD) layout.
+#include <cmath>
+
 #include "eagle/core/error.hpp"
 #include "op/tables.hpp"
 
@@ -18,9 +20,12 @@ int64_t sequences(const InferContext& ctx, const std::string& port) {
   return d[0] - 1;
 }
 
+// Written so that NaN fails too; infinity is refused with every non-finite real attribute.
 void check_scale(const InferContext& ctx) {
-  if (ctx.attrs.count("scale") && !(ctx.attr("scale").as_real(ctx.op + ": attribute scale") > 0))
-    ctx.fail("q", "attribute scale must be > 0");
+  if (!ctx.attrs.count("scale")) return;
+  const double scale = ctx.attr("scale").as_real(ctx.op + ": attribute scale");
+  if (!(scale > 0 && std::isfinite(scale)))
+    ctx.fail("q", "attribute scale must be > 0 and finite, got " + ctx.attr("scale").to_json());
 }
 
 // q [Tq, H, D] with cu_seqlens (THD) or [B, S, H, D] without (dense). k, v alike with Hk heads,

@@ -75,7 +75,13 @@ class ExecutionPlans {
 
  private:
   explicit ExecutionPlans(std::unique_ptr<State> s);
-  std::unique_ptr<State> s_;
+  // The state. A moved-from ExecutionPlans holds none: every call on it throws InvalidArgument
+  // instead of dereferencing null.
+  struct Holder {
+    std::unique_ptr<State> state;
+    State* operator->() const;
+  };
+  Holder s_;
 };
 
 // Runs `plan` with `pack`: the hot path, and the checker only when the plan refuses.
