@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "eagle/core/error.hpp"
+#include "eagle/core/shape.hpp"
 #include "eagle/core/stream.hpp"
 #include "eagle/kernel/kernel.hpp"
 #include "eagle/kernel/thread_team.hpp"
@@ -100,6 +101,10 @@ void check_arguments(const KernelDef& def, const std::vector<const Array*>& args
                             "; the kernel does not declare that it takes strided arrays");
     if (writes(p.access) && a.read_only())
       throw InvalidArgument(param_what(def, i) + " is written but the array is read-only");
+    // Two elements at one address (a stride 0): one of the writes would be lost.
+    if (writes(p.access) && may_overlap(a.shape(), a.strides()))
+      throw InvalidArgument(param_what(def, i) + " is written but its strides " +
+                            shape_str(a.strides()) + " give several elements one address");
   }
   for (std::size_t i = 0; i < args.size(); ++i) {
     if (!writes(def.arrays[i].access) || args[i]->nbytes() == 0) continue;
