@@ -145,8 +145,9 @@ bool produced(const OutputPort& p, const std::map<std::string, Attr>& attrs,
 std::map<std::string, Attr> resolve_attrs(const OpSchema& s, const Attrs& given) {
   std::map<std::string, Attr> out;
   for (const auto& [name, value] : given) {
+    const std::string& wanted = name;  // (a structured binding; clang 14 cannot capture one)
     auto spec = std::find_if(s.attrs.begin(), s.attrs.end(),
-                             [&](const AttrSpec& a) { return a.name == name; });
+                             [&](const AttrSpec& a) { return a.name == wanted; });
     if (spec == s.attrs.end()) {
       std::string known;
       for (const AttrSpec& a : s.attrs) known += (known.empty() ? "" : ", ") + a.name;
@@ -415,8 +416,9 @@ std::map<std::string, TensorMeta> wire_inputs(const GraphState& s, const OpSchem
                                               const PortIdx& wired) {
   std::map<std::string, TensorMeta> metas;
   for (const auto& [port, idx] : wired) {
+    const std::string& wanted = port;  // (a structured binding; clang 14 cannot capture one)
     auto spec = std::find_if(schema.inputs.begin(), schema.inputs.end(),
-                             [&](const InputPort& p) { return p.name == port; });
+                             [&](const InputPort& p) { return p.name == wanted; });
     if (spec == schema.inputs.end()) {
       std::string known;
       for (const InputPort& p : schema.inputs) known += (known.empty() ? "" : ", ") + p.name;

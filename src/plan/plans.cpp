@@ -95,7 +95,7 @@ std::unique_ptr<ExecutionPlans::State> start(op::Graph graph, const Manifest& ma
 
 }  // namespace
 
-ExecutionPlans ExecutionPlans::create(op::Graph graph, const Manifest& manifest,
+ExecutionPlans ExecutionPlans::create(const op::Graph& graph, const Manifest& manifest,
                                       const DeviceProperties& device,
                                       const std::vector<HeurMode>& modes) {
   if (modes.empty())
@@ -134,22 +134,22 @@ ExecutionPlans ExecutionPlans::create(op::Graph graph, const Manifest& manifest,
   return ExecutionPlans(std::move(s));
 }
 
-ExecutionPlans ExecutionPlans::create(op::Graph graph, const Manifest& manifest, Device device,
-                                      const std::vector<HeurMode>& modes) {
-  ExecutionPlans plans = create(std::move(graph), manifest, DeviceProperties::query(device), modes);
+ExecutionPlans ExecutionPlans::create(const op::Graph& graph, const Manifest& manifest,
+                                      Device device, const std::vector<HeurMode>& modes) {
+  ExecutionPlans plans = create(graph, manifest, DeviceProperties::query(device), modes);
   plans.s_->target = device;
   return plans;
 }
 
-ExecutionPlans ExecutionPlans::create_for(op::Graph graph, const Manifest& manifest, Device device,
-                                          int64_t engine_id, const Knobs& knobs) {
+ExecutionPlans ExecutionPlans::create_for(const op::Graph& graph, const Manifest& manifest,
+                                          Device device, int64_t engine_id, const Knobs& knobs) {
   ExecutionPlans plans =
-      create_for(std::move(graph), manifest, DeviceProperties::query(device), engine_id, knobs);
+      create_for(graph, manifest, DeviceProperties::query(device), engine_id, knobs);
   plans.s_->target = device;
   return plans;
 }
 
-ExecutionPlans ExecutionPlans::create_for(op::Graph graph, const Manifest& manifest,
+ExecutionPlans ExecutionPlans::create_for(const op::Graph& graph, const Manifest& manifest,
                                           const DeviceProperties& device, int64_t engine_id,
                                           const Knobs& knobs) {
   const Manifest::Decoded d = manifest.decode(engine_id);

@@ -14,11 +14,22 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <type_traits>
 
 #include "eagle/core/hd.hpp"
 
 namespace eagle {
+
+namespace convert_detail {
+// 2^n as a double, at compile time.
+template <int n>
+EAGLE_HD constexpr double two_to_the() {
+  double p = 1.0;
+  for (int b = 0; b < n; ++b) p *= 2.0;
+  return p;
+}
+}  // namespace convert_detail
 
 template <class Int>
 EAGLE_HD Int saturating_cast(double v) {
@@ -29,8 +40,7 @@ EAGLE_HD Int saturating_cast(double v) {
                                             : static_cast<Int>(~U(0));
   constexpr Int min = std::is_signed_v<Int> ? static_cast<Int>(-max - 1) : Int(0);
   // 2^(bits-1) (signed) or 2^bits (unsigned): exact in a double, unlike max itself for 64 bits.
-  constexpr double past_max =
-      std::is_signed_v<Int> ? -static_cast<double>(min) : (static_cast<double>(max / 2 + 1)) * 2.0;
+  constexpr double past_max = convert_detail::two_to_the<std::numeric_limits<Int>::digits>();
   if (v != v) return Int(0);  // NaN
   if (v >= past_max) return max;
   if (v <= static_cast<double>(min)) return min;

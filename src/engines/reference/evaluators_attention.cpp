@@ -46,7 +46,7 @@ std::vector<int64_t> uniform_cu(int64_t batch, int64_t len) {
 // [0, rows]: it counts rows of `of`, which has `rows`. (The math then checks the order.)
 std::vector<int64_t> cu_seqlens(const op::Node& node, const Env& env, const char* port,
                                 const char* of, int64_t rows) {
-  const std::vector<int64_t> cu = as_integers(input(node, env, port));
+  std::vector<int64_t> cu = as_integers(input(node, env, port));
   for (std::size_t i = 0; i < cu.size(); ++i)
     if (cu[i] < 0 || cu[i] > rows)
       throw InvalidArgument(node.name() + ": " + port + " '" + node.input(port).name() +
