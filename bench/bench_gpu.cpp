@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include <cuda.h>
 #include <cuda_runtime.h>
 
 #include "bench_common.hpp"
@@ -83,12 +84,40 @@ void expect_readers(const std::string& what, const std::vector<Array>& outs,
 }
 
 // A kernel node of the instantiated graph with the argument block for each of the two arrays.
+// The peer reads and sets nodes through the driver (cuGraph*KernelNode*Params), the calls under
+// the runtime's: eagle's kernel handles belong to eagle's runtime, not to this program's.
 struct RawNode {
   cudaGraphNode_t node = nullptr;
   KernelArgsN<2, 1> args[2];  // scale: x, out; alpha
   void* arg_pointer[2] = {nullptr, nullptr};
-  cudaKernelNodeParams params[2] = {};
+  CUDA_KERNEL_NODE_PARAMS_v2 params[2] = {};
 };
+
+struct DriverNodeCalls {
+  CUresult (*get)(CUgraphNode, CUDA_KERNEL_NODE_PARAMS_v2*) = nullptr;
+  CUresult (*set)(CUgraphExec, CUgraphNode, const CUDA_KERNEL_NODE_PARAMS_v2*) = nullptr;
+};
+
+const DriverNodeCalls& driver_node_calls() {
+  static const DriverNodeCalls calls = [] {
+    DriverNodeCalls c;
+    void* fn = nullptr;
+    cudaDriverEntryPointQueryResult status{};
+    EAGLE_CUDA_CHECK(cudaGetDriverEntryPointByVersion("cuGraphKernelNodeGetParams", &fn, 12000,
+                                                      cudaEnableDefault, &status));
+    c.get = reinterpret_cast<decltype(c.get)>(fn);
+    EAGLE_CUDA_CHECK(cudaGetDriverEntryPointByVersion("cuGraphExecKernelNodeSetParams", &fn, 12000,
+                                                      cudaEnableDefault, &status));
+    c.set = reinterpret_cast<decltype(c.set)>(fn);
+    if (!c.get || !c.set) throw Error("section 2: the driver lacks the kernel node calls");
+    return c;
+  }();
+  return calls;
+}
+
+void check_cu(CUresult r, const char* what) {
+  if (r != CUDA_SUCCESS) throw Error(std::string(what) + " failed: CUresult " + std::to_string(r));
+}
 
 // 2. bind() per patched node against cudaGraphExecKernelNodeSetParams per node.
 void bind_cost(const Options& o, Report& report, Device dev) {
@@ -125,7 +154,8 @@ void bind_cost(const Options& o, Report& report, Device dev) {
     if (type != cudaGraphNodeTypeKernel) continue;
     RawNode& n = raw.emplace_back();
     n.node = h;
-    EAGLE_CUDA_CHECK(cudaGraphKernelNodeGetParams(h, &n.params[0]));
+    check_cu(driver_node_calls().get(reinterpret_cast<CUgraphNode>(h), &n.params[0]),
+             "cuGraphKernelNodeGetParams");
     std::memcpy(&n.args[0], n.params[0].kernelParams[0], sizeof(n.args[0]));
     n.args[1] = n.args[0];
     int swapped = 0;
@@ -155,7 +185,9 @@ void bind_cost(const Options& o, Report& report, Device dev) {
   auto raw_bind = [&] {
     raw_phase ^= 1;
     for (RawNode& n : raw)
-      EAGLE_CUDA_CHECK(cudaGraphExecKernelNodeSetParams(exec, n.node, &n.params[raw_phase]));
+      check_cu(driver_node_calls().set(reinterpret_cast<CUgraphExec>(exec),
+                                       reinterpret_cast<CUgraphNode>(n.node), &n.params[raw_phase]),
+               "cuGraphExecKernelNodeSetParams");
   };
   const int reps = calibrate_reps(o.batch_seconds(), raw_bind);
   const std::vector<Stats> s = measure(o, {[&] { return time_batch(reps, kReaders, eagle_bind); },

@@ -2,10 +2,12 @@
 #pragma once
 
 #include "eagle/core/array.hpp"
+#include "eagle/core/convert.hpp"
 #include "eagle/core/device.hpp"
 #include "eagle/core/dlpack.hpp"
 #include "eagle/core/dtype.hpp"
 #include "eagle/core/error.hpp"
+#include "eagle/core/shape.hpp"
 #include "eagle/core/stream.hpp"
 #include "eagle/engines/builtin.hpp"
 #include "eagle/engines/planned_kernel.hpp"

@@ -2,11 +2,13 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <new>
 #include <type_traits>
 
+#include "eagle/core/convert.hpp"
 #include "eagle/core/error.hpp"
 #include "eagle/core/stream.hpp"
 #include "util/cuda_check.hpp"
@@ -28,6 +30,12 @@ void check_cuda_device(Device d, const char* what) {
                           std::to_string(cuda_device_count()) + " CUDA devices)");
 }
 
+void check_defined(const Array& a, const char* what, const char* which) {
+  if (!a.defined())
+    throw InvalidArgument(std::string(what) + ": " + which +
+                          " is undefined (a default-constructed Array)");
+}
+
 }  // namespace
 
 std::size_t bytes_in_use(Device device) {
@@ -40,6 +48,9 @@ Storage::Storage(Device device, void* data, std::size_t bytes, bool owning,
 
 std::shared_ptr<Storage> Storage::allocate(Device device, std::size_t bytes) {
   check_cuda_device(device, "Storage::allocate");
+  if (bytes > static_cast<std::size_t>(INT64_MAX))
+    throw InvalidArgument("Storage::allocate: " + std::to_string(bytes) +
+                          " bytes is more than fits in int64 (no array can address it)");
   void* p = nullptr;
   const std::size_t rounded = std::max<std::size_t>(bytes, 1);
   if (device.is_cpu()) {
@@ -74,75 +85,65 @@ Storage::~Storage() {
   }
 }
 
-Shape contiguous_strides(const Shape& shape) {
-  Shape s(shape.size());
-  int64_t step = 1;
-  for (std::size_t i = shape.size(); i-- > 0;) {
-    s[i] = step;
-    step *= shape[i];
-  }
-  return s;
-}
-
-std::string shape_str(const Shape& shape) {
-  std::string out = "[";
-  for (std::size_t i = 0; i < shape.size(); ++i) {
-    if (i) out += ',';
-    out += std::to_string(shape[i]);
-  }
-  out += ']';
-  return out;
-}
-
-static void check_shape(const Shape& shape, const char* what) {
-  for (std::size_t i = 0; i < shape.size(); ++i)
-    if (shape[i] < 0)
-      throw InvalidArgument(std::string(what) + ": shape " + shape_str(shape) +
-                            " has negative size in dim " + std::to_string(i));
-}
-
 Array Array::empty(const Shape& shape, DType dtype, Device device) {
-  check_shape(shape, "Array::empty");
+  const std::size_t bytes = checked_nbytes(shape, dtype, "Array::empty");
   Array a;
   a.dtype_ = dtype;
   a.shape_ = shape;
   a.strides_ = contiguous_strides(shape);
-  a.storage_ = Storage::allocate(device, a.nbytes());
+  a.storage_ = Storage::allocate(device, bytes);
   return a;
 }
 
 Array Array::wrap(void* data, const Shape& shape, DType dtype, Device device, const Shape& strides,
                   std::shared_ptr<void> keep_alive) {
-  check_shape(shape, "Array::wrap");
   if (!strides.empty() && strides.size() != shape.size())
     throw InvalidArgument("Array::wrap: strides has " + std::to_string(strides.size()) +
                           " entries but shape has " + std::to_string(shape.size()));
+  checked_nbytes(shape, dtype, "Array::wrap");
   Array a;
   a.dtype_ = dtype;
   a.shape_ = shape;
   a.strides_ = strides.empty() ? contiguous_strides(shape) : strides;
-  auto [lo, hi] = a.byte_span();  // relative to data while storage is unset
-  (void)lo;
-  a.storage_ = Storage::borrow(device, data, static_cast<std::size_t>(hi), std::move(keep_alive));
+  const ByteExtent extent = checked_byte_extent(a.shape_, a.strides_, dtype, "Array::wrap");
+  // The view reaches [data + lo, data + hi): both ends must be addresses, not wrap around.
+  const auto base = reinterpret_cast<uintptr_t>(data);
+  if ((extent.lo < 0 && base < static_cast<uintptr_t>(-extent.lo)) ||
+      (extent.hi > 0 && static_cast<uintptr_t>(extent.hi) > UINTPTR_MAX - base))
+    throw InvalidArgument("Array::wrap: shape " + shape_str(shape) + " with strides " +
+                          shape_str(a.strides_) + " reaches bytes [" + std::to_string(extent.lo) +
+                          ", " + std::to_string(extent.hi) +
+                          ") around data, past the ends of the address space");
+  a.storage_ =
+      Storage::borrow(device, data, static_cast<std::size_t>(extent.hi), std::move(keep_alive));
   return a;
 }
 
 Array Array::on_storage(std::shared_ptr<Storage> storage, const Shape& shape, DType dtype,
                         int64_t byte_offset) {
-  check_shape(shape, "Array::on_storage");
+  const std::size_t bytes = checked_nbytes(shape, dtype, "Array::on_storage");
   if (!storage) throw InvalidArgument("Array::on_storage: storage must not be null");
+  // Written as bytes <= size - offset so that neither side can wrap.
+  if (byte_offset < 0 || static_cast<std::size_t>(byte_offset) > storage->bytes() ||
+      bytes > storage->bytes() - static_cast<std::size_t>(byte_offset))
+    throw InvalidArgument("Array::on_storage: a view of " + std::to_string(bytes) +
+                          " bytes at offset " + std::to_string(byte_offset) +
+                          " does not fit in storage of " + std::to_string(storage->bytes()) +
+                          " bytes");
   Array a;
   a.dtype_ = dtype;
   a.shape_ = shape;
   a.strides_ = contiguous_strides(shape);
   a.byte_offset_ = byte_offset;
-  if (byte_offset < 0 || static_cast<std::size_t>(byte_offset) + a.nbytes() > storage->bytes())
-    throw InvalidArgument("Array::on_storage: a view of " + std::to_string(a.nbytes()) +
-                          " bytes at offset " + std::to_string(byte_offset) +
-                          " does not fit in storage of " + std::to_string(storage->bytes()) +
-                          " bytes");
   a.storage_ = std::move(storage);
   return a;
+}
+
+Array Array::as_read_only() const {
+  check_defined(*this, "Array::as_read_only", "the array");
+  Array v = *this;
+  v.read_only_ = true;
+  return v;
 }
 
 Device Array::device() const {
@@ -158,12 +159,6 @@ int64_t Array::numel() const {
 bool Array::is_contiguous() const {
   return numel() <= 1 || strides_ == contiguous_strides(shape_);
 }
-Array Array::as_read_only() const {
-  Array v = *this;
-  v.read_only_ = true;
-  return v;
-}
-
 bool Array::owning() const {
   return storage_ && storage_->owning();
 }
@@ -186,6 +181,7 @@ std::pair<uintptr_t, uintptr_t> Array::byte_span() const {
 }
 
 Array Array::slice(int dim, int64_t begin, int64_t end) const {
+  check_defined(*this, "Array::slice", "the array");
   if (dim < 0 || dim >= ndim())
     throw InvalidArgument("Array::slice: dim " + std::to_string(dim) + " is out of range for " +
                           describe());
@@ -200,9 +196,8 @@ Array Array::slice(int dim, int64_t begin, int64_t end) const {
 }
 
 Array Array::reshape(const Shape& shape) const {
-  check_shape(shape, "Array::reshape");
-  int64_t n = 1;
-  for (int64_t d : shape) n *= d;
+  check_defined(*this, "Array::reshape", "the array");
+  const int64_t n = checked_numel(shape, "Array::reshape");
   if (n != numel())
     throw InvalidArgument("Array::reshape: " + shape_str(shape) + " holds " + std::to_string(n) +
                           " elements but the array has " + std::to_string(numel()));
@@ -218,6 +213,11 @@ std::string Array::describe() const {
 }
 
 void Array::copy_from(const Array& src, const Stream* stream) const {
+  check_defined(*this, "Array::copy_from", "the destination");
+  check_defined(src, "Array::copy_from", "the source");
+  if (read_only_)
+    throw InvalidArgument("Array::copy_from: the destination " + describe() +
+                          " is read-only (a read-only view or import); copy into a writable array");
   if (src.shape_ != shape_ || src.dtype_ != dtype_)
     throw InvalidArgument("Array::copy_from: source " + src.describe() +
                           " must have the destination's shape and dtype (" + describe() + ")");
@@ -252,11 +252,7 @@ namespace {
 // Copies a strided view whose bytes are readable on the host into contiguous `dst`.
 void gather(const char* base, const Shape& shape, const Shape& strides, std::size_t size,
             char* dst) {
-  const int64_t n = [&] {
-    int64_t k = 1;
-    for (int64_t d : shape) k *= d;
-    return k;
-  }();
+  const int64_t n = checked_numel(shape, "Array::to");
   Shape index(shape.size(), 0);
   for (int64_t e = 0; e < n; ++e) {
     int64_t off = 0;
@@ -272,6 +268,7 @@ void gather(const char* base, const Shape& shape, const Shape& strides, std::siz
 }  // namespace
 
 Array Array::to(Device device) const {
+  check_defined(*this, "Array::to", "the array");
   Array out = Array::empty(shape_, dtype_, device);
   if (is_contiguous()) {
     out.copy_from(*this);
@@ -299,11 +296,23 @@ Array Array::to(Device device) const {
 
 namespace {
 
+// Floats become integers by saturating_cast (out-of-range and NaN values are defined); every
+// other pair converts as static_cast does (integers wrap; bool is v != 0).
 template <class To, class From>
 To convert(From v) {
+  constexpr bool from_16 = std::is_same_v<From, half> || std::is_same_v<From, bfloat16>;
+  constexpr bool from_real = from_16 || std::is_floating_point_v<From>;
   if constexpr (std::is_same_v<To, half> || std::is_same_v<To, bfloat16>) {
     return To(static_cast<float>(v));
-  } else if constexpr (std::is_same_v<From, half> || std::is_same_v<From, bfloat16>) {
+  } else if constexpr (std::is_same_v<To, bool> && from_16) {
+    return static_cast<float>(v) != 0;
+  } else if constexpr (std::is_same_v<To, bool>) {
+    return v != From(0);
+  } else if constexpr (std::is_integral_v<To> && from_16) {
+    return saturating_cast<To>(static_cast<float>(v));
+  } else if constexpr (std::is_integral_v<To> && from_real) {
+    return saturating_cast<To>(static_cast<double>(v));
+  } else if constexpr (from_16) {
     return static_cast<To>(static_cast<float>(v));
   } else {
     return static_cast<To>(v);
@@ -314,9 +323,7 @@ To convert(From v) {
 
 template <class T>
 Array Array::from(const std::vector<T>& values, const Shape& shape, Device device) {
-  check_shape(shape, "Array::from");
-  int64_t n = 1;
-  for (int64_t d : shape) n *= d;
+  const int64_t n = checked_numel(shape, "Array::from");
   if (n != static_cast<int64_t>(values.size()))
     throw InvalidArgument("Array::from: shape " + shape_str(shape) + " holds " + std::to_string(n) +
                           " elements but values has " + std::to_string(values.size()));
@@ -332,6 +339,7 @@ Array Array::from(const std::vector<T>& values, const Shape& shape, Device devic
 
 template <class T>
 std::vector<T> Array::to_vector() const {
+  check_defined(*this, "Array::to_vector", "the array");
   Array host = device().is_cpu() && is_contiguous() ? *this : to(Device::cpu());
   std::vector<T> out(static_cast<std::size_t>(numel()));
   if (dtype_ == DType::boolean) {

@@ -1,6 +1,7 @@
 #include "eagle/core/device.hpp"
 
 #include <charconv>
+#include <limits>
 #include <thread>
 
 #include "eagle/core/error.hpp"
@@ -108,18 +109,28 @@ DeviceProperties DeviceProperties::from_json(std::string_view json) {
                             "' must be an integer, got '" + text + "'");
     return v;
   };
+  // An int field takes only what an int holds: a plain cast would wrap 4294967296 to 0.
+  auto small = [&](const char* key) -> int {
+    const int64_t v = integer(key);
+    if (v < std::numeric_limits<int>::min() || v > std::numeric_limits<int>::max())
+      throw InvalidArgument(std::string("DeviceProperties::from_json: field '") + key +
+                            "' = " + std::to_string(v) + " is outside the range of an int [" +
+                            std::to_string(std::numeric_limits<int>::min()) + ", " +
+                            std::to_string(std::numeric_limits<int>::max()) + "]");
+    return static_cast<int>(v);
+  };
   DeviceProperties p;
   p.device = Device::parse(take("device")).str();
   p.name = take("name");
-  p.sm = static_cast<int>(integer("sm"));
-  p.multiprocessors = static_cast<int>(integer("multiprocessors"));
+  p.sm = small("sm");
+  p.multiprocessors = small("multiprocessors");
   p.l2_bytes = integer("l2_bytes");
   p.shared_mem_per_block = integer("shared_mem_per_block");
   p.shared_mem_per_block_optin = integer("shared_mem_per_block_optin");
   p.shared_mem_per_multiprocessor = integer("shared_mem_per_multiprocessor");
   p.total_memory = integer("total_memory");
-  p.max_threads_per_block = static_cast<int>(integer("max_threads_per_block"));
-  p.warp_size = static_cast<int>(integer("warp_size"));
+  p.max_threads_per_block = small("max_threads_per_block");
+  p.warp_size = small("warp_size");
   return p;
 }
 

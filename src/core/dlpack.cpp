@@ -1,5 +1,6 @@
 #include "eagle/core/dlpack.hpp"
 
+#include <cstdint>
 #include <memory>
 #include <string>
 
@@ -35,7 +36,8 @@ void delete_export(DLManagedTensorVersioned* self) {
 }  // namespace
 
 DLManagedTensorVersioned* to_dlpack(const Array& array) {
-  if (!array.defined()) throw InvalidArgument("to_dlpack: array is not defined");
+  if (!array.defined())
+    throw InvalidArgument("to_dlpack: the array is undefined (a default-constructed Array)");
   auto ctx = std::make_unique<ExportContext>();
   ctx->array = array;
   ctx->shape = array.shape();
@@ -44,10 +46,14 @@ DLManagedTensorVersioned* to_dlpack(const Array& array) {
   t.version = {DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION};
   t.manager_ctx = ctx.get();
   t.deleter = &delete_export;
-  t.flags = 0;
-  // data points at the storage base; the view's start is byte_offset (as the spec prefers).
-  t.dl_tensor.data = array.storage()->data();
-  t.dl_tensor.byte_offset = static_cast<uint64_t>(array.byte_offset());
+  // A read-only array stays read-only for the consumer (the spec's flag says: do not write).
+  t.flags = array.read_only() ? DLPACK_FLAG_BITMASK_READ_ONLY : 0;
+  // data points at the storage base; the view's start is byte_offset (as the spec prefers). A
+  // view that starts before the base (a slice of a negative-stride wrap) has no unsigned offset:
+  // data then points at the start itself.
+  const bool before_base = array.byte_offset() < 0;
+  t.dl_tensor.data = before_base ? array.data() : array.storage()->data();
+  t.dl_tensor.byte_offset = before_base ? 0 : static_cast<uint64_t>(array.byte_offset());
   t.dl_tensor.device = {array.device().is_cpu() ? kDLCPU : kDLCUDA,
                         array.device().is_cpu() ? 0 : array.device().ordinal()};
   t.dl_tensor.ndim = array.ndim();
@@ -60,11 +66,9 @@ DLManagedTensorVersioned* to_dlpack(const Array& array) {
 
 namespace {
 
-// Checks a DLTensor and views it as an Array holding `keep_alive`. Everything Array::wrap would
-// reject is checked before `make_owner` runs: once an owner exists, an exception would run the
-// deleter and the caller would free the tensor again.
-template <class MakeOwner>
-Array view(const DLTensor& t, const char* who, const MakeOwner& make_owner) {
+// Checks a DLTensor and views it as an Array holding `keep_alive` (which must not free anything
+// when the view fails: see ImportOwner).
+Array view(const DLTensor& t, const char* who, std::shared_ptr<void> keep_alive) {
   const std::string w = who;
   if (t.dtype.lanes != 1)
     throw InvalidArgument(w + ": dtype lanes must be 1, got " + std::to_string(t.dtype.lanes));
@@ -87,19 +91,35 @@ Array view(const DLTensor& t, const char* who, const MakeOwner& make_owner) {
   if (t.ndim < 0) throw InvalidArgument(w + ": ndim must be >= 0");
   if (t.ndim > 0 && !t.shape) throw InvalidArgument(w + ": shape must not be null");
   Shape shape(t.shape, t.shape + t.ndim);
+  const int64_t numel = checked_numel(shape, w);
+  checked_nbytes(shape, code->dtype, w);
   Shape strides = t.strides ? Shape(t.strides, t.strides + t.ndim) : contiguous_strides(shape);
-  int64_t numel = 1;
-  for (std::size_t i = 0; i < shape.size(); ++i) {
-    if (shape[i] < 0)
-      throw InvalidArgument(w + ": shape " + shape_str(shape) + " has negative size in dim " +
-                            std::to_string(i));
-    numel *= shape[i];
-  }
+  checked_byte_extent(shape, strides, code->dtype, w);
   if (!t.data && numel > 0)
     throw InvalidArgument(w + ": data must not be null for a non-empty tensor");
-  char* start = static_cast<char*>(t.data) + t.byte_offset;
-  return Array::wrap(start, shape, code->dtype, device, strides, make_owner());
+  // data + byte_offset must be an address: no wrap past the end of the address space.
+  const auto base = reinterpret_cast<uintptr_t>(t.data);
+  if (t.byte_offset > static_cast<uint64_t>(INT64_MAX) || t.byte_offset > UINTPTR_MAX - base)
+    throw InvalidArgument(w + ": byte_offset " + std::to_string(t.byte_offset) +
+                          " past data runs off the address space (or past INT64_MAX)");
+  char* start = reinterpret_cast<char*>(base + static_cast<uintptr_t>(t.byte_offset));
+  try {
+    return Array::wrap(start, shape, code->dtype, device, strides, std::move(keep_alive));
+  } catch (const InvalidArgument& e) {
+    throw InvalidArgument(w + ": " + e.what());  // name the import, not only the view
+  }
 }
+
+// Holds an imported tensor; calls its deleter only once armed, i.e. once the import succeeded.
+// Any failure before that (a refused tensor, an allocation that throws) leaves the tensor, and
+// the duty to delete it, with the caller, as from_dlpack promises.
+struct ImportOwner {
+  DLManagedTensorVersioned* tensor = nullptr;
+  bool armed = false;
+  ~ImportOwner() {
+    if (armed && tensor->deleter) tensor->deleter(tensor);
+  }
+};
 
 }  // namespace
 
@@ -109,17 +129,18 @@ Array from_dlpack(DLManagedTensorVersioned* tensor) {
     throw InvalidArgument("from_dlpack: DLPack major version " +
                           std::to_string(tensor->version.major) +
                           " is not supported (eagle reads major version 1)");
-  // The deleter runs when the last Array sharing this storage dies.
-  return view(tensor->dl_tensor, "from_dlpack", [tensor] {
-    return std::shared_ptr<void>(tensor, [](void* p) {
-      auto* m = static_cast<DLManagedTensorVersioned*>(p);
-      if (m->deleter) m->deleter(m);
-    });
-  });
+  auto owner = std::make_shared<ImportOwner>();
+  owner->tensor = tensor;
+  Array a = view(tensor->dl_tensor, "from_dlpack", owner);
+  if (tensor->flags & DLPACK_FLAG_BITMASK_READ_ONLY) a = a.as_read_only();
+  // Nothing below throws: from here on the deleter runs when the last Array sharing this
+  // storage dies.
+  owner->armed = true;
+  return a;
 }
 
 Array view_dlpack(const DLTensor& tensor) {
-  return view(tensor, "view_dlpack", [] { return std::shared_ptr<void>(); });
+  return view(tensor, "view_dlpack", nullptr);
 }
 
 }  // namespace eagle

@@ -84,15 +84,14 @@ const plan::Manifest& builtin_manifest() {
   return manifest;
 }
 
-plan::ExecutionPlans create_execution_plans(op::Graph graph, Device device,
+plan::ExecutionPlans create_execution_plans(const op::Graph& graph, Device device,
                                             const std::vector<plan::HeurMode>& modes) {
-  return plan::ExecutionPlans::create(std::move(graph), builtin_manifest(), device, modes);
+  return plan::ExecutionPlans::create(graph, builtin_manifest(), device, modes);
 }
 
-plan::ExecutionPlans create_execution_plan(op::Graph graph, Device device, int64_t engine_id,
+plan::ExecutionPlans create_execution_plan(const op::Graph& graph, Device device, int64_t engine_id,
                                            const plan::Knobs& knobs) {
-  return plan::ExecutionPlans::create_for(std::move(graph), builtin_manifest(), device, engine_id,
-                                          knobs);
+  return plan::ExecutionPlans::create_for(graph, builtin_manifest(), device, engine_id, knobs);
 }
 
 }  // namespace eagle::engines

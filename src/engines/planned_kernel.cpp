@@ -85,8 +85,9 @@ class PlannedCall final : public Call {
 // (planning claims and freezes the graph it is given; a clone is unplanned).
 class PlannedBinder : public CallBinder {
  public:
-  PlannedBinder(op::Graph graph, std::vector<plan::HeurMode> modes, const plan::Manifest& manifest)
-      : source_(std::move(graph)), modes_(std::move(modes)), manifest_(manifest) {}
+  PlannedBinder(const op::Graph& graph, std::vector<plan::HeurMode> modes,
+                const plan::Manifest& manifest)
+      : source_(graph), modes_(std::move(modes)), manifest_(manifest) {}
 
   std::shared_ptr<const Call> bind(Device device) const override {
     std::lock_guard<std::mutex> lock(mutex_);

@@ -215,6 +215,26 @@ void Graph::build(Device device, const BuildOptions& options) {
   state_ = std::move(next);
 }
 
+// The same rule before and after build: no other array of the graph may share the memory of the
+// array bound to param buffer `b` (before a build, the other arrays are the caller's params and
+// externals).
+void Graph::check_bind_memory(int b, const Array& array, const std::string& who) const {
+  if (array.nbytes() == 0) return;
+  const auto [lo, hi] = array.byte_span();
+  for (const BufferInfo& other : rec_->buffers()) {
+    if (other.id == b || other.merged_into >= 0) continue;
+    const bool held = static_cast<std::size_t>(other.id) < state_->buffers.size() &&
+                      state_->buffers[other.id].defined();
+    if (!held && other.kind == BufferKind::internal) continue;  // no memory before build
+    const Array& o = held ? state_->buffers[other.id] : rec_->caller_array(other.id);
+    if (o.nbytes() == 0 || o.device() != array.device()) continue;
+    const auto [olo, ohi] = o.byte_span();
+    if (lo < ohi && olo < hi)
+      throw InvalidArgument(who + ": the new array overlaps the graph's array '" + other.label +
+                            "'; a param must not share memory with another array of the graph");
+  }
+}
+
 // The array a param or external buffer holds now: what bind() gave it (before or after a
 // build), else the recorded one.
 const Array& Graph::caller_array(int buffer) const {
@@ -329,23 +349,7 @@ void Graph::bind(const std::string& name, const Array& array) {
     throw InvalidArgument(who + ": the new array is " + array.describe() + " but the param is " +
                           old.describe() + "; shape, dtype and device must stay the same");
   if (!array.is_contiguous()) throw InvalidArgument(who + ": the new array must be contiguous");
-  // The same rule before and after build: no other array of the graph may share its memory
-  // (before a build, the other arrays are the caller's params and externals).
-  if (array.nbytes() > 0) {
-    const auto [lo, hi] = array.byte_span();
-    for (const BufferInfo& other : rec_->buffers()) {
-      if (other.id == b || other.merged_into >= 0) continue;
-      const bool held = static_cast<std::size_t>(other.id) < state_->buffers.size() &&
-                        state_->buffers[other.id].defined();
-      if (!held && other.kind == BufferKind::internal) continue;  // no memory before build
-      const Array& o = held ? state_->buffers[other.id] : rec_->caller_array(other.id);
-      if (o.nbytes() == 0 || o.device() != array.device()) continue;
-      const auto [olo, ohi] = o.byte_span();
-      if (lo < ohi && olo < hi)
-        throw InvalidArgument(who + ": the new array overlaps the graph's array '" + other.label +
-                              "'; a param must not share memory with another array of the graph");
-    }
-  }
+  check_bind_memory(b, array, who);
   if (!built()) {
     // Not built yet: remember the array; build() picks it up.
     state_->buffers.resize(rec_->buffers().size());

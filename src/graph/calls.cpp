@@ -36,71 +36,133 @@ NodeArgInfo Recording::State::arg_info(const std::string& param, Access access, 
       v.shape, v.dtype, v.strides};
 }
 
+namespace {
+
+// A call's arguments, sorted into arrays and scalars and checked against the kernel's counts.
+struct CallArgs {
+  std::vector<Value> inputs;
+  std::vector<Scalar> scalars;
+  std::vector<std::string> in_names, out_names;
+};
+
+CallArgs split_args(const Kernel& kernel, const std::vector<Arg>& args, const CallOptions& options,
+                    const std::string& who) {
+  const KernelDef& def = kernel.def();
+  CallArgs c;
+  for (const Arg& a : args) {
+    if (const Value* v = std::get_if<Value>(&a.get())) {
+      c.inputs.push_back(*v);
+    } else {
+      c.scalars.push_back(std::get<Scalar>(a.get()));
+    }
+  }
+  if (static_cast<int>(c.inputs.size()) != kernel.num_inputs())
+    throw InvalidArgument(who + ": expects " + std::to_string(kernel.num_inputs()) +
+                          " array arguments, got " + std::to_string(c.inputs.size()));
+  if (c.scalars.size() != def.scalars.size())
+    throw InvalidArgument(who + ": expects " + std::to_string(def.scalars.size()) +
+                          " scalar arguments, got " + std::to_string(c.scalars.size()));
+  if (options.buffers.size() > static_cast<std::size_t>(kernel.num_outputs()))
+    throw InvalidArgument(who + ": " + std::to_string(options.buffers.size()) +
+                          " buffers given but the kernel has " +
+                          std::to_string(kernel.num_outputs()) + " outputs");
+  for (const auto& p : def.arrays) (reads(p.access) ? c.in_names : c.out_names).push_back(p.name);
+  return c;
+}
+
+}  // namespace
+
+// The shape and dtype of a supplied output buffer, checked against what the kernel infers
+// (nothing is added here).
+ArrayMeta Recording::State::supplied_meta(const BufferArg& b, const ArrayMeta& want,
+                                          const std::string& what) const {
+  ArrayMeta got;
+  if (const Array* a = std::get_if<Array>(&b)) {
+    if (!a->defined())
+      throw InvalidArgument(what + ": buffer= array is undefined (a default-constructed Array)");
+    if (!a->is_contiguous()) throw InvalidArgument(what + ": buffer= array must be contiguous");
+    if (a->read_only())
+      throw InvalidArgument(what + ": buffer= array is read-only; the graph would write it");
+    got = {a->shape(), a->dtype()};
+  } else {
+    const auto& v = value(std::get<Value>(b), what + " buffer=");
+    got = {v.shape, v.dtype};
+  }
+  if (want.shape != Shape{-1} && (got.shape != want.shape || got.dtype != want.dtype))
+    throw InvalidArgument(what + " must be " + std::string(dtype_name(want.dtype)) +
+                          shape_str(want.shape) + " but buffer= is " +
+                          std::string(dtype_name(got.dtype)) + shape_str(got.shape));
+  return got;
+}
+
+// The value an output is written to: a caller's array (an external buffer, reused when the same
+// array was passed before), an existing value, or a new internal buffer.
+int Recording::State::output_value(const BufferArg* supplied, const ArrayMeta& meta,
+                                   const std::string& label, const std::string& what,
+                                   const std::string& who) {
+  if (!supplied) {
+    const int b = new_buffer(BufferKind::internal, meta.shape, meta.dtype,
+                             label + "#" + std::to_string(nodes.size()) + "." + what);
+    return new_value(b, 0, meta.shape, meta.dtype);
+  }
+  if (const Value* v = std::get_if<Value>(supplied)) return v->id();
+  const Array& a = std::get<Array>(*supplied);
+  int existing = external_buffer_for(a);
+  if (existing < 0) {
+    check_distinct_memory(a, who + ": output '" + what + "' buffer=");
+    existing = new_buffer(BufferKind::external, a.shape(), a.dtype(), label + "." + what);
+    arrays[static_cast<std::size_t>(existing)] = a;
+    remember_caller_memory(a, existing);
+  }
+  return new_value(existing, 0, a.shape(), a.dtype());
+}
+
+// What a node's arguments must be before it is added: views only where the kernel takes
+// strides, reads only of readable arrays, no writes into a caller's read-only array, no races.
+void Recording::State::check_node_args(const NodeInfo& node, const KernelDef& def) const {
+  for (std::size_t i = 0; i < node.arrays.size(); ++i) {
+    const NodeArgInfo& a = node.arrays[i];
+    const ArrayParam& p = def.arrays[i];
+    if (!p.strided && !a.strides.empty())
+      throw InvalidArgument("kernel " + def.name + ": argument '" + p.name +
+                            "' is a strided view " + shape_str(a.strides) +
+                            "; the kernel does not declare that it takes strided arrays");
+    if (reads(a.access)) check_readable(a.buffer, node_name(node));
+    // A written param is shadowed (the graph writes its own copy); an external is written as is.
+    const BufferInfo& b = buffers[static_cast<std::size_t>(a.buffer)];
+    if (writes(a.access) && b.kind == BufferKind::external &&
+        arrays[static_cast<std::size_t>(a.buffer)].read_only())
+      throw InvalidArgument("kernel " + def.name + ": argument '" + p.name + "' writes array '" +
+                            b.label + "', which is read-only");
+  }
+  check_races(node, def.per_sample);
+}
+
 std::vector<Value> Recorder::call_all(const Kernel& kernel, const std::vector<Arg>& args,
                                       const CallOptions& options) {
   Recording::State& s = *rec_->s_;
   s.check_open("Recorder::call");
   const KernelDef& def = kernel.def();
   const std::string who = "kernel " + def.name;
-  std::vector<Value> inputs;
-  std::vector<Scalar> scalars;
-  for (const Arg& a : args) {
-    if (const Value* v = std::get_if<Value>(&a.get())) {
-      inputs.push_back(*v);
-    } else {
-      scalars.push_back(std::get<Scalar>(a.get()));
-    }
-  }
-  if (static_cast<int>(inputs.size()) != kernel.num_inputs())
-    throw InvalidArgument(who + ": expects " + std::to_string(kernel.num_inputs()) +
-                          " array arguments, got " + std::to_string(inputs.size()));
-  if (scalars.size() != def.scalars.size())
-    throw InvalidArgument(who + ": expects " + std::to_string(def.scalars.size()) +
-                          " scalar arguments, got " + std::to_string(scalars.size()));
-  if (options.buffers.size() > static_cast<std::size_t>(kernel.num_outputs()))
-    throw InvalidArgument(who + ": " + std::to_string(options.buffers.size()) +
-                          " buffers given but the kernel has " +
-                          std::to_string(kernel.num_outputs()) + " outputs");
-  std::vector<std::string> in_names, out_names;
-  for (const auto& p : def.arrays) (reads(p.access) ? in_names : out_names).push_back(p.name);
+  const CallArgs c = split_args(kernel, args, options, who);
   std::vector<ArrayMeta> metas;
-  for (std::size_t i = 0; i < inputs.size(); ++i) {
-    const auto& v = s.value(inputs[i], who + ": array argument '" + in_names[i] + "'");
+  for (std::size_t i = 0; i < c.inputs.size(); ++i) {
+    const auto& v = s.value(c.inputs[i], who + ": array argument '" + c.in_names[i] + "'");
     metas.push_back({v.shape, v.dtype});
   }
   std::vector<ScalarArg> sargs;
-  for (std::size_t i = 0; i < scalars.size(); ++i)
-    sargs.push_back(scalars[i].as(def.scalars[i].kind));
+  for (std::size_t i = 0; i < c.scalars.size(); ++i)
+    sargs.push_back(c.scalars[i].as(def.scalars[i].kind));
   std::vector<ArrayMeta> out_metas = kernel.infer(metas, sargs);
-  const std::string label = options.label.empty() ? def.name : options.label;
-
-  // Validate every supplied buffer before anything is added.
+  // Every supplied buffer is checked before anything is added.
   for (std::size_t o = 0; o < out_metas.size(); ++o) {
-    const std::string what = who + ": output '" + out_names[o] + "'";
-    const bool free_shape = out_metas[o].shape == Shape{-1};
-    ArrayMeta got;
-    if (o >= options.buffers.size()) {
-      if (free_shape)
-        throw InvalidArgument(what +
-                              " has no shape determined by the inputs; supply it with buffer=");
-      continue;
+    const std::string what = who + ": output '" + c.out_names[o] + "'";
+    if (o < options.buffers.size()) {
+      out_metas[o] = s.supplied_meta(options.buffers[o], out_metas[o], what);
+    } else if (out_metas[o].shape == Shape{-1}) {
+      throw InvalidArgument(what +
+                            " has no shape determined by the inputs; supply it with buffer=");
     }
-    if (const Array* a = std::get_if<Array>(&options.buffers[o])) {
-      if (!a->defined())
-        throw InvalidArgument(what + ": buffer= array is undefined (a default-constructed Array)");
-      if (!a->is_contiguous()) throw InvalidArgument(what + ": buffer= array must be contiguous");
-      if (a->read_only())
-        throw InvalidArgument(what + ": buffer= array is read-only; the graph would write it");
-      got = {a->shape(), a->dtype()};
-    } else {
-      const auto& v = s.value(std::get<Value>(options.buffers[o]), what + " buffer=");
-      got = {v.shape, v.dtype};
-    }
-    if (!free_shape && (got.shape != out_metas[o].shape || got.dtype != out_metas[o].dtype))
-      throw InvalidArgument(what + " must be " + std::string(dtype_name(out_metas[o].dtype)) +
-                            shape_str(out_metas[o].shape) + " but buffer= is " +
-                            std::string(dtype_name(got.dtype)) + shape_str(got.shape));
-    out_metas[o] = got;
   }
   std::vector<DType> dtypes;
   {
@@ -111,72 +173,33 @@ std::vector<Value> Recorder::call_all(const Kernel& kernel, const std::vector<Ar
   const KernelImpl impl = kernel.select(dtypes);  // may decline with NotSupported
 
   Transaction t(s);
-  // Output buffers: a caller's array, an existing value, or a new internal buffer.
+  const std::string label = options.label.empty() ? def.name : options.label;
   std::vector<int> out_values;
-  for (std::size_t o = 0; o < out_metas.size(); ++o) {
-    if (o < options.buffers.size()) {
-      if (const Array* a = std::get_if<Array>(&options.buffers[o])) {
-        int existing = s.external_buffer_for(*a);
-        if (existing < 0) {
-          s.check_distinct_memory(*a, who + ": output '" + out_names[o] + "' buffer=");
-          existing = s.new_buffer(BufferKind::external, a->shape(), a->dtype(),
-                                  label + "." + out_names[o]);
-          s.arrays[static_cast<std::size_t>(existing)] = *a;
-          s.remember_caller_memory(*a, existing);
-        }
-        out_values.push_back(s.new_value(existing, 0, a->shape(), a->dtype()));
-      } else {
-        out_values.push_back(std::get<Value>(options.buffers[o]).id());
-      }
-      continue;
-    }
-    const int b = s.new_buffer(BufferKind::internal, out_metas[o].shape, out_metas[o].dtype,
-                               label + "#" + std::to_string(s.nodes.size()) + "." + out_names[o]);
-    out_values.push_back(s.new_value(b, 0, out_metas[o].shape, out_metas[o].dtype));
-  }
-
-  // The node's arguments in parameter order.
+  for (std::size_t o = 0; o < out_metas.size(); ++o)
+    out_values.push_back(s.output_value(o < options.buffers.size() ? &options.buffers[o] : nullptr,
+                                        out_metas[o], label, c.out_names[o], who));
   NodeInfo node;
   node.kind = NodeKind::kernel;
   node.label = label;
   node.kernel = def.name;
   node.scalars = sargs;
   node.id = static_cast<int>(s.nodes.size());
+  std::vector<Value> results;
   {
     std::size_t in = 0, out = 0;
-    for (const auto& p : def.arrays) {
-      const int value = reads(p.access) ? inputs[in++].id() : out_values[out++];
-      node.arrays.push_back(s.arg_info(p.name, p.access, value));
-    }
+    for (const auto& p : def.arrays)
+      node.arrays.push_back(
+          s.arg_info(p.name, p.access, reads(p.access) ? c.inputs[in++].id() : out_values[out++]));
   }
-  for (std::size_t i = 0; i < node.arrays.size(); ++i) {
-    const NodeArgInfo& a = node.arrays[i];
-    const ArrayParam& p = def.arrays[i];
-    if (!p.strided && !a.strides.empty())
-      throw InvalidArgument(who + ": argument '" + p.name + "' is a strided view " +
-                            shape_str(a.strides) +
-                            "; the kernel does not declare that it takes strided arrays");
-    if (reads(a.access)) s.check_readable(a.buffer, node_name(node));
-    // A written param is shadowed (the graph writes its own copy); an external is written as is.
-    if (writes(a.access) &&
-        s.buffers[static_cast<std::size_t>(a.buffer)].kind == BufferKind::external &&
-        s.arrays[static_cast<std::size_t>(a.buffer)].read_only())
-      throw InvalidArgument(who + ": argument '" + p.name + "' writes array '" +
-                            s.buffers[static_cast<std::size_t>(a.buffer)].label +
-                            "', which is read-only");
-  }
-  s.check_races(node, def.per_sample);
+  s.check_node_args(node, def);
   s.add_node(std::move(node), &kernel, impl);
-
-  std::vector<Value> results;
+  // The write-only outputs, then each read-write argument (updated in place).
   for (int v : out_values) results.push_back(s.handle(v));
-  {
-    std::size_t in = 0;
-    for (const auto& p : def.arrays) {
-      if (!reads(p.access)) continue;
-      if (writes(p.access)) results.push_back(inputs[in]);
-      ++in;
-    }
+  std::size_t in = 0;
+  for (const auto& p : def.arrays) {
+    if (!reads(p.access)) continue;
+    if (writes(p.access)) results.push_back(c.inputs[in]);
+    ++in;
   }
   t.commit();
   return results;

@@ -61,7 +61,7 @@ int Recording::State::record_control(NodeKind kind, const Value& cell,
   return id;
 }
 
-void Recorder::if_(Value cell, const std::function<void()>& then_arm,
+void Recorder::if_(const Value& cell, const std::function<void()>& then_arm,
                    const std::function<void()>& else_arm) {
   Recording::State& s = *rec_->s_;
   s.check_open("Recorder::if_");
@@ -73,7 +73,7 @@ void Recorder::if_(Value cell, const std::function<void()>& then_arm,
   t.commit();
 }
 
-void Recorder::switch_(Value cell, const std::vector<std::function<void()>>& arms) {
+void Recorder::switch_(const Value& cell, const std::vector<std::function<void()>>& arms) {
   Recording::State& s = *rec_->s_;
   s.check_open("Recorder::switch_");
   Transaction t(s);
@@ -81,7 +81,7 @@ void Recorder::switch_(Value cell, const std::vector<std::function<void()>>& arm
   t.commit();
 }
 
-void Recorder::while_(Value cell, const std::function<void()>& body) {
+void Recorder::while_(const Value& cell, const std::function<void()>& body) {
   Recording::State& s = *rec_->s_;
   s.check_open("Recorder::while_");
   if (!body) throw InvalidArgument("Recorder::while_: body is empty");
@@ -152,7 +152,7 @@ void Recording::State::guard_rest_of_loop_body(const Value& flag, const Value& c
   ++loops.back().guards;
 }
 
-void Recorder::break_if(Value cell) {
+void Recorder::break_if(const Value& cell) {
   Recording::State& s = *rec_->s_;
   s.check_open("Recorder::break_if");
   if (s.loops.empty()) throw InvalidArgument("Recorder::break_if: only inside a for_ body");
@@ -161,7 +161,7 @@ void Recorder::break_if(Value cell) {
   t.commit();
 }
 
-void Recorder::continue_if(Value cell) {
+void Recorder::continue_if(const Value& cell) {
   Recording::State& s = *rec_->s_;
   s.check_open("Recorder::continue_if");
   if (s.loops.empty()) throw InvalidArgument("Recorder::continue_if: only inside a for_ body");
@@ -200,7 +200,7 @@ int Recording::State::item_holding(const std::vector<int>& list, int id) const {
   return -1;
 }
 
-void Branch::wait(Value v) {
+void Branch::wait(const Value& v) {
   Recording::State& s = *rec_->s_;
   s.check_open("Branch::wait");
   const auto& d = s.value(v, "Branch::wait");

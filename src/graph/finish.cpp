@@ -11,53 +11,76 @@ namespace eagle {
 // top-level item that writes the param (a whole loop, if the write is inside one); from that
 // item on every access goes to the copy, so a loop's later turns see what earlier ones wrote.
 // Nodes before it keep reading the param itself.
-void Recording::State::shadow_written_params() {
-  // The top-level item (by position) holding each node, and the first item writing each param.
-  std::vector<int> item_of(nodes.size(), -1);
+namespace {
+
+// For every node, the position of the top-level item holding it.
+std::vector<int> top_item_of(const Recording::State& s) {
+  std::vector<int> item_of(s.nodes.size(), -1);
   std::function<void(int, int)> mark = [&](int id, int item) {
     item_of[static_cast<std::size_t>(id)] = item;
-    for (const auto& body : nodes[static_cast<std::size_t>(id)].bodies)
+    for (const auto& body : s.nodes[static_cast<std::size_t>(id)].bodies)
       for (int child : body) mark(child, item);
   };
-  for (std::size_t t = 0; t < top.size(); ++t) mark(top[t], static_cast<int>(t));
-  std::vector<int> first_write(buffers.size(), -1);
-  for (const NodeInfo& n : nodes) {
+  for (std::size_t t = 0; t < s.top.size(); ++t) mark(s.top[t], static_cast<int>(t));
+  return item_of;
+}
+
+// For every param buffer, the first top-level item that writes it (-1: none does).
+std::vector<int> first_writes(const Recording::State& s, const std::vector<int>& item_of) {
+  std::vector<int> first_write(s.buffers.size(), -1);
+  for (const NodeInfo& n : s.nodes) {
     for (const NodeArgInfo& a : n.arrays) {
       if (!writes(a.access) ||
-          buffers[static_cast<std::size_t>(a.buffer)].kind != BufferKind::param)
+          s.buffers[static_cast<std::size_t>(a.buffer)].kind != BufferKind::param)
         continue;
       int& first = first_write[static_cast<std::size_t>(a.buffer)];
       const int item = item_of[static_cast<std::size_t>(n.id)];
       if (first < 0 || item < first) first = item;
     }
   }
-  // Copies to insert, by the position they go before.
-  std::vector<std::vector<int>> insert_before(top.size());
+  return first_write;
+}
+
+}  // namespace
+
+// Gives `param` its private copy from top-level item `first` on; returns the copy_in node.
+int Recording::State::shadow_param(int param, int first, const std::vector<int>& item_of) {
+  const BufferInfo p = buffers[static_cast<std::size_t>(param)];
+  const int shadow = new_buffer(BufferKind::internal, p.shape, p.dtype, p.label + ".copy");
+  buffers[static_cast<std::size_t>(shadow)].shadow_of = param;
+  scope[static_cast<std::size_t>(shadow)] = {-1, -1};
+  for (int id : nodes_of_buffer[static_cast<std::size_t>(param)]) {
+    if (item_of[static_cast<std::size_t>(id)] < first) continue;
+    for (NodeArgInfo& a : nodes[static_cast<std::size_t>(id)].arrays)
+      if (a.buffer == param) a.buffer = shadow;
+  }
+  for (NodeArgInfo& r : results)
+    if (r.buffer == param) r.buffer = shadow;
+  NodeInfo copy;
+  copy.kind = NodeKind::copy_in;
+  copy.label = "copy_in " + p.label;
+  copy.kernel = "copy_in";
+  const auto bytes = static_cast<int64_t>(p.bytes);
+  copy.arrays = {{"src", Access::read, param, 0, bytes, p.shape, p.dtype},
+                 {"dst", Access::write, shadow, 0, bytes, p.shape, p.dtype}};
+  const int id = add_node(std::move(copy), nullptr, KernelImpl{});
+  top.pop_back();  // add_node appended it; the caller places it
+  return id;
+}
+
+// A param the graph writes gets a private copy. The copy_in goes right before the first
+// top-level item that writes the param (a whole loop, if the write is inside one); from that
+// item on every access goes to the copy, so a loop's later turns see what earlier ones wrote.
+// Nodes before it keep reading the param itself.
+void Recording::State::shadow_written_params() {
+  const std::vector<int> item_of = top_item_of(*this);
+  const std::vector<int> first_write = first_writes(*this, item_of);
+  std::vector<std::vector<int>> insert_before(top.size());  // copies, by the item they precede
   const int param_buffers = static_cast<int>(buffers.size());
   for (int param = 0; param < param_buffers; ++param) {
     const int first = first_write[static_cast<std::size_t>(param)];
-    if (first < 0) continue;
-    const BufferInfo p = buffers[static_cast<std::size_t>(param)];
-    const int shadow = new_buffer(BufferKind::internal, p.shape, p.dtype, p.label + ".copy");
-    buffers[static_cast<std::size_t>(shadow)].shadow_of = param;
-    scope[static_cast<std::size_t>(shadow)] = {-1, -1};
-    for (int id : nodes_of_buffer[static_cast<std::size_t>(param)]) {
-      if (item_of[static_cast<std::size_t>(id)] < first) continue;
-      for (NodeArgInfo& a : nodes[static_cast<std::size_t>(id)].arrays)
-        if (a.buffer == param) a.buffer = shadow;
-    }
-    for (NodeArgInfo& r : results)
-      if (r.buffer == param) r.buffer = shadow;
-    NodeInfo copy;
-    copy.kind = NodeKind::copy_in;
-    copy.label = "copy_in " + p.label;
-    copy.kernel = "copy_in";
-    const auto bytes = static_cast<int64_t>(p.bytes);
-    copy.arrays = {{"src", Access::read, param, 0, bytes, p.shape, p.dtype},
-                   {"dst", Access::write, shadow, 0, bytes, p.shape, p.dtype}};
-    const int id = add_node(std::move(copy), nullptr, KernelImpl{});
-    top.pop_back();  // add_node appended it; it goes before `first`
-    insert_before[static_cast<std::size_t>(first)].push_back(id);
+    if (first >= 0)
+      insert_before[static_cast<std::size_t>(first)].push_back(shadow_param(param, first, item_of));
   }
   std::vector<int> reordered;
   reordered.reserve(top.size() + nodes.size());

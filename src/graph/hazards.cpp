@@ -80,46 +80,69 @@ void Recording::State::check_races(const NodeInfo& node, bool per_sample) const 
   }
 }
 
+namespace {
+
+// One fork branch's items: their accesses (whole subtrees), indexed per buffer and kind, and
+// each item's position.
+struct BranchAccesses {
+  std::vector<std::vector<NodeArgInfo>> items;
+  std::unordered_map<int, BufferAccesses> index;
+  std::unordered_map<int, int> position;  // item node id -> position in the branch
+};
+
+// The first item of branch `i` (by position, after `waited`) whose access clashes with `a`
+// (overlapping bytes, one of them writing), or -1.
+int first_clash(const BranchAccesses& i, const NodeArgInfo& a, int waited) {
+  auto found = i.index.find(a.buffer);
+  if (found == i.index.end()) return -1;
+  int clash = -1;
+  auto note = [&](const Span& s) {
+    if (s.node > waited && (clash < 0 || s.node < clash)) clash = s.node;
+  };
+  const int64_t begin = a.byte_offset, end = a.byte_offset + a.bytes;
+  found->second.writes.for_overlapping(begin, end, note);
+  if (writes(a.access)) found->second.reads.for_overlapping(begin, end, note);
+  return clash;
+}
+
+// Each branch's accesses, indexed once for all the pairs of branches.
+std::vector<BranchAccesses> branch_accesses(const Recording::State& s, int fork) {
+  const auto& branches = s.nodes[static_cast<std::size_t>(fork)].bodies;
+  std::vector<BranchAccesses> by_branch(branches.size());
+  for (std::size_t b = 0; b < branches.size(); ++b) {
+    BranchAccesses& ba = by_branch[b];
+    for (std::size_t x = 0; x < branches[b].size(); ++x) {
+      ba.position[branches[b][x]] = static_cast<int>(x);
+      auto& acc = ba.items.emplace_back();
+      s.subtree_accesses(branches[b][x], acc);
+      for (const NodeArgInfo& a : acc) {
+        BufferAccesses& on = ba.index[a.buffer];
+        (writes(a.access) ? on.writes : on.reads)
+            .add({static_cast<int>(x), a.byte_offset, a.byte_offset + a.bytes});
+      }
+    }
+  }
+  return by_branch;
+}
+
+}  // namespace
+
 // Branches run concurrently: two of them touching the same bytes, one writing, must be ordered
 // by a wait: item y of branch j is ordered after item x of branch i when some item at or before
 // y waits on an item of branch i at or after x.
 void Recording::State::check_fork_races(int fork) const {
   const auto& branches = nodes[static_cast<std::size_t>(fork)].bodies;
-  // Each branch's accesses (item subtrees), indexed per buffer and kind.
-  std::vector<std::unordered_map<int, BufferAccesses>> index(branches.size());
-  std::vector<std::vector<std::vector<NodeArgInfo>>> accesses(branches.size());
-  std::vector<std::unordered_map<int, int>> position(branches.size());  // item id -> position
-  for (std::size_t b = 0; b < branches.size(); ++b) {
-    for (std::size_t x = 0; x < branches[b].size(); ++x) {
-      position[b][branches[b][x]] = static_cast<int>(x);
-      auto& acc = accesses[b].emplace_back();
-      subtree_accesses(branches[b][x], acc);
-      for (const NodeArgInfo& a : acc) {
-        BufferAccesses& ba = index[b][a.buffer];
-        const Span s{static_cast<int>(x), a.byte_offset, a.byte_offset + a.bytes};
-        (writes(a.access) ? ba.writes : ba.reads).add(s);
-      }
-    }
-  }
+  const std::vector<BranchAccesses> by_branch = branch_accesses(*this, fork);
   for (std::size_t j = 0; j < branches.size(); ++j) {
     for (std::size_t i = 0; i < j; ++i) {
       int waited = -1;  // the furthest item of branch i waited on so far in branch j
       for (std::size_t y = 0; y < branches[j].size(); ++y) {
         for (int w : nodes[static_cast<std::size_t>(branches[j][y])].waits) {
-          auto it = position[i].find(w);
-          if (it != position[i].end()) waited = std::max(waited, it->second);
+          auto it = by_branch[i].position.find(w);
+          if (it != by_branch[i].position.end()) waited = std::max(waited, it->second);
         }
-        for (const NodeArgInfo& a : accesses[j][y]) {
-          auto found = index[i].find(a.buffer);
-          if (found == index[i].end()) continue;
-          const BufferAccesses& ba = found->second;
-          int clash = -1;
-          auto note = [&](const Span& s) {
-            if (s.node > waited && (clash < 0 || s.node < clash)) clash = s.node;
-          };
-          ba.writes.for_overlapping(a.byte_offset, a.byte_offset + a.bytes, note);
-          if (writes(a.access))
-            ba.reads.for_overlapping(a.byte_offset, a.byte_offset + a.bytes, note);
+        for (const NodeArgInfo& a : by_branch[j].items[y]) {
+          const int clash = first_clash(by_branch[i], a, waited);
           if (clash < 0) continue;
           throw RecordError(
               "race refused: " + node_name(nodes[static_cast<std::size_t>(branches[i][clash])]) +
@@ -136,6 +159,45 @@ void Recording::State::check_fork_races(int fork) const {
   }
 }
 
+namespace {
+
+// The earlier items of a list one item's accesses must follow (ascending, once each).
+std::vector<int> ordering_deps(const std::unordered_map<int, BufferAccesses>& live,
+                               const std::vector<NodeArgInfo>& acc, int id,
+                               std::vector<int>& deps) {
+  deps.clear();
+  for (const NodeArgInfo& a : acc) {
+    auto it = live.find(a.buffer);
+    if (it == live.end()) continue;
+    const int64_t begin = a.byte_offset, end = a.byte_offset + a.bytes;
+    auto add = [&](const Span& s) {
+      if (s.node != id) deps.push_back(s.node);
+    };
+    it->second.writes.for_overlapping(begin, end, add);
+    if (writes(a.access)) it->second.reads.for_overlapping(begin, end, add);
+  }
+  std::sort(deps.begin(), deps.end());
+  deps.erase(std::unique(deps.begin(), deps.end()), deps.end());
+  return deps;
+}
+
+// Records an item's accesses. Accesses an unconditional write covers are ordered before it, so
+// later items need only it: they are dropped.
+void note_accesses(std::unordered_map<int, BufferAccesses>& live,
+                   const std::vector<NodeArgInfo>& acc, int id, bool unconditional) {
+  for (const NodeArgInfo& a : acc) {
+    BufferAccesses& ba = live[a.buffer];
+    const int64_t begin = a.byte_offset, end = a.byte_offset + a.bytes;
+    if (writes(a.access) && unconditional) {
+      ba.reads.erase_within(begin, end);
+      ba.writes.erase_within(begin, end);
+    }
+    (writes(a.access) ? ba.writes : ba.reads).add({id, begin, end});
+  }
+}
+
+}  // namespace
+
 // Edges from accesses in program order within one list (the top level or one arm):
 // read-after-write, write-after-read and write-after-write on overlapping byte ranges of the
 // same buffer. A control node counts with every access of its bodies.
@@ -146,31 +208,9 @@ void Recording::State::infer_edges(std::vector<int>& list) {
   for (int id : list) {
     acc.clear();
     subtree_accesses(id, acc);
-    deps.clear();
-    for (const NodeArgInfo& a : acc) {
-      auto it = live.find(a.buffer);
-      if (it == live.end()) continue;
-      const int64_t begin = a.byte_offset, end = a.byte_offset + a.bytes;
-      auto add = [&](const Span& s) {
-        if (s.node != id) deps.push_back(s.node);
-      };
-      it->second.writes.for_overlapping(begin, end, add);
-      if (writes(a.access)) it->second.reads.for_overlapping(begin, end, add);
-    }
     NodeInfo& node = nodes[static_cast<std::size_t>(id)];
-    for (const NodeArgInfo& a : acc) {
-      BufferAccesses& ba = live[a.buffer];
-      const int64_t begin = a.byte_offset, end = a.byte_offset + a.bytes;
-      // Accesses an unconditional write covers are ordered before it; later nodes need only it.
-      if (writes(a.access) && !is_control(node.kind)) {
-        ba.reads.erase_within(begin, end);
-        ba.writes.erase_within(begin, end);
-      }
-      (writes(a.access) ? ba.writes : ba.reads).add({id, begin, end});
-    }
-    std::sort(deps.begin(), deps.end());
-    deps.erase(std::unique(deps.begin(), deps.end()), deps.end());
-    node.deps = deps;
+    node.deps = ordering_deps(live, acc, id, deps);
+    note_accesses(live, acc, id, !is_control(node.kind));
     for (auto& body : node.bodies) {
       if (node.kind != NodeKind::fork) {
         infer_edges(body);

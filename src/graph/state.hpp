@@ -93,6 +93,10 @@ struct Recording::State {
   int add_node(NodeInfo node, const Kernel* kernel, KernelImpl impl);
   std::vector<int>& current_list();
   NodeArgInfo arg_info(const std::string& param, Access access, int value) const;
+  ArrayMeta supplied_meta(const BufferArg& b, const ArrayMeta& want, const std::string& what) const;
+  int output_value(const BufferArg* supplied, const ArrayMeta& meta, const std::string& label,
+                   const std::string& what, const std::string& who);
+  void check_node_args(const NodeInfo& node, const KernelDef& def) const;
 
   // ---- device constructs and forks (control.cpp)
   std::vector<int> pending_waits;  // waits of the open branch, for its next item
@@ -120,6 +124,7 @@ struct Recording::State {
   bool results_set = false;
   bool finished = false;
   void shadow_written_params();
+  int shadow_param(int param, int first, const std::vector<int>& item_of);
   void renumber();
   void finish();
 

@@ -21,7 +21,7 @@ CudaLaunchShape one_thread(const KernelArgs&, const DeviceProperties&) {
 }
 
 template <CellOp op>
-Kernel cell_kernel(std::string name, std::vector<ArrayParam> arrays) {
+Kernel cell_kernel(const std::string& name, std::vector<ArrayParam> arrays) {
   KernelDef d;
   d.name = name;
   d.arrays = std::move(arrays);

@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "eagle/core/error.hpp"
+#include "eagle/core/shape.hpp"
 #include "eagle/core/stream.hpp"
 #include "eagle/kernel/kernel.hpp"
 #include "eagle/kernel/thread_team.hpp"
@@ -87,7 +88,8 @@ bool same_view(const Array& a, const Array& b) {
 // What recording refuses, refused here too: an argument on another device, a strided array
 // for a parameter that takes contiguous ones, a write into read-only memory, and a written
 // argument overlapping another one unless it is the very same view of a per-sample kernel.
-void check_arguments(const KernelDef& def, const std::vector<const Array*>& args, Device device) {
+void check_each_argument(const KernelDef& def, const std::vector<const Array*>& args,
+                         Device device) {
   for (std::size_t i = 0; i < args.size(); ++i) {
     const Array& a = *args[i];
     const ArrayParam& p = def.arrays[i];
@@ -100,7 +102,14 @@ void check_arguments(const KernelDef& def, const std::vector<const Array*>& args
                             "; the kernel does not declare that it takes strided arrays");
     if (writes(p.access) && a.read_only())
       throw InvalidArgument(param_what(def, i) + " is written but the array is read-only");
+    // Two elements at one address (a stride 0): one of the writes would be lost.
+    if (writes(p.access) && may_overlap(a.shape(), a.strides()))
+      throw InvalidArgument(param_what(def, i) + " is written but its strides " +
+                            shape_str(a.strides()) + " give several elements one address");
   }
+}
+
+void check_no_overlaps(const KernelDef& def, const std::vector<const Array*>& args) {
   for (std::size_t i = 0; i < args.size(); ++i) {
     if (!writes(def.arrays[i].access) || args[i]->nbytes() == 0) continue;
     const auto [lo, hi] = args[i]->byte_span();
@@ -130,7 +139,8 @@ void issue(const Kernel& kernel, const KernelImpl& impl, const std::vector<Array
   std::size_t in = 0, out = 0;
   for (const auto& p : def.arrays)
     args.push_back(reads(p.access) ? &inputs[in++] : &outputs[out++]);
-  check_arguments(def, args, stream.device());
+  check_each_argument(def, args, stream.device());
+  check_no_overlaps(def, args);
   ArgBlock block(static_cast<int>(def.arrays.size()), static_cast<int>(def.scalars.size()));
   for (std::size_t i = 0; i < args.size(); ++i)
     block.array(static_cast<int>(i)) = make_array_arg(*args[i], param_what(def, i));

@@ -17,7 +17,8 @@ std::string arg_name(const std::string& kernel, const std::string& param) {
 
 // Every input has the first input's shape and (except `exempt`) dtype; the output is like it.
 std::function<std::vector<ArrayMeta>(const std::vector<ArrayMeta>&, const std::vector<ScalarArg>&)>
-same_shape(std::string kernel, std::vector<std::string> names, int like, int dtype_exempt = -1) {
+same_shape(const std::string& kernel, const std::vector<std::string>& names, int like,
+           int dtype_exempt = -1) {
   return [=](const std::vector<ArrayMeta>& in, const std::vector<ScalarArg>&) {
     const ArrayMeta& ref = in[like];
     for (std::size_t i = 0; i < in.size(); ++i) {
@@ -44,7 +45,7 @@ same_shape(std::string kernel, std::vector<std::string> names, int like, int dty
                      " is not served (serves " + served + ")");
 }
 
-Kernel elementwise(EwOp op, std::string name, std::vector<ArrayParam> arrays,
+Kernel elementwise(EwOp op, const std::string& name, std::vector<ArrayParam> arrays,
                    std::vector<ScalarParam> scalars, int like, int dtype_exempt = -1) {
   std::vector<std::string> input_names;
   for (const auto& p : arrays)
@@ -74,7 +75,7 @@ Kernel elementwise(EwOp op, std::string name, std::vector<ArrayParam> arrays,
   return Kernel(std::move(def));
 }
 
-Kernel reduction(ReduceOp op, std::string name) {
+Kernel reduction(ReduceOp op, const std::string& name) {
   KernelDef def;
   def.name = name;
   def.arrays = {{"x", Access::read}, {"out", Access::write}};

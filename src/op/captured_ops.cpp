@@ -1,5 +1,7 @@
 // Captured ops: attention and linear attention, each with an explicit schema (positional port
 // order, conditional outputs) and a shape rule for the token-packed (THD) layout.
+#include <cmath>
+
 #include "eagle/core/error.hpp"
 #include "op/tables.hpp"
 
@@ -18,9 +20,12 @@ int64_t sequences(const InferContext& ctx, const std::string& port) {
   return d[0] - 1;
 }
 
+// Written so that NaN fails too; infinity is refused with every non-finite real attribute.
 void check_scale(const InferContext& ctx) {
-  if (ctx.attrs.count("scale") && !(ctx.attr("scale").as_real(ctx.op + ": attribute scale") > 0))
-    ctx.fail("q", "attribute scale must be > 0");
+  if (!ctx.attrs.count("scale")) return;
+  const double scale = ctx.attr("scale").as_real(ctx.op + ": attribute scale");
+  if (!(scale > 0 && std::isfinite(scale)))
+    ctx.fail("q", "attribute scale must be > 0 and finite, got " + ctx.attr("scale").to_json());
 }
 
 // q [Tq, H, D] with cu_seqlens (THD) or [B, S, H, D] without (dense). k, v alike with Hk heads,
@@ -81,6 +86,17 @@ void infer_sdpa_bwd(InferContext& ctx) {
 // Linear attention: q, k [T, H, K], v [T, HV, V], HV % H == 0; gates per rule.
 enum class Rule : uint8_t { gdn, kda, gdn2 };
 
+// gdn's safe_gate: when set, a_log and dt_bias [HV] are required, else they must be absent.
+bool check_safe_gate(InferContext& ctx, int64_t hv) {
+  const bool safe_gate = ctx.attr("safe_gate").as_bool("gdn: attribute safe_gate");
+  for (const char* p : {"a_log", "dt_bias"}) {
+    if (safe_gate && !ctx.has(p)) ctx.fail(p, "is required when safe_gate is set");
+    if (!safe_gate && ctx.has(p)) ctx.fail(p, "is only read when safe_gate is set");
+    if (ctx.has(p)) ctx.expect_dims(p, {hv}, "[HV]");
+  }
+  return safe_gate;
+}
+
 template <Rule R, bool Backward>
 void infer_delta(InferContext& ctx) {
   ctx.expect_rank("q", 3, "[T, H, K]");
@@ -99,15 +115,7 @@ void infer_delta(InferContext& ctx) {
   const int64_t b = sequences(ctx, "cu_seqlens");
   const Dims state = {b, hv, k, v};
   if (ctx.has("initial_state")) ctx.expect_dims("initial_state", state, "[B, HV, K, V]");
-  bool safe_gate = false;
-  if constexpr (R == Rule::gdn) {
-    safe_gate = ctx.attr("safe_gate").as_bool("gdn: attribute safe_gate");
-    for (const char* p : {"a_log", "dt_bias"}) {
-      if (safe_gate && !ctx.has(p)) ctx.fail(p, "is required when safe_gate is set");
-      if (!safe_gate && ctx.has(p)) ctx.fail(p, "is only read when safe_gate is set");
-      if (ctx.has(p)) ctx.expect_dims(p, {hv}, "[HV]");
-    }
-  }
+  const bool safe_gate = R == Rule::gdn && check_safe_gate(ctx, hv);
   check_scale(ctx);
   const DType state_dtype = ctx.has("initial_state") ? ctx.in("initial_state").dtype : DType::f32;
   if constexpr (!Backward) {

@@ -1,10 +1,13 @@
 #include "eagle/op/graph.hpp"
 
 #include <algorithm>
+#include <cmath>
+#include <limits>
 #include <mutex>
 #include <set>
 
 #include "eagle/core/error.hpp"
+#include "eagle/core/shape.hpp"
 #include "op/tables.hpp"
 #include "util/json.hpp"
 
@@ -54,13 +57,22 @@ void check_mutable(const GraphState& s, const std::string& what) {
   if (s.frozen) frozen_error(s, what);
 }
 
+// One past the largest uid; when a user took INT64_MAX (nothing lies past it), the smallest
+// free uid >= 1 instead: there is always one, and max + 1 would overflow.
 int64_t fresh_uid(const GraphState& s) {
+  int64_t top = 0;
+  for (const TensorRec& t : s.tensors) top = std::max(top, t.uid);
+  if (top < std::numeric_limits<int64_t>::max()) return std::max<int64_t>(top + 1, 1);
+  std::set<int64_t> taken;
+  for (const TensorRec& t : s.tensors) taken.insert(t.uid);
   int64_t uid = 1;
-  for (const TensorRec& t : s.tensors) uid = std::max(uid, t.uid + 1);
+  while (taken.count(uid)) ++uid;
   return uid;
 }
 
-void check_dims(const std::string& what, const Dims& dims, const Dims& strides) {
+// Dims and strides an engine can address: no negative entry, and element counts and byte
+// offsets (of `dtype`) that fit in int64.
+void check_dims(const std::string& what, const Dims& dims, const Dims& strides, DType dtype) {
   for (int64_t d : dims)
     if (d < 0) throw InvalidArgument(what + ": dims " + dims_str(dims) + " must be >= 0");
   if (!strides.empty() && strides.size() != dims.size())
@@ -68,11 +80,27 @@ void check_dims(const std::string& what, const Dims& dims, const Dims& strides) 
                           " must have one entry per dim " + dims_str(dims));
   for (int64_t s : strides)
     if (s < 0) throw InvalidArgument(what + ": strides " + dims_str(strides) + " must be >= 0");
+  checked_nbytes(dims, dtype, what);
+  if (!strides.empty()) checked_byte_extent(dims, strides, dtype, what);
 }
 
+// An op output is written: two of its elements at one address would lose one of them. (Inputs
+// may broadcast with stride 0.)
+void check_output_strides(const std::string& what, const TensorRec& t, const Dims& strides) {
+  if (t.producer >= 0 && may_overlap(t.dims, strides))
+    throw InvalidArgument(what + ": strides " + dims_str(strides) + " make elements of dims " +
+                          dims_str(t.dims) +
+                          " share memory; an op output needs its own address for every element "
+                          "(only inputs may broadcast with stride 0)");
+}
+
+// Row-major strides; dims of size 0 count as 1. The arithmetic wraps rather than overflows for
+// an empty tensor with huge dims (no element is ever addressed through them).
 Dims row_major(const Dims& dims) {
   Dims s(dims.size(), 1);
-  for (std::size_t i = dims.size(); i-- > 1;) s[i - 1] = s[i] * std::max<int64_t>(dims[i], 1);
+  for (std::size_t i = dims.size(); i-- > 1;)
+    s[i - 1] = static_cast<int64_t>(static_cast<uint64_t>(s[i]) *
+                                    static_cast<uint64_t>(std::max<int64_t>(dims[i], 1)));
   return s;
 }
 
@@ -117,8 +145,9 @@ bool produced(const OutputPort& p, const std::map<std::string, Attr>& attrs,
 std::map<std::string, Attr> resolve_attrs(const OpSchema& s, const Attrs& given) {
   std::map<std::string, Attr> out;
   for (const auto& [name, value] : given) {
+    const std::string& wanted = name;  // (a structured binding; clang 14 cannot capture one)
     auto spec = std::find_if(s.attrs.begin(), s.attrs.end(),
-                             [&](const AttrSpec& a) { return a.name == name; });
+                             [&](const AttrSpec& a) { return a.name == wanted; });
     if (spec == s.attrs.end()) {
       std::string known;
       for (const AttrSpec& a : s.attrs) known += (known.empty() ? "" : ", ") + a.name;
@@ -134,6 +163,11 @@ std::map<std::string, Attr> resolve_attrs(const OpSchema& s, const Attrs& given)
                             std::string(attr_type_name(spec->type)) + ", got " +
                             std::string(attr_type_name(value.type())));
     if (spec->type == AttrType::dtype) value.as_dtype(s.name + ": attribute " + name);
+    // No real attribute of any op means anything at NaN or infinity; the op's shape rule checks
+    // its range.
+    if (spec->type == AttrType::real && !std::isfinite(value.as_real(name)))
+      throw InvalidArgument(s.name + ": attribute '" + name + "' must be a finite number, got " +
+                            value.to_json());
     out.emplace(name, value);
   }
   for (const AttrSpec& a : s.attrs) {
@@ -148,34 +182,44 @@ std::map<std::string, Attr> resolve_attrs(const OpSchema& s, const Attrs& given)
 
 // ---- Tensor
 
-#define EAGLE_TENSOR_REC() (state_->tensors.at(static_cast<std::size_t>(index_)))
+namespace {
+// The record behind a handle; an undefined (default-constructed or moved-from) handle has none.
+TensorRec& tensor_rec(const std::shared_ptr<GraphState>& s, int index, const char* what) {
+  if (!s)
+    throw InvalidArgument(std::string("op::Tensor::") + what +
+                          ": the tensor is undefined (a default-constructed op::Tensor)");
+  return s->tensors.at(static_cast<std::size_t>(index));
+}
+}  // namespace
+
+#define EAGLE_TENSOR_REC(what) (tensor_rec(state_, index_, what))
 
 int64_t Tensor::uid() const {
-  return EAGLE_TENSOR_REC().uid;
+  return EAGLE_TENSOR_REC("uid").uid;
 }
 bool Tensor::uid_assigned_by_user() const {
-  return EAGLE_TENSOR_REC().user_uid;
+  return EAGLE_TENSOR_REC("uid_assigned_by_user").user_uid;
 }
 const std::string& Tensor::name() const {
-  return EAGLE_TENSOR_REC().name;
+  return EAGLE_TENSOR_REC("name").name;
 }
 DType Tensor::dtype() const {
-  return EAGLE_TENSOR_REC().dtype;
+  return EAGLE_TENSOR_REC("dtype").dtype;
 }
 const Dims& Tensor::dims() const {
-  return EAGLE_TENSOR_REC().dims;
+  return EAGLE_TENSOR_REC("dims").dims;
 }
 const Dims& Tensor::strides() const {
-  return EAGLE_TENSOR_REC().strides;
+  return EAGLE_TENSOR_REC("strides").strides;
 }
 bool Tensor::is_virtual() const {
-  return EAGLE_TENSOR_REC().is_virtual;
+  return EAGLE_TENSOR_REC("is_virtual").is_virtual;
 }
 int Tensor::producer() const {
-  return EAGLE_TENSOR_REC().producer;
+  return EAGLE_TENSOR_REC("producer").producer;
 }
 Tensor Tensor::ragged_offset() const {
-  const int r = EAGLE_TENSOR_REC().ragged;
+  const int r = EAGLE_TENSOR_REC("ragged_offset").ragged;
   return r < 0 ? Tensor() : Tensor(state_, r);
 }
 
@@ -193,7 +237,7 @@ void check_unread(const TensorRec& t, const char* setter) {
 }  // namespace
 
 Tensor& Tensor::set_uid(int64_t uid) {
-  TensorRec& t = EAGLE_TENSOR_REC();
+  TensorRec& t = EAGLE_TENSOR_REC("set_uid");
   check_mutable(*state_, tensor_what(t, "set_uid"));
   if (uid < 0) throw InvalidArgument(tensor_what(t, "set_uid") + ": uid must be >= 0");
   for (TensorRec& other : state_->tensors) {
@@ -210,26 +254,27 @@ Tensor& Tensor::set_uid(int64_t uid) {
   return *this;
 }
 Tensor& Tensor::set_name(const std::string& name) {
-  TensorRec& t = EAGLE_TENSOR_REC();
+  TensorRec& t = EAGLE_TENSOR_REC("set_name");
   check_mutable(*state_, tensor_what(t, "set_name"));
   t.name = name;
   return *this;
 }
 Tensor& Tensor::set_dtype(DType dtype) {
-  TensorRec& t = EAGLE_TENSOR_REC();
+  TensorRec& t = EAGLE_TENSOR_REC("set_dtype");
   check_mutable(*state_, tensor_what(t, "set_dtype"));
   check_unread(t, "set_dtype");
   if (t.producer >= 0 && is_floating(t.dtype) != is_floating(dtype))
     throw InvalidArgument(tensor_what(t, "set_dtype") + ": an op output stays " +
                           (is_floating(t.dtype) ? "floating" : "non-floating"));
+  check_dims(tensor_what(t, "set_dtype"), t.dims, t.strides, dtype);  // wider items, more bytes
   t.dtype = dtype;
   return *this;
 }
 Tensor& Tensor::set_dims(const Dims& dims) {
-  TensorRec& t = EAGLE_TENSOR_REC();
+  TensorRec& t = EAGLE_TENSOR_REC("set_dims");
   check_mutable(*state_, tensor_what(t, "set_dims"));
   check_unread(t, "set_dims");
-  check_dims(tensor_what(t, "set_dims"), dims, {});
+  check_dims(tensor_what(t, "set_dims"), dims, {}, t.dtype);
   if (t.producer >= 0 && dims != t.dims)
     throw InvalidArgument(tensor_what(t, "set_dims") + ": " + dims_str(dims) +
                           " differs from the inferred " + dims_str(t.dims));
@@ -238,14 +283,15 @@ Tensor& Tensor::set_dims(const Dims& dims) {
   return *this;
 }
 Tensor& Tensor::set_strides(const Dims& strides) {
-  TensorRec& t = EAGLE_TENSOR_REC();
+  TensorRec& t = EAGLE_TENSOR_REC("set_strides");
   check_mutable(*state_, tensor_what(t, "set_strides"));
-  check_dims(tensor_what(t, "set_strides"), t.dims, strides);
+  check_dims(tensor_what(t, "set_strides"), t.dims, strides, t.dtype);
+  check_output_strides(tensor_what(t, "set_strides"), t, strides);
   t.strides = strides.empty() ? row_major(t.dims) : strides;
   return *this;
 }
 Tensor& Tensor::set_output(bool is_output) {
-  TensorRec& t = EAGLE_TENSOR_REC();
+  TensorRec& t = EAGLE_TENSOR_REC("set_output");
   check_mutable(*state_, tensor_what(t, "set_output"));
   if (t.producer < 0)
     throw InvalidArgument(tensor_what(t, "set_output") + ": a graph input is never virtual");
@@ -253,8 +299,11 @@ Tensor& Tensor::set_output(bool is_output) {
   return *this;
 }
 Tensor& Tensor::set_ragged_offset(const Tensor& offsets) {
-  TensorRec& t = EAGLE_TENSOR_REC();
+  TensorRec& t = EAGLE_TENSOR_REC("set_ragged_offset");
   check_mutable(*state_, tensor_what(t, "set_ragged_offset"));
+  if (!offsets.defined())
+    throw InvalidArgument(tensor_what(t, "set_ragged_offset") +
+                          ": offsets is undefined (a default-constructed op::Tensor)");
   if (offsets.state_ != state_)
     throw InvalidArgument(tensor_what(t, "set_ragged_offset") +
                           ": offsets belong to another graph");
@@ -268,7 +317,14 @@ Tensor& Tensor::set_ragged_offset(const Tensor& offsets) {
 
 // ---- Node
 
-#define EAGLE_NODE_REC() (state_->nodes.at(static_cast<std::size_t>(index_)))
+namespace {
+const NodeRec& node_rec(const std::shared_ptr<GraphState>& s, int index) {
+  if (!s) throw InvalidArgument("op::Node: the node is undefined (a moved-from op::Node)");
+  return s->nodes.at(static_cast<std::size_t>(index));
+}
+}  // namespace
+
+#define EAGLE_NODE_REC() (node_rec(state_, index_))
 
 const OpSchema& Node::schema() const {
   return *EAGLE_NODE_REC().schema;
@@ -329,7 +385,7 @@ Tensor Graph::tensor_handle(const std::shared_ptr<GraphState>& s, int index) {
 Tensor Graph::tensor(const TensorSpec& spec) {
   const std::string what = "Graph::tensor '" + spec.name + "'";
   check_mutable(*state_, what);
-  check_dims(what, spec.dims, spec.strides);
+  check_dims(what, spec.dims, spec.strides, spec.dtype);
   TensorRec t;
   t.name = spec.name;
   if (t.name.empty()) {
@@ -360,8 +416,9 @@ std::map<std::string, TensorMeta> wire_inputs(const GraphState& s, const OpSchem
                                               const PortIdx& wired) {
   std::map<std::string, TensorMeta> metas;
   for (const auto& [port, idx] : wired) {
+    const std::string& wanted = port;  // (a structured binding; clang 14 cannot capture one)
     auto spec = std::find_if(schema.inputs.begin(), schema.inputs.end(),
-                             [&](const InputPort& p) { return p.name == port; });
+                             [&](const InputPort& p) { return p.name == wanted; });
     if (spec == schema.inputs.end()) {
       std::string known;
       for (const InputPort& p : schema.inputs) known += (known.empty() ? "" : ", ") + p.name;
@@ -419,6 +476,10 @@ std::map<std::string, Tensor> Graph::op(const std::string& op, const Ports& inpu
   const auto metas = wire_inputs(*state_, *schema, wired);
   const auto resolved = resolve_attrs(*schema, attrs);
   const auto outs = infer_outputs(*schema, metas, resolved);
+  // An output's element count may overflow although every input's fits (embedding appends a
+  // dim, matmul multiplies batch dims with M and N).
+  for (const auto& [port, meta] : outs)
+    check_dims(op + ": output '" + port + "'", meta.dims, {}, meta.dtype);
   // Nothing above changed the graph; from here on nothing throws.
   NodeRec node;
   node.schema = schema;
@@ -472,13 +533,28 @@ void Graph::validate() const {
   for (const TensorRec& t : s.tensors) {
     if (!uids.insert(t.uid).second)
       throw InvalidArgument("Graph::validate: uid " + std::to_string(t.uid) + " is used twice");
-    check_dims("Graph::validate: tensor '" + t.name + "'", t.dims, t.strides);
+    const std::string what = "Graph::validate: tensor '" + t.name + "'";
+    check_dims(what, t.dims, t.strides, t.dtype);
+    check_output_strides(what, t, t.strides);
     if (t.ragged >= 0) {
       const TensorRec& o = s.tensors[t.ragged];
       if (o.dims.size() != 1 || o.dims[0] < 1 || !accepts(DTypeClass::integer, o.dtype))
         throw InvalidArgument("Graph::validate: ragged offset '" + o.name + "' of '" + t.name +
                               "' must be integers [B+1]");
     }
+  }
+  // An input no node reads would still be an operand the caller must fill, for nothing: most
+  // likely a wiring mistake. Ragged offsets are read through the tensors they place.
+  std::vector<bool> is_offset(s.tensors.size(), false);
+  for (const TensorRec& t : s.tensors)
+    if (t.ragged >= 0) is_offset[static_cast<std::size_t>(t.ragged)] = true;
+  for (std::size_t i = 0; i < s.tensors.size(); ++i) {
+    const TensorRec& t = s.tensors[i];
+    if (t.producer < 0 && t.consumers.empty() && !is_offset[i])
+      throw InvalidArgument("Graph::validate: input '" + t.name + "' (uid " +
+                            std::to_string(t.uid) +
+                            ") is read by no node; it would be an operand the caller fills for "
+                            "nothing: wire it to a node or leave it out of the graph");
   }
   for (const NodeRec& n : s.nodes) {
     const auto metas = wire_inputs(s, *n.schema, n.inputs);

@@ -1,5 +1,6 @@
 // Structured ops: one table entry each, with its own ports, attributes and shape rule.
 #include <algorithm>
+#include <cmath>
 #include <set>
 
 #include "eagle/core/error.hpp"
@@ -65,8 +66,11 @@ void infer_norm(InferContext& ctx, const char* stat_a, const char* stat_b) {
   const Dims leading(x.dims.begin(), x.dims.end() - nd);
   for (const char* p : {"scale", "bias"})
     if (ctx.has(p)) ctx.expect_dims(p, trailing, "the normalized dims of x");
-  if (ctx.attr("epsilon").as_real(ctx.op + ": attribute epsilon") < 0)
-    ctx.fail("x", "attribute epsilon must be >= 0");
+  // Written so that NaN fails too (resolve_attrs refuses it first; validate() re-runs this).
+  const double epsilon = ctx.attr("epsilon").as_real(ctx.op + ": attribute epsilon");
+  if (!(epsilon >= 0 && std::isfinite(epsilon)))
+    ctx.fail("x",
+             "attribute epsilon must be >= 0 and finite, got " + ctx.attr("epsilon").to_json());
   ctx.outputs["y"] = x;
   const DType stats = x.dtype == DType::f64 ? DType::f64 : DType::f32;
   ctx.outputs[stat_a] = {leading, stats};
@@ -113,7 +117,9 @@ void infer_cross_entropy(InferContext& ctx) {
   if (red != "none" && red != "sum" && red != "mean")
     ctx.fail("logits", "attribute reduction '" + red + "' is not one of none, sum, mean");
   const double ls = ctx.attr("label_smoothing").as_real("cross_entropy: attribute label_smoothing");
-  if (ls < 0 || ls > 1) ctx.fail("logits", "attribute label_smoothing must be in [0, 1]");
+  if (!(ls >= 0 && ls <= 1))  // NaN fails too
+    ctx.fail("logits", "attribute label_smoothing must be in [0, 1], got " +
+                           ctx.attr("label_smoothing").to_json());
   const DType dt = ctx.in("logits").dtype == DType::f64 ? DType::f64 : DType::f32;
   ctx.outputs["loss"] = {red == "none" ? Dims{n} : Dims{}, dt};
   ctx.outputs["lse"] = {{n}, dt};
@@ -185,7 +191,7 @@ const std::vector<OpSchema>& structured_ops() {
        {{"y"}},
        {},
        &infer_embedding,
-       "rows of table [V, D] picked by ids; an id outside [0, V) yields NaN",
+       "rows of table [V, D] picked by ids; an id outside [0, V) is refused at execute",
        "table [V, D], ids [...] -> y [..., D], dtype of table"},
       {"cross_entropy",
        OpKind::structured,

@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "eagle/core/error.hpp"
+#include "eagle/core/shape.hpp"
 
 namespace eagle::plan {
 
@@ -15,6 +16,7 @@ void OperandRules::add(const OperandLayout& layout, const op::Tensor& tensor, De
          device,
          row_major,
          optional,
+         tensor.producer() >= 0,
          tensor.uid(),
          tensor.name()};
   const op::Dims& dims = tensor.dims();
@@ -35,6 +37,10 @@ const char* broken(const Rule& r, const OperandBuffer& b) noexcept {
   if (b.ndim != r.ndim || std::memcmp(b.dims, r.dims, sizeof(int64_t) * r.ndim) != 0)
     return "its dims differ from those the plan was built for";
   if (b.device != r.device) return "it lives on another device than the plan's";
+  if (r.output && b.read_only) return "it is read-only and the plan writes it (an output)";
+  if (r.output && may_overlap(b.dims, b.strides, b.ndim))
+    return "its strides make two elements share memory; an output needs its own address for "
+           "every element";
   if (r.row_major && !b.row_major()) return "this plan needs it dense and row-major";
   if (!b.data && b.numel() > 0) return "its data pointer is null";
   return nullptr;
@@ -53,9 +59,13 @@ void OperandRules::explain(const OperandBuffer* operands) const {
     if (const char* why = broken(r, b)) {
       const OperandBuffer want =
           dense_buffer(nullptr, Shape(r.dims, r.dims + r.ndim), r.dtype, r.device);
+      std::string got = describe(b);
+      if (b.filled() && !b.row_major())
+        got += " with strides " + shape_str(Shape(b.strides, b.strides + b.ndim));
+      if (b.filled() && b.read_only) got += ", read-only";
       throw InvalidArgument("execute: operand '" + r.name + "' (uid " + std::to_string(r.uid) +
                             ", position " + std::to_string(r.position) + "): " + why +
-                            " (expected " + describe(want) + ", got " + describe(b) + ")");
+                            " (expected " + describe(want) + ", got " + got + ")");
     }
   }
 }

@@ -2,6 +2,7 @@
 
 #include "eagle/core/dlpack.hpp"
 #include "eagle/core/error.hpp"
+#include "eagle/core/shape.hpp"
 
 namespace eagle::plan {
 
@@ -29,15 +30,19 @@ OperandBuffer normalize(void* data, const Shape& dims, DType dtype, Device devic
   if (!strides.empty() && strides.size() != dims.size())
     throw InvalidArgument(std::string(who) + ": strides " + shape_str(strides) +
                           " must have one entry per dim of " + shape_str(dims));
+  for (std::size_t i = 0; i < dims.size(); ++i)
+    if (dims[i] < 0)
+      throw InvalidArgument(std::string(who) + ": dims " + shape_str(dims) + " must be >= 0");
+  // Engines count elements and step through strides in int64: both must fit.
+  checked_nbytes(dims, dtype, who);
   const Shape s = strides.empty() ? contiguous_strides(dims) : strides;
+  checked_byte_extent(dims, s, dtype, who);
   OperandBuffer b;
   b.data = data;
   b.dtype = dtype;
   b.device = device;
   b.ndim = static_cast<int32_t>(dims.size());
   for (std::size_t i = 0; i < dims.size(); ++i) {
-    if (dims[i] < 0)
-      throw InvalidArgument(std::string(who) + ": dims " + shape_str(dims) + " must be >= 0");
     b.dims[i] = dims[i];
     b.strides[i] = s[i];
   }
@@ -49,6 +54,7 @@ Operand::Operand(const Array& array) {
   if (!array.defined()) throw InvalidArgument("Operand: the Array is undefined");
   buffer_ = normalize(array.data(), array.shape(), array.dtype(), array.device(), array.strides(),
                       "Operand(Array)");
+  buffer_.read_only = array.read_only();
 }
 
 Operand Operand::dlpack(const DLTensor& tensor) {
@@ -56,6 +62,12 @@ Operand Operand::dlpack(const DLTensor& tensor) {
   Operand o;
   o.buffer_ = normalize(view.data(), view.shape(), view.dtype(), view.device(), view.strides(),
                         "Operand::dlpack");
+  return o;
+}
+
+Operand Operand::dlpack(const DLManagedTensorVersioned& tensor) {
+  Operand o = dlpack(tensor.dl_tensor);
+  o.buffer_.read_only = (tensor.flags & DLPACK_FLAG_BITMASK_READ_ONLY) != 0;
   return o;
 }
 
@@ -79,13 +91,29 @@ std::string describe(const OperandBuffer& b) {
          b.device.str();
 }
 
-OperandLayout::OperandLayout(const op::Graph& graph) : tensors_(graph.operand_tensors()) {
-  for (const op::Tensor& t : tensors_) uids_.push_back(t.uid());
+OperandLayout::OperandLayout(const op::Graph& graph) {
+  auto table = std::make_shared<Table>();
+  table->tensors = graph.operand_tensors();
+  for (const op::Tensor& t : table->tensors) table->uids.push_back(t.uid());
+  table_ = std::move(table);
+}
+
+const std::vector<int64_t>& OperandLayout::uids() const {
+  static const std::vector<int64_t> none;
+  return table_ ? table_->uids : none;
+}
+
+const op::Tensor& OperandLayout::tensor_at(int position) const {
+  if (position < 0 || position >= size())
+    throw InvalidArgument("OperandLayout::tensor_at: position " + std::to_string(position) +
+                          " is outside [0, " + std::to_string(size()) + ")");
+  return table_->tensors[static_cast<std::size_t>(position)];
 }
 
 int OperandLayout::index_of(int64_t uid) const {
-  for (std::size_t i = 0; i < uids_.size(); ++i)
-    if (uids_[i] == uid) return static_cast<int>(i);
+  const std::vector<int64_t>& all = uids();
+  for (std::size_t i = 0; i < all.size(); ++i)
+    if (all[i] == uid) return static_cast<int>(i);
   throw InvalidArgument("variant pack: uid " + std::to_string(uid) +
                         " is not an operand of the plan (operands are the graph's non-virtual "
                         "tensors and ragged offsets)");
@@ -94,20 +122,31 @@ int OperandLayout::index_of(int64_t uid) const {
 int OperandLayout::index_of(const op::Tensor& tensor) const {
   if (!tensor.defined()) throw InvalidArgument("variant pack: the tensor is undefined");
   const int i = index_of(tensor.uid());
-  if (!(tensors_[i] == tensor))
+  if (!(tensor_at(i) == tensor))
     throw InvalidArgument("variant pack: tensor '" + tensor.name() +
                           "' belongs to another graph than the plan's");
   return i;
 }
 
 VariantPack::VariantPack(const OperandLayout& layout)
-    : layout_(&layout), buffers_(static_cast<std::size_t>(layout.size())) {}
+    : layout_(layout), buffers_(static_cast<std::size_t>(layout.size())) {}
 
 VariantPack& VariantPack::set(int64_t uid, const Operand& operand) {
-  return set_at(layout_->index_of(uid), operand);
+  return set_at(layout_.index_of(uid), operand);
 }
 VariantPack& VariantPack::set(const op::Tensor& tensor, const Operand& operand) {
-  return set_at(layout_->index_of(tensor), operand);
+  return set_at(layout_.index_of(tensor), operand);
+}
+
+void VariantPack::set_data(int position, void* data) {
+  if (position < 0 || position >= size())
+    throw InvalidArgument("VariantPack::set_data: position " + std::to_string(position) +
+                          " is outside [0, " + std::to_string(size()) + ")");
+  OperandBuffer& b = buffers_[static_cast<std::size_t>(position)];
+  if (!b.filled())
+    throw InvalidArgument("VariantPack::set_data: position " + std::to_string(position) +
+                          " is not filled; fill it with set or set_at before swapping its pointer");
+  b.data = data;
 }
 VariantPack& VariantPack::set_at(int position, const Operand& operand) {
   if (position < 0 || position >= size())

@@ -95,7 +95,7 @@ std::unique_ptr<ExecutionPlans::State> start(op::Graph graph, const Manifest& ma
 
 }  // namespace
 
-ExecutionPlans ExecutionPlans::create(op::Graph graph, const Manifest& manifest,
+ExecutionPlans ExecutionPlans::create(const op::Graph& graph, const Manifest& manifest,
                                       const DeviceProperties& device,
                                       const std::vector<HeurMode>& modes) {
   if (modes.empty())
@@ -134,22 +134,22 @@ ExecutionPlans ExecutionPlans::create(op::Graph graph, const Manifest& manifest,
   return ExecutionPlans(std::move(s));
 }
 
-ExecutionPlans ExecutionPlans::create(op::Graph graph, const Manifest& manifest, Device device,
-                                      const std::vector<HeurMode>& modes) {
-  ExecutionPlans plans = create(std::move(graph), manifest, DeviceProperties::query(device), modes);
+ExecutionPlans ExecutionPlans::create(const op::Graph& graph, const Manifest& manifest,
+                                      Device device, const std::vector<HeurMode>& modes) {
+  ExecutionPlans plans = create(graph, manifest, DeviceProperties::query(device), modes);
   plans.s_->target = device;
   return plans;
 }
 
-ExecutionPlans ExecutionPlans::create_for(op::Graph graph, const Manifest& manifest, Device device,
-                                          int64_t engine_id, const Knobs& knobs) {
+ExecutionPlans ExecutionPlans::create_for(const op::Graph& graph, const Manifest& manifest,
+                                          Device device, int64_t engine_id, const Knobs& knobs) {
   ExecutionPlans plans =
-      create_for(std::move(graph), manifest, DeviceProperties::query(device), engine_id, knobs);
+      create_for(graph, manifest, DeviceProperties::query(device), engine_id, knobs);
   plans.s_->target = device;
   return plans;
 }
 
-ExecutionPlans ExecutionPlans::create_for(op::Graph graph, const Manifest& manifest,
+ExecutionPlans ExecutionPlans::create_for(const op::Graph& graph, const Manifest& manifest,
                                           const DeviceProperties& device, int64_t engine_id,
                                           const Knobs& knobs) {
   const Manifest::Decoded d = manifest.decode(engine_id);
@@ -175,7 +175,14 @@ ExecutionPlans ExecutionPlans::create_for(op::Graph graph, const Manifest& manif
   return ExecutionPlans(std::move(s));
 }
 
-ExecutionPlans::ExecutionPlans(std::unique_ptr<State> s) : s_(std::move(s)) {}
+ExecutionPlans::ExecutionPlans(std::unique_ptr<State> s) : s_{std::move(s)} {}
+
+ExecutionPlans::State* ExecutionPlans::Holder::operator->() const {
+  if (!state)
+    throw InvalidArgument(
+        "ExecutionPlans: this object was moved from and holds no plans; use the one it moved to");
+  return state.get();
+}
 ExecutionPlans::ExecutionPlans(ExecutionPlans&&) noexcept = default;
 ExecutionPlans& ExecutionPlans::operator=(ExecutionPlans&&) noexcept = default;
 ExecutionPlans::~ExecutionPlans() = default;
@@ -257,7 +264,7 @@ void ExecutionPlans::execute_plan_at_index(int index, const VariantPack& pack,
   if (!s_->compiled[index])
     throw InvalidArgument("execute_plan_at_index: plan " + std::to_string(index) +
                           " is not built; call build_plan_at_index first");
-  if (&pack.layout() != &s_->layout)
+  if (!pack.layout().same_as(s_->layout))
     throw InvalidArgument("execute: the variant pack was made for another plan's layout");
   run_or_explain(*s_->compiled[index], pack, ctx);
 }
@@ -312,7 +319,7 @@ std::size_t ExecutionPlans::workspace_size() const {
 void ExecutionPlans::execute(const VariantPack& pack, const ExecutionContext& ctx) const {
   if (s_->selected < 0)
     throw InvalidArgument("execute: no plan is built; call build_plans() first");
-  if (&pack.layout() != &s_->layout)
+  if (!pack.layout().same_as(s_->layout))
     throw InvalidArgument("execute: the variant pack was made for another plan's layout");
   run_or_explain(*s_->compiled[s_->selected], pack, ctx);
 }

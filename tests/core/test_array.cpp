@@ -576,5 +576,183 @@ TEST(ArrayTest, BorrowErrors) {
   EXPECT_EQ(s->bytes(), 0u);
 }
 
+// ---------------------------------------------------------------------------------------------
+// Hostile shapes: element counts, byte sizes and byte offsets that do not fit in int64 are
+// refused before anything is allocated or viewed.
+
+constexpr int64_t kHuge = int64_t{1} << 62;  // countable, but 2^62 f32 take 2^64 bytes
+
+TEST(ArrayTest, EmptyRefusesAByteSizeThatWraps) {
+  // 2^62 * 4 bytes wrapped to 0: the array was allocated empty and the next fill overflowed.
+  const std::size_t before = bytes_in_use(Device::cpu());
+  expect_throw_with<InvalidArgument>(
+      [] { Array::empty({kHuge}, DType::f32, Device::cpu()); },
+      {"Array::empty", "[4611686018427387904]", "f32", "more than fit in int64"});
+  expect_throw_with<InvalidArgument>(
+      [] {
+        Array::empty({int64_t{1} << 32, int64_t{1} << 32}, DType::u8, Device::cpu());
+      },
+      {"Array::empty", "[4294967296,4294967296]", "more elements than fit in int64"});
+  EXPECT_EQ(bytes_in_use(Device::cpu()), before);
+  // A zero dim makes any shape empty: nothing to overflow.
+  EXPECT_EQ(Array::empty({kHuge, 0, kHuge}, DType::f64, Device::cpu()).nbytes(), 0u);
+}
+
+TEST(ArrayTest, StorageAllocateRefusesMoreThanInt64Bytes) {
+  const std::size_t before = bytes_in_use(Device::cpu());
+  expect_throw_with<InvalidArgument>(
+      [] { Storage::allocate(Device::cpu(), static_cast<std::size_t>(INT64_MAX) + 1); },
+      {"Storage::allocate", "9223372036854775808 bytes", "int64"});
+  EXPECT_EQ(bytes_in_use(Device::cpu()), before);
+}
+
+TEST(ArrayTest, WrapRefusesSpansThatOverflow) {
+  std::vector<float> buf(8);
+  expect_throw_with<InvalidArgument>(
+      [&] { Array::wrap(buf.data(), {kHuge}, DType::f32, Device::cpu()); },
+      {"Array::wrap", "[4611686018427387904]", "int64"});
+  // Few elements, but strides x itemsize past int64.
+  expect_throw_with<InvalidArgument>(
+      [&] { Array::wrap(buf.data(), {2}, DType::f32, Device::cpu(), {kHuge}); },
+      {"Array::wrap", "strides [4611686018427387904]", "do not fit in int64"});
+  expect_throw_with<InvalidArgument>(
+      [&] {
+        Array::wrap(buf.data(), {2, 2}, DType::f64, Device::cpu(), {INT64_MAX / 8, 1});
+      },
+      {"Array::wrap", "do not fit in int64"});
+  // In range for int64 but past the end of the address space from this pointer.
+  expect_throw_with<InvalidArgument>(
+      [&] {
+        Array::wrap(reinterpret_cast<void*>(UINTPTR_MAX - 64), {4}, DType::f64, Device::cpu(),
+                    {16});
+      },
+      {"Array::wrap", "address space"});
+  expect_throw_with<InvalidArgument>(
+      [&] { Array::wrap(buf.data(), {4}, DType::f32, Device::cpu(), {-(int64_t{1} << 56)}); },
+      {"Array::wrap", "address space"});
+  // The keep-alive of a refused wrap is released, not leaked.
+  auto keep = std::make_shared<int>(1);
+  EXPECT_THROW(Array::wrap(buf.data(), {kHuge}, DType::f32, Device::cpu(), {}, keep),
+               InvalidArgument);
+  EXPECT_EQ(keep.use_count(), 1);
+}
+
+TEST(ArrayTest, OnStorageRefusesSizesAndOffsetsThatWrap) {
+  auto s = Storage::allocate(Device::cpu(), 64);
+  expect_throw_with<InvalidArgument>([&] { Array::on_storage(s, {kHuge}, DType::f32); },
+                                     {"Array::on_storage", "[4611686018427387904]", "int64"});
+  // offset + bytes used to wrap around size_t and pass the bounds check.
+  expect_throw_with<InvalidArgument>(
+      [&] { Array::on_storage(s, {4}, DType::f32, INT64_MAX); },
+      {"Array::on_storage", "offset 9223372036854775807", "does not fit in storage of 64 bytes"});
+  expect_throw_with<InvalidArgument>(
+      [&] { Array::on_storage(s, {INT64_MAX / 2}, DType::u8, INT64_MAX / 2 + 2); },
+      {"Array::on_storage", "does not fit"});
+  EXPECT_EQ(Array::on_storage(s, {16}, DType::f32, 0).nbytes(), 64u);
+  EXPECT_EQ(Array::on_storage(s, {0}, DType::f32, 64).nbytes(), 0u);
+}
+
+TEST(ArrayTest, FromAndReshapeRefuseCountsThatOverflow) {
+  // 2^64 wraps to 0 elements, which matched an empty vector.
+  expect_throw_with<InvalidArgument>(
+      [] {
+        Array::from(std::vector<float>{}, {int64_t{1} << 32, int64_t{1} << 32}, Device::cpu());
+      },
+      {"Array::from", "more elements than fit in int64"});
+  const Array empty = Array::empty({0}, DType::f32, Device::cpu());
+  expect_throw_with<InvalidArgument>(
+      [&] {
+        empty.reshape({int64_t{1} << 32, int64_t{1} << 32});
+      },
+      {"Array::reshape", "more elements than fit in int64"});
+  const Array a = Array::empty({4}, DType::f32, Device::cpu());
+  expect_throw_with<InvalidArgument>(
+      [&] {
+        a.reshape({2, -2});
+      },
+      {"Array::reshape", "negative size in dim 1"});
+  EXPECT_EQ(a.shape(), (Shape{4}));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Undefined arrays: every operation names the undefined argument instead of crashing.
+
+TEST(ArrayTest, OperationsOnAnUndefinedArrayThrow) {
+  const Array none;
+  const Array a = Array::from(std::vector<float>{1, 2}, {2}, Device::cpu());
+  const std::string rule = "is undefined (a default-constructed Array)";
+  expect_throw_with<InvalidArgument>([&] { a.copy_from(none); },
+                                     {"Array::copy_from", "the source", rule});
+  expect_throw_with<InvalidArgument>([&] { none.copy_from(a); },
+                                     {"Array::copy_from", "the destination", rule});
+  expect_throw_with<InvalidArgument>([&] { none.to_vector<float>(); }, {"Array::to_vector", rule});
+  expect_throw_with<InvalidArgument>([&] { none.to(Device::cpu()); }, {"Array::to", rule});
+  expect_throw_with<InvalidArgument>([&] { none.slice(0, 0, 0); }, {"Array::slice", rule});
+  expect_throw_with<InvalidArgument>([&] { none.reshape({}); }, {"Array::reshape", rule});
+  expect_throw_with<InvalidArgument>([&] { none.as_read_only(); }, {"Array::as_read_only", rule});
+  expect_throw_with<InvalidArgument>([&] { to_dlpack(none); }, {"to_dlpack", rule});
+  EXPECT_EQ(a.to_vector<float>(), (std::vector<float>{1, 2}));  // the source is untouched
+}
+
+// ---------------------------------------------------------------------------------------------
+// Read-only arrays
+
+TEST(ArrayTest, ReadOnlyViewsStayReadOnlyAndRefuseCopyFrom) {
+  const Array a = Array::from(std::vector<float>{1, 2, 3, 4}, {2, 2}, Device::cpu());
+  EXPECT_FALSE(a.read_only());
+  const Array r = a.as_read_only();
+  EXPECT_TRUE(r.read_only());
+  EXPECT_FALSE(a.read_only());  // the original view is unchanged
+  EXPECT_EQ(r.data(), a.data());
+  EXPECT_TRUE(r.slice(0, 1, 2).read_only());
+  EXPECT_TRUE(r.reshape({4}).read_only());
+  EXPECT_TRUE(r.as_read_only().read_only());
+  const Array src = Array::from(std::vector<float>{9, 9, 9, 9}, {2, 2}, Device::cpu());
+  expect_throw_with<InvalidArgument>([&] { r.copy_from(src); },
+                                     {"Array::copy_from", "f32[2,2]", "read-only"});
+  expect_throw_with<InvalidArgument>([&] { r.slice(0, 0, 1).copy_from(src.slice(0, 0, 1)); },
+                                     {"read-only"});
+  EXPECT_EQ(a.to_vector<float>(), (std::vector<float>{1, 2, 3, 4}));  // nothing was written
+  // Reading from a read-only array is fine, and a copy of it is writable.
+  const Array dst = Array::empty({2, 2}, DType::f32, Device::cpu());
+  dst.copy_from(r);
+  EXPECT_EQ(dst.to_vector<float>(), (std::vector<float>{1, 2, 3, 4}));
+  const Array c = r.to(Device::cpu());
+  EXPECT_FALSE(c.read_only());
+  c.copy_from(src);
+  EXPECT_EQ(c.to_vector<float>(), (std::vector<float>{9, 9, 9, 9}));
+  EXPECT_EQ(a.to_vector<float>(), (std::vector<float>{1, 2, 3, 4}));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Floating to integer conversions are defined: saturate, NaN -> 0 (convert.hpp).
+
+TEST(ArrayTest, ToVectorSaturatesFloatsIntoIntegers) {
+  const double inf = std::numeric_limits<double>::infinity();
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const Array a = Array::from(std::vector<double>{1e30, -1e30, inf, -inf, nan, -2.7, 300.5}, {7},
+                              Device::cpu());
+  EXPECT_EQ(a.to_vector<int64_t>(),
+            (std::vector<int64_t>{INT64_MAX, INT64_MIN, INT64_MAX, INT64_MIN, 0, -2, 300}));
+  EXPECT_EQ(a.to_vector<int32_t>(),
+            (std::vector<int32_t>{INT32_MAX, INT32_MIN, INT32_MAX, INT32_MIN, 0, -2, 300}));
+  EXPECT_EQ(a.to_vector<uint32_t>(),
+            (std::vector<uint32_t>{UINT32_MAX, 0, UINT32_MAX, 0, 0, 0, 300}));
+  EXPECT_EQ(a.to_vector<uint8_t>(), (std::vector<uint8_t>{255, 0, 255, 0, 0, 0, 255}));
+  // NaN is nonzero, so true; as before for bool.
+  EXPECT_EQ(a.to_vector<bool>(), (std::vector<bool>{true, true, true, true, true, true, true}));
+  const Array h =
+      Array::from(std::vector<half>{half(inf), half(-70000.0f), half(nan)}, {3}, Device::cpu());
+  EXPECT_EQ(h.to_vector<int64_t>(), (std::vector<int64_t>{INT64_MAX, INT64_MIN, 0}));
+  EXPECT_EQ(h.to_vector<uint8_t>(), (std::vector<uint8_t>{255, 0, 0}));
+  const Array b =
+      Array::from(std::vector<bfloat16>{bfloat16(3e38f), bfloat16(-3.5f)}, {2}, Device::cpu());
+  EXPECT_EQ(b.to_vector<int32_t>(), (std::vector<int32_t>{INT32_MAX, -3}));
+  // Integer to integer conversions wrap (two's complement), as static_cast does.
+  const Array i = Array::from(std::vector<int64_t>{int64_t{1} << 32, -1}, {2}, Device::cpu());
+  EXPECT_EQ(i.to_vector<int32_t>(), (std::vector<int32_t>{0, -1}));
+  EXPECT_EQ(i.to_vector<uint32_t>(), (std::vector<uint32_t>{0, UINT32_MAX}));
+}
+
 }  // namespace
 }  // namespace eagle

@@ -208,6 +208,29 @@ TEST(DevicePropertiesTest, JsonNonIntegerFieldIsNamed) {
                                      {"'total_memory'"});
 }
 
+TEST(DevicePropertiesTest, JsonIntegerOutsideAnIntFieldIsRefusedNotTruncated) {
+  // 4294967386 used to wrap to 90 in the int field: a descriptor that reads as sm 90.
+  for (const char* field : {"sm", "multiprocessors", "max_threads_per_block", "warp_size"}) {
+    for (const char* value : {"4294967386", "2147483648", "-2147483649"}) {
+      SCOPED_TRACE(concat(field, " = ", value));
+      const DeviceProperties p = h200_like();
+      std::string json = p.to_json();
+      const std::string key = concat("\"", field, "\": ");
+      const auto at = json.find(key) + key.size();
+      json.replace(at, json.find_first_of(",}", at) - at, value);
+      expect_throw_with<InvalidArgument>(
+          [&] { DeviceProperties::from_json(json); },
+          {"DeviceProperties::from_json", concat(concat("field '", field, "' = "), value, ""),
+           "outside the range of an int [-2147483648, 2147483647]"});
+    }
+  }
+  // The edges of the range are accepted.
+  DeviceProperties p = h200_like();
+  p.sm = std::numeric_limits<int>::max();
+  p.warp_size = std::numeric_limits<int>::min();
+  EXPECT_EQ(DeviceProperties::from_json(p.to_json()), p);
+}
+
 TEST(DevicePropertiesTest, JsonFractionalNumberNamesTheField) {
   std::string json = h200_like().to_json();
   const std::string from = "\"sm\": 90";

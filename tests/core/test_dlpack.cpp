@@ -56,6 +56,7 @@ struct ProducerSpec {
   int32_t ndim = -100;  // -100: shape.size()
   bool null_data = false;
   bool null_shape = false;
+  uint64_t flags = 0;
 };
 
 DLManagedTensorVersioned* make_producer(const ProducerSpec& spec, int* deletions) {
@@ -69,7 +70,7 @@ DLManagedTensorVersioned* make_producer(const ProducerSpec& spec, int* deletions
   t.version = spec.version;
   t.manager_ctx = p;
   t.deleter = &producer_deleter;
-  t.flags = 0;
+  t.flags = spec.flags;
   t.dl_tensor.data = spec.null_data ? nullptr : p->buffer.data();
   t.dl_tensor.device = spec.device;
   t.dl_tensor.ndim = spec.ndim == -100 ? static_cast<int32_t>(spec.shape.size()) : spec.ndim;
@@ -441,6 +442,29 @@ std::vector<BadCase> bad_cases() {
   add("negative size", [](ProducerSpec& s) { s.shape = {4, -5}; }, {"negative"});
   add("null data", [](ProducerSpec& s) { s.null_data = true; }, {"null"});
   add("null shape", [](ProducerSpec& s) { s.null_shape = true; }, {"shape", "null"});
+  // Counts and byte offsets that do not fit in int64 or the address space.
+  add("bytes past int64", [](ProducerSpec& s) { s.shape = {int64_t{1} << 62}; },
+      {"[4611686018427387904]", "more than fit in int64"});
+  add("elements past int64",
+      [](ProducerSpec& s) {
+        s.shape = {int64_t{1} << 32, int64_t{1} << 32};
+      },
+      {"more elements than fit in int64"});
+  add("strides past int64",
+      [](ProducerSpec& s) {
+        s.shape = {4, 5};
+        s.strides = {int64_t{1} << 61, 1};
+      },
+      {"strides [2305843009213693952,1]", "do not fit in int64"});
+  add("byte_offset past the address space", [](ProducerSpec& s) { s.byte_offset = UINT64_MAX - 8; },
+      {"byte_offset"});
+  add("byte_offset past int64", [](ProducerSpec& s) { s.byte_offset = uint64_t{1} << 63; },
+      {"byte_offset"});
+  add("negative stride before the address space",
+      [](ProducerSpec& s) {
+        s.strides = {-(int64_t{1} << 56), 1};
+      },
+      {"address space"});
   return cases;
 }
 
@@ -469,6 +493,75 @@ TEST(DLPackTest, UnrepresentableTensorsThrowAndLeaveTheDeleterToTheCaller) {
     if (deletions == 0) t->deleter(t);
     EXPECT_EQ(deletions, 1);
   }
+}
+
+// A producer that throws nothing but makes the import fail late (after every DLPack field check,
+// in Array::wrap) still keeps its tensor: no failure path of from_dlpack runs the deleter.
+TEST(DLPackTest, AFailureInsideWrapLeavesTheDeleterToTheCaller) {
+  int deletions = 0;
+  ProducerSpec spec;
+  spec.shape = {2};
+  spec.strides = {int64_t{1} << 40};  // fits in int64, but runs past the address space
+  DLManagedTensorVersioned* t = make_producer(spec, &deletions);
+  t->dl_tensor.data = reinterpret_cast<void*>(UINTPTR_MAX - (uintptr_t{1} << 20));
+  expect_throw_with<InvalidArgument>([&] { from_dlpack(t); }, {"address space"});
+  EXPECT_EQ(deletions, 0);
+  t->deleter(t);
+  EXPECT_EQ(deletions, 1);
+}
+
+// ---------------------------------------------------------------------------------------------
+// The read-only flag
+
+TEST(DLPackTest, AReadOnlyImportIsAReadOnlyArray) {
+  int deletions = 0;
+  ProducerSpec spec;
+  spec.flags = DLPACK_FLAG_BITMASK_READ_ONLY;
+  {
+    const Array a = from_dlpack(make_producer(spec, &deletions));
+    EXPECT_TRUE(a.read_only());
+    EXPECT_TRUE(a.slice(0, 1, 3).read_only());
+    EXPECT_TRUE(a.reshape({20}).read_only());
+    const Array zeros = Array::from(std::vector<float>(20, 0.0f), {4, 5}, Device::cpu());
+    expect_throw_with<InvalidArgument>([&] { a.copy_from(zeros); },
+                                       {"Array::copy_from", "read-only"});
+    EXPECT_EQ(a.to_vector<float>()[7], 7.0f);  // the producer's memory is untouched
+    EXPECT_FALSE(a.to(Device::cpu()).read_only());
+    // Exported again, it stays read-only for the next consumer.
+    DLManagedTensorVersioned* again = to_dlpack(a);
+    EXPECT_EQ(again->flags & DLPACK_FLAG_BITMASK_READ_ONLY, DLPACK_FLAG_BITMASK_READ_ONLY);
+    again->deleter(again);
+  }
+  EXPECT_EQ(deletions, 1);
+  // Without the flag the import is writable (other flags are ignored).
+  spec.flags = DLPACK_FLAG_BITMASK_IS_COPIED;
+  EXPECT_FALSE(from_dlpack(make_producer(spec, &deletions)).read_only());
+  EXPECT_EQ(deletions, 2);
+}
+
+TEST(DLPackTest, ExportOfAViewBeforeItsStorageBaseHasNoNegativeOffset) {
+  // A reversed wrap sliced past its start: byte offset -8 used to become 2^64 - 8.
+  std::vector<float> buf = {0, 1, 2, 3};
+  const Array reversed = Array::wrap(buf.data() + 3, {4}, DType::f32, Device::cpu(), {-1});
+  const Array tail = reversed.slice(0, 2, 4);  // elements 1, 0
+  ASSERT_LT(tail.byte_offset(), 0);
+  DLManagedTensorVersioned* t = to_dlpack(tail);
+  EXPECT_EQ(t->dl_tensor.byte_offset, 0u);
+  EXPECT_EQ(t->dl_tensor.data, buf.data() + 1);
+  const Array back = from_dlpack(t);
+  EXPECT_EQ(back.to_vector<float>(), (std::vector<float>{1, 0}));
+}
+
+TEST(DLPackTest, ExportFlagsFollowTheArray) {
+  const Array a = Array::from(std::vector<float>{1, 2}, {2}, Device::cpu());
+  DLManagedTensorVersioned* w = to_dlpack(a);
+  EXPECT_EQ(w->flags, 0u);
+  w->deleter(w);
+  DLManagedTensorVersioned* r = to_dlpack(a.as_read_only());
+  EXPECT_EQ(r->flags, static_cast<uint64_t>(DLPACK_FLAG_BITMASK_READ_ONLY));
+  const Array back = from_dlpack(r);
+  EXPECT_TRUE(back.read_only());
+  EXPECT_EQ(back.data(), a.data());
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include "eagle/eagle.hpp"
 #include "test_util.hpp"
 #include "testing_kernels.hpp"
+#include "typed_kernels.hpp"
 
 namespace eagle {
 namespace {
@@ -85,6 +86,25 @@ TEST_P(Eager, StridedArrayForAContiguousParameterIsRefused) {
   expect_throw_with<InvalidArgument>(
       [&] { launch(kernels::copy(), {m.slice(1, 0, 3)}, {}, stream(), team_); },
       {"kernel copy", "'x'", "contiguous", "[6,1]"});
+}
+
+TEST_P(Eager, AWrittenViewWhoseStridesOverlapItselfIsRefused) {
+  // A strided read-write parameter takes views, but not one giving two elements one address.
+  const Array row = test::random_array({1, 4}, DType::f32, device());
+  const auto before = row.to_vector<float>();
+  const Array repeated = Array::wrap(row.data(), {3, 4}, DType::f32, device(), {0, 1});
+  expect_throw_with<InvalidArgument>(
+      [&] { launch(test::typed_strided_scale(), {repeated}, {2.0}, stream(), team_); },
+      {"typed_strided_scale", "'x'", "[0,1]", "one address"});
+  EXPECT_EQ(row.to_vector<float>(), before);
+  // A real strided view (every other column) is scaled in place.
+  const Array m = test::random_array({3, 6}, DType::f32, device());
+  const auto hm = m.to_vector<float>();
+  const Array cols = Array::wrap(m.data(), {3, 3}, DType::f32, device(), {6, 2});
+  launch(test::typed_strided_scale(), {cols}, {2.0}, stream(), team_);
+  stream().synchronize();
+  const auto got = m.to_vector<float>();
+  for (int i = 0; i < 18; ++i) EXPECT_EQ(got[i], (i % 2 == 0 ? 2.0f : 1.0f) * hm[i]) << i;
 }
 
 TEST_P(Eager, ArrayOnAnotherDeviceIsRefused) {

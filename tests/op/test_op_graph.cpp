@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdint>
+#include <limits>
 #include <set>
 #include <string>
 #include <vector>
@@ -1047,6 +1049,7 @@ TEST(OpGraphUid, AUserUidTakesTheNumberOfAnAutomaticHolder) {
   Tensor d = in(g, {4});
   EXPECT_EQ(uids(g).size(), g.tensors().size());
   EXPECT_NE(d.uid(), taken);
+  g.pointwise("exp", d);  // read, so that validate() accepts it
   // Setting a tensor's own uid again is fine.
   c.set_uid(taken);
   EXPECT_EQ(c.uid(), taken);
@@ -1185,6 +1188,9 @@ TEST(OpGraphOutputs, RaggedOffsetRules) {
   expect_throw_with<InvalidArgument>([&] { g.validate(); },
                                      {"ragged offset 'empty' of 'q' must be integers [B+1]"});
   empty.set_dims({4});
+  // The inputs tried as offsets above are read by nodes, as validate() wants of every input.
+  g.pointwise("exp", fl);
+  g.pointwise("neg", mat);
   EXPECT_NO_THROW(g.validate());
 }
 
@@ -1476,6 +1482,251 @@ TEST(OpGraphJson, AttributesPrintByType) {
                                      {"my attr", "must be dtype, got bool"});
   expect_throw_with<InvalidArgument>([] { Attr(1.5).as_int("my attr"); },
                                      {"my attr", "must be integer, got real"});
+}
+
+// ---- Hostile input
+
+TEST(OpGraphHostile, AnUndefinedTensorThrowsFromEveryAccessorAndSetter) {
+  const Tensor none;
+  const std::string rule = "the tensor is undefined (a default-constructed op::Tensor)";
+  Tensor t;
+  expect_throw_with<InvalidArgument>([&] { none.uid(); }, {"op::Tensor::uid", rule});
+  expect_throw_with<InvalidArgument>([&] { none.uid_assigned_by_user(); }, {rule});
+  expect_throw_with<InvalidArgument>([&] { none.name(); }, {"op::Tensor::name", rule});
+  expect_throw_with<InvalidArgument>([&] { none.dtype(); }, {"op::Tensor::dtype", rule});
+  expect_throw_with<InvalidArgument>([&] { none.dims(); }, {"op::Tensor::dims", rule});
+  expect_throw_with<InvalidArgument>([&] { none.strides(); }, {"op::Tensor::strides", rule});
+  expect_throw_with<InvalidArgument>([&] { none.is_virtual(); }, {"is_virtual", rule});
+  expect_throw_with<InvalidArgument>([&] { none.ragged_offset(); }, {"ragged_offset", rule});
+  expect_throw_with<InvalidArgument>([&] { none.producer(); }, {"producer", rule});
+  expect_throw_with<InvalidArgument>([&] { t.set_uid(3); }, {"set_uid", rule});
+  expect_throw_with<InvalidArgument>([&] { t.set_name("x"); }, {"set_name", rule});
+  expect_throw_with<InvalidArgument>([&] { t.set_dtype(DType::f16); }, {"set_dtype", rule});
+  expect_throw_with<InvalidArgument>([&] { t.set_dims({2}); }, {"set_dims", rule});
+  expect_throw_with<InvalidArgument>([&] { t.set_strides({1}); }, {"set_strides", rule});
+  expect_throw_with<InvalidArgument>([&] { t.set_output(true); }, {"set_output", rule});
+  expect_throw_with<InvalidArgument>([&] { t.set_ragged_offset(none); },
+                                     {"set_ragged_offset", rule});
+  EXPECT_FALSE(none.defined());
+  EXPECT_EQ(none.index(), -1);
+  // As an argument of a defined tensor or of a builder.
+  Graph g;
+  Tensor q = in(g, {4, 2}, DType::f32, "q");
+  expect_rejected(g, [&] { q.set_ragged_offset(none); },
+                  {"set_ragged_offset", "'q'", "offsets is undefined"});
+  EXPECT_FALSE(q.ragged_offset().defined());
+  expect_rejected(g, [&] { g.matmul(none, q); }, {"matmul: input 'a' is an undefined Tensor"});
+  expect_rejected(g,
+                  [&] {
+                    g.op("sdpa", {{"q", q}, {"k", none}, {"v", q}});
+                  },
+                  {"sdpa: input 'k' is an undefined Tensor"});
+  // A moved-from handle is undefined too, and says so.
+  Tensor moved = q;
+  Tensor taken = std::move(moved);
+  EXPECT_EQ(taken, q);
+  expect_throw_with<InvalidArgument>([&] { (void)moved.dims(); }, {"op::Tensor::dims", rule});
+}
+
+TEST(OpGraphHostile, AMovedFromGraphStillRefersToItsGraph) {
+  Graph g("kept");
+  Tensor x = in(g, {4}, DType::f32, "x");
+  Graph other = std::move(g);
+  // A Graph is a handle: the move copies it, so neither side is a null handle.
+  EXPECT_EQ(g.name(), "kept");
+  EXPECT_EQ(other.tensors().size(), 1u);
+  g.pointwise("exp", x);
+  EXPECT_EQ(other.nodes().size(), 1u);
+}
+
+TEST(OpGraphHostile, UidsNearInt64MaxNeverOverflow) {
+  Graph g;
+  Tensor a = in(g, {4}, DType::f32, "a");
+  a.set_uid(INT64_MAX);  // the next automatic uid used to be INT64_MAX + 1 (undefined)
+  Tensor b = in(g, {4}, DType::f32, "b");
+  Tensor c = g.pointwise("add", a, b);
+  Tensor d = g.tensor({"d", {4}});
+  g.pointwise("exp", d);
+  EXPECT_EQ(a.uid(), INT64_MAX);
+  for (const Tensor& t : {b, c, d}) {
+    EXPECT_GE(t.uid(), 1);
+    EXPECT_LT(t.uid(), INT64_MAX);
+  }
+  EXPECT_EQ(uids(g).size(), g.tensors().size());
+  EXPECT_NO_THROW(g.validate());
+  // A user uid taking an automatic holder's number renumbers it safely too.
+  const int64_t held = b.uid();
+  d.set_uid(held);
+  EXPECT_EQ(d.uid(), held);
+  EXPECT_NE(b.uid(), held);
+  EXPECT_GE(b.uid(), 1);
+  EXPECT_EQ(uids(g).size(), g.tensors().size());
+  // Just below: INT64_MAX - 1 gives the next automatic uid INT64_MAX, and the one after that
+  // still fits.
+  Graph h;
+  Tensor p = h.tensor({"p", {2}, DType::f32, {}, INT64_MAX - 1});
+  Tensor q = in(h, {2});
+  Tensor r = in(h, {2});
+  EXPECT_EQ(q.uid(), INT64_MAX);
+  EXPECT_GE(r.uid(), 1);
+  EXPECT_NE(r.uid(), p.uid());
+}
+
+// Every real attribute of every op, each refused at build when NaN or infinite, and when outside
+// its range; a new real attribute makes this test fail until it is covered here.
+TEST(OpGraphHostile, EveryRealAttributeIsFiniteAndInRangeAtBuild) {
+  std::set<std::string> covered = {"layer_norm.epsilon", "rms_norm.epsilon",
+                                   "cross_entropy.label_smoothing"};
+  for (const char* op :
+       {"sdpa", "sdpa_bwd", "gdn", "gdn_bwd", "kda", "kda_bwd", "gdn2", "gdn2_bwd"})
+    covered.insert(std::string(op) + ".scale");
+  for (const OpSchema* s : all_ops()) {
+    for (const AttrSpec& a : s->attrs) {
+      if (a.type == AttrType::real) {
+        EXPECT_TRUE(covered.count(s->name + "." + a.name)) << s->name << "." << a.name;
+      }
+    }
+  }
+
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const double inf = std::numeric_limits<double>::infinity();
+  Graph g;
+  Tensor x = in(g, {6, 32}, DType::f32, "x");
+  for (const char* op : {"layer_norm", "rms_norm"}) {
+    SCOPED_TRACE(op);
+    for (double bad : {nan, inf, -inf})
+      expect_rejected(g,
+                      [&] {
+                        g.op(op, {{"x", x}}, {{"epsilon", bad}});
+                      },
+                      {op, "attribute 'epsilon' must be a finite number"});
+    expect_rejected(g,
+                    [&] {
+                      g.op(op, {{"x", x}}, {{"epsilon", -1e-9}});
+                    },
+                    {op, "epsilon must be >= 0"});
+    EXPECT_NO_THROW(g.op(op, {{"x", x}}, {{"epsilon", 0.0}}));
+  }
+  Tensor targets = in(g, {6}, DType::i64, "targets");
+  for (double bad : {nan, inf, -inf})
+    expect_rejected(
+        g,
+        [&] {
+          g.op("cross_entropy", {{"logits", x}, {"targets", targets}}, {{"label_smoothing", bad}});
+        },
+        {"cross_entropy", "attribute 'label_smoothing' must be a finite number"});
+  for (double bad : {-0.1, 1.5})
+    expect_rejected(
+        g,
+        [&] {
+          g.op("cross_entropy", {{"logits", x}, {"targets", targets}}, {{"label_smoothing", bad}});
+        },
+        {"cross_entropy", "label_smoothing must be in [0, 1]"});
+  EXPECT_NO_THROW(
+      g.op("cross_entropy", {{"logits", x}, {"targets", targets}}, {{"label_smoothing", 1.0}}));
+
+  const SdpaThd s = sdpa_thd(g);
+  Ports bwd = s.ports();
+  bwd.emplace_back("o", in(g, {12, 8, 32}, DType::f32, "o"));
+  bwd.emplace_back("d_o", in(g, {12, 8, 32}, DType::f32, "d_o"));
+  bwd.emplace_back("stats", in(g, {12, 8}, DType::f32, "stats"));
+  std::vector<std::pair<std::string, Ports>> scaled = {{"sdpa", s.ports()}, {"sdpa_bwd", bwd}};
+  for (const std::string rule : {"gdn", "kda", "gdn2"}) {
+    scaled.emplace_back(rule, delta_ports(g, rule, false));
+    scaled.emplace_back(rule + "_bwd", delta_ports(g, rule, true));
+  }
+  for (const auto& [op, ports] : scaled) {
+    SCOPED_TRACE(op);
+    for (double bad : {nan, inf, -inf})
+      expect_op_rejected(g, op, ports, {{"scale", bad}},
+                         {op, "attribute 'scale' must be a finite number"});
+    for (double bad : {0.0, -2.0})
+      expect_op_rejected(g, op, ports, {{"scale", bad}}, {op, "scale must be > 0"});
+    EXPECT_NO_THROW(g.op(op, ports, {{"scale", 1e-3}}));
+  }
+}
+
+TEST(OpGraphHostile, OutputStridesMustNotOverlap) {
+  Graph g;
+  Tensor x = in(g, {2, 3}, DType::f32, "x");
+  Tensor y = g.pointwise("exp", x).set_output(true).set_name("y");
+  const Dims before = y.strides();
+  expect_rejected(g,
+                  [&] {
+                    y.set_strides({0, 1});
+                  },
+                  {"set_strides", "'y'", "strides [0,1]", "share memory",
+                   "only inputs may broadcast with stride 0"});
+  expect_rejected(g, [&] { y.set_strides({1, 1}); }, {"set_strides", "'y'", "share memory"});
+  EXPECT_EQ(y.strides(), before);
+  // Virtual outputs too: an engine may honour their strides.
+  Tensor v = g.pointwise("neg", x);
+  expect_rejected(g, [&] { v.set_strides({3, 0}); }, {"set_strides", "share memory"});
+  // Layouts that give each element its own address are fine, as is stride 0 on a size-1 dim.
+  y.set_strides({1, 2});
+  EXPECT_EQ(y.strides(), Dims({1, 2}));
+  Tensor row = g.pointwise("exp", in(g, {1, 3}, DType::f32, "row"));
+  row.set_strides({0, 1});
+  // Inputs may broadcast with stride 0.
+  Tensor b = g.tensor({"b", {2, 3}, DType::f32, {0, 1}});
+  g.pointwise("add", b, x).set_output(true);
+  EXPECT_NO_THROW(g.validate());
+}
+
+TEST(OpGraphHostile, DimsWhoseCountsOverflowAreRefused) {
+  Graph g;
+  const int64_t big = int64_t{1} << 32;
+  expect_rejected(g,
+                  [&] {
+                    g.tensor({"t", {big, big}});
+                  },
+                  {"Graph::tensor 't'", "[4294967296,4294967296]", "int64"});
+  // Countable elements, but 2^62 f32 take 2^64 bytes.
+  expect_rejected(g,
+                  [&] {
+                    g.tensor({"f", {int64_t{1} << 62}, DType::f32});
+                  },
+                  {"Graph::tensor 'f'", "more than fit in int64"});
+  expect_rejected(g,
+                  [&] {
+                    g.tensor({"s", {2, 2}, DType::f32, {int64_t{1} << 61, 1}});
+                  },
+                  {"Graph::tensor 's'", "do not fit in int64"});
+  Tensor a = in(g, {2}, DType::u8, "a");
+  expect_rejected(g, [&] { a.set_dims({big, big}); }, {"set_dims", "'a'", "int64"});
+  Tensor w = in(g, {int64_t{1} << 61}, DType::u8, "w");
+  expect_rejected(g, [&] { w.set_dtype(DType::f64); }, {"set_dtype", "'w'", "int64"});
+  EXPECT_EQ(w.dtype(), DType::u8);
+  // Each input fits, the output does not: embedding appends the row width.
+  Tensor table = in(g, {4, big}, DType::f32, "table");
+  Tensor ids = in(g, {big}, DType::i32, "ids");
+  expect_rejected(g,
+                  [&] {
+                    g.op("embedding", {{"table", table}, {"ids", ids}});
+                  },
+                  {"embedding: output 'y'", "int64"});
+}
+
+TEST(OpGraphHostile, ValidateRefusesAnInputNoNodeReads) {
+  Graph g;
+  Tensor x = in(g, {4}, DType::f32, "x");
+  Tensor stray = in(g, {4}, DType::f32, "stray");
+  g.pointwise("exp", x).set_output(true);
+  expect_throw_with<InvalidArgument>(
+      [&] { g.validate(); }, {"Graph::validate", "input 'stray'",
+                              "(uid " + std::to_string(stray.uid()) + ")", "read by no node"});
+  EXPECT_FALSE(g.frozen());
+  g.pointwise("neg", stray);
+  EXPECT_NO_THROW(g.validate());
+  // A ragged offset is read through the tensor it places: not a stray input.
+  Graph r;
+  Tensor q = in(r, {6, 2, 4}, DType::f32, "q");
+  Tensor k = in(r, {6, 2, 4}, DType::f32, "k");
+  Tensor cu = in(r, {3}, DType::i32, "cu");
+  Tensor off = in(r, {3}, DType::i32, "off");
+  q.set_ragged_offset(off);
+  r.op("sdpa", {{"q", q}, {"k", k}, {"v", k}, {"cu_seqlens_q", cu}, {"cu_seqlens_kv", cu}});
+  EXPECT_NO_THROW(r.validate());
 }
 
 }  // namespace

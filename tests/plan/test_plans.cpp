@@ -1449,6 +1449,112 @@ TEST_F(DispatchVariantPack, SetDataSwapsOnlyThePointer) {
   EXPECT_TRUE(all_nan(y1));  // the old pointer is not written
 }
 
+TEST_F(DispatchVariantPack, SetDataChecksThePosition) {
+  const Manifest m(test_spec());
+  ExecutionPlans plans = ExecutionPlans::create(copy_graph(), m, cpu_props());
+  ASSERT_EQ(plans.build_plans(), 0);
+  const Array x = input(), y = poisoned(), other = poisoned();
+  VariantPack pack = pack_for(plans, x, y);
+  for (int bad : {1000, 2, -1}) {
+    SCOPED_TRACE(bad);
+    expect_throw_with<InvalidArgument>(
+        [&] { pack.set_data(bad, other.data()); },
+        {"VariantPack::set_data", "position " + std::to_string(bad), "outside [0, 2)"});
+  }
+  expect_throw_with<InvalidArgument>([&] { pack.set_at(2, x); },
+                                     {"VariantPack::set_at", "position 2", "outside [0, 2)"});
+  // A position not filled yet has no shape to keep: set_data refuses it.
+  VariantPack fresh(plans.layout());
+  expect_throw_with<InvalidArgument>([&] { fresh.set_data(0, other.data()); },
+                                     {"VariantPack::set_data", "position 0", "not filled"});
+  EXPECT_FALSE(fresh.data()[0].filled());
+  // The refused calls changed nothing: the pack still runs into y.
+  plans.execute(pack, {});
+  EXPECT_TRUE(same_bytes(x, y));
+  EXPECT_TRUE(all_nan(other));
+  expect_throw_with<InvalidArgument>([&] { plans.layout().tensor_at(2); },
+                                     {"OperandLayout::tensor_at", "position 2", "outside [0, 2)"});
+  expect_throw_with<InvalidArgument>([&] { plans.layout().tensor_at(-1); }, {"position -1"});
+}
+
+TEST_F(DispatchVariantPack, APackOwnsItsLayout) {
+  const Manifest m(test_spec());
+  const Array x = input(), y = poisoned();
+  std::optional<VariantPack> pack;
+  {
+    ExecutionPlans plans = ExecutionPlans::create(copy_graph(), m, cpu_props());
+    // From a temporary layout: the pack used to keep a pointer to it.
+    pack.emplace(plan::OperandLayout(plans.graph()));
+    EXPECT_EQ(pack->size(), 2);
+    // A copy of the plan's layout is the plan's layout: its packs execute.
+    ASSERT_EQ(plans.build_plans(), 0);
+    const plan::OperandLayout copy = plans.layout();
+    EXPECT_TRUE(copy.same_as(plans.layout()));
+    VariantPack of_copy(copy);
+    of_copy.set(named(plans.graph(), "x"), x).set(named(plans.graph(), "y"), y);
+    plans.execute(of_copy, {});
+    EXPECT_TRUE(same_bytes(x, y));
+  }
+  // The graph and the plans are gone; the pack's layout is still whole.
+  EXPECT_EQ(pack->layout().size(), 2);
+  EXPECT_EQ(pack->layout().tensor_at(0).name(), "x");
+  pack->set(pack->layout().tensor_at(0), x).set_at(1, y);
+  EXPECT_TRUE(pack->data()[1].filled());
+}
+
+TEST_F(DispatchVariantPack, OperandsRefuseCountsPastInt64AndCarryReadOnly) {
+  std::vector<float> host(8);
+  expect_throw_with<InvalidArgument>(
+      [&] { Operand::raw(host.data(), {int64_t{1} << 62}, DType::f32, Device::cpu()); },
+      {"Operand::raw", "[4611686018427387904]", "int64"});
+  expect_throw_with<InvalidArgument>(
+      [&] {
+        Operand::raw(host.data(), {int64_t{1} << 32, int64_t{1} << 32}, DType::u8, Device::cpu());
+      },
+      {"Operand::raw", "more elements than fit in int64"});
+  expect_throw_with<InvalidArgument>(
+      [&] { Operand::raw(host.data(), {2}, DType::f32, Device::cpu(), {int64_t{1} << 62}); },
+      {"Operand::raw", "do not fit in int64"});
+  expect_throw_with<InvalidArgument>(
+      [&] { plan::dense_buffer(nullptr, {int64_t{1} << 62}, DType::f64, Device::cpu()); },
+      {"dense_buffer", "int64"});
+  // Read-only travels from an Array and from a managed DLPack tensor's flag.
+  const Array a = Array::from(std::vector<float>{1, 2}, {2}, Device::cpu());
+  EXPECT_FALSE(Operand(a).buffer().read_only);
+  EXPECT_TRUE(Operand(a.as_read_only()).buffer().read_only);
+  DLManagedTensorVersioned* t = to_dlpack(a.as_read_only());
+  EXPECT_TRUE(Operand::dlpack(*t).buffer().read_only);
+  EXPECT_FALSE(Operand::dlpack(t->dl_tensor).buffer().read_only);  // a bare DLTensor has no flags
+  t->flags = 0;
+  EXPECT_FALSE(Operand::dlpack(*t).buffer().read_only);
+  t->deleter(t);
+}
+
+TEST_F(DispatchPlanning, AMovedFromPlanListThrowsInsteadOfCrashing) {
+  const Manifest m(test_spec());
+  ExecutionPlans plans = ExecutionPlans::create(copy_graph(), m, cpu_props());
+  ExecutionPlans kept = std::move(plans);
+  const std::string rule = "moved from and holds no plans";
+  expect_throw_with<InvalidArgument>([&] { plans.count(); }, {"ExecutionPlans", rule});
+  expect_throw_with<InvalidArgument>([&] { plans.layout(); }, {rule});
+  expect_throw_with<InvalidArgument>([&] { plans.build_plans(); }, {rule});
+  EXPECT_EQ(kept.build_plans(), 0);
+  const Array x = input(), y = poisoned();
+  expect_throw_with<InvalidArgument>([&] { plans.execute(pack_for(kept, x, y), {}); }, {rule});
+  EXPECT_TRUE(all_nan(y));
+}
+
+TEST_F(DispatchPlanning, AnInputNoNodeReadsIsRefusedAndTheGraphStaysUnplanned) {
+  const Manifest m(test_spec());
+  op::Graph g = copy_graph();
+  g.tensor({"stray", {4}, DType::f32});
+  expect_throw_with<InvalidArgument>([&] { ExecutionPlans::create(g, m, cpu_props()); },
+                                     {"Graph::validate", "input 'stray'", "read by no node"});
+  EXPECT_FALSE(g.frozen());
+  g.pointwise("identity", named(g, "stray"));
+  EXPECT_NO_THROW(ExecutionPlans::create(g, m, cpu_props()));
+}
+
 TEST_F(DispatchVariantPack, APackOfAnotherPlansLayoutIsRefused) {
   const Manifest m(test_spec());
   ExecutionPlans p1 = ExecutionPlans::create(copy_graph(), m, cpu_props());
@@ -1460,11 +1566,12 @@ TEST_F(DispatchVariantPack, APackOfAnotherPlansLayoutIsRefused) {
   expect_throw_with<InvalidArgument>([&] { p2.execute(of_p1, {}); }, {"another plan's layout"});
   expect_throw_with<InvalidArgument>([&] { p2.execute_plan_at_index(0, of_p1, {}); },
                                      {"another plan's layout"});
-  // Even an identical copy of the layout is not the plan's.
-  const plan::OperandLayout copy = p1.layout();
-  VariantPack of_copy(copy);
-  of_copy.set_at(0, x).set_at(1, y);
-  expect_throw_with<InvalidArgument>([&] { p1.execute(of_copy, {}); }, {"another plan's layout"});
+  // Even a layout built again from the plan's own graph is not the plan's.
+  const plan::OperandLayout rebuilt(p1.graph());
+  VariantPack of_rebuilt(rebuilt);
+  of_rebuilt.set_at(0, x).set_at(1, y);
+  expect_throw_with<InvalidArgument>([&] { p1.execute(of_rebuilt, {}); },
+                                     {"another plan's layout"});
   EXPECT_TRUE(all_nan(y));
   EXPECT_EQ(rec().runs.load(), 0);
   // A moved ExecutionPlans keeps its layout: packs made before the move still fit.
@@ -1525,6 +1632,15 @@ TEST_F(DispatchPerCall, AnIllegalCallIsRefusedAndExplainedAndWritesNothing) {
          p.set_data(p.layout().index_of(yt), nullptr);
        },
        {"operand 'y'", "null"}},
+      // An output whose elements share one address (stride 0): each write would land on it.
+      {"overlapping output",
+       [&](VariantPack& p, const Array& y) {
+         p.set(yt, Operand::raw(y.data(), {kN}, DType::f32, Device::cpu(), {0}));
+       },
+       {"operand 'y'", "share memory", "with strides [0]"}},
+      {"read-only output",
+       [&](VariantPack& p, const Array& y) { p.set(yt, y.as_read_only()); },
+       {"operand 'y'", "read-only and the plan writes it", "read-only)"}},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.what);

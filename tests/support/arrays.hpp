@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "eagle/core/convert.hpp"
 #include "eagle/eagle.hpp"
 
 namespace eagle::test {
@@ -15,6 +16,15 @@ inline int64_t numel(const Shape& shape) {
 }
 
 // An array of `dtype` holding `values` (converted; bool: non-zero is true), on `device`.
+// `v` converted to the integer type Int by eagle's rule (saturating_cast: clamped, NaN -> 0).
+template <class Int>
+std::vector<Int> saturated(const std::vector<double>& v) {
+  std::vector<Int> out;
+  out.reserve(v.size());
+  for (double x : v) out.push_back(saturating_cast<Int>(x));
+  return out;
+}
+
 inline Array from_doubles(const std::vector<double>& v, const Shape& shape, DType dtype,
                           Device device) {
   switch (dtype) {
@@ -27,13 +37,13 @@ inline Array from_doubles(const std::vector<double>& v, const Shape& shape, DTyp
     case DType::bf16:
       return Array::from(std::vector<bfloat16>(v.begin(), v.end()), shape, device);
     case DType::i64:
-      return Array::from(std::vector<int64_t>(v.begin(), v.end()), shape, device);
+      return Array::from(saturated<int64_t>(v), shape, device);
     case DType::i32:
-      return Array::from(std::vector<int32_t>(v.begin(), v.end()), shape, device);
+      return Array::from(saturated<int32_t>(v), shape, device);
     case DType::u32:
-      return Array::from(std::vector<uint32_t>(v.begin(), v.end()), shape, device);
+      return Array::from(saturated<uint32_t>(v), shape, device);
     case DType::u8:
-      return Array::from(std::vector<uint8_t>(v.begin(), v.end()), shape, device);
+      return Array::from(saturated<uint8_t>(v), shape, device);
     case DType::boolean: {
       std::vector<bool> b;
       for (double x : v) b.push_back(x != 0);

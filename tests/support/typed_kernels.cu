@@ -55,6 +55,18 @@ struct StridedCopy {
   }
 };
 
+struct StridedScale {
+  static constexpr const char* name = "typed_strided_scale";
+  static constexpr std::array<const char*, 2> params = {"x", "alpha"};
+  using types = eagle::types<float>;
+  static constexpr bool per_sample = true;
+  template <class T>
+  EAGLE_HD static void point(int64_t i, InOutView<T> x, double alpha) {
+    const int64_t cols = x.dim(1);
+    x.at(i / cols, i % cols) *= T(alpha);
+  }
+};
+
 struct Countdown {
   static constexpr const char* name = "typed_countdown";
   static constexpr std::array<const char*, 2> params = {"remaining", "going"};
@@ -98,6 +110,7 @@ EAGLE_TEST_TYPED(typed_weighted_sum11, WeightedSum11)
 EAGLE_TEST_TYPED(typed_shift, Shift)
 EAGLE_TEST_TYPED(typed_strided_copy, StridedCopy)
 EAGLE_TEST_TYPED(typed_countdown, Countdown)
+EAGLE_TEST_TYPED(typed_strided_scale, StridedScale)
 EAGLE_TEST_TYPED(typed_cuda_only, CudaOnly)
 EAGLE_TEST_TYPED(typed_cpu_only, CpuOnly)
 #undef EAGLE_TEST_TYPED

@@ -15,6 +15,8 @@ const Kernel& typed_weighted_sum11();
 const Kernel& typed_shift();
 // out[i] = x.at(i / cols, i % cols): reads a 2-D strided view into a dense output (f32).
 const Kernel& typed_strided_copy();
+// x *= alpha in place through a 2-D strided view (f32): a strided read-write parameter.
+const Kernel& typed_strided_scale();
 // remaining -= 1 (u32[1], read-write); going = remaining > 0: a read-write accessor.
 const Kernel& typed_countdown();
 // out = 2 x with a CUDA body only (f32): no CPU implementation.

@@ -8,17 +8,17 @@
 
 #include "eagle/core/device.hpp"
 #include "eagle/core/dtype.hpp"
+#include "eagle/core/shape.hpp"
 
 namespace eagle {
 
 class Stream;
 
-using Shape = std::vector<int64_t>;
-
 // A block of memory on one device. Owning storage frees itself; borrowed storage does not.
 class Storage {
  public:
-  // Allocates `bytes` on `device` (cudaMalloc on CUDA, aligned new on the CPU).
+  // Allocates `bytes` on `device` (cudaMalloc on CUDA, aligned new on the CPU). Throws
+  // InvalidArgument when `bytes` exceeds INT64_MAX (no array can address more).
   static std::shared_ptr<Storage> allocate(Device device, std::size_t bytes);
   // Borrows a caller's pointer; `keep_alive` (may be null) is held until the storage dies.
   static std::shared_ptr<Storage> borrow(Device device, void* data, std::size_t bytes,
@@ -44,6 +44,15 @@ class Storage {
 // Bytes eagle currently holds allocated on a device (owning storage only).
 std::size_t bytes_in_use(Device device);
 
+// Every factory checks the shape (no negative dim) and that element counts, byte sizes and byte
+// offsets fit in int64 (shape.hpp), throwing InvalidArgument otherwise. Every operation on an
+// undefined (default-constructed) Array throws InvalidArgument, except the accessors below.
+//
+// Read-only arrays: an array may be a read-only view (as_read_only(), or a DLPack import whose
+// producer set DLPACK_FLAG_BITMASK_READ_ONLY). Its views (slice, reshape) stay read-only; copy_from
+// into it throws InvalidArgument; to_dlpack marks the export read-only; to() makes a writable copy.
+// Kernels and graphs refuse to write into it. Read-only guards eagle's own writes: other views of
+// the same memory made without the flag can still write it.
 class Array {
  public:
   Array() = default;
@@ -52,18 +61,23 @@ class Array {
   static Array empty(const Shape& shape, DType dtype, Device device);
   // A non-owning array over a caller's pointer; strides in elements (empty = row-major).
   // The caller keeps the memory alive for as long as the array (and any graph using it) lives.
-  // `keep_alive` (may be null) is held until the last view of the memory dies.
+  // `keep_alive` (may be null) is held until the last view of the memory dies; a wrap that
+  // throws keeps no reference to it.
   static Array wrap(void* data, const Shape& shape, DType dtype, Device device,
                     const Shape& strides = {}, std::shared_ptr<void> keep_alive = nullptr);
   // A contiguous view of `shape` at `byte_offset` into existing storage (shares ownership).
   // Throws InvalidArgument when the view does not fit in the storage.
   static Array on_storage(std::shared_ptr<Storage> storage, const Shape& shape, DType dtype,
                           int64_t byte_offset = 0);
-  // A contiguous array with a copy of host values.
+  // A contiguous array with a copy of host values. Integer arrays made from floating values
+  // convert with saturating_cast (convert.hpp).
   template <class T>
   static Array from(const std::vector<T>& values, const Shape& shape, Device device);
 
   bool defined() const { return storage_ != nullptr; }
+  bool read_only() const { return read_only_; }
+  // A read-only view of the same elements (shares storage).
+  Array as_read_only() const;
   DType dtype() const { return dtype_; }
   Device device() const;
   const Shape& shape() const { return shape_; }
@@ -74,9 +88,6 @@ class Array {
   int64_t byte_offset() const { return byte_offset_; }
   bool is_contiguous() const;
   bool owning() const;
-  // A read-only array (e.g. a DLPack import flagged READ_ONLY) is never written by eagle.
-  bool read_only() const { return read_only_; }
-  Array as_read_only() const;
   // Address of the first element (storage base + byte offset).
   void* data() const;
   const std::shared_ptr<Storage>& storage() const { return storage_; }
@@ -90,10 +101,12 @@ class Array {
 
   // A new contiguous copy on `device` (synchronous).
   Array to(Device device) const;
-  // Copies src into this array (same shape and dtype; both contiguous). With a stream the
-  // copy is issued on it and may still be running on return; without one it is complete.
+  // Copies src into this array (same shape and dtype; both contiguous; this array writable).
+  // With a stream the copy is issued on it and may still be running on return; without one it
+  // is complete.
   void copy_from(const Array& src, const Stream* stream = nullptr) const;
-  // Host copy of the values, converted to T (synchronous).
+  // Host copy of the values, converted to T (synchronous). Floating values become integers by
+  // saturating_cast (convert.hpp): truncated, clamped to T's range, NaN -> 0.
   template <class T>
   std::vector<T> to_vector() const;
 
@@ -107,8 +120,5 @@ class Array {
   int64_t byte_offset_ = 0;
   bool read_only_ = false;
 };
-
-Shape contiguous_strides(const Shape& shape);
-std::string shape_str(const Shape& shape);
 
 }  // namespace eagle

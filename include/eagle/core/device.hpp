@@ -57,7 +57,8 @@ struct DeviceProperties {
   // Reads the properties of an attached device; throws InvalidArgument for a missing one.
   static DeviceProperties query(Device device);
   std::string to_json() const;
-  // Throws InvalidArgument naming the field on malformed input.
+  // Throws InvalidArgument naming the field on malformed input, and naming the field and its
+  // range on an integer its field cannot hold (the int fields take [INT_MIN, INT_MAX]).
   static DeviceProperties from_json(std::string_view json);
   friend bool operator==(const DeviceProperties&, const DeviceProperties&) = default;
 };

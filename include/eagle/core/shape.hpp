@@ -1,18 +1,51 @@
-// Shapes and the checked arithmetic that turns them into element counts and byte sizes.
+// Shapes and strides, and the checked arithmetic that turns them into element counts, byte sizes
+// and byte extents. Every layer that turns a caller's shape into a count or an allocation goes
+// through these checks, so a hostile shape is refused with InvalidArgument instead of wrapping.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <string>
 #include <string_view>
+#include <vector>
 
-#include "eagle/core/array.hpp"
+#include "eagle/core/dtype.hpp"
 
 namespace eagle {
 
-// The element count of `shape`; throws InvalidArgument naming `who` for a negative size or a
-// count that does not fit in int64.
+using Shape = std::vector<int64_t>;
+
+// Row-major strides (in elements) of `shape`. Only for shapes checked_numel accepts.
+Shape contiguous_strides(const Shape& shape);
+// "[2,3]": how shapes appear in messages.
+std::string shape_str(const Shape& shape);
+
+// The number of elements of `shape`. Throws InvalidArgument whose message starts with `who` when
+// a dim is negative or the product does not fit in int64 (a dim of size 0 makes it 0, whatever
+// the other dims are).
 int64_t checked_numel(const Shape& shape, std::string_view who);
-// The byte size of `shape` elements of `dtype`; throws InvalidArgument as checked_numel does, or
-// when the bytes do not fit.
+
+// The bytes a dense array of `shape` and `dtype` takes. Throws InvalidArgument naming `who` as
+// checked_numel does, and when the byte count does not fit in int64 (so it fits in size_t and in
+// any byte offset eagle computes).
 std::size_t checked_nbytes(const Shape& shape, DType dtype, std::string_view who);
+
+// The bytes a strided view can touch, relative to its first element: [lo, hi), lo <= 0 < hi when
+// it holds elements ({0, 0} when it holds none). Strides are in elements and may be negative.
+struct ByteExtent {
+  int64_t lo = 0;
+  int64_t hi = 0;
+};
+// Throws InvalidArgument naming `who` when a dim is negative, strides has another length than
+// shape, or an offset does not fit in int64.
+ByteExtent checked_byte_extent(const Shape& shape, const Shape& strides, DType dtype,
+                               std::string_view who);
+
+// True unless the layout provably gives every element its own address: sorted by |stride|, each
+// dim of size > 1 must step past everything the smaller strides reach (a stride 0 on such a dim,
+// or strides that interleave, count as overlapping). An output may not overlap itself: two
+// elements written to one address lose one of them. No allocation, no throw.
+bool may_overlap(const int64_t* shape, const int64_t* strides, int ndim) noexcept;
+bool may_overlap(const Shape& shape, const Shape& strides) noexcept;
 
 }  // namespace eagle

@@ -17,11 +17,11 @@ namespace eagle::engines {
 const plan::Manifest& builtin_manifest();
 
 // Plans `graph` for `device` against the built-in manifest.
-plan::ExecutionPlans create_execution_plans(op::Graph graph, Device device,
+plan::ExecutionPlans create_execution_plans(const op::Graph& graph, Device device,
                                             const std::vector<plan::HeurMode>& modes = {
                                                 plan::HeurMode::A});
 // Replays a known (engine_id, knobs) for `graph` on `device`.
-plan::ExecutionPlans create_execution_plan(op::Graph graph, Device device, int64_t engine_id,
+plan::ExecutionPlans create_execution_plan(const op::Graph& graph, Device device, int64_t engine_id,
                                            const plan::Knobs& knobs = {});
 
 }  // namespace eagle::engines

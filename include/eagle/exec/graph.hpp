@@ -90,6 +90,7 @@ class Graph {
   struct State;
   void check(const char* what) const;
   const Array& caller_array(int buffer) const;
+  void check_bind_memory(int buffer, const Array& array, const std::string& who) const;
   std::unique_ptr<detail::Executor> make_executor(const State& s) const;
   std::shared_ptr<const Recording> rec_;
   std::unique_ptr<State> state_;

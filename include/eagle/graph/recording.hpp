@@ -142,7 +142,7 @@ class Branch {
   // Orders this branch after the node that last wrote `v` (in an earlier branch of this fork,
   // or anywhere before it): one ordering edge. Without it, branches that touch the same memory
   // are refused as a race.
-  void wait(Value v);
+  void wait(const Value& v);
   int index() const { return index_; }
 
  private:
@@ -187,17 +187,17 @@ class Recorder {
   // holds k; none when it is >= the number of arms. while_: the body runs while the cell is
   // non-zero (the body must update the cell). A value carried from one turn to the next must
   // be written in place (buffer=) so every turn reads what the last one wrote.
-  void if_(Value cell, const std::function<void()>& then_arm,
+  void if_(const Value& cell, const std::function<void()>& then_arm,
            const std::function<void()>& else_arm = nullptr);
-  void switch_(Value cell, const std::vector<std::function<void()>>& arms);
-  void while_(Value cell, const std::function<void()>& body);
+  void switch_(const Value& cell, const std::vector<std::function<void()>>& arms);
+  void while_(const Value& cell, const std::function<void()>& body);
   // A capped loop: body runs at most n times; inside it, break_if(cell) ends the loop and
   // continue_if(cell) ends this turn when the cell is non-zero. Either guards the rest of the
   // body (what is recorded after it runs only if no break or continue fired). Both must be
   // called directly in the for_ body, not inside a nested construct.
   void for_(int64_t n, const std::function<void()>& body);
-  void break_if(Value cell);
-  void continue_if(Value cell);
+  void break_if(const Value& cell);
+  void continue_if(const Value& cell);
   // if / elif / else: the conditions (1 to kernels::kMaxFirstTrue one-cell u32 arrays, all
   // computed before the chain) are decided once at the head into one cell, then a switch runs the
   // first arm whose condition is non-zero, or else_arm (if given) when none is.
@@ -209,7 +209,7 @@ class Recorder {
   void parallel(const std::vector<std::function<void(Branch&)>>& branches);
   // What the graph returns from g().
   void result(const std::vector<Value>& values);
-  void result(Value value) { result(std::vector<Value>{value}); }
+  void result(const Value& value) { result(std::vector<Value>{value}); }
 
  private:
   friend class Recording;

@@ -20,7 +20,8 @@ namespace eagle::op {
 
 struct GraphState;
 
-// A tensor of one graph (a handle; copies refer to the same tensor).
+// A tensor of one graph (a handle; copies refer to the same tensor). A default-constructed
+// Tensor is undefined: every accessor and setter on it throws InvalidArgument.
 class Tensor {
  public:
   Tensor() = default;
@@ -42,7 +43,11 @@ class Tensor {
 
   // Mutations (each throws InvalidArgument on a frozen graph, or on a bad value).
   // A user uid takes the number from an auto-assigned holder (renumbered); it collides with
-  // another user uid -> InvalidArgument.
+  // another user uid -> InvalidArgument. Automatic uids are one past the largest uid, or the
+  // smallest free uid >= 1 once a user took INT64_MAX.
+  // Dims and strides must keep element counts and byte offsets within int64. An op output's
+  // strides must give every element its own address (no stride 0 on a dim of size > 1, no
+  // overlap); a graph input may broadcast with stride 0.
   Tensor& set_uid(int64_t uid);
   Tensor& set_name(const std::string& name);
   Tensor& set_dtype(DType dtype);
@@ -103,6 +108,10 @@ struct TensorSpec {
 class Graph {
  public:
   explicit Graph(std::string name = "graph");
+  // A Graph is a handle: copies share one graph. Moving copies too, so a moved-from Graph still
+  // refers to its graph instead of being a null handle.
+  Graph(const Graph&) = default;
+  Graph& operator=(const Graph&) = default;
 
   const std::string& name() const;
   // A graph input (not virtual). Throws InvalidArgument on bad dims or strides.
@@ -121,8 +130,9 @@ class Graph {
   Tensor matmul(const Tensor& a, const Tensor& b, const Tensor& bias = {});
 
   // Checks the whole graph: every node against its schema again (user-set dims of outputs
-  // included), uids unique, ragged offsets integer vectors of B+1 entries. Throws
-  // InvalidArgument naming the tensor or node and the rule.
+  // included), uids unique, ragged offsets integer vectors of B+1 entries, every graph input
+  // read by a node (or a ragged offset), dims and strides addressable, op outputs without
+  // overlapping strides. Throws InvalidArgument naming the tensor or node and the rule.
   void validate() const;
   // A new, unfrozen and unplanned graph with the same tensors (uids included) and nodes: one
   // description planned once per device.

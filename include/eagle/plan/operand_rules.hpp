@@ -15,7 +15,9 @@ class OperandRules {
  public:
   // Declares that `tensor` (an operand of `layout`) must arrive with its declared dtype and
   // dims on `device`; `row_major` also requires dense row-major strides; `optional` lets the
-  // position be unfilled (the plan then reads nothing there).
+  // position be unfilled (the plan then reads nothing there). A tensor some node writes (an
+  // output) must also arrive writable (not read-only) and with strides that give every element
+  // its own address; inputs may broadcast with stride 0.
   void add(const OperandLayout& layout, const op::Tensor& tensor, Device device, bool row_major,
            bool optional = false);
   // The per-call check: one loop over the table, no allocation, no throw.
@@ -33,6 +35,7 @@ class OperandRules {
     Device device;
     bool row_major;
     bool optional;
+    bool output;  // written by the plan
     int64_t uid;
     std::string name;  // read only by explain()
   };

@@ -19,19 +19,19 @@ class ExecutionPlans {
   // Plans `graph` for `device`: claims it (planning is one-shot), validates and freezes it,
   // classifies it, attaches its facts, asks the backend once per mode, and hands everything to
   // the family's heuristics hook. The manifest must outlive the plans.
-  static ExecutionPlans create(op::Graph graph, const Manifest& manifest,
+  static ExecutionPlans create(const op::Graph& graph, const Manifest& manifest,
                                const DeviceProperties& device,
                                const std::vector<HeurMode>& modes = {HeurMode::A});
   // A one-entry plan list for a known (engine_id, knobs): replays an autotune result. Throws
   // InvalidArgument for an id of another family or knobs outside the engine's domain.
-  static ExecutionPlans create_for(op::Graph graph, const Manifest& manifest,
+  static ExecutionPlans create_for(const op::Graph& graph, const Manifest& manifest,
                                    const DeviceProperties& device, int64_t engine_id,
                                    const Knobs& knobs);
   // The same for an attached device: its properties are queried, and engines see the Device
   // itself in their BuildContext (they may allocate or load code for it).
-  static ExecutionPlans create(op::Graph graph, const Manifest& manifest, Device device,
+  static ExecutionPlans create(const op::Graph& graph, const Manifest& manifest, Device device,
                                const std::vector<HeurMode>& modes = {HeurMode::A});
-  static ExecutionPlans create_for(op::Graph graph, const Manifest& manifest, Device device,
+  static ExecutionPlans create_for(const op::Graph& graph, const Manifest& manifest, Device device,
                                    int64_t engine_id, const Knobs& knobs);
 
   ExecutionPlans(ExecutionPlans&&) noexcept;
@@ -75,7 +75,13 @@ class ExecutionPlans {
 
  private:
   explicit ExecutionPlans(std::unique_ptr<State> s);
-  std::unique_ptr<State> s_;
+  // The state. A moved-from ExecutionPlans holds none: every call on it throws InvalidArgument
+  // instead of dereferencing null.
+  struct Holder {
+    std::unique_ptr<State> state;
+    State* operator->() const;
+  };
+  Holder s_;
 };
 
 // Runs `plan` with `pack`: the hot path, and the checker only when the plan refuses.

@@ -37,15 +37,12 @@ namespace eagle::native {
 enum class PwOp : uint8_t { EAGLE_POINTWISE_OPS(EAGLE_PW_ENUM) };
 #undef EAGLE_PW_ENUM
 
-constexpr bool is_binary(PwOp op) {
-  switch (op) {
-#define EAGLE_PW_BINARY(name, binary) \
-  case PwOp::name:                    \
-    return binary;
-    EAGLE_POINTWISE_OPS(EAGLE_PW_BINARY)
+// Which ops take two operands, by op: a table read by index.
+#define EAGLE_PW_BINARY(name, binary) binary,
+inline constexpr bool kPwBinary[] = {EAGLE_POINTWISE_OPS(EAGLE_PW_BINARY)};
 #undef EAGLE_PW_BINARY
-  }
-  return false;
+constexpr bool is_binary(PwOp op) {
+  return kPwBinary[static_cast<std::size_t>(op)];
 }
 // The op for an IR op name; false when these kernels do not have it.
 bool pointwise_op_of(std::string_view name, PwOp& op);

@@ -7,13 +7,19 @@
 
 namespace eagle::reference {
 
-// Reads a host buffer (CPU memory) element by element through its strides.
+// Reads a host buffer (CPU memory) element by element through its strides. Integer and boolean
+// buffers give an integer Dense (exact values).
 Dense gather(const plan::OperandBuffer& b);
-// Writes `value` (same element count) into a host buffer through its strides, converting.
+// Writes `value` (same element count) into a host buffer through its strides, converting as
+// round_to does.
 void scatter(const Dense& value, const plan::OperandBuffer& b);
-// Rounds every element to what `dtype` represents (f16, integers truncate, booleans 0/1).
+// Rounds every element to what `dtype` represents: a floating dtype rounds (f16: to the nearest
+// f16); an integer dtype wraps exact integers to its width (two's complement) and converts reals
+// with saturating_cast (truncated, clamped to the range, NaN -> 0); boolean is v != 0 (NaN is
+// true). An integer dtype leaves an integer Dense, a floating one a real Dense.
 void round_to(Dense& value, DType dtype);
-// The values as integers (ids, offsets, sequence lengths).
+// The values as integers (ids, offsets, sequence lengths): exact for an integer Dense, by
+// saturating_cast for a real one.
 std::vector<int64_t> as_integers(const Dense& value);
 
 }  // namespace eagle::reference

@@ -42,6 +42,21 @@ std::vector<int64_t> uniform_cu(int64_t batch, int64_t len) {
   return cu;
 }
 
+// The cumulative sequence lengths at `port`, read exactly, each entry checked to lie in
+// [0, rows]: it counts rows of `of`, which has `rows`. (The math then checks the order.)
+std::vector<int64_t> cu_seqlens(const op::Node& node, const Env& env, const char* port,
+                                const char* of, int64_t rows) {
+  std::vector<int64_t> cu = as_integers(input(node, env, port));
+  for (std::size_t i = 0; i < cu.size(); ++i)
+    if (cu[i] < 0 || cu[i] > rows)
+      throw InvalidArgument(node.name() + ": " + port + " '" + node.input(port).name() +
+                            "' entry " + std::to_string(i) + " = " + std::to_string(cu[i]) +
+                            " is outside [0, " + std::to_string(rows) +
+                            "]: cumulative sequence lengths count rows of " + of + " (" +
+                            std::to_string(rows) + " rows)");
+  return cu;
+}
+
 // The tensor at `port`, an input or an output of the node, or an undefined Tensor.
 op::Tensor port_tensor(const op::Node& node, const char* port) {
   const op::Tensor t = node.input(port);
@@ -58,12 +73,19 @@ std::vector<int64_t> row_starts(const op::Node& node, const Env& env, const char
   const std::vector<int64_t> offsets = as_integers(env.values[ragged.index()]);
   int64_t row = 1;  // elements per row: [T, heads, dim] or statistics [T, heads]
   for (std::size_t i = 1; i < t.dims().size(); ++i) row *= t.dims()[i];
+  const int64_t elements = row * (t.dims().empty() ? 1 : t.dims()[0]);
   if (offsets.size() != cu.size())
     throw InvalidArgument(node.name() + ": ragged offset of '" + port + "' has " +
                           std::to_string(offsets.size()) + " entries; cu_seqlens has " +
                           std::to_string(cu.size()));
   std::vector<int64_t> starts;
   for (std::size_t b = 0; b + 1 < offsets.size(); ++b) {
+    if (offsets[b] < 0 || offsets[b] > elements)
+      throw InvalidArgument(node.name() + ": ragged offset '" + ragged.name() + "' of '" + port +
+                            "' entry " + std::to_string(b) + " = " + std::to_string(offsets[b]) +
+                            " is outside [0, " + std::to_string(elements) +
+                            "]: element offsets into '" + t.name() + "' (" +
+                            std::to_string(elements) + " elements)");
     if (row == 0 || offsets[b] % row != 0)
       throw InvalidArgument(node.name() + ": ragged offset of '" + port + "' entry " +
                             std::to_string(b) + " = " + std::to_string(offsets[b]) +
@@ -93,8 +115,8 @@ SdpaSequences sdpa_sequences(const op::Node& node, const Env& env) {
   if (q.size() == 4) {  // dense: every sequence full length
     return sequences_from_cu_seqlens(uniform_cu(q[0], q[1]), uniform_cu(k[0], k[1]));
   }
-  const auto cu_q = as_integers(input(node, env, "cu_seqlens_q"));
-  const auto cu_kv = as_integers(input(node, env, "cu_seqlens_kv"));
+  const auto cu_q = cu_seqlens(node, env, "cu_seqlens_q", "q", q[0]);
+  const auto cu_kv = cu_seqlens(node, env, "cu_seqlens_kv", "k", k[0]);
   SdpaSequences s = sequences_from_cu_seqlens(cu_q, cu_kv);
   s.q_start = row_starts(node, env, "q", cu_q);
   s.kv_start = row_starts(node, env, "k", cu_kv);
@@ -148,7 +170,7 @@ DeltaCall delta_call(const op::Node& node, const Env& env) {
   c.in.initial_state = optional_input(node, env, "initial_state");
   c.in.a_log = optional_input(node, env, "a_log");
   c.in.dt_bias = optional_input(node, env, "dt_bias");
-  c.in.cu_seqlens = as_integers(input(node, env, "cu_seqlens"));
+  c.in.cu_seqlens = cu_seqlens(node, env, "cu_seqlens", "q", node.input("q").dims()[0]);
   const double k = static_cast<double>(node.input("q").dims().back());
   c.opt.scale = real_attr(node, "scale", 1.0 / std::sqrt(k));
   c.opt.use_qk_l2norm = flag(node, "use_qk_l2norm");

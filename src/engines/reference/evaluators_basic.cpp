@@ -29,14 +29,22 @@ double real_attr(const op::Node& node, const char* name, double fallback) {
 
 namespace {
 
+// Integer operands compute exactly in integer arithmetic (pointwise.hpp); a real operand makes
+// the op compute in float64.
 void eval_pointwise(const op::Node& node, Env& env) {
+  const std::string& op = node.op();
   Dense out;
-  if (node.op() == "where") {
+  if (op == "where") {
     out = where(input(node, env, "cond"), input(node, env, "a"), input(node, env, "b"));
   } else if (node.input("b").defined()) {
-    out = map_binary(binary_fn(node.op()), input(node, env, "a"), input(node, env, "b"));
+    const Dense& a = input(node, env, "a");
+    const Dense& b = input(node, env, "b");
+    const IntBinaryFn exact = a.integer && b.integer ? int_binary_fn(op) : nullptr;
+    out = exact ? map_binary_int(op, exact, a, b) : map_binary(binary_fn(op), a, b);
   } else {
-    out = map_unary(unary_fn(node.op() == "cast" ? "identity" : node.op()), input(node, env, "a"));
+    const Dense& a = input(node, env, "a");
+    const IntUnaryFn exact = a.integer ? int_unary_fn(op) : nullptr;
+    out = exact ? map_unary_int(exact, a) : map_unary(unary_fn(op == "cast" ? "identity" : op), a);
   }
   store(node, env, "out", std::move(out));
 }

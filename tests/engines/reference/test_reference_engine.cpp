@@ -12,6 +12,8 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <tuple>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -178,8 +180,9 @@ TEST(ReferenceEnginePlanning, EveryFamilyClassifiesAndBuildsTheReference) {
         .set_output(true);
     expect_reference_plan(g, "loss");
   }
-  const auto sdpa_ports = [](Graph& g) {
-    return Ports{{"q", input(g, "q", {5, 2, 4})},
+  // q: a tensor of the graph, or a fresh input (an input no node reads fails validation).
+  const auto sdpa_ports = [](Graph& g, Tensor q = {}) {
+    return Ports{{"q", q.defined() ? q : input(g, "q", {5, 2, 4})},
                  {"k", input(g, "k", {6, 2, 4})},
                  {"v", input(g, "v", {6, 2, 4})},
                  {"cu_seqlens_q", input(g, "cu_q", {3}, DType::i32)},
@@ -219,9 +222,7 @@ TEST(ReferenceEnginePlanning, EveryFamilyClassifiesAndBuildsTheReference) {
     Graph g("composite");
     Tensor w = input(g, "w", {4, 4});
     Tensor q = g.matmul(input(g, "x", {5, 2, 4}), w);
-    Ports p = sdpa_ports(g);
-    p[0].second = q;
-    g.op("sdpa", p).at("o").set_output(true);
+    g.op("sdpa", sdpa_ports(g, q)).at("o").set_output(true);
     expect_reference_plan(g, "composite");
   }
 }
@@ -663,22 +664,32 @@ TEST(ReferenceEngineStructured, MatmulWithBiasAndBatchBroadcast) {
   expect_all_near(values(o), test::oracle::matmul(to_dense(av), to_dense(bv), &z).data, 1e-6);
 }
 
-TEST(ReferenceEngineStructured, EmbeddingPicksRowsAndOutOfRangeIdsGiveNaN) {
+TEST(ReferenceEngineStructured, EmbeddingPicksRowsAndRefusesOutOfRangeIds) {
   Graph g("embedding");
   Tensor table = input(g, "table", {6, 3}), ids = input(g, "ids", {2, 3}, DType::i32);
   Tensor y = g.op("embedding", {{"table", table}, {"ids", ids}}).at("y");
   y.set_output(true);
   ASSERT_EQ(y.dims(), (op::Dims{2, 3, 3}));
+  const plan::ExecutionPlans plans = build(g);
   Array tv = random({6, 3});
-  const std::vector<double> id = {5, 0, 3, 3, -1, 6};
+  const std::vector<double> id = {5, 0, 3, 3, 1, 2};
   Array o = sentinel(y);
-  execute(build(g), {{table, tv}, {ids, array(id, {2, 3}, DType::i32)}, {y, o}});
+  execute(plans, {{table, tv}, {ids, array(id, {2, 3}, DType::i32)}, {y, o}});
   const auto t = values(tv);
   std::vector<double> want;
   for (double i : id)
-    for (int j = 0; j < 3; ++j)
-      want.push_back(i >= 0 && i < 6 ? t[static_cast<int>(i) * 3 + j] : kNaN);
+    for (int j = 0; j < 3; ++j) want.push_back(t[static_cast<int>(i) * 3 + j]);
   expect_all_near(values(o), want, 0);
+  // An id naming no row is refused (like torch), the output untouched.
+  Array untouched = sentinel(y);
+  expect_throw_with<InvalidArgument>(
+      [&] {
+        execute(
+            plans,
+            {{table, tv}, {ids, array({5, 0, 3, 3, -1, 6}, {2, 3}, DType::i32)}, {y, untouched}});
+      },
+      {"embedding", "ids element 4 = -1", "outside [0, 6)"});
+  EXPECT_TRUE(all_equal(untouched, 777));
 }
 
 TEST(ReferenceEngineStructured, CrossEntropyMeanWithIgnoreIndex) {
@@ -1529,7 +1540,7 @@ TEST(ReferenceEngineErrors, DecreasingCuSeqlensIsRefusedByExecute) {
                           {gr.o, o},
                           {gr.stats, st}});
         },
-        {"runs past the end"});
+        {"cu_seqlens_q 'cu_q' entry 2 = 5", "outside [0, 4]", "rows of q"});
     EXPECT_TRUE(all_equal(o, 777));
   }
   {
@@ -1555,6 +1566,339 @@ TEST(ReferenceEngineErrors, DecreasingCuSeqlensIsRefusedByExecute) {
     EXPECT_TRUE(all_equal(o2, 777));
     EXPECT_TRUE(all_equal(fs2, 777));
   }
+}
+
+// ---- Hostile input: refused data, exact integers, defined conversions --------------------------
+
+// The planned CPU call of `g` on `bindings`: run() must refuse (return false, no throw) and
+// execute must throw InvalidArgument naming every needle.
+void expect_refused(const plan::ExecutionPlans& plans, const Bindings& bindings,
+                    std::initializer_list<std::string> needles) {
+  const plan::VariantPack pack = pack_of(plans, bindings);
+  EXPECT_FALSE(plans.compiled()->run(pack.data(), {}));
+  expect_throw_with<InvalidArgument>([&] { plans.execute(pack, {}); }, needles);
+}
+
+TEST(ReferenceEngineHostile, CrossEntropyRefusesTargetsOutsideTheClasses) {
+  Graph g("ce");
+  Tensor logits = input(g, "logits", {4, 3}), tg = input(g, "targets", {4}, DType::i64);
+  Tensor loss =
+      g.op("cross_entropy", {{"logits", logits}, {"targets", tg}}, {{"reduction", "none"}})
+          .at("loss");
+  loss.set_output(true);
+  const plan::ExecutionPlans plans = build(g);
+  const Array lv = random({4, 3});
+  for (const auto& [bad, needle] : std::vector<std::pair<std::vector<int64_t>, std::string>>{
+           {{0, 3, 1, 2}, "targets element 1 = 3"},
+           {{0, 1, -1, 2}, "targets element 2 = -1"},
+           {{0, 1, 2, INT64_MAX}, "targets element 3 = 9223372036854775807"}}) {
+    SCOPED_TRACE(needle);
+    Array lo = sentinel(loss);
+    expect_refused(
+        plans, {{logits, lv}, {tg, Array::from(bad, {4}, kCpu)}, {loss, lo}},
+        {"cross_entropy", needle, "outside [0, 3)", "only ignore_index = -100 may lie outside"});
+    EXPECT_TRUE(all_equal(lo, 777));  // nothing written: no NaN slips out
+  }
+  // ignore_index rows are fine, and the rest is computed.
+  Array lo = sentinel(loss);
+  execute(plans, {{logits, lv},
+                  {tg, Array::from(std::vector<int64_t>{0, -100, 2, 1}, {4}, kCpu)},
+                  {loss, lo}});
+  EXPECT_TRUE(all_finite(lo));
+  EXPECT_EQ(values(lo)[1], 0.0);
+}
+
+// A one-node pointwise graph over i64 (or `dtype`) inputs, exactly as the caller gives them.
+struct IntCase {
+  std::string op;
+  std::vector<int64_t> a, b;  // b empty: unary
+  std::vector<int64_t> want;
+};
+
+// `v` as an array of `dtype`, each value converted by wrapping (as an integer cast does).
+Array int_array(const std::vector<int64_t>& v, DType dtype) {
+  Array out;
+  visit_dtype(dtype, [&](auto zero) {
+    using T = decltype(zero);
+    std::vector<T> w;
+    for (int64_t x : v) w.push_back(static_cast<T>(x));
+    out = Array::from(w, {static_cast<int64_t>(v.size())}, kCpu);
+  });
+  return out;
+}
+
+// Runs the case's op on inputs of `dtype`; the result read back as int64.
+std::vector<int64_t> run_int(const IntCase& c, DType dtype = DType::i64) {
+  Graph g(c.op);
+  const int64_t n = static_cast<int64_t>(c.a.size());
+  Tensor a = input(g, "a", {n}, dtype);
+  Bindings bind = {{a, int_array(c.a, dtype)}};
+  Tensor y;
+  if (c.b.empty()) {
+    y = g.pointwise(c.op, a);
+  } else {
+    Tensor b = input(g, "b", {n}, dtype);
+    y = g.pointwise(c.op, a, b);
+    bind.emplace_back(b, int_array(c.b, dtype));
+  }
+  y.set_output(true);
+  const Array out = Array::empty(y.dims(), y.dtype(), kCpu);
+  bind.emplace_back(y, out);
+  execute(build(g), bind);
+  return out.to_vector<int64_t>();
+}
+
+TEST(ReferenceEngineHostile, IntegerPointwiseIsExactAndWraps) {
+  const int64_t kMax = INT64_MAX, kMin = INT64_MIN;
+  const std::vector<IntCase> cases = {
+      // Through float64, INT64_MAX + 0 came back as INT64_MIN (2^63 cast to int64).
+      {"add",
+       {kMax, kMax, kMin, (int64_t{1} << 53)},
+       {0, 1, -1, 1},
+       {kMax, kMin, kMax, (int64_t{1} << 53) + 1}},
+      {"sub", {kMin, kMax, 0}, {1, -1, kMin}, {kMax, kMin, kMin}},
+      {"mul",
+       {int64_t{1} << 62, 3037000500, -1},
+       {4, 3037000500, kMin},
+       {0, static_cast<int64_t>(uint64_t{3037000500} * uint64_t{3037000500}), kMin}},
+      // div truncates toward zero; INT64_MIN / -1 wraps.
+      {"div", {-7, 7, kMin, kMax}, {2, -2, -1, kMax - 1}, {-3, -3, kMin, 1}},
+      // mod takes the sign of a (fmod); INT64_MIN mod -1 is 0.
+      {"mod", {-7, 7, kMin, kMax}, {2, -2, -1, kMax - 1}, {-1, 1, 0, 1}},
+      {"max", {kMax - 1, kMin}, {kMax, kMin + 1}, {kMax, kMin + 1}},
+      {"min", {kMax - 1, kMin}, {kMax, kMin + 1}, {kMax - 1, kMin}},
+      // Neighbours above 2^53 compared exactly (as doubles they are equal).
+      {"cmp_eq", {kMax, kMax}, {kMax - 1, kMax}, {0, 1}},
+      {"cmp_lt", {kMax - 1, kMax}, {kMax, kMax}, {1, 0}},
+      {"cmp_ge", {kMax - 1, kMin}, {kMax, kMin}, {0, 1}},
+      {"neg", {kMin, kMax, 0}, {}, {kMin, -kMax, 0}},
+      {"abs", {kMin, kMin + 1, -5}, {}, {kMin, kMax, 5}},
+      {"square",
+       {3037000500, -(int64_t{1} << 32)},
+       {},
+       {static_cast<int64_t>(uint64_t{3037000500} * uint64_t{3037000500}), 0}},
+      {"relu", {kMin, kMax}, {}, {0, kMax}},
+      {"identity", {kMax - 1, kMin + 1}, {}, {kMax - 1, kMin + 1}},
+  };
+  for (const IntCase& c : cases) {
+    SCOPED_TRACE(c.op);
+    EXPECT_EQ(run_int(c), c.want);
+  }
+  // Narrower types wrap at their own width.
+  EXPECT_EQ(run_int({"add", {INT32_MAX, INT32_MIN}, {1, -1}, {}}, DType::i32),
+            (std::vector<int64_t>{INT32_MIN, INT32_MAX}));
+  EXPECT_EQ(run_int({"sub", {0, 5}, {1, 2}, {}}, DType::u32),
+            (std::vector<int64_t>{UINT32_MAX, 3}));
+  EXPECT_EQ(run_int({"mul", {16, 255}, {16, 255}, {}}, DType::u8), (std::vector<int64_t>{0, 1}));
+  EXPECT_EQ(run_int({"div", {INT32_MIN}, {-1}, {}}, DType::i32), (std::vector<int64_t>{INT32_MIN}));
+}
+
+TEST(ReferenceEngineHostile, IntegerDivisionByZeroIsRefused) {
+  for (const char* op : {"div", "mod"}) {
+    SCOPED_TRACE(op);
+    Graph g(op);
+    Tensor a = input(g, "a", {3}, DType::i64), b = input(g, "b", {3}, DType::i64);
+    Tensor y = g.pointwise(op, a, b);
+    y.set_output(true);
+    const plan::ExecutionPlans plans = build(g);
+    Array out = Array::from(std::vector<int64_t>{7, 7, 7}, {3}, kCpu);
+    expect_refused(plans,
+                   {{a, Array::from(std::vector<int64_t>{4, 9, 1}, {3}, kCpu)},
+                    {b, Array::from(std::vector<int64_t>{2, 0, 1}, {3}, kCpu)},
+                    {y, out}},
+                   {op, "b is 0 at element 1 (a = 9)", "by zero has no value"});
+    EXPECT_EQ(out.to_vector<int64_t>(), (std::vector<int64_t>{7, 7, 7}));
+  }
+}
+
+TEST(ReferenceEngineHostile, IntegerReductionsAreExact) {
+  const int64_t kMax = INT64_MAX, kMin = INT64_MIN;
+  struct Case {
+    const char* mode;
+    std::vector<int64_t> x;
+    int64_t want;
+  };
+  for (const Case& c : std::vector<Case>{
+           {"sum", {kMax, 1}, kMin},                                // wraps
+           {"sum", {int64_t{1} << 53, 1}, (int64_t{1} << 53) + 1},  // lost in float64
+           {"prod", {int64_t{1} << 32, int64_t{1} << 32}, 0},
+           {"max", {kMax - 1, kMax, kMin}, kMax},
+           {"min", {kMin + 1, kMin, kMax}, kMin},
+           {"amax", {kMin, 5}, kMin},  // |INT64_MIN| wraps, like abs
+           {"amax", {-7, 5}, 7},
+           {"mean", {kMax, kMax, kMax}, kMax},    // the sum overflows; the mean does not
+           {"mean", {-7, 0}, -3},                 // truncated toward zero
+           {"mean", {kMin, kMin + 1}, kMin + 1},  // -2^63 + 0.5 toward zero
+       }) {
+    SCOPED_TRACE(std::string(c.mode) + " of " + std::to_string(c.x.size()));
+    Graph g("red");
+    const int64_t n = static_cast<int64_t>(c.x.size());
+    Tensor x = input(g, "x", {n}, DType::i64);
+    Tensor y = g.op("reduction", {{"x", x}}, {{"mode", c.mode}}).at("y");
+    y.set_output(true);
+    Array out = Array::empty({}, DType::i64, kCpu);
+    execute(build(g), {{x, Array::from(c.x, {n}, kCpu)}, {y, out}});
+    EXPECT_EQ(out.to_vector<int64_t>(), std::vector<int64_t>{c.want});
+  }
+  // Over no elements max, min and mean have no integer value: -inf, +inf and NaN saturate into
+  // the output dtype (its lowest, its highest, 0); sum and prod are 0 and 1.
+  for (const auto& [mode, want] : std::vector<std::pair<const char*, int64_t>>{
+           {"max", INT32_MIN}, {"min", INT32_MAX}, {"mean", 0}, {"sum", 0}, {"prod", 1}}) {
+    SCOPED_TRACE(mode);
+    Graph g("empty");
+    Tensor x = input(g, "x", {2, 0}, DType::i32);
+    Tensor y = g.op("reduction", {{"x", x}}, {{"mode", mode}, {"axes", {1}}}).at("y");
+    y.set_output(true);
+    Array out = Array::empty({2}, DType::i32, kCpu);
+    execute(build(g), {{x, Array::empty({2, 0}, DType::i32, kCpu)}, {y, out}});
+    EXPECT_EQ(out.to_vector<int64_t>(), (std::vector<int64_t>{want, want}));
+  }
+}
+
+TEST(ReferenceEngineHostile, CastsSaturateFloatsAndWrapIntegers) {
+  const double inf = kInf;
+  const std::vector<double> reals = {1e30, -1e30, inf, -inf, kNaN, 2.9, -2.9};
+  const std::map<DType, std::vector<int64_t>> want = {
+      {DType::i64, {INT64_MAX, INT64_MIN, INT64_MAX, INT64_MIN, 0, 2, -2}},
+      {DType::i32, {INT32_MAX, INT32_MIN, INT32_MAX, INT32_MIN, 0, 2, -2}},
+      {DType::u32, {UINT32_MAX, 0, UINT32_MAX, 0, 0, 2, 0}},
+      {DType::u8, {255, 0, 255, 0, 0, 2, 0}},
+      {DType::boolean, {1, 1, 1, 1, 1, 1, 1}},  // nonzero (NaN included) is true
+  };
+  for (DType from : {DType::f64, DType::f32}) {
+    for (const auto& [to, expected] : want) {
+      SCOPED_TRACE(std::string(dtype_name(from)) + " -> " + std::string(dtype_name(to)));
+      Graph g("cast");
+      Tensor a = input(g, "a", {7}, from);
+      Tensor y = g.pointwise("cast", a, {{"dtype", to}});
+      y.set_output(true);
+      Array out = Array::empty({7}, to, kCpu);
+      execute(build(g), {{a, array(reals, {7}, from)}, {y, out}});
+      EXPECT_EQ(out.to_vector<int64_t>(), expected);
+    }
+  }
+  // Integer to integer wraps (two's complement), exactly.
+  Graph g("narrow");
+  Tensor a = input(g, "a", {3}, DType::i64);
+  Tensor y32 = g.pointwise("cast", a, {{"dtype", DType::i32}});
+  Tensor y8 = g.pointwise("cast", a, {{"dtype", DType::u8}});
+  Tensor y64 = g.pointwise("cast", y32, {{"dtype", DType::i64}});
+  y8.set_output(true);
+  y64.set_output(true);
+  Array o8 = Array::empty({3}, DType::u8, kCpu), o64 = Array::empty({3}, DType::i64, kCpu);
+  execute(build(g),
+          {{a, Array::from(std::vector<int64_t>{(int64_t{1} << 32) + 5, -1, INT64_MAX}, {3}, kCpu)},
+           {y8, o8},
+           {y64, o64}});
+  EXPECT_EQ(o8.to_vector<int64_t>(), (std::vector<int64_t>{5, 255, 255}));
+  EXPECT_EQ(o64.to_vector<int64_t>(), (std::vector<int64_t>{5, -1, -1}));
+}
+
+TEST(ReferenceEngineHostile, CuSeqlensAndOffsetsOutOfRangeAreRefused) {
+  // sdpa: i64 cu_seqlens holding INT64_MAX (read through float64 before: undefined behaviour).
+  Graph g("sdpa");
+  Tensor q = input(g, "q", {4, 1, 2}), k = input(g, "k", {4, 1, 2});
+  Tensor cq = input(g, "cu_q", {3}, DType::i64), ck = input(g, "cu_kv", {3}, DType::i64);
+  Tensor o =
+      g.op("sdpa", {{"q", q}, {"k", k}, {"v", k}, {"cu_seqlens_q", cq}, {"cu_seqlens_kv", ck}})
+          .at("o");
+  o.set_output(true);
+  const plan::ExecutionPlans plans = build(g);
+  const Array qv = random({4, 1, 2}), kv = random({4, 1, 2});
+  const auto cu = [](std::vector<int64_t> v) { return Array::from(v, {3}, kCpu); };
+  for (const auto& [cqv, ckv, needles] :
+       std::vector<std::tuple<Array, Array, std::vector<std::string>>>{
+           {cu({0, 2, INT64_MAX}),
+            cu({0, 2, 4}),
+            {"cu_seqlens_q 'cu_q' entry 2 = 9223372036854775807", "outside [0, 4]", "rows of q"}},
+           {cu({0, 2, 4}),
+            cu({INT64_MIN, 2, 4}),
+            {"cu_seqlens_kv 'cu_kv' entry 0 = -9223372036854775808", "outside [0, 4]",
+             "rows of k"}},
+           {cu({0, -1, 4}), cu({0, 2, 4}), {"cu_seqlens_q 'cu_q' entry 1 = -1"}}}) {
+    Array out = sentinel(o);
+    const plan::VariantPack pack =
+        pack_of(plans, {{q, qv}, {k, kv}, {cq, cqv}, {ck, ckv}, {o, out}});
+    EXPECT_FALSE(plans.compiled()->run(pack.data(), {}));
+    try {
+      plans.execute(pack, {});
+      ADD_FAILURE() << "expected InvalidArgument";
+    } catch (const InvalidArgument& e) {
+      for (const std::string& n : needles)
+        EXPECT_NE(std::string(e.what()).find(n), std::string::npos) << e.what() << " / " << n;
+    }
+    EXPECT_TRUE(all_equal(out, 777));
+  }
+  // A ragged offset past its tensor.
+  {
+    Graph r("ragged");
+    Tensor rq = input(r, "q", {4, 1, 2}), rk = input(r, "k", {4, 1, 2});
+    Tensor rcq = input(r, "cu_q", {3}, DType::i32), rck = input(r, "cu_kv", {3}, DType::i32);
+    Tensor off = input(r, "q_off", {3}, DType::i64);
+    rq.set_ragged_offset(off);
+    Tensor ro =
+        r.op("sdpa",
+             {{"q", rq}, {"k", rk}, {"v", rk}, {"cu_seqlens_q", rcq}, {"cu_seqlens_kv", rck}})
+            .at("o");
+    ro.set_output(true);
+    Array out = sentinel(ro);
+    expect_refused(build(r),
+                   {{rq, qv},
+                    {rk, kv},
+                    {rcq, array({0, 2, 4}, {3}, DType::i32)},
+                    {rck, array({0, 2, 4}, {3}, DType::i32)},
+                    {off, cu({0, INT64_MAX - 1, 8})},
+                    {ro, out}},
+                   {"ragged offset 'q_off' of 'q' entry 1 = 9223372036854775806", "outside [0, 8]",
+                    "element offsets into 'q'"});
+    EXPECT_TRUE(all_equal(out, 777));
+  }
+  // gdn: cu_seqlens past T.
+  DeltaCase c("gdn");
+  std::map<std::string, Array> in = delta_inputs(c);
+  in["cu_seqlens"] = Array::from(std::vector<int64_t>{0, 3, 5}, {3}, kCpu);
+  DeltaGraph d = delta_graph(c, in, false);
+  const plan::ExecutionPlans dp = build(d.g);
+  in["cu_seqlens"] = Array::from(std::vector<int64_t>{0, INT64_MAX, 5}, {3}, kCpu);
+  Bindings bind = delta_bindings(d, in);
+  Array dout = sentinel(d.out.at("o")), dstate = sentinel(d.out.at("final_state"));
+  bind.emplace_back(d.out.at("o"), dout);
+  bind.emplace_back(d.out.at("final_state"), dstate);
+  expect_refused(
+      dp, bind,
+      {"cu_seqlens 'cu_seqlens' entry 1 = 9223372036854775807", "outside [0, 5]", "rows of q"});
+  EXPECT_TRUE(all_equal(dout, 777));
+}
+
+TEST(ReferenceEngineHostile, OutputsMustBeWritableAndNotOverlapInputsMayBroadcast) {
+  Graph g("add");
+  Tensor a = input(g, "a", {2, 3}), b = input(g, "b", {2, 3});
+  Tensor y = g.pointwise("add", a, b);
+  y.set_output(true);
+  const plan::ExecutionPlans plans = build(g);
+  const Array av = random({2, 3});
+  // An input may broadcast with stride 0: b's one row is read for both rows.
+  std::vector<float> row = {10, 20, 30};
+  Array out = Array::empty({2, 3}, DType::f32, kCpu);
+  plan::VariantPack pack(plans.layout());
+  pack.set(a, av).set(b, plan::Operand::raw(row.data(), {2, 3}, DType::f32, kCpu, {0, 1}));
+  pack.set(y, out);
+  plans.execute(pack, {});
+  const auto x = values(av), got = values(out);
+  for (int i = 0; i < 6; ++i) EXPECT_FLOAT_EQ(static_cast<float>(got[i]), x[i] + row[i % 3]);
+  // An output with stride 0 would have both rows written to one place.
+  std::vector<float> one_row(3, 777);
+  pack.set(y, plan::Operand::raw(one_row.data(), {2, 3}, DType::f32, kCpu, {0, 1}));
+  EXPECT_FALSE(plans.compiled()->run(pack.data(), {}));
+  expect_throw_with<InvalidArgument>([&] { plans.execute(pack, {}); },
+                                     {"operand '", "share memory", "with strides [0,1]"});
+  EXPECT_EQ(one_row, std::vector<float>(3, 777));
+  // A read-only output (e.g. a DLPack import flagged read-only) is not written.
+  Array ro = sentinel(y);
+  pack.set(y, ro.as_read_only());
+  expect_throw_with<InvalidArgument>([&] { plans.execute(pack, {}); },
+                                     {"read-only and the plan writes it"});
+  EXPECT_TRUE(all_equal(ro, 777));
 }
 
 }  // namespace

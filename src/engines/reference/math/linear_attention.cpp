@@ -370,6 +370,62 @@ DeltaForward run(const Prepared& p, const DeltaInputs& in, std::vector<double>* 
   return out;
 }
 
+// What the backward of every step adds to: the gradients w.r.t. what the recurrence reads.
+struct StepGrads {
+  std::vector<double> dq, dk, da, db, du;
+};
+// Per-step scratch; dS carries the state's gradient from step to step, backwards.
+struct StepScratch {
+  std::vector<double> S, dS, r, dkb, dr;
+};
+
+// The backward of token t's step of value head h: on entry dS is the gradient w.r.t. the state
+// after the step, on return w.r.t. the state before it (`prev`).
+void step_backward(const Prepared& p, const DeltaInputs& in, int64_t t, int64_t h,
+                   const double* prev, const Dense& d_o, StepScratch& w, StepGrads& g, Dense& dv) {
+  const Sizes& s = p.s;
+  const int64_t kv = s.K * s.V;
+  const Token x = token(p, *in.v, t, h);
+  const int64_t qk = (t * s.H + h / s.group) * s.K, key = (t * s.HV + h) * s.K,
+                val = (t * s.HV + h) * s.V;
+  std::copy(prev, prev + kv, w.S.begin());
+  step(s, x, w.S.data(), w.r.data());
+  // o = S^T q
+  const double* d_out = &d_o.data[at(val)];
+  for (int64_t i = 0; i < s.K; ++i) {
+    for (int64_t j = 0; j < s.V; ++j) {
+      g.dq[at(qk + i)] += w.S[at(i * s.V + j)] * d_out[j];
+      w.dS[at(i * s.V + j)] += x.q[i] * d_out[j];
+    }
+  }
+  // S = S' + (b k) (u r)^T
+  for (int64_t i = 0; i < s.K; ++i) {
+    w.dkb[at(i)] = 0;
+    for (int64_t j = 0; j < s.V; ++j) w.dkb[at(i)] += w.dS[at(i * s.V + j)] * x.u[j] * w.r[at(j)];
+    g.db[at(key + i)] = w.dkb[at(i)] * x.k[i];
+    g.dk[at(qk + i)] += w.dkb[at(i)] * x.b[i];
+  }
+  for (int64_t j = 0; j < s.V; ++j) {
+    double dc = 0;
+    for (int64_t i = 0; i < s.K; ++i) dc += w.dS[at(i * s.V + j)] * x.b[i] * x.k[i];
+    g.du[at(val + j)] = dc * w.r[at(j)];
+    w.dr[at(j)] = dc * x.u[j];
+    dv.data[at(val + j)] = w.dr[at(j)];
+  }
+  // r = v - S'^T k, with S' = diag(a) prev
+  for (int64_t i = 0; i < s.K; ++i) {
+    double da_i = 0;
+    for (int64_t j = 0; j < s.V; ++j) {
+      const int64_t ij = i * s.V + j;
+      g.dk[at(qk + i)] -= x.a[i] * prev[ij] * w.dr[at(j)];
+      w.dS[at(ij)] -= x.k[i] * w.dr[at(j)];
+      da_i += w.dS[at(ij)] * prev[ij];
+      w.dS[at(ij)] *= x.a[i];
+    }
+    g.da[at(key + i)] = da_i;
+  }
+}
+
 }  // namespace
 
 DeltaForward delta_forward(DeltaRule rule, const DeltaInputs& in, const DeltaOptions& opt) {
@@ -392,62 +448,24 @@ DeltaBackward delta_backward(DeltaRule rule, const DeltaInputs& in, const Dense&
   out.dv = Dense({s.T, s.HV, s.V});
   if (in.initial_state) out.d_initial_state = Dense(in.initial_state->dims);
   // Gradients w.r.t. what the recurrence reads; the transforms chain them to the raw inputs.
-  std::vector<double> dq(p.q.y.size()), dk(p.k.y.size()), da(p.coefs.a.size()),
-      db(p.coefs.b.size()), du(p.coefs.u.size());
-  std::vector<double> S(at(kv)), dS(at(kv)), r(at(s.V)), dkb(at(s.K)), dr(at(s.V));
+  StepGrads g{std::vector<double>(p.q.y.size()), std::vector<double>(p.k.y.size()),
+              std::vector<double>(p.coefs.a.size()), std::vector<double>(p.coefs.b.size()),
+              std::vector<double>(p.coefs.u.size())};
+  StepScratch w{std::vector<double>(at(kv)), std::vector<double>(at(kv)),
+                std::vector<double>(at(s.V)), std::vector<double>(at(s.K)),
+                std::vector<double>(at(s.V))};
   for (int64_t b = 0; b < s.B; ++b) {
     for (int64_t h = 0; h < s.HV; ++h) {
       const int64_t state = (b * s.HV + h) * kv;
-      for (int64_t i = 0; i < kv; ++i) {
-        dS[at(i)] = d_final_state ? d_final_state->data[at(state + i)] : 0.0;
-      }
-      for (int64_t t = in.cu_seqlens[at(b + 1)] - 1; t >= in.cu_seqlens[at(b)]; --t) {
-        const Token x = token(p, *in.v, t, h);
-        const int64_t qk = (t * s.H + h / s.group) * s.K, key = (t * s.HV + h) * s.K,
-                      val = (t * s.HV + h) * s.V;
-        const double* prev = &history[at((t * s.HV + h) * kv)];
-        std::copy(prev, prev + kv, S.begin());
-        step(s, x, S.data(), r.data());
-        // o = S^T q
-        const double* d_out = &d_o.data[at(val)];
-        for (int64_t i = 0; i < s.K; ++i) {
-          for (int64_t j = 0; j < s.V; ++j) {
-            dq[at(qk + i)] += S[at(i * s.V + j)] * d_out[j];
-            dS[at(i * s.V + j)] += x.q[i] * d_out[j];
-          }
-        }
-        // S = S' + (b k) (u r)^T
-        for (int64_t i = 0; i < s.K; ++i) {
-          dkb[at(i)] = 0;
-          for (int64_t j = 0; j < s.V; ++j) dkb[at(i)] += dS[at(i * s.V + j)] * x.u[j] * r[at(j)];
-          db[at(key + i)] = dkb[at(i)] * x.k[i];
-          dk[at(qk + i)] += dkb[at(i)] * x.b[i];
-        }
-        for (int64_t j = 0; j < s.V; ++j) {
-          double dc = 0;
-          for (int64_t i = 0; i < s.K; ++i) dc += dS[at(i * s.V + j)] * x.b[i] * x.k[i];
-          du[at(val + j)] = dc * r[at(j)];
-          dr[at(j)] = dc * x.u[j];
-          out.dv.data[at(val + j)] = dr[at(j)];
-        }
-        // r = v - S'^T k, with S' = diag(a) prev
-        for (int64_t i = 0; i < s.K; ++i) {
-          double da_i = 0;
-          for (int64_t j = 0; j < s.V; ++j) {
-            const int64_t ij = i * s.V + j;
-            dk[at(qk + i)] -= x.a[i] * prev[ij] * dr[at(j)];
-            dS[at(ij)] -= x.k[i] * dr[at(j)];
-            da_i += dS[at(ij)] * prev[ij];
-            dS[at(ij)] *= x.a[i];
-          }
-          da[at(key + i)] = da_i;
-        }
-      }
-      if (in.initial_state) {
-        std::copy(dS.begin(), dS.end(), out.d_initial_state.data.begin() + state);
-      }
+      for (int64_t i = 0; i < kv; ++i)
+        w.dS[at(i)] = d_final_state ? d_final_state->data[at(state + i)] : 0.0;
+      for (int64_t t = in.cu_seqlens[at(b + 1)] - 1; t >= in.cu_seqlens[at(b)]; --t)
+        step_backward(p, in, t, h, &history[at((t * s.HV + h) * kv)], d_o, w, g, out.dv);
+      if (in.initial_state)
+        std::copy(w.dS.begin(), w.dS.end(), out.d_initial_state.data.begin() + state);
     }
   }
+  const std::vector<double>&dq = g.dq, &dk = g.dk, &da = g.da, &db = g.db, &du = g.du;
   out.dq = transform_rows_backward(*in.q, s, opt.use_qk_l2norm, opt.scale, p.q, dq);
   out.dk = transform_rows_backward(*in.k, s, opt.use_qk_l2norm, 1.0, p.k, dk);
   decay_backward(rule, in, opt, s, p.coefs, da, out);

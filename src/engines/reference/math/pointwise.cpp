@@ -86,6 +86,102 @@ const NamedFn<BinaryFn> kBinary[] = {
     {"logical_or", [](double a, double b) { return truth(a != 0 || b != 0); }},
 };
 
+// Two's-complement arithmetic: through uint64, where overflow is defined (modulo 2^64).
+int64_t wrap(uint64_t v) {
+  return static_cast<int64_t>(v);  // modulo 2^64 since C++20
+}
+int64_t wrapping_neg(int64_t x) {
+  return wrap(uint64_t{0} - static_cast<uint64_t>(x));
+}
+int64_t wrapping_mul(int64_t a, int64_t b) {
+  return wrap(static_cast<uint64_t>(a) * static_cast<uint64_t>(b));
+}
+int64_t bit(bool b) {
+  return b ? 1 : 0;
+}
+
+const NamedFn<IntUnaryFn> kIntUnary[] = {
+    {"identity", [](int64_t x) { return x; }},
+    {"neg", wrapping_neg},
+    {"abs", [](int64_t x) { return x < 0 ? wrapping_neg(x) : x; }},
+    {"square", [](int64_t x) { return wrapping_mul(x, x); }},
+    {"relu", [](int64_t x) { return x < 0 ? int64_t{0} : x; }},
+    {"logical_not", [](int64_t x) { return bit(x == 0); }},
+    {"cast", [](int64_t x) { return x; }},  // round_to narrows to the target dtype
+};
+
+int64_t wrapping_add(int64_t a, int64_t b) {
+  return wrap(static_cast<uint64_t>(a) + static_cast<uint64_t>(b));
+}
+int64_t wrapping_sub(int64_t a, int64_t b) {
+  return wrap(static_cast<uint64_t>(a) - static_cast<uint64_t>(b));
+}
+int64_t int_max(int64_t a, int64_t b) {
+  return std::max(a, b);
+}
+int64_t int_min(int64_t a, int64_t b) {
+  return std::min(a, b);
+}
+int64_t int_eq(int64_t a, int64_t b) {
+  return bit(a == b);
+}
+int64_t int_neq(int64_t a, int64_t b) {
+  return bit(a != b);
+}
+int64_t int_lt(int64_t a, int64_t b) {
+  return bit(a < b);
+}
+int64_t int_le(int64_t a, int64_t b) {
+  return bit(a <= b);
+}
+int64_t int_gt(int64_t a, int64_t b) {
+  return bit(a > b);
+}
+int64_t int_ge(int64_t a, int64_t b) {
+  return bit(a >= b);
+}
+int64_t int_and(int64_t a, int64_t b) {
+  return bit(a != 0 && b != 0);
+}
+int64_t int_or(int64_t a, int64_t b) {
+  return bit(a != 0 || b != 0);
+}
+bool int_div(int64_t a, int64_t b, int64_t* out) {
+  if (b == 0) return false;
+  *out = b == -1 ? wrapping_neg(a) : a / b;  // INT64_MIN / -1 overflows: wrap
+  return true;
+}
+bool int_mod(int64_t a, int64_t b, int64_t* out) {
+  if (b == 0) return false;
+  *out = b == -1 ? 0 : a % b;  // INT64_MIN % -1 overflows in C++; the remainder is 0
+  return true;
+}
+
+// A binary integer op that has a value everywhere.
+template <int64_t (*F)(int64_t, int64_t)>
+bool always(int64_t a, int64_t b, int64_t* out) {
+  *out = F(a, b);
+  return true;
+}
+
+const NamedFn<IntBinaryFn> kIntBinary[] = {
+    {"add", always<wrapping_add>},
+    {"sub", always<wrapping_sub>},
+    {"mul", always<wrapping_mul>},
+    {"div", int_div},
+    {"mod", int_mod},
+    {"max", always<int_max>},
+    {"min", always<int_min>},
+    {"cmp_eq", always<int_eq>},
+    {"cmp_neq", always<int_neq>},
+    {"cmp_lt", always<int_lt>},
+    {"cmp_le", always<int_le>},
+    {"cmp_gt", always<int_gt>},
+    {"cmp_ge", always<int_ge>},
+    {"logical_and", always<int_and>},
+    {"logical_or", always<int_or>},
+};
+
 template <class Fn, std::size_t N>
 Fn lookup(const NamedFn<Fn> (&table)[N], std::string_view op) {
   for (const auto& entry : table)
@@ -126,6 +222,12 @@ UnaryFn unary_fn(std::string_view op) {
 }
 BinaryFn binary_fn(std::string_view op) {
   return lookup(kBinary, op);
+}
+IntUnaryFn int_unary_fn(std::string_view op) {
+  return lookup(kIntUnary, op);
+}
+IntBinaryFn int_binary_fn(std::string_view op) {
+  return lookup(kIntBinary, op);
 }
 
 const std::vector<std::string_view>& unary_op_names() {
@@ -194,11 +296,38 @@ Dense map_binary(BinaryFn f, const Dense& a, const Dense& b) {
   return y;
 }
 
+Dense map_unary_int(IntUnaryFn f, const Dense& x) {
+  std::vector<int64_t> y(x.ints.size());
+  for (std::size_t i = 0; i < y.size(); ++i) y[i] = f(x.ints[i]);
+  return Dense::of_ints(x.dims, std::move(y));
+}
+
+Dense map_binary_int(std::string_view op, IntBinaryFn f, const Dense& a, const Dense& b) {
+  const Dims dims = broadcast_named(op, a.dims, "a", b.dims, "b");
+  const auto ia = broadcast_index(a.dims, dims), ib = broadcast_index(b.dims, dims);
+  std::vector<int64_t> y(ia.size());
+  for (std::size_t i = 0; i < y.size(); ++i) {
+    const int64_t x = a.ints[static_cast<std::size_t>(ia[i])];
+    const int64_t z = b.ints[static_cast<std::size_t>(ib[i])];
+    if (!f(x, z, &y[i]))
+      throw InvalidArgument(std::string(op) + ": b is 0 at element " + std::to_string(i) +
+                            " (a = " + std::to_string(x) + "): an integer " + std::string(op) +
+                            " by zero has no value");
+  }
+  return Dense::of_ints(dims, std::move(y));
+}
+
 Dense where(const Dense& cond, const Dense& a, const Dense& b) {
   const Dims ca = broadcast_named("where", cond.dims, "cond", a.dims, "a");
   Dense y(broadcast_named("where", ca, "cond and a broadcast", b.dims, "b"));
   const auto ic = broadcast_index(cond.dims, y.dims), ia = broadcast_index(a.dims, y.dims),
              ib = broadcast_index(b.dims, y.dims);
+  if (a.integer && b.integer) {
+    std::vector<int64_t> v(y.data.size());
+    for (std::size_t i = 0; i < v.size(); ++i)
+      v[i] = cond.data[ic[i]] != 0 ? a.ints[ia[i]] : b.ints[ib[i]];
+    return Dense::of_ints(y.dims, std::move(v));
+  }
   for (std::size_t i = 0; i < y.data.size(); ++i)
     y.data[i] = cond.data[ic[i]] != 0 ? a.data[ia[i]] : b.data[ib[i]];
   return y;

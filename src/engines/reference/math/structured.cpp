@@ -107,6 +107,62 @@ const ReduceMode kReduceModes[] = {
     {"amax", "abs", "max", 0.0, as_is},
 };
 
+// The exact mean of n integers, truncated toward zero, without overflow: each x splits into
+// x / n and x % n, and the remainders carry into the quotient as they pass n.
+struct ExactMean {
+  int64_t q = 0, r = 0;
+  void add(int64_t x, int64_t n) {
+    q += x / n;
+    r += x % n;
+    if (r >= n) {
+      r -= n;
+      ++q;
+    } else if (r <= -n) {
+      r += n;
+      --q;
+    }
+  }
+  int64_t value() const {  // q + r / n, |r| < n, truncated toward zero
+    if (q > 0 && r < 0) return q - 1;
+    if (q < 0 && r > 0) return q + 1;
+    return q;
+  }
+};
+
+// Reduces an integer tensor exactly: sum and prod wrap (two's complement, in uint64), max and
+// min are exact, amax is the largest |x| (|INT64_MIN| wraps to INT64_MIN, like abs), mean is
+// ExactMean. `to` maps each element of x to its output; n elements reach each output (n > 0).
+Dense reduce_exact(const Dense& x, std::string_view mode, const Dims& kept,
+                   const std::vector<int64_t>& to, int64_t n) {
+  const std::size_t outputs = static_cast<std::size_t>(count(kept));
+  std::vector<int64_t> acc(outputs, mode == "prod" ? 1 : 0);
+  std::vector<bool> seen(outputs, false);
+  std::vector<ExactMean> means(mode == "mean" ? outputs : 0);
+  for (std::size_t i = 0; i < x.ints.size(); ++i) {
+    const std::size_t o = static_cast<std::size_t>(to[i]);
+    const int64_t v = x.ints[i];
+    const uint64_t magnitude = v < 0 ? uint64_t{0} - static_cast<uint64_t>(v) : uint64_t(v);
+    if (mode == "sum") {
+      acc[o] = static_cast<int64_t>(static_cast<uint64_t>(acc[o]) + static_cast<uint64_t>(v));
+    } else if (mode == "prod") {
+      acc[o] = static_cast<int64_t>(static_cast<uint64_t>(acc[o]) * static_cast<uint64_t>(v));
+    } else if (mode == "max") {
+      acc[o] = seen[o] ? std::max(acc[o], v) : v;
+    } else if (mode == "min") {
+      acc[o] = seen[o] ? std::min(acc[o], v) : v;
+    } else if (mode == "amax") {
+      if (!seen[o] || magnitude > static_cast<uint64_t>(acc[o]))
+        acc[o] = static_cast<int64_t>(magnitude);
+    } else {  // mean
+      means[o].add(v, n);
+    }
+    seen[o] = true;
+  }
+  if (mode == "mean")
+    for (std::size_t o = 0; o < outputs; ++o) acc[o] = means[o].value();
+  return Dense::of_ints(kept, std::move(acc));
+}
+
 // layer_norm and rms_norm: the same checks and row loop, with or without centering.
 NormOut normalize(std::string_view op, const Dense& x, const Dense* scale, const Dense* bias,
                   int normalized_ndim, double epsilon, bool centered) {
@@ -183,10 +239,17 @@ Dense reduce(const Dense& x, std::string_view mode, const std::vector<int>& axes
   }
 
   // Each element of x broadcasts from its output element, so the same index map gathers it.
+  const auto to = broadcast_index(kept, x.dims);
+  // Integers reduce exactly; over no elements max, min and mean have no integer value, and the
+  // real path's -inf, +inf and NaN saturate into the output dtype (its min, its max, 0).
+  if (x.integer && mode != "l2" && (n > 0 || mode == "sum" || mode == "prod")) {
+    Dense out = reduce_exact(x, mode, kept, to, n);
+    if (!keepdim) out.dims = dropped;
+    return out;
+  }
   Dense out(kept, m->init);
   const UnaryFn pre = unary_fn(m->pre);
   const BinaryFn combine = binary_fn(m->combine);
-  const auto to = broadcast_index(kept, x.dims);
   for (std::size_t i = 0; i < x.data.size(); ++i) {
     double& acc = out.data[static_cast<std::size_t>(to[i])];
     acc = combine(acc, pre(x.data[i]));
@@ -263,14 +326,19 @@ Dense embedding(const Dense& table, const std::vector<int64_t>& ids, const Dims&
     throw InvalidArgument("embedding: ids holds " + str(ids.size()) + " values but ids_dims " +
                           format_dims(ids_dims) + " need " + str(count(ids_dims)));
   const int64_t v = table.dims[0], d = table.dims[1];
+  // Like torch: an id that names no row is an error, not a row of made-up values.
+  for (std::size_t r = 0; r < ids.size(); ++r)
+    if (ids[r] < 0 || ids[r] >= v)
+      throw InvalidArgument("embedding: ids element " + str(r) + " = " + str(ids[r]) +
+                            " is outside [0, " + str(v) + "), the rows of table dims " +
+                            format_dims(table.dims));
   Dims dims = ids_dims;
   dims.push_back(d);
-  Dense y(dims, kNaN);
+  Dense y(dims);
   for (std::size_t r = 0; r < ids.size(); ++r)
-    if (ids[r] >= 0 && ids[r] < v)
-      for (int64_t j = 0; j < d; ++j)
-        y.data[r * static_cast<std::size_t>(d) + static_cast<std::size_t>(j)] =
-            table.data[static_cast<std::size_t>(ids[r] * d + j)];
+    for (int64_t j = 0; j < d; ++j)
+      y.data[r * static_cast<std::size_t>(d) + static_cast<std::size_t>(j)] =
+          table.data[static_cast<std::size_t>(ids[r] * d + j)];
   return y;
 }
 
@@ -289,6 +357,13 @@ CrossEntropyOut cross_entropy(const Dense& logits, const std::vector<int64_t>& t
   if (reduction != "none" && reduction != "sum" && reduction != "mean")
     throw InvalidArgument("cross_entropy: reduction '" + str(reduction) +
                           "' is unknown (none, sum, mean)");
+  // Like torch: a target that names no class is an error, not a NaN loss.
+  for (std::size_t r = 0; r < targets.size(); ++r)
+    if (targets[r] != ignore_index && (targets[r] < 0 || targets[r] >= classes))
+      throw InvalidArgument("cross_entropy: targets element " + str(r) + " = " + str(targets[r]) +
+                            " is outside [0, " + str(classes) + "), the classes of logits dims " +
+                            format_dims(logits.dims) +
+                            " (only ignore_index = " + str(ignore_index) + " may lie outside)");
 
   // A zero weight drops its term outright, so an infinite logit it would multiply is no NaN.
   const auto weighted = [](double w, double v) { return w == 0 ? 0.0 : w * v; };
@@ -300,10 +375,6 @@ CrossEntropyOut cross_entropy(const Dense& logits, const std::vector<int64_t>& t
     const int64_t t = targets[row];
     if (t == ignore_index) return;  // loss stays 0
     ++counted;
-    if (t < 0 || t >= classes) {
-      out.loss.data[row] = kNaN;
-      return;
-    }
     const double mean_logit = lane_sum(logits.data, l) / static_cast<double>(classes);
     out.loss.data[row] = weighted(1 - label_smoothing, lse - logits.data[l[t]]) +
                          weighted(label_smoothing, lse - mean_logit);

@@ -3,12 +3,14 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdint>
 #include <limits>
 #include <map>
 #include <numbers>
 #include <string>
 
 #include "dense.hpp"
+#include "eagle/op/schema.hpp"
 #include "engines/reference/math/pointwise.hpp"
 #include "test_util.hpp"
 
@@ -262,6 +264,48 @@ TEST(Maps, WhereMismatchNamesOperands) {
                                      {"where", "cond dims [2]", "a dims [3]"});
   expect_throw_with<InvalidArgument>([] { where(Dense({2}), Dense({2}), Dense({4})); },
                                      {"where", "b dims [4]"});
+}
+
+// ---- exact integer forms ----
+
+// Every pointwise op that accepts integers has an exact integer form, so no integer input goes
+// through float64 (where INT64_MAX + 0 came back as INT64_MIN).
+TEST(IntegerOps, EveryOpThatAcceptsIntegersHasAnExactForm) {
+  int checked = 0;
+  for (const op::OpSchema* s : op::all_ops()) {
+    if (s->kind != op::OpKind::pointwise || s->name == "where") continue;
+    bool takes_ints = true;
+    for (const op::InputPort& p : s->inputs) takes_ints &= p.dtypes != op::DTypeClass::floating;
+    if (!takes_ints) continue;
+    SCOPED_TRACE(s->name);
+    EXPECT_TRUE(s->inputs.size() == 1 ? int_unary_fn(s->name) != nullptr
+                                      : int_binary_fn(s->name) != nullptr);
+    ++checked;
+  }
+  EXPECT_GE(checked, 20);
+  EXPECT_EQ(int_unary_fn("exp"), nullptr);
+  EXPECT_EQ(int_binary_fn("pow"), nullptr);
+}
+
+TEST(IntegerOps, MapsAreExactAndRefuseDivisionByZero) {
+  const int64_t kMax = std::numeric_limits<int64_t>::max();
+  const Dense a = Dense::of_ints({3}, {kMax, kMax - 1, -9});
+  const Dense b = Dense::of_ints({1}, {1});
+  EXPECT_EQ(map_binary_int("add", int_binary_fn("add"), a, b).ints,
+            (std::vector<int64_t>{std::numeric_limits<int64_t>::min(), kMax, -8}));
+  const Dense y = map_unary_int(int_unary_fn("neg"), a);
+  EXPECT_TRUE(y.integer);
+  EXPECT_EQ(y.ints, (std::vector<int64_t>{-kMax, -(kMax - 1), 9}));
+  EXPECT_EQ(y.data.size(), 3u);  // the rounded doubles travel along
+  expect_throw_with<InvalidArgument>(
+      [&] {
+        map_binary_int("mod", int_binary_fn("mod"), a, Dense::of_ints({3}, {1, 0, 2}));
+      },
+      {"mod: b is 0 at element 1 (a = 9223372036854775806)", "by zero has no value"});
+  // where keeps exact values when both branches are integers.
+  const Dense w = where(Dense::of_ints({3}, {1, 0, 1}), a, Dense::of_ints({3}, {0, 0, 0}));
+  EXPECT_TRUE(w.integer);
+  EXPECT_EQ(w.ints, (std::vector<int64_t>{kMax, 0, -9}));
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdint>
 #include <limits>
 #include <numbers>
 #include <string>
@@ -326,17 +327,24 @@ TEST(Matmul, RefusesBadShapes) {
 
 // ---- embedding ----
 
-TEST(Embedding, PicksRowsAndNaNsBadIds) {
+TEST(Embedding, PicksRowsAndRefusesBadIds) {
   const Dense table = make_dense({3, 2}, {0, 1, 10, 11, 20, 21});
   const Dense y = embedding(table, {2, 0, 2, 1}, {2, 2});
   EXPECT_EQ(y.dims, (Dims{2, 2, 2}));
   EXPECT_EQ(y.data, (Values{20, 21, 0, 1, 20, 21, 10, 11}));
-
-  const Dense bad = embedding(table, {3, -1, 1}, {3});
-  EXPECT_EQ(bad.dims, (Dims{3, 2}));
-  for (int i = 0; i < 4; ++i) EXPECT_TRUE(std::isnan(bad.data[i])) << i;
-  EXPECT_EQ(bad.data[4], 10);
-  EXPECT_EQ(bad.data[5], 11);
+  // Like torch: an id naming no row is refused, the first one named with the range.
+  expect_throw_with<InvalidArgument>(
+      [&] {
+        embedding(table, {1, 3, -1}, {3});
+      },
+      {"embedding", "ids element 1 = 3", "outside [0, 3)", "table dims [3,2]"});
+  expect_throw_with<InvalidArgument>(
+      [&] {
+        embedding(table, {0, -1}, {2});
+      },
+      {"ids element 1 = -1", "outside [0, 3)"});
+  expect_throw_with<InvalidArgument>([&] { embedding(table, {INT64_MAX}, {1}); },
+                                     {"ids element 0 = 9223372036854775807"});
 }
 
 TEST(Embedding, RefusesBadShapes) {
@@ -387,13 +395,29 @@ TEST(CrossEntropy, MatchesNegativeLogProbabilityOnRandomInputs) {
   expect_all_near(smooth.loss, oracle::cross_entropy(x, targets, -1, 1, "none").loss, kTol);
 }
 
-TEST(CrossEntropy, BadTargetsGiveNaNAndEmptyMeanIsNaN) {
+TEST(CrossEntropy, BadTargetsAreRefusedAndEmptyMeanIsNaN) {
   const Dense logits = make_dense({3, 2}, {0, 1, 2, 3, 4, 5});
-  // 2 is past C; -1 is negative and not the ignore index (-100); row 0 stays finite.
-  const CrossEntropyOut none = cross_entropy(logits, {0, 2, -1}, -100, 0, "none");
-  EXPECT_FALSE(std::isnan(none.loss.data[0]));
-  EXPECT_TRUE(std::isnan(none.loss.data[1]) && std::isnan(none.loss.data[2]));
-  EXPECT_TRUE(std::isnan(cross_entropy(logits, {0, 2, 1}, -100, 0, "mean").loss.data[0]));
+  // Like torch: 2 is past C, -1 is negative and not the ignore index (-100). The first bad
+  // position is named, with its value and the range.
+  for (const char* reduction : {"none", "sum", "mean"})
+    expect_throw_with<InvalidArgument>(
+        [&] {
+          cross_entropy(logits, {0, 2, -1}, -100, 0, reduction);
+        },
+        {"cross_entropy", "targets element 1 = 2", "outside [0, 2)", "logits dims [3,2]",
+         "only ignore_index = -100 may lie outside"});
+  expect_throw_with<InvalidArgument>(
+      [&] {
+        cross_entropy(logits, {0, 1, -1}, -100, 0, "none");
+      },
+      {"targets element 2 = -1"});
+  expect_throw_with<InvalidArgument>(
+      [&] {
+        cross_entropy(logits, {INT64_MIN, 0, 1}, -100, 0, "none");
+      },
+      {"targets element 0 = -9223372036854775808"});
+  // The ignore index may be any value, inside the range or not.
+  EXPECT_EQ(cross_entropy(logits, {-5, 1, -5}, -5, 0, "none").loss.data[0], 0);
 
   const std::vector<int64_t> ignored = {7, 7, 7};
   EXPECT_TRUE(std::isnan(cross_entropy(logits, ignored, 7, 0, "mean").loss.data[0]));
@@ -431,6 +455,34 @@ TEST(CrossEntropy, RefusesBadArguments) {
         cross_entropy(logits, {0, 1}, -100, 0, "avg");
       },
       {"reduction 'avg'", "none, sum, mean"});
+}
+
+// ---- exact integer reductions ----
+
+TEST(Reduce, IntegersReduceExactly) {
+  const int64_t kMax = std::numeric_limits<int64_t>::max();
+  const int64_t kMin = std::numeric_limits<int64_t>::min();
+  // Rows: [INT64_MAX, 1, 1] and [INT64_MIN, -1, 5].
+  const Dense x = Dense::of_ints({2, 3}, {kMax, 1, 1, kMin, -1, 5});
+  EXPECT_EQ(reduce(x, "sum", {1}, false).ints, (std::vector<int64_t>{kMin + 1, kMin + 4}));
+  EXPECT_EQ(reduce(x, "max", {1}, false).ints, (std::vector<int64_t>{kMax, 5}));
+  EXPECT_EQ(reduce(x, "min", {1}, false).ints, (std::vector<int64_t>{1, kMin}));
+  EXPECT_EQ(reduce(x, "prod", {1}, false).ints, (std::vector<int64_t>{kMax, kMin}));
+  EXPECT_EQ(reduce(x, "amax", {1}, false).ints, (std::vector<int64_t>{kMax, kMin}));
+  // (INT64_MAX + 2) / 3 and (INT64_MIN + 4) / 3, exactly, toward zero.
+  EXPECT_EQ(reduce(x, "mean", {1}, false).ints,
+            (std::vector<int64_t>{3074457345618258603, -3074457345618258601}));
+  const Dense kept = reduce(x, "sum", {0}, true);
+  EXPECT_TRUE(kept.integer);
+  EXPECT_EQ(kept.dims, (Dims{1, 3}));
+  // l2 is real.
+  EXPECT_FALSE(reduce(x, "l2", {1}, false).integer);
+  // Over no elements max, min and mean take the real path (-inf, +inf, NaN).
+  const Dense none = Dense::of_ints({2, 0}, {});
+  EXPECT_EQ(reduce(none, "max", {1}, false).data, (Values{-kInf, -kInf}));
+  EXPECT_TRUE(std::isnan(reduce(none, "mean", {1}, false).data[0]));
+  EXPECT_EQ(reduce(none, "sum", {1}, false).ints, (std::vector<int64_t>{0, 0}));
+  EXPECT_EQ(reduce(none, "prod", {1}, false).ints, (std::vector<int64_t>{1, 1}));
 }
 
 }  // namespace
