@@ -2,7 +2,7 @@
 # Installs what eagle needs to build and test, from Debian's packages. Idempotent: installs
 # only what is missing, and asks the package index nothing when nothing is missing.
 set -euo pipefail
-packages=(cmake g++ make libtbb-dev libgtest-dev clang-format)
+packages=(cmake g++ make libtbb-dev libgtest-dev clang-format clang-tidy)
 missing=()
 for p in "${packages[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

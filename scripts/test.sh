@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Builds eagle and passes every test: the clang-format, layer and README checks, the full build
-# (CUDA when nvcc is found; GPU tests skip without a GPU) with its tests, examples and the
+# Builds eagle and passes every test: the clang-format, layer, README and clang-tidy checks, the
+# full build (CUDA when nvcc is found; GPU tests skip without a GPU) with its tests, examples and the
 # installed-package test, the CPU build under AddressSanitizer + UndefinedBehaviorSanitizer with
 # its tests and examples, and a CPU demo run. Ends with what ran, passed and was skipped, and why.
 set -euo pipefail
@@ -51,6 +51,10 @@ echo "== layers and README"
 scripts/check_layers.sh
 scripts/check_readme.sh
 summary+=("layers: each layer includes only the layers below it" "README: every C++ block is an excerpt of a compiled example")
+
+echo "== clang-tidy"
+scripts/tidy.sh
+summary+=("clang-tidy: the checks of .clang-tidy pass over src/ and tools/")
 
 echo "== build and test (release)"
 cuda=$(cmake -S . -B build -DCMAKE_BUILD_TYPE=Release | sed -n 's/.*eagle: CUDA backend //p')
