@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs on the GPU machine over the binaries packed by device_pack.sh. Usage (from the repo root
 # there): .carry/device_run.sh [PART...], parts (default all): tests, sanitize, repro, demo,
-# bench. Logs go to $OUT (tests.txt, sanitize-<tool>.txt, repro.txt, demo.txt, bench.txt).
+# examples, bench. Logs go to $OUT (tests.txt, sanitize-<tool>.txt, repro.txt, demo.txt, bench.txt).
 #   tests     every test, the CUDA half included
 #   sanitize  compute-sanitizer memcheck, racecheck, synccheck and initcheck over the CUDA tests
 #             (EAGLE_SANITIZERS="memcheck racecheck" picks tools; EAGLE_SANITIZE_TIMEOUT seconds each)
@@ -12,7 +12,7 @@ export LD_LIBRARY_PATH=$PWD:${LD_LIBRARY_PATH:-}
 out=${OUT:-/tmp/out}
 mkdir -p "$out"
 parts=("$@")
-[ ${#parts[@]} -eq 0 ] && parts=(tests sanitize repro demo bench)
+[ ${#parts[@]} -eq 0 ] && parts=(tests sanitize repro demo examples bench)
 want() { [[ " ${parts[*]} " == *" $1 "* ]]; }
 # Every CUDA test, but the one that provokes a failing graph update on purpose (to test the
 # rebuild fallback): the sanitizers report the API error it asks for.
@@ -54,6 +54,13 @@ fi
 if want demo; then
   ./eagle demo 2>&1 | tee "$out/demo.txt"
   ./eagle demo --size 1024 --steps 100 2>&1 | tee -a "$out/demo.txt"
+fi
+if want examples; then
+  : > "$out/examples.txt"
+  for e in examples/*; do
+    if "$e" >> "$out/examples.txt" 2>&1; then echo "example $(basename "$e"): ok"; else
+      echo "example $(basename "$e"): FAILED"; fi
+  done | tee -a "$out/examples.txt"
 fi
 if want bench; then
   ./eagle_bench 2>&1 | tee "$out/bench.txt" | tail -60
