@@ -14,17 +14,7 @@ namespace {
 
 using test::expect_throw_with;
 
-class Eager : public test::OnDevice {
- protected:
-  void SetUp() override {
-    OnDevice::SetUp();
-    if (IsSkipped()) return;
-    stream_ = std::make_unique<Stream>(device());
-  }
-  const Stream& stream() const { return *stream_; }
-  ThreadTeam team_{2};
-  std::unique_ptr<Stream> stream_;
-};
+class Eager : public test::OnDeviceWithStream {};
 EAGLE_ON_EVERY_DEVICE(Eager);
 
 TEST_P(Eager, OutputOverlappingAnInputIsRefused) {

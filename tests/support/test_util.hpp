@@ -7,10 +7,12 @@
 //   dense.hpp    float64 Dense tensors (the reference math's data form) and oracles/ (one
 //                float64 oracle per kind of op) are included where needed
 //   engine_sweep.hpp  every op x dtype x knob of an engine against the reference engine
+//   kernel_check.hpp  eager kernel launches against float64 values (launch and launch_into)
 #pragma once
 
 #include <gtest/gtest.h>
 
+#include <memory>
 #include <string>
 
 #include "arrays.hpp"
@@ -29,6 +31,19 @@ class OnDevice : public ::testing::TestWithParam<Device> {
     if (GetParam().is_cuda() && !cuda_available()) GTEST_SKIP() << "no CUDA device";
   }
   Device device() const { return GetParam(); }
+};
+
+// A device test with a stream on its device and a CPU thread team of two.
+class OnDeviceWithStream : public OnDevice {
+ protected:
+  void SetUp() override {
+    OnDevice::SetUp();
+    if (IsSkipped()) return;
+    stream_ = std::make_unique<Stream>(device());
+  }
+  const Stream& stream() const { return *stream_; }
+  ThreadTeam team_{2};
+  std::unique_ptr<Stream> stream_;
 };
 
 inline std::string device_name(const ::testing::TestParamInfo<Device>& info) {
