@@ -101,32 +101,13 @@ class PopulatingPlan final : public plan::CompiledPlan {
 
 class PopulatingEngine final : public plan::Engine {
  public:
-  PopulatingEngine(int64_t id, const std::string& name) : Engine(id, name) {
-    caps_.device = DeviceKind::cuda;
-    caps_.sm_lo = 80;
-    caps_.sm_hi = 999;
-    caps_.dtypes = {DType::f32};
-  }
-  const plan::Capabilities& capabilities() const override { return caps_; }
-  void check_support(const op::Graph& graph, const plan::Facts&,
-                     const DeviceProperties&) const override {
-    if (graph.nodes().size() != 1 || graph.nodes()[0].op() != "identity")
-      throw NotSupported("populating test engine: serves one identity node");
-  }
-  std::shared_ptr<const plan::CompiledPlan> build_plan(
-      const op::Graph& graph, const plan::Facts&, const plan::PlanConfig&,
-      const plan::BuildContext& ctx) const override {
-    return std::make_shared<PopulatingPlan>(graph, ctx);
-  }
-
- private:
-  plan::Capabilities caps_;
-};
-
-class CpuPopulatingEngine final : public plan::Engine {
- public:
-  CpuPopulatingEngine(int64_t id, const std::string& name) : Engine(id, name) {
-    caps_.device = DeviceKind::cpu;
+  // On the GPU from sm_80, or on the CPU (where populating a CUDA graph is never asked).
+  PopulatingEngine(int64_t id, const std::string& name, DeviceKind device) : Engine(id, name) {
+    caps_.device = device;
+    if (device == DeviceKind::cuda) {
+      caps_.sm_lo = 80;
+      caps_.sm_hi = 999;
+    }
     caps_.dtypes = {DType::f32};
   }
   const plan::Capabilities& capabilities() const override { return caps_; }
@@ -146,10 +127,10 @@ class CpuPopulatingEngine final : public plan::Engine {
 };
 
 std::unique_ptr<plan::Engine> make_gpu(int64_t id, const std::string& name) {
-  return std::make_unique<PopulatingEngine>(id, name);
+  return std::make_unique<PopulatingEngine>(id, name, DeviceKind::cuda);
 }
 std::unique_ptr<plan::Engine> make_cpu(int64_t id, const std::string& name) {
-  return std::make_unique<CpuPopulatingEngine>(id, name);
+  return std::make_unique<PopulatingEngine>(id, name, DeviceKind::cpu);
 }
 
 }  // namespace
