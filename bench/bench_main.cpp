@@ -109,10 +109,12 @@ void cpu_sections(const Options& o, Report& report) {
 
 int usage(const char* argv0, int code) {
   std::fprintf(code ? stderr : stdout,
-               "usage: %s [--cpu-only] [--quick] [--only N[,N...]]\n"
+               "usage: %s [--cpu-only] [--quick] [--only N[,N...]] [--peers FILE]\n"
                "  --cpu-only  skip the GPU sections (1-4) and the GPU parts of 6-7\n"
                "  --quick     fewer and shorter batches\n"
-               "  --only      run only these sections (1-9)\n",
+               "  --only      run only these sections (1-9)\n"
+               "  --peers     peer timings of the same device call (bench/peers/torch_ops.py "
+               "--table)\n",
                argv0);
   return code;
 }
@@ -140,6 +142,8 @@ int main(int argc, char** argv) {
         options.only.push_back(static_cast<int>(n));
         p = *end == ',' ? end + 1 : end;
       }
+    } else if (!std::strcmp(argv[i], "--peers") && i + 1 < argc) {
+      options.peers = argv[++i];
     } else if (!std::strcmp(argv[i], "--help") || !std::strcmp(argv[i], "-h")) {
       return usage(argv[0], 0);
     } else {
