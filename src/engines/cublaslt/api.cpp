@@ -1,5 +1,7 @@
 #include "engines/cublaslt/api.hpp"
 
+#include <dlfcn.h>
+
 #include "eagle/engines/cublaslt.hpp"
 #include "engines/loader/dynamic_library.hpp"
 
@@ -50,6 +52,11 @@ Loaded load() {
       !resolve(lib, "cublasLtMatmulAlgoGetHeuristic", a.get_heuristic, out) ||
       !resolve(lib, "cublasLtMatmul", a.matmul, out))
     return out;
+  // The file the loader picked (a bare soname says nothing about which copy it was).
+  std::string path = lib.path;
+  Dl_info info{};
+  if (::dladdr(reinterpret_cast<void*>(a.create), &info) != 0 && info.dli_fname)
+    path = info.dli_fname;
   out.version = a.get_version();
   const std::string version = std::to_string(out.version / 10000) + "." +
                               std::to_string(out.version / 100 % 100) + "." +
@@ -57,12 +64,12 @@ Loaded load() {
   // The enums and descriptor sizes come from the header eagle was built with: another major
   // version may have renumbered them.
   if (out.version / 10000 != CUBLAS_VER_MAJOR) {
-    out.status = "cuBLASLt " + version + " at " + lib.path + " is not major version " +
+    out.status = "cuBLASLt " + version + " at " + path + " is not major version " +
                  std::to_string(CUBLAS_VER_MAJOR) + ", the header eagle was built with";
     return out;
   }
   out.ok = true;
-  out.status = "cuBLASLt " + version + " loaded from " + lib.path;
+  out.status = "cuBLASLt " + version + " loaded from " + path;
   return out;
 }
 
