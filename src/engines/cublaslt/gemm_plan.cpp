@@ -227,6 +227,11 @@ const Library& handle_library() {
   return library;
 }
 
+const cublasLtMatmulAlgo_t* algo_of(const plan::CompiledPlan& plan) {
+  const auto* p = dynamic_cast<const GemmPlan*>(&plan);
+  return p ? &p->algo_ : nullptr;
+}
+
 std::shared_ptr<const plan::CompiledPlan> build_gemm_plan(const Loaded& lib, const GemmProblem& p,
                                                           const GemmKnobs& knobs, Device device,
                                                           const plan::OperandLayout& layout,

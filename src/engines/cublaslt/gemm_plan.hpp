@@ -33,6 +33,12 @@ std::shared_ptr<const plan::CompiledPlan> build_gemm_plan(const Loaded& lib, con
                                                           const plan::OperandLayout& layout,
                                                           const std::string& engine);
 
+#ifdef EAGLE_HAVE_CUDA
+// The algorithm a plan built here runs, or null for another plan (benchmarks time the same
+// algorithm through a raw cublasLtMatmul).
+const cublasLtMatmulAlgo_t* algo_of(const plan::CompiledPlan& plan);
+#endif
+
 // The handle plans declare (Library "cublasLt"): made by the executor, one per device and stream
 // owner, from the process's cuBLASLt.
 const Library& handle_library();
