@@ -90,11 +90,115 @@ std::string GemmProblem::describe() const {
   return s;
 }
 
+namespace {
+
+[[noreturn]] void decline(const std::string& engine, const std::string& why) {
+  throw NotSupported(engine + ": " + why);
+}
+
+// One unary pointwise node reading the virtual matmul result, as an epilogue: sets p.epilogue
+// and p.out.
+void read_epilogue(const op::Node& pw, const op::Tensor& c, GemmProblem& p,
+                   const std::string& engine) {
+  if (pw.schema().kind != op::OpKind::pointwise || pw.inputs().size() != 1 ||
+      !(pw.inputs()[0].second == c))
+    decline(engine,
+            "the node after matmul must be one unary pointwise node reading its result, "
+            "not " +
+                pw.op());
+  if (!c.is_virtual())
+    decline(engine, "the matmul result is an output too; an epilogue needs it virtual");
+  if (pw.op() == "relu") {
+    p.epilogue = Epilogue::relu;
+  } else if (pw.op() == "gelu_tanh") {
+    p.epilogue = Epilogue::gelu_tanh;
+  } else if (pw.op() == "gelu") {
+    decline(engine,
+            "no epilogue for gelu (erf form): cuBLASLt's GELU epilogue is the tanh "
+            "approximation, served as gelu_tanh");
+  } else {
+    decline(engine,
+            "no cuBLASLt epilogue for pointwise op " + pw.op() + " (served: relu, gelu_tanh)");
+  }
+  p.out = pw.output("out");
+}
+
+// One of f32, f16, bf16 throughout (f32 accumulation).
+void read_dtype(const op::Tensor& c, GemmProblem& p, const std::string& engine) {
+  p.dtype = p.ta.dtype();
+  if (!served_dtype(p.dtype))
+    decline(engine, "serves f32, f16 and bf16 operands, not " + std::string(dtype_name(p.dtype)));
+  for (const op::Tensor& t : {p.tb, p.tbias, c, p.out})
+    if (t.defined() && t.dtype() != p.dtype)
+      decline(engine, "operands must share one dtype: " + t.name() + " is " +
+                          std::string(dtype_name(t.dtype())) + ", a is " +
+                          std::string(dtype_name(p.dtype)));
+}
+
+// a or b: row- or column-major slices, one batch stride over the result's batch dims `bd`.
+Matrix read_operand(const op::Tensor& t, const char* what, const Dims& bd,
+                    const std::string& engine) {
+  const std::size_t rank = bd.size() + 2;
+  const auto [d, s] = aligned(t, rank);
+  std::optional<Matrix> mat = matrix_of(d[rank - 2], d[rank - 1], s[rank - 2], s[rank - 1]);
+  if (!mat)
+    decline(engine, std::string(what) + " has strides " + dims_str(t.strides()) +
+                        ": its last two dims are neither row-major nor column-major (a "
+                        "transposed layout); make it contiguous first");
+  const std::optional<int64_t> stride =
+      flat_batch_stride(bd, Dims(d.begin(), d.end() - 2), Dims(s.begin(), s.end() - 2));
+  if (!stride)
+    decline(engine, std::string(what) + " dims " + dims_str(t.dims()) + " strides " +
+                        dims_str(t.strides()) + " against the batch " + dims_str(bd) +
+                        ": no single batch stride expresses its batch dims (broadcast inner "
+                        "batch dims under outer ones)");
+  mat->batch_stride = *stride;
+  return *mat;
+}
+
+// The bias: a [N] vector broadcast over rows (BIAS epilogue), or a full matrix added as C.
+void read_bias(const Dims& bd, GemmProblem& p, const std::string& engine) {
+  const std::size_t rank = bd.size() + 2;
+  const auto [d, s] = aligned(p.tbias, rank);
+  const int64_t bm = d[rank - 2], bn = d[rank - 1];
+  const std::string what = "bias dims " + dims_str(p.tbias.dims());
+  if (bn == 1 && p.n > 1)
+    decline(engine, what +
+                        " broadcast along N (one value per row); cuBLASLt adds a bias vector "
+                        "along N or a full [M, N] matrix");
+  const std::optional<int64_t> stride =
+      flat_batch_stride(bd, Dims(d.begin(), d.end() - 2), Dims(s.begin(), s.end() - 2));
+  if (!stride)
+    decline(engine, what + " strides " + dims_str(p.tbias.strides()) +
+                        ": no single batch stride expresses its batch dims");
+  if (bm == 1) {
+    if (p.n > 1 && s[rank - 1] != 1)
+      decline(engine, "a bias vector must be packed (stride 1 along N), its strides are " +
+                          dims_str(p.tbias.strides()));
+    p.bias_form = BiasForm::vector;
+    p.bias = Matrix{1, p.n, false, p.n, *stride};
+    return;
+  }
+  const std::optional<Matrix> mat = matrix_of(bm, bn, s[rank - 2], s[rank - 1]);
+  if (!mat || mat->col_major)
+    decline(engine, "a bias matrix must be row-major like the result, its strides are " +
+                        dims_str(p.tbias.strides()));
+  // Whether cuBLASLt applies the activation after beta * C as well is not what every version's
+  // documentation says: a full bias with an activation is not fused.
+  if (p.epilogue != Epilogue::none)
+    decline(engine,
+            "a full [M, N] bias with an epilogue is not fused (only a bias vector along N)");
+  p.bias_form = BiasForm::matrix;
+  p.bias = *mat;
+  p.bias.batch_stride = *stride;
+}
+
+}  // namespace
+
 GemmProblem gemm_problem(const op::Graph& graph, const std::string& engine) {
-  auto decline = [&](const std::string& why) { throw NotSupported(engine + ": " + why); };
   const std::vector<op::Node> nodes = graph.nodes();
   if (nodes.empty() || nodes[0].op() != "matmul" || nodes.size() > 2)
-    decline("serves one matmul, optionally followed by one relu or gelu_tanh node");
+    decline(engine, "serves one matmul, optionally followed by one relu or gelu_tanh node");
   GemmProblem p;
   const op::Node& mm = nodes[0];
   const op::Tensor c = mm.output("c");
@@ -102,111 +206,29 @@ GemmProblem gemm_problem(const op::Graph& graph, const std::string& engine) {
   p.tb = mm.input("b");
   p.tbias = mm.input("bias");
   p.out = c;
+  if (nodes.size() == 2) read_epilogue(nodes[1], c, p, engine);
+  if (p.out.is_virtual()) decline(engine, "the result is virtual (set_output(true) to receive it)");
+  read_dtype(c, p, engine);
 
-  // ---- the epilogue: one unary pointwise node reading the virtual result ----
-  if (nodes.size() == 2) {
-    const op::Node& pw = nodes[1];
-    if (pw.schema().kind != op::OpKind::pointwise || pw.inputs().size() != 1 ||
-        !(pw.inputs()[0].second == c))
-      decline("the node after matmul must be one unary pointwise node reading its result, not " +
-              pw.op());
-    if (!c.is_virtual())
-      decline("the matmul result is an output too; an epilogue needs it virtual");
-    if (pw.op() == "relu")
-      p.epilogue = Epilogue::relu;
-    else if (pw.op() == "gelu_tanh")
-      p.epilogue = Epilogue::gelu_tanh;
-    else if (pw.op() == "gelu")
-      decline(
-          "no epilogue for gelu (erf form): cuBLASLt's GELU epilogue is the tanh approximation, "
-          "served as gelu_tanh");
-    else
-      decline("no cuBLASLt epilogue for pointwise op " + pw.op() + " (served: relu, gelu_tanh)");
-    p.out = pw.output("out");
-  }
-  if (p.out.is_virtual()) decline("the result is virtual (set_output(true) to receive it)");
-
-  // ---- dtypes: one of f32, f16, bf16 throughout, f32 accumulation ----
-  p.dtype = p.ta.dtype();
-  if (!served_dtype(p.dtype))
-    decline("serves f32, f16 and bf16 operands, not " + std::string(dtype_name(p.dtype)));
-  for (const op::Tensor& t : {p.tb, p.tbias, c, p.out})
-    if (t.defined() && t.dtype() != p.dtype)
-      decline("operands must share one dtype: " + t.name() + " is " +
-              std::string(dtype_name(t.dtype())) + ", a is " + std::string(dtype_name(p.dtype)));
-
-  // ---- sizes and the flattened batch ----
+  // Sizes and the flattened batch.
   const Dims& cd = c.dims();
-  const std::size_t rank = cd.size();
-  p.m = cd[rank - 2];
-  p.n = cd[rank - 1];
+  p.m = cd[cd.size() - 2];
+  p.n = cd[cd.size() - 1];
   p.k = p.ta.dims().back();
   if (p.m == 0 || p.n == 0 || p.k == 0)
-    decline("empty sizes (M " + std::to_string(p.m) + ", N " + std::to_string(p.n) + ", K " +
-            std::to_string(p.k) + ") are not served");
+    decline(engine, "empty sizes (M " + std::to_string(p.m) + ", N " + std::to_string(p.n) +
+                        ", K " + std::to_string(p.k) + ") are not served");
   const Dims bd(cd.begin(), cd.end() - 2);
-  int64_t batch = 1;
-  for (int64_t d : bd) batch *= d;
-  if (batch > INT_MAX) decline("a batch of " + std::to_string(batch) + " exceeds cuBLASLt's int");
-  p.batch = batch;
+  for (int64_t d : bd) p.batch *= d;
+  if (p.batch > INT_MAX)
+    decline(engine, "a batch of " + std::to_string(p.batch) + " exceeds cuBLASLt's int");
   if (!dense_row_major(p.out.dims(), p.out.strides()))
-    decline("the result " + p.out.name() + " must be dense row-major, its strides are " +
-            dims_str(p.out.strides()));
+    decline(engine, "the result " + p.out.name() + " must be dense row-major, its strides are " +
+                        dims_str(p.out.strides()));
 
-  // ---- a and b: row- or column-major slices, one batch stride each ----
-  auto operand = [&](const op::Tensor& t, const char* what) {
-    const auto [d, s] = aligned(t, rank);
-    std::optional<Matrix> mat = matrix_of(d[rank - 2], d[rank - 1], s[rank - 2], s[rank - 1]);
-    if (!mat)
-      decline(std::string(what) + " has strides " + dims_str(t.strides()) +
-              ": its last two dims are neither row-major nor column-major (a transposed layout); "
-              "make it contiguous first");
-    const std::optional<int64_t> stride =
-        flat_batch_stride(bd, Dims(d.begin(), d.end() - 2), Dims(s.begin(), s.end() - 2));
-    if (!stride)
-      decline(std::string(what) + " dims " + dims_str(t.dims()) + " strides " +
-              dims_str(t.strides()) + " against the batch " + dims_str(bd) +
-              ": no single batch stride expresses its batch dims (broadcast inner batch dims "
-              "under outer ones)");
-    mat->batch_stride = *stride;
-    return *mat;
-  };
-  p.a = operand(p.ta, "a");
-  p.b = operand(p.tb, "b");
-
-  // ---- bias: a [N] vector broadcast over rows (BIAS epilogue), or a full matrix as C ----
-  if (p.tbias.defined()) {
-    const auto [d, s] = aligned(p.tbias, rank);
-    const int64_t bm = d[rank - 2], bn = d[rank - 1];
-    if (bn == 1 && p.n > 1)
-      decline("bias dims " + dims_str(p.tbias.dims()) +
-              " broadcast along N (one value per row); cuBLASLt adds a bias vector along N or a "
-              "full [M, N] matrix");
-    const std::optional<int64_t> stride =
-        flat_batch_stride(bd, Dims(d.begin(), d.end() - 2), Dims(s.begin(), s.end() - 2));
-    if (!stride)
-      decline("bias dims " + dims_str(p.tbias.dims()) + " strides " + dims_str(p.tbias.strides()) +
-              ": no single batch stride expresses its batch dims");
-    if (bm == 1) {
-      if (p.n > 1 && s[rank - 1] != 1)
-        decline("a bias vector must be packed (stride 1 along N), its strides are " +
-                dims_str(p.tbias.strides()));
-      p.bias_form = BiasForm::vector;
-      p.bias = Matrix{1, p.n, false, p.n, *stride};
-    } else {
-      const std::optional<Matrix> mat = matrix_of(bm, bn, s[rank - 2], s[rank - 1]);
-      if (!mat || mat->col_major)
-        decline("a bias matrix must be row-major like the result, its strides are " +
-                dims_str(p.tbias.strides()));
-      // The order cuBLASLt applies beta * C and the activation in is not what the graph says
-      // (activation after the whole sum) in every version's documentation: not fused.
-      if (p.epilogue != Epilogue::none)
-        decline("a full [M, N] bias with an epilogue is not fused (only a bias vector along N)");
-      p.bias_form = BiasForm::matrix;
-      p.bias = *mat;
-      p.bias.batch_stride = *stride;
-    }
-  }
+  p.a = read_operand(p.ta, "a", bd, engine);
+  p.b = read_operand(p.tb, "b", bd, engine);
+  if (p.tbias.defined()) read_bias(bd, p, engine);
   return p;
 }
 
