@@ -504,6 +504,49 @@ TEST(CublasLtAlgorithms, EntryZeroBuildsAndEntriesPastTheListDecline) {
   EXPECT_EQ(ranked.at(0).engine_id, cublaslt_id());
 }
 
+// What run() refuses, explain() names, and nothing runs: a missing handle, strides other than
+// the plan's layout, an address less aligned than the algorithm was chosen for.
+TEST(CublasLtRefusals, ExplainNamesTheRule) {
+  const std::string why = skip_reason();
+  if (!why.empty()) GTEST_SKIP() << why;
+  const Device gpu = Device::cuda(0);
+  op::Graph g("refusals");
+  const op::Tensor a = g.tensor({"a", {64, 96}});
+  const op::Tensor b = g.tensor({"b", {96, 80}});
+  const op::Tensor c = g.matmul(a, b).set_output(true);
+  plan::ExecutionPlans plans =
+      plan::ExecutionPlans::create_for(g, manifest(), gpu, cublaslt_id(), knobs(0, 0, 0));
+  plans.build_plans();
+  EXPECT_EQ(plans.workspace_size(), 0u);  // workspace_mb = 0
+  const Array av = random_array({64 * 96 + 4}, DType::f32, gpu);
+  const Array bv = random_array({96, 80}, DType::f32, gpu);
+  const Array out = poisoned({64, 80}, DType::f32, gpu);
+  plan::VariantPack pack(plans.layout());
+  pack.set(a, plan::Operand::raw(av.data(), {64, 96}, DType::f32, gpu)).set(b, bv).set(c, out);
+  const Stream stream(gpu);
+  CallContext ctx = CallContext::on(stream);
+  expect_invalid([&] { plans.execute(pack, ctx); }, {"cublaslt", "no cuBLASLt handle"});
+  void* handle = plans.compiled()->library()->create(gpu, stream.native());
+  ctx.handle = handle;
+  plan::VariantPack strided(plans.layout());
+  strided.set(a, plan::Operand::raw(av.data(), {64, 96}, DType::f32, gpu, {1, 64}))
+      .set(b, bv)
+      .set(c, out);
+  expect_invalid([&] { plans.execute(strided, ctx); },
+                 {"operand a", "strides [1,64]", "built for [96,1]"});
+  plan::VariantPack shifted(plans.layout());
+  shifted.set(a, plan::Operand::raw(static_cast<float*>(av.data()) + 1, {64, 96}, DType::f32, gpu))
+      .set(b, bv)
+      .set(c, out);
+  expect_invalid([&] { plans.execute(shifted, ctx); }, {"16-byte aligned"});
+  stream.synchronize();
+  for (double v : values(out)) ASSERT_TRUE(std::isnan(v)) << "a refused call wrote its output";
+  plans.execute(pack, ctx);  // and the legal call runs
+  stream.synchronize();
+  plans.compiled()->library()->destroy(handle);
+  for (double v : values(out)) ASSERT_FALSE(std::isnan(v));
+}
+
 // Which GELU cuBLASLt's epilogue computes: c = x exactly (K = 1, b = 1, f32 without tf32), x
 // where the two forms differ most (|x| in [2.5, 4]: 1e-4 to 4e-4 apart, 10% of the result for
 // negative x). An accurate tanh form lands within f32 rounding of gelu_tanh; were it the erf form
