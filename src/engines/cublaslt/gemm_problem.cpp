@@ -193,6 +193,20 @@ void read_bias(const Dims& bd, GemmProblem& p, const std::string& engine) {
   p.bias.batch_stride = *stride;
 }
 
+// A batch of row-major a slices that sit one after another (stride M * ld) against one shared b
+// is one GEMM of batch * M rows: the result is dense row-major, so its slices stack the same way.
+// One large GEMM rather than a strided batch of small ones (a linear layer over [B, T, D]).
+void fold_batch_into_rows(GemmProblem& p) {
+  if (p.batch == 1 || p.b.batch_stride != 0 || p.a.col_major || p.a.batch_stride != p.m * p.a.ld ||
+      p.bias_form == BiasForm::matrix ||
+      (p.bias_form == BiasForm::vector && p.bias.batch_stride != 0))
+    return;
+  p.m *= p.batch;
+  p.a.rows = p.m;
+  p.batch = 1;
+  p.a.batch_stride = p.b.batch_stride = p.bias.batch_stride = 0;
+}
+
 }  // namespace
 
 GemmProblem gemm_problem(const op::Graph& graph, const std::string& engine) {
@@ -229,6 +243,7 @@ GemmProblem gemm_problem(const op::Graph& graph, const std::string& engine) {
   p.a = read_operand(p.ta, "a", bd, engine);
   p.b = read_operand(p.tb, "b", bd, engine);
   if (p.tbias.defined()) read_bias(bd, p, engine);
+  fold_batch_into_rows(p);
   return p;
 }
 

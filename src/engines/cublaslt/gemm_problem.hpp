@@ -31,7 +31,7 @@ struct Matrix {
 struct GemmProblem {
   DType dtype = DType::f32;  // of a, b, bias and the result
   int64_t m = 0, n = 0, k = 0;
-  int64_t batch = 1;  // the output's batch dims flattened
+  int64_t batch = 1;  // the output's batch dims flattened (folded into M where a stacks: see .cpp)
   Matrix a, b;
   BiasForm bias_form = BiasForm::none;
   Matrix bias;  // a vector uses only batch_stride

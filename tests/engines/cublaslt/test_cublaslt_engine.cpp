@@ -454,6 +454,8 @@ std::vector<GemmCase> gemm_cases() {
       make_case("a_broadcast", 31, 29, 15, {}, {5}),
       make_case("bias_vector", 127, 129, 65, {}, {}, false, false, Bias::vector),
       make_case("bias_per_batch", 33, 17, 9, {4}, {4}, false, false, Bias::batch_vector),
+      make_case("b_broadcast_bias_per_batch", 31, 29, 15, {3}, {}, false, false,
+                Bias::batch_vector),
       make_case("bias_matrix", 3, 5, 7, {}, {}, false, false, Bias::matrix),
       make_case("bias_matrix_batched", 31, 29, 15, {3}, {}, false, false, Bias::matrix),
       make_case("relu", 127, 129, 65, {}, {}, false, false, Bias::none, "relu"),
@@ -461,6 +463,8 @@ std::vector<GemmCase> gemm_cases() {
       make_case("gelu_tanh", 127, 129, 65, {}, {}, false, false, Bias::none, "gelu_tanh"),
       make_case("gelu_tanh_bias", 127, 129, 65, {}, {}, false, false, Bias::vector, "gelu_tanh"),
       make_case("relu_batched_a_t", 33, 17, 9, {2}, {2}, true, false, Bias::vector, "relu"),
+      make_case("linear_gelu_tanh", 31, 29, 15, {2, 3}, {}, false, false, Bias::vector,
+                "gelu_tanh"),
   };
   std::vector<GemmCase> out;
   for (const GemmCase& c : base)

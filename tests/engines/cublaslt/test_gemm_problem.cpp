@@ -58,11 +58,21 @@ TEST(CublasLtProblem, PaddedRowsKeepTheirLeadingDimension) {
 
 TEST(CublasLtProblem, BatchesFlattenWithBroadcastAsStrideZero) {
   {
-    op::Graph g;  // a [2,3,M,K] against a shared b [K,N]
+    op::Graph g;  // a [2,3,M,K] stacked, against a shared b [K,N]: one GEMM of 6 * M rows
     g.matmul(input(g, "a", {2, 3, 4, 6}), input(g, "b", {6, 5})).set_output(true);
     const GemmProblem p = gemm_problem(g, "cublaslt");
+    EXPECT_EQ(p.batch, 1);
+    EXPECT_EQ(p.m, 24);
+    EXPECT_EQ(p.a.rows, 24);
+    EXPECT_EQ(p.a.ld, 6);
+  }
+  {
+    op::Graph g;  // the same, with a slice stride that does not stack the rows: stays a batch
+    g.matmul(input(g, "a", {2, 3, 4, 6}, {144, 48, 6, 1}), input(g, "b", {6, 5})).set_output(true);
+    const GemmProblem p = gemm_problem(g, "cublaslt");
     EXPECT_EQ(p.batch, 6);
-    EXPECT_EQ(p.a.batch_stride, 24);
+    EXPECT_EQ(p.m, 4);
+    EXPECT_EQ(p.a.batch_stride, 48);
     EXPECT_EQ(p.b.batch_stride, 0);
   }
   {
@@ -85,27 +95,31 @@ TEST(CublasLtProblem, BatchesFlattenWithBroadcastAsStrideZero) {
 
 TEST(CublasLtProblem, BiasVectorAndMatrix) {
   {
-    op::Graph g;
+    op::Graph g;  // a linear layer: folded into one GEMM, one bias vector
     g.matmul(input(g, "a", {2, 4, 6}), input(g, "b", {6, 5}), input(g, "bias", {5}))
         .set_output(true);
     const GemmProblem p = gemm_problem(g, "cublaslt");
     EXPECT_EQ(p.bias_form, BiasForm::vector);
     EXPECT_EQ(p.bias.batch_stride, 0);
+    EXPECT_EQ(p.batch, 1);
+    EXPECT_EQ(p.m, 8);
   }
   {
-    op::Graph g;  // one bias vector per batch slice
+    op::Graph g;  // one bias vector per batch slice: stays a batch
     g.matmul(input(g, "a", {2, 4, 6}), input(g, "b", {6, 5}), input(g, "bias", {2, 1, 5}))
         .set_output(true);
     const GemmProblem p = gemm_problem(g, "cublaslt");
     EXPECT_EQ(p.bias_form, BiasForm::vector);
     EXPECT_EQ(p.bias.batch_stride, 5);
+    EXPECT_EQ(p.batch, 2);
   }
   {
-    op::Graph g;  // a full [M, N] bias, shared by the batch: added as C
+    op::Graph g;  // a full [M, N] bias, shared by the batch: added as C, stays a batch
     g.matmul(input(g, "a", {2, 4, 6}), input(g, "b", {6, 5}), input(g, "bias", {4, 5}))
         .set_output(true);
     const GemmProblem p = gemm_problem(g, "cublaslt");
     EXPECT_EQ(p.bias_form, BiasForm::matrix);
+    EXPECT_EQ(p.batch, 2);
     EXPECT_EQ(p.bias.ld, 5);
     EXPECT_EQ(p.bias.batch_stride, 0);
   }
