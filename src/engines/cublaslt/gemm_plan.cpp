@@ -119,8 +119,8 @@ class GemmPlan : public plan::CompiledPlan {
     if (!rules_.match(ops)) return false;
     for (const StrideRule& r : strides_)
       if (!r.match(ops[r.position])) return false;
-    for (int p : pointers_)
-      if (p >= 0 && reinterpret_cast<uintptr_t>(ops[p].data) % kAlignmentBytes != 0) return false;
+    const cublasLtMatmulAlgo_t* algo = algo_for(ops);
+    if (!algo) return false;
     if (!ctx.handle || ctx.workspace_bytes < workspace_ || (workspace_ && !ctx.workspace))
       return false;
     const void* bias = bias_ >= 0 ? ops[bias_].data : nullptr;
@@ -133,7 +133,7 @@ class GemmPlan : public plan::CompiledPlan {
       s = api_.matmul(static_cast<cublasLtHandle_t>(ctx.handle),
                       reinterpret_cast<cublasLtMatmulDesc_t>(&desc), &alpha, ops[b_].data,
                       layout(a_layout_), ops[a_].data, layout(b_layout_), &beta, c,
-                      layout(c_layout_), d, layout(d_layout_), &algo_, ctx.workspace, workspace_,
+                      layout(c_layout_), d, layout(d_layout_), algo, ctx.workspace, workspace_,
                       static_cast<cudaStream_t>(ctx.stream));
     }
     t_last_status = s;
@@ -148,12 +148,18 @@ class GemmPlan : public plan::CompiledPlan {
                               list(ops[r.position].strides, ops[r.position].ndim) +
                               "; the plan was built for " + list(r.strides, r.ndim) +
                               " (plan the graph with the layout the call brings)");
-    for (int p : pointers_)
-      if (p >= 0 && reinterpret_cast<uintptr_t>(ops[p].data) % kAlignmentBytes != 0)
-        throw InvalidArgument(engine_ + ": operand at position " + std::to_string(p) + " (" +
-                              plan::describe(ops[p]) + ") is not " +
-                              std::to_string(kAlignmentBytes) +
-                              "-byte aligned, as the algorithm was chosen for");
+    if (!algo_for(ops)) {
+      // With a fallback, only an address off its element's alignment is refused.
+      const uintptr_t need = has_fallback_ ? element_bytes_ : kAlignedBytes;
+      for (int p : pointers_)
+        if (p >= 0 && reinterpret_cast<uintptr_t>(ops[p].data) % need != 0)
+          throw InvalidArgument(engine_ + ": operand at position " + std::to_string(p) + " (" +
+                                plan::describe(ops[p]) + ") is not " + std::to_string(need) +
+                                "-byte aligned" +
+                                (has_fallback_ ? ", not even aligned to its element size"
+                                               : ", and cuBLASLt lists no algorithm for less "
+                                                 "aligned addresses for this problem"));
+    }
     if (!ctx.handle)
       throw InvalidArgument(engine_ +
                             ": no cuBLASLt handle in the call context (the plan "
@@ -169,14 +175,26 @@ class GemmPlan : public plan::CompiledPlan {
   plan::OperandRules rules_;
   std::vector<StrideRule> strides_;
   int a_ = -1, b_ = -1, bias_ = -1, out_ = -1;
-  int pointers_[4] = {-1, -1, -1, -1};  // a, b, bias, out: the addresses that must be aligned
+  int pointers_[4] = {-1, -1, -1, -1};  // a, b, bias, out: the addresses algorithms align on
   bool bias_matrix_ = false;
   DescTable table_;
   cublasLtMatrixLayoutOpaque_t a_layout_{}, b_layout_{}, c_layout_{}, d_layout_{};
-  cublasLtMatmulAlgo_t algo_{};
-  std::size_t workspace_ = 0;
+  cublasLtMatmulAlgo_t algo_{};      // the knob's entry, for kAlignedBytes-aligned addresses
+  cublasLtMatmulAlgo_t fallback_{};  // the best entry for addresses aligned to the element only
+  bool has_fallback_ = false;
+  uintptr_t element_bytes_ = 1;
+  std::size_t workspace_ = 0;  // what either algorithm needs
 
  private:
+  // The algorithm the call's addresses allow: the knob's when every one is kAlignedBytes-aligned
+  // (allocations are), else the fallback; null when none does.
+  const cublasLtMatmulAlgo_t* algo_for(const plan::OperandBuffer* ops) const noexcept {
+    uintptr_t any = 0;
+    for (int p : pointers_)
+      if (p >= 0) any |= reinterpret_cast<uintptr_t>(ops[p].data);
+    if (any % kAlignedBytes == 0) return &algo_;
+    return has_fallback_ && any % element_bytes_ == 0 ? &fallback_ : nullptr;
+  }
   static cublasLtMatrixLayout_t layout(const cublasLtMatrixLayoutOpaque_t& l) {
     return reinterpret_cast<cublasLtMatrixLayout_t>(const_cast<cublasLtMatrixLayoutOpaque_t*>(&l));
   }
@@ -204,6 +222,45 @@ class QueryHandle {
 };
 
 constexpr int kMaxAlgos = 8;
+
+struct Heuristic {
+  cublasStatus_t status = CUBLAS_STATUS_SUCCESS;
+  int count = 0;
+  cublasLtMatmulHeuristicResult_t results[kMaxAlgos] = {};
+};
+
+// cuBLASLt's heuristic list (its first `want` entries) for the plan's descriptors, within
+// `max_workspace` bytes, for addresses aligned to `alignment` bytes.
+Heuristic query(const Api& api, cublasLtHandle_t handle, Device device, GemmPlan& plan,
+                uint64_t max_workspace, uint32_t alignment, int want) {
+  Heuristic h;
+  cublasLtMatmulPreferenceOpaque_t pref_mem;
+  auto* pref = reinterpret_cast<cublasLtMatmulPreference_t>(&pref_mem);
+  h.status = api.preference_init(pref, sizeof(pref_mem));
+  if (h.status == CUBLAS_STATUS_SUCCESS)
+    h.status = api.preference_set(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &max_workspace,
+                                  sizeof(max_workspace));
+  for (auto attr :
+       {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES})
+    if (h.status == CUBLAS_STATUS_SUCCESS)
+      h.status = api.preference_set(pref, attr, &alignment, sizeof(alignment));
+  // The heuristic reads the bias address only for its alignment: an address aligned exactly so
+  // stands for the call's.
+  const void* bias_stand_in = reinterpret_cast<const void*>(uintptr_t{alignment});
+  cublasLtMatmulDescOpaque_t desc;
+  if (h.status == CUBLAS_STATUS_SUCCESS)
+    h.status = init_desc(api, desc, plan.table_, bias_stand_in);
+  if (h.status != CUBLAS_STATUS_SUCCESS) return h;
+  detail::DeviceGuard guard(device.ordinal());
+  auto L = [](cublasLtMatrixLayoutOpaque_t& l) {
+    return reinterpret_cast<cublasLtMatrixLayout_t>(&l);
+  };
+  h.status = api.get_heuristic(handle, reinterpret_cast<cublasLtMatmulDesc_t>(&desc),
+                               L(plan.a_layout_), L(plan.b_layout_), L(plan.c_layout_),
+                               L(plan.d_layout_), pref, want, h.results, &h.count);
+  return h;
+}
 
 void* create_handle(Device device, void* /*stream: cuBLASLt takes it per call*/) {
   const Loaded& lib = process();
@@ -287,50 +344,33 @@ std::shared_ptr<const plan::CompiledPlan> build_gemm_plan(const Loaded& lib, con
       !init_layout(api, plan->d_layout_, p.dtype, d, p.batch))
     decline("cuBLASLt refused a matrix layout");
 
-  // ---- the algorithm: entry `algo` of the heuristic list on the target device ----
-  cublasLtMatmulPreferenceOpaque_t pref_mem;
-  auto* pref = reinterpret_cast<cublasLtMatmulPreference_t>(&pref_mem);
+  // ---- the algorithms: entry `algo` of the heuristic list on the target device for aligned
+  // addresses, and the best entry for addresses aligned to the element only ----
   const uint64_t max_workspace = static_cast<uint64_t>(knobs.workspace_mb) << 20;
-  bool ok = api.preference_init(pref, sizeof(pref_mem)) == CUBLAS_STATUS_SUCCESS &&
-            api.preference_set(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &max_workspace,
-                               sizeof(max_workspace)) == CUBLAS_STATUS_SUCCESS;
-  for (auto attr :
-       {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
-        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES})
-    ok = ok && api.preference_set(pref, attr, &kAlignmentBytes, sizeof(kAlignmentBytes)) ==
-                   CUBLAS_STATUS_SUCCESS;
-  if (!ok) decline("cuBLASLt refused the search preferences");
-  // The heuristic reads the bias address only for its alignment: any address aligned as run()
-  // requires stands for the call's.
-  const void* bias_stand_in = reinterpret_cast<const void*>(uintptr_t{kAlignmentBytes});
-  cublasLtMatmulDescOpaque_t desc;
-  cublasStatus_t s = init_desc(api, desc, t, bias_stand_in);
-  if (s != CUBLAS_STATUS_SUCCESS) decline("cuBLASLt refused the matmul descriptor: " + api.name(s));
   const QueryHandle handle(api, device);
-  cublasLtMatmulHeuristicResult_t results[kMaxAlgos] = {};
-  int count = 0;
   const int want = static_cast<int>(std::min<int64_t>(knobs.algo + 1, kMaxAlgos));
-  {
-    detail::DeviceGuard guard(device.ordinal());
-    auto L = [](cublasLtMatrixLayoutOpaque_t& l) {
-      return reinterpret_cast<cublasLtMatrixLayout_t>(&l);
-    };
-    s = api.get_heuristic(handle.get(), reinterpret_cast<cublasLtMatmulDesc_t>(&desc),
-                          L(plan->a_layout_), L(plan->b_layout_), L(plan->c_layout_),
-                          L(plan->d_layout_), pref, want, results, &count);
-  }
-  if (s != CUBLAS_STATUS_SUCCESS)
-    decline("cuBLASLt's heuristic has no algorithm for this problem: " + api.name(s));
-  if (knobs.algo >= count)
-    decline("cuBLASLt's heuristic lists " + std::to_string(count) +
+  Heuristic aligned = query(api, handle.get(), device, *plan, max_workspace, kAlignedBytes, want);
+  if (aligned.status != CUBLAS_STATUS_SUCCESS)
+    decline("cuBLASLt's heuristic has no algorithm for this problem: " + api.name(aligned.status));
+  if (knobs.algo >= aligned.count)
+    decline("cuBLASLt's heuristic lists " + std::to_string(aligned.count) +
             " algorithm(s) for this problem within " + std::to_string(knobs.workspace_mb) +
             " MiB of workspace; algo " + std::to_string(knobs.algo) + " is past its end");
-  const cublasLtMatmulHeuristicResult_t& r = results[knobs.algo];
+  const cublasLtMatmulHeuristicResult_t& r = aligned.results[knobs.algo];
   if (r.state != CUBLAS_STATUS_SUCCESS)
     decline("cuBLASLt's heuristic entry " + std::to_string(knobs.algo) +
             " is not usable: " + api.name(r.state));
   plan->algo_ = r.algo;
   plan->workspace_ = r.workspaceSize;
+  plan->element_bytes_ = itemsize(p.dtype);
+  const Heuristic loose = query(api, handle.get(), device, *plan, max_workspace,
+                                static_cast<uint32_t>(itemsize(p.dtype)), 1);
+  if (loose.status == CUBLAS_STATUS_SUCCESS && loose.count > 0 &&
+      loose.results[0].state == CUBLAS_STATUS_SUCCESS) {
+    plan->fallback_ = loose.results[0].algo;
+    plan->has_fallback_ = true;
+    plan->workspace_ = std::max(plan->workspace_, loose.results[0].workspaceSize);
+  }
   return plan;
 }
 

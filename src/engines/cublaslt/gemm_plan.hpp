@@ -22,12 +22,14 @@ struct GemmKnobs {
   bool tf32 = false;
 };
 
-// Addresses every plan requires: what the heuristic is told to assume of A, B, C and D.
-inline constexpr uint32_t kAlignmentBytes = 16;
+// The alignment the knob's algorithm is chosen for (what allocations give). A call whose
+// addresses are less aligned runs the heuristic's best algorithm for element-aligned addresses.
+inline constexpr uint32_t kAlignedBytes = 256;
 
 // Queries the heuristic on `device` (a handle is made there for the query and dropped) and keeps
-// entry `knobs.algo`. Throws NotSupported naming `engine` when the list is shorter or cuBLASLt
-// refuses the problem; CudaError when the device cannot be used.
+// entry `knobs.algo` for aligned addresses, and entry 0 for element-aligned ones. Throws
+// NotSupported naming `engine` when the list is shorter or cuBLASLt refuses the problem; CudaError
+// when the device cannot be used.
 std::shared_ptr<const plan::CompiledPlan> build_gemm_plan(const Loaded& lib, const GemmProblem& p,
                                                           const GemmKnobs& knobs, Device device,
                                                           const plan::OperandLayout& layout,

@@ -23,11 +23,13 @@
 #include <string>
 #include <vector>
 
+#include "dense.hpp"
 #include "eagle/engines/cublaslt.hpp"
 #include "engine_sweep.hpp"
 #include "engines/cublaslt/api.hpp"
 #include "engines/cublaslt/cublaslt_engine.hpp"
 #include "engines/reference/reference_engine.hpp"
+#include "oracles/structured.hpp"
 #include "poison.hpp"
 #include "test_util.hpp"
 
@@ -509,7 +511,8 @@ TEST(CublasLtAlgorithms, EntryZeroBuildsAndEntriesPastTheListDecline) {
 }
 
 // What run() refuses, explain() names, and nothing runs: a missing handle, strides other than
-// the plan's layout, an address less aligned than the algorithm was chosen for.
+// the plan's layout, an address not aligned to its element. An address aligned to the element
+// but not to 256 bytes runs the fallback algorithm.
 TEST(CublasLtRefusals, ExplainNamesTheRule) {
   const std::string why = skip_reason();
   if (!why.empty()) GTEST_SKIP() << why;
@@ -525,30 +528,41 @@ TEST(CublasLtRefusals, ExplainNamesTheRule) {
   const Array av = random_array({64 * 96 + 4}, DType::f32, gpu);
   const Array bv = random_array({96, 80}, DType::f32, gpu);
   const Array out = poisoned({64, 80}, DType::f32, gpu);
-  plan::VariantPack pack(plans.layout());
-  pack.set(a, plan::Operand::raw(av.data(), {64, 96}, DType::f32, gpu)).set(b, bv).set(c, out);
+  auto pack_with = [&](const plan::Operand& a_operand) {
+    plan::VariantPack pack(plans.layout());
+    pack.set(a, a_operand).set(b, bv).set(c, out);
+    return pack;
+  };
   const Stream stream(gpu);
   CallContext ctx = CallContext::on(stream);
-  expect_invalid([&] { plans.execute(pack, ctx); }, {"cublaslt", "no cuBLASLt handle"});
+  const plan::VariantPack plain =
+      pack_with(plan::Operand::raw(av.data(), {64, 96}, DType::f32, gpu));
+  expect_invalid([&] { plans.execute(plain, ctx); }, {"cublaslt", "no cuBLASLt handle"});
   void* handle = plans.compiled()->library()->create(gpu, stream.native());
   ctx.handle = handle;
-  plan::VariantPack strided(plans.layout());
-  strided.set(a, plan::Operand::raw(av.data(), {64, 96}, DType::f32, gpu, {1, 64}))
-      .set(b, bv)
-      .set(c, out);
-  expect_invalid([&] { plans.execute(strided, ctx); },
-                 {"operand a", "strides [1,64]", "built for [96,1]"});
-  plan::VariantPack shifted(plans.layout());
-  shifted.set(a, plan::Operand::raw(static_cast<float*>(av.data()) + 1, {64, 96}, DType::f32, gpu))
-      .set(b, bv)
-      .set(c, out);
-  expect_invalid([&] { plans.execute(shifted, ctx); }, {"16-byte aligned"});
+  expect_invalid(
+      [&] {
+        plans.execute(pack_with(plan::Operand::raw(av.data(), {64, 96}, DType::f32, gpu, {1, 64})),
+                      ctx);
+      },
+      {"operand a", "strides [1,64]", "built for [96,1]"});
+  char* bytes = static_cast<char*>(av.data());
+  expect_invalid(
+      [&] {
+        plans.execute(pack_with(plan::Operand::raw(bytes + 2, {64, 96}, DType::f32, gpu)), ctx);
+      },
+      {"not even aligned to its element size"});
   stream.synchronize();
   for (double v : values(out)) ASSERT_TRUE(std::isnan(v)) << "a refused call wrote its output";
-  plans.execute(pack, ctx);  // and the legal call runs
+
+  // One element past the allocation's start: 4-byte aligned, the fallback algorithm.
+  plans.execute(pack_with(plan::Operand::raw(bytes + 4, {64, 96}, DType::f32, gpu)), ctx);
   stream.synchronize();
   plans.compiled()->library()->destroy(handle);
-  for (double v : values(out)) ASSERT_FALSE(std::isnan(v));
+  const std::vector<double> all = values(av);
+  const Dense shifted =
+      make_dense({64, 96}, std::vector<double>(all.begin() + 1, all.begin() + 1 + 64 * 96));
+  EXPECT_CLOSE(values(out), oracle::matmul(shifted, to_dense(bv)).data, 1e-5);
 }
 
 // Which GELU cuBLASLt's epilogue computes: c = x exactly (K = 1, b = 1, f32 without tf32), x
