@@ -92,6 +92,9 @@ struct StrideRule {
 };
 
 StrideRule stride_rule(const plan::OperandLayout& layout, const op::Tensor& t) {
+  if (t.dims().size() > static_cast<std::size_t>(plan::kMaxOperandDims))
+    throw NotSupported("cublaslt: " + t.name() + " has more than " +
+                       std::to_string(plan::kMaxOperandDims) + " dims");
   StrideRule r;
   r.position = layout.index_of(t);
   r.ndim = static_cast<int32_t>(t.dims().size());
