@@ -119,28 +119,28 @@ class GemmPlan : public plan::CompiledPlan {
 
   bool run(const plan::OperandBuffer* ops,
            const plan::ExecutionContext& ctx) const noexcept override {
-    if (!rules_.match(ops)) return false;
-    for (const StrideRule& r : strides_)
-      if (!r.match(ops[r.position])) return false;
-    const cublasLtMatmulAlgo_t* algo = algo_for(ops);
-    if (!algo) return false;
-    if (!ctx.handle || ctx.workspace_bytes < workspace_ || (workspace_ && !ctx.workspace))
-      return false;
-    const void* bias = bias_ >= 0 ? ops[bias_].data : nullptr;
-    cublasLtMatmulDescOpaque_t desc;
-    cublasStatus_t s = init_desc(api_, desc, table_, bias);
-    if (s == CUBLAS_STATUS_SUCCESS) {
-      const float alpha = 1.0f, beta = bias_matrix_ ? 1.0f : 0.0f;
-      void* d = ops[out_].data;
-      const void* c = bias_matrix_ ? bias : d;
-      s = api_.matmul(static_cast<cublasLtHandle_t>(ctx.handle),
-                      reinterpret_cast<cublasLtMatmulDesc_t>(&desc), &alpha, ops[b_].data,
-                      layout(a_layout_), ops[a_].data, layout(b_layout_), &beta, c,
-                      layout(c_layout_), d, layout(d_layout_), algo, ctx.workspace, workspace_,
-                      static_cast<cudaStream_t>(ctx.stream));
+    return enqueue(ops, ctx, static_cast<cudaStream_t>(ctx.stream));
+  }
+
+  // Its own nodes: the cublasLtMatmul captured straight into `graph` on a side stream, so its
+  // kernels keep the launch attributes cuBLASLt gives them (thread-block clusters on Hopper),
+  // which a kernel node re-made from a captured kernel's parameters would drop. bind() populates
+  // a fresh graph (update_cuda_graph declines) and the executor swaps it in.
+  bool populate_cuda_graph(const plan::OperandBuffer* ops, const plan::ExecutionContext& ctx,
+                           void* graph) const override {
+    if (!graph) return false;
+    detail::DeviceGuard guard(device_.ordinal());
+    cudaStream_t side = nullptr;
+    if (cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking) != cudaSuccess) return false;
+    bool ok = cudaStreamBeginCaptureToGraph(side, static_cast<cudaGraph_t>(graph), nullptr, nullptr,
+                                            0, cudaStreamCaptureModeThreadLocal) == cudaSuccess;
+    if (ok) {
+      const bool issued = enqueue(ops, ctx, side);
+      cudaGraph_t captured = nullptr;
+      ok = cudaStreamEndCapture(side, &captured) == cudaSuccess && issued;
     }
-    t_last_status = s;
-    return s == CUBLAS_STATUS_SUCCESS;
+    cudaStreamDestroy(side);
+    return ok;  // false: the executor drops `graph` and captures run(), which explains a refusal
   }
 
   void explain(const plan::OperandBuffer* ops, const plan::ExecutionContext& ctx) const override {
@@ -187,8 +187,35 @@ class GemmPlan : public plan::CompiledPlan {
   bool has_fallback_ = false;
   uintptr_t element_bytes_ = 1;
   std::size_t workspace_ = 0;  // what either algorithm needs
+  Device device_ = Device::cpu();
 
  private:
+  // The per-call path: the table's checks, then one cublasLtMatmul on `stream`.
+  bool enqueue(const plan::OperandBuffer* ops, const plan::ExecutionContext& ctx,
+               cudaStream_t stream) const noexcept {
+    if (!rules_.match(ops)) return false;
+    for (const StrideRule& r : strides_)
+      if (!r.match(ops[r.position])) return false;
+    const cublasLtMatmulAlgo_t* algo = algo_for(ops);
+    if (!algo) return false;
+    if (!ctx.handle || ctx.workspace_bytes < workspace_ || (workspace_ && !ctx.workspace))
+      return false;
+    const void* bias = bias_ >= 0 ? ops[bias_].data : nullptr;
+    cublasLtMatmulDescOpaque_t desc;
+    cublasStatus_t s = init_desc(api_, desc, table_, bias);
+    if (s == CUBLAS_STATUS_SUCCESS) {
+      const float alpha = 1.0f, beta = bias_matrix_ ? 1.0f : 0.0f;
+      void* d = ops[out_].data;
+      const void* c = bias_matrix_ ? bias : d;
+      s = api_.matmul(
+          static_cast<cublasLtHandle_t>(ctx.handle), reinterpret_cast<cublasLtMatmulDesc_t>(&desc),
+          &alpha, ops[b_].data, layout(a_layout_), ops[a_].data, layout(b_layout_), &beta, c,
+          layout(c_layout_), d, layout(d_layout_), algo, ctx.workspace, workspace_, stream);
+    }
+    t_last_status = s;
+    return s == CUBLAS_STATUS_SUCCESS;
+  }
+
   // The algorithm the call's addresses allow: the knob's when every one is kAlignedBytes-aligned
   // (allocations are), else the fallback; null when none does.
   const cublasLtMatmulAlgo_t* algo_for(const plan::OperandBuffer* ops) const noexcept {
@@ -319,6 +346,7 @@ std::shared_ptr<const plan::CompiledPlan> build_gemm_plan(const Loaded& lib, con
   plan->pointers_[2] = plan->bias_;
   plan->pointers_[3] = plan->out_;
   plan->bias_matrix_ = p.bias_form == BiasForm::matrix;
+  plan->device_ = device;
 
   // ---- descriptors (see the comment at the top for the swap) ----
   DescTable& t = plan->table_;
