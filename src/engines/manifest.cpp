@@ -44,8 +44,9 @@ std::vector<PlanConfig> rank_pointwise(const plan::RankInput& in) {
 // since the reference runs on the CPU only and a GEMM engine serves a GPU graph. Rules, all
 // default, untimed:
 // - A (and OPENSOURCE, which is A without the backend): cuBLASLt's heuristic entries 0..7 in the
-//   order cuBLASLt ranks its own algorithms, with 32 MiB of workspace (what its heuristic needs
-//   for split-K on large problems) and tf32 off (an f32 graph computes in f32 unless pinned).
+//   order cuBLASLt ranks its own algorithms, with 32 MiB of workspace (room for its split-K and
+//   stream-K algorithms; no smaller size was timed) and tf32 off (an f32 graph computes in f32
+//   unless a caller pins tf32=1).
 // - FALLBACK: entry 0 with no workspace, the config that asks least of the device.
 // Backend entries of a mode follow ours; the delegating entry comes last.
 std::vector<PlanConfig> rank_gemm(const plan::RankInput& in) {
