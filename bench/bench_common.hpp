@@ -134,6 +134,9 @@ void run_gpu_sections(const Options& options, Report& report);
 void run_control_sections(const Options& options, Report& report);
 // Section 8, planned operations against the raw launch (bench_plans.cpp; needs a device).
 void run_plan_sections(const Options& options, Report& report);
+// Section 10, bf16 GEMMs through the cuBLASLt plan against a raw cublasLtMatmul (bench_gemm.cpp;
+// needs a device and cuBLASLt).
+void run_gemm_sections(const Options& options, Report& report);
 // Section 9, recording and building at scale on the CPU (bench_scale.cpp).
 void run_scale_sections(const Options& options, Report& report);
 

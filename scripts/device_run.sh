@@ -18,7 +18,7 @@ parts=("$@")
 want() { [[ " ${parts[*]} " == *" $1 "* ]]; }
 # Every CUDA test, but the one that provokes a failing graph update on purpose (to test the
 # rebuild fallback): the sanitizers report the API error it asks for.
-cuda_tests='*cuda*:*Gpu*:*Cuda*:-*ACallThatCannotBePatchedRebuildsWithOneWarning*'
+cuda_tests='*cuda*:*Gpu*:*Cuda*:*CublasLt*:cublaslt/*:-*ACallThatCannotBePatchedRebuildsWithOneWarning*'
 # Excluded from synccheck only: CUB reductions inside WHILE bodies. synccheck reports false
 # "divergent thread" barrier errors for any block-synchronizing kernel in a WHILE body, turns
 # after the first (tests/repro/synccheck_conditional.cu shows it outside eagle, with a textbook
