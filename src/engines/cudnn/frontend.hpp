@@ -1,0 +1,38 @@
+// cuDNN's side of the backend, through cudnn-frontend's graph API (the one translation unit
+// that includes it): a Lowered description becomes a cudnn_frontend graph with eagle's uids,
+// cuDNN's heuristics are asked one mode at a time, and a (engine id, knobs) config becomes a
+// compiled plan that runs, populates and updates CUDA graphs.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "eagle/plan/engine.hpp"
+#include "engines/cudnn/lowering.hpp"
+
+namespace eagle::cudnn {
+
+// cuDNN's own engine id (its global engine index) and knobs by name.
+struct EngineConfig {
+  int64_t engine_id = -1;
+  plan::Knobs knobs;
+};
+
+// Whether cuDNN (the loaded library's version, for `device`'s sm) takes the lowered graph:
+// cudnn-frontend's validation, which needs no GPU. Throws NotSupported with cuDNN's reason.
+void validate(const Lowered& lowered, const DeviceProperties& device);
+
+// cuDNN's recommendation for one heuristic mode (A or FALLBACK), in cuDNN's order. Needs the
+// GPU `device` names. Throws NotSupported when cuDNN declines.
+std::vector<EngineConfig> query(const Lowered& lowered, plan::HeurMode mode,
+                                const DeviceProperties& device);
+
+// The plan for exactly `config` (kBackendHeuristicEngineId: cuDNN's own pick over modes A then
+// FALLBACK). Throws NotSupported when cuDNN cannot build it.
+// `graph` is the graph `lowered` came from (its tensors give the operand rules).
+std::shared_ptr<const plan::CompiledPlan> build(const op::Graph& graph, const Lowered& lowered,
+                                                const plan::PlanConfig& config,
+                                                const plan::BuildContext& ctx);
+
+}  // namespace eagle::cudnn
