@@ -1,5 +1,8 @@
 #include "engines/cudnn/loader.hpp"
 
+#include <dlfcn.h>
+#include <link.h>
+
 #include <cstdlib>
 #include <map>
 #include <memory>
@@ -19,6 +22,15 @@ namespace {
 
 // cuDNN 9 is what cudnn-frontend 1.32's graph API needs.
 constexpr std::size_t kMinVersion = 90000;
+
+// The file behind a handle: a library found on the loader's path was opened by soname, and the
+// status should say which file that was.
+std::string file_of(const engines::LoadedLibrary& lib) {
+  link_map* map = nullptr;
+  if (::dlinfo(lib.handle, RTLD_DI_LINKMAP, &map) == 0 && map && map->l_name && *map->l_name)
+    return map->l_name;
+  return lib.path;
+}
 
 // The CUDA runtime cudnn-frontend opens for its CUDA graph and device wrappers. It dlopens
 // "libcudart.so.12" then ".13" by soname, which misses a runtime that only a pip package
@@ -43,8 +55,9 @@ std::string point_frontend_at_cudart() {
       return;
     }
     // Kept open: a full path, so the frontend's dlopen returns this same copy.
-    setenv("CUDNN_FRONTEND_CUDART_LIB_NAME", rt.path.c_str(), 0);
-    note = "CUDA runtime for cudnn-frontend: " + rt.path;
+    const std::string path = file_of(rt);
+    setenv("CUDNN_FRONTEND_CUDART_LIB_NAME", path.c_str(), 0);
+    note = "CUDA runtime for cudnn-frontend: " + path;
   });
   return note;
 }
@@ -75,7 +88,7 @@ std::unique_ptr<CudnnLibrary> load() {
   }
   cudnn_frontend::cudnn_dlhandle = lib.handle;
   out->loaded = true;
-  out->status = "cuDNN " + version_string(out->version) + " loaded from " + lib.path + "; " +
+  out->status = "cuDNN " + version_string(out->version) + " loaded from " + file_of(lib) + "; " +
                 point_frontend_at_cudart();
   return out;
 }
