@@ -116,6 +116,24 @@ TEST_F(CudnnValidation, DenseAndRaggedForwardAndBackwardValidate) {
       }
 }
 
+TEST_F(CudnnValidation, TheGpuTestShapesValidate) {
+  struct Dense {
+    int64_t b, sq, skv, h, hk, d;
+    bool causal;
+  };
+  for (const Dense& c : {Dense{3, 37, 53, 4, 4, 64, false}, Dense{3, 37, 53, 4, 4, 64, true},
+                         Dense{2, 64, 64, 8, 2, 128, true}, Dense{4, 1, 77, 4, 1, 64, false},
+                         Dense{2, 40, 24, 4, 2, 64, false}}) {
+    SdpaShape s;
+    s.batch = c.b, s.s_q = c.sq, s.s_kv = c.skv, s.heads = c.h, s.kv_heads = c.hk;
+    s.head_dim = s.value_dim = c.d;
+    s.causal = c.causal;
+    SCOPED_TRACE("dense S " + std::to_string(c.sq) + "/" + std::to_string(c.skv));
+    validates(test::cudnn::sdpa_graph(s));
+    validates(test::cudnn::sdpa_bwd_graph(s));
+  }
+}
+
 TEST_F(CudnnValidation, CudnnsOwnDeclineIsNotSupportedWithItsReason) {
   SdpaShape s;
   s.head_dim = 12;  // cuDNN's fused attention wants head dims in multiples of 8
