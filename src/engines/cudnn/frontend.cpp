@@ -106,19 +106,97 @@ struct FeGraph {
   }
 };
 
-std::vector<int64_t> vec4(const std::array<int64_t, 4>& a) {
-  return {a[0], a[1], a[2], a[3]};
+std::vector<int64_t> first(const std::array<int64_t, 4>& a, int rank) {
+  return std::vector<int64_t>(a.begin(), a.begin() + rank);
 }
 
-FeGraph make_graph(const Lowered& L, int sm) {
-  FeGraph out;
+std::shared_ptr<fe::graph::Graph> new_graph(const Lowered& L, int sm) {
   auto g = std::make_shared<fe::graph::Graph>();
-  out.graph = g;
   g->set_io_data_type(data_type(L.io))
       .set_intermediate_data_type(fe::DataType_t::FLOAT)
       .set_compute_data_type(fe::DataType_t::FLOAT);
   // The sm of the device planned for: validation then needs no GPU.
   if (sm > 0) g->set_sm_version(sm);
+  return g;
+}
+
+void describe(fe::graph::Tensor_attributes& a, const TensorDesc& d) {
+  a.set_name(d.name)
+      .set_uid(d.uid)
+      .set_dim(first(d.dims, d.rank))
+      .set_stride(first(d.strides, d.rank))
+      .set_data_type(data_type(d.dtype));
+}
+
+fe::PointwiseMode_t pointwise_mode(const std::string& op) {
+  static const std::map<std::string, fe::PointwiseMode_t> modes = {
+      {"identity", fe::PointwiseMode_t::IDENTITY},
+      {"neg", fe::PointwiseMode_t::NEG},
+      {"abs", fe::PointwiseMode_t::ABS},
+      {"exp", fe::PointwiseMode_t::EXP},
+      {"log", fe::PointwiseMode_t::LOG},
+      {"sqrt", fe::PointwiseMode_t::SQRT},
+      {"rsqrt", fe::PointwiseMode_t::RSQRT},
+      {"tanh", fe::PointwiseMode_t::TANH_FWD},
+      {"sigmoid", fe::PointwiseMode_t::SIGMOID_FWD},
+      {"relu", fe::PointwiseMode_t::RELU_FWD},
+      {"gelu", fe::PointwiseMode_t::GELU_FWD},
+      {"gelu_tanh", fe::PointwiseMode_t::GELU_APPROX_TANH_FWD},
+      {"add", fe::PointwiseMode_t::ADD},
+      {"sub", fe::PointwiseMode_t::SUB},
+      {"mul", fe::PointwiseMode_t::MUL},
+      {"div", fe::PointwiseMode_t::DIV}};
+  const auto it = modes.find(op);
+  if (it == modes.end()) throw NotSupported("cudnn: no pointwise mode for " + op);
+  return it->second;
+}
+
+// A matmul and its epilogue: intermediates stay virtual (f32) inside the fused graph.
+FeGraph make_matmul_graph(const Lowered& L, int sm) {
+  FeGraph out;
+  auto g = new_graph(L, sm);
+  out.graph = g;
+  auto operand = [&](int i) {
+    fe::graph::Tensor_attributes a;
+    describe(a, L.tensors[i]);
+    TensorPtr t = g->tensor(a);
+    out.pushed.emplace_back(L.tensors[i].uid, t);
+    return t;
+  };
+  auto result = [&](const TensorPtr& t, int i) {
+    if (i < 0) return;
+    describe(*t, L.tensors[i]);
+    t->set_output(true);
+    out.pushed.emplace_back(L.tensors[i].uid, t);
+  };
+  const TensorPtr a = operand(0), b = operand(1);
+  TensorPtr value =
+      g->matmul(a, b,
+                fe::graph::Matmul_attributes().set_name("matmul").set_compute_data_type(
+                    fe::DataType_t::FLOAT));
+  result(value, L.product);
+  int i = 0;
+  for (const PointwiseStep& step : L.epilogue) {
+    fe::graph::Pointwise_attributes p;
+    p.set_name("epilogue" + std::to_string(i++))
+        .set_mode(pointwise_mode(step.op))
+        .set_compute_data_type(fe::DataType_t::FLOAT);
+    if (step.other < 0) {
+      value = g->pointwise(value, p);
+    } else {
+      const TensorPtr other = operand(step.other);
+      value = step.chain_first ? g->pointwise(value, other, p) : g->pointwise(other, value, p);
+    }
+    result(value, step.out);
+  }
+  return out;
+}
+
+FeGraph make_graph(const Lowered& L, int sm) {
+  if (L.op == Lowered::Op::matmul) return make_matmul_graph(L, sm);
+  FeGraph out;
+  auto g = new_graph(L, sm);
+  out.graph = g;
   auto push = [&](TensorPtr t, int64_t uid) {
     out.pushed.emplace_back(uid, t);
     return t;
@@ -136,21 +214,17 @@ FeGraph make_graph(const Lowered& L, int sm) {
   for (const RaggedOffsets& o : L.offsets)
     offsets[o.uid] =
         index_tensor("ragged_offset_" + std::to_string(o.uid), o.uid, L.batch + 1, o.dtype);
-  auto describe = [&](fe::graph::Tensor_attributes& a, const TensorDesc& d) {
-    a.set_name(d.name)
-        .set_uid(d.uid)
-        .set_dim(vec4(d.dims))
-        .set_stride(vec4(d.strides))
-        .set_data_type(data_type(d.dtype));
+  auto ragged_describe = [&](fe::graph::Tensor_attributes& a, const TensorDesc& d) {
+    describe(a, d);
     if (d.ragged_uid >= 0) a.set_ragged_offset(offsets.at(d.ragged_uid));
   };
   auto input = [&](const char* name) {
     fe::graph::Tensor_attributes a;
-    describe(a, *L.find(name));
+    ragged_describe(a, *L.find(name));
     return push(g->tensor(a), L.find(name)->uid);
   };
   auto output = [&](const TensorPtr& t, const char* name) {
-    describe(*t, *L.find(name));
+    ragged_describe(*t, *L.find(name));
     t->set_output(true);
     push(t, L.find(name)->uid);
   };

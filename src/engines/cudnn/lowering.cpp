@@ -229,6 +229,13 @@ const TensorDesc* Lowered::find(const std::string& name) const {
 }
 
 std::string Lowered::summary() const {
+  if (op == Op::matmul) {
+    std::string s = "matmul " + std::string(dtype_name(io)) + " B " + std::to_string(batch) +
+                    " M " + std::to_string(tensors[0].dims[1]) + " K " +
+                    std::to_string(tensors[0].dims[2]) + " N " + std::to_string(tensors[1].dims[2]);
+    for (const PointwiseStep& p : epilogue) s += " -> " + p.op;
+    return s;
+  }
   return std::string(op == Op::sdpa ? "sdpa" : "sdpa_bwd") + (ragged ? " THD" : " dense") + " " +
          std::string(dtype_name(io)) + " B " + std::to_string(batch) + " H " +
          std::to_string(heads) + "/" + std::to_string(kv_heads) + " D " + std::to_string(head_dim) +
@@ -238,12 +245,16 @@ std::string Lowered::summary() const {
 
 Lowered lower(const op::Graph& graph) {
   const std::vector<op::Node> nodes = graph.nodes();
+  if (!nodes.empty() && nodes[0].op() == "matmul") return lower_matmul(graph);
   if (nodes.size() != 1)
-    decline("lowers a graph of one sdpa or sdpa_bwd node; this one has " +
-            std::to_string(nodes.size()) + " nodes");
+    decline(
+        "lowers a graph of one sdpa or sdpa_bwd node, or a matmul with a pointwise "
+        "epilogue; this one has " +
+        std::to_string(nodes.size()) + " nodes, the first " +
+        (nodes.empty() ? std::string("none") : nodes[0].op()));
   const op::Node& n = nodes[0];
   if (n.op() != "sdpa" && n.op() != "sdpa_bwd")
-    decline("lowers sdpa and sdpa_bwd; no lowering for op " + n.op());
+    decline("lowers sdpa, sdpa_bwd and matmul; no lowering for op " + n.op());
   return Lowering(graph, n).run();
 }
 

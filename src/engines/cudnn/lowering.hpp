@@ -18,10 +18,11 @@ namespace eagle::cudnn {
 // A tensor of the cuDNN graph. `uid` is eagle's own IR uid for an operand, or one eagle left
 // free for an array the plan keeps in its workspace.
 struct TensorDesc {
-  std::string name;  // eagle's port name: q, k, v, o, stats, d_o, dq, dk, dv
+  std::string name;  // attention: eagle's port name (q, k, v, o, stats, d_o, dq, dk, dv)
   int64_t uid = -1;
   DType dtype = DType::f32;
-  std::array<int64_t, 4> dims{};     // [B, H, S, D] (stats: D = 1)
+  int rank = 4;                      // 4 for attention, 3 for matmul graphs ([B, M, N])
+  std::array<int64_t, 4> dims{};     // [B, H, S, D] (stats: D = 1); matmul [B, rows, cols]
   std::array<int64_t, 4> strides{};  // elements, same order
   bool output = false;
   bool in_workspace = false;  // backed by the plan's workspace, not by a caller buffer
@@ -39,8 +40,17 @@ struct RaggedOffsets {
   DType dtype = DType::i64;
 };
 
+// One pointwise node after a matmul: it reads the chain's value (and `other`, a graph input
+// broadcast to the result) and its result is the chain's next value.
+struct PointwiseStep {
+  std::string op;           // eagle's pointwise op (add, relu, gelu, ...)
+  int other = -1;           // index in Lowered::tensors of the second operand, or -1 (unary)
+  bool chain_first = true;  // the chain's value is the op's first operand (else its second)
+  int out = -1;             // index in Lowered::tensors when the caller receives it, else -1
+};
+
 struct Lowered {
-  enum class Op : uint8_t { sdpa, sdpa_bwd };
+  enum class Op : uint8_t { sdpa, sdpa_bwd, matmul };
   Op op = Op::sdpa;
   DType io = DType::f16;  // f16 or bf16
   bool ragged = false;    // THD with cu_seqlens
@@ -61,6 +71,12 @@ struct Lowered {
   std::array<int64_t, 3> stats_source_strides{};  // of the eagle tensor, [B, S, H] order
   int64_t stats_copy_uid = -1;
 
+  // Matmul graphs: tensors[0] = a, tensors[1] = b; the product is tensors[product] when the
+  // caller receives it (a matmul without bias whose c is an output), else virtual; then the
+  // epilogue (the bias add first, when the matmul has one).
+  int product = -1;
+  std::vector<PointwiseStep> epilogue;
+
   const TensorDesc* find(const std::string& name) const;
   // One line for messages and describe(): the op, layout, dtype, sizes and flags.
   std::string summary() const;
@@ -69,5 +85,7 @@ struct Lowered {
 // Lowers `graph` or throws NotSupported naming the reason (an op, dtype, layout or attribute
 // the cuDNN backend does not take). Reads a frozen or unfrozen graph; changes nothing.
 Lowered lower(const op::Graph& graph);
+// The matmul case of lower() (lowering_matmul.cpp).
+Lowered lower_matmul(const op::Graph& graph);
 
 }  // namespace eagle::cudnn

@@ -134,6 +134,18 @@ TEST_F(CudnnValidation, TheGpuTestShapesValidate) {
   }
 }
 
+TEST_F(CudnnValidation, MatmulWithBiasAndEpiloguesValidates) {
+  for (const char* act : {"relu", "gelu", "gelu_tanh", "tanh", "sigmoid"}) {
+    SCOPED_TRACE(act);
+    op::Graph g("mm");
+    const op::Tensor c =
+        g.matmul(g.tensor({"a", {2, 64, 128}, DType::bf16}),
+                 g.tensor({"b", {128, 96}, DType::bf16}), g.tensor({"bias", {96}, DType::bf16}));
+    g.pointwise(act, c).set_output(true);
+    validates(g);
+  }
+}
+
 TEST_F(CudnnValidation, CudnnsOwnDeclineIsNotSupportedWithItsReason) {
   SdpaShape s;
   s.head_dim = 12;  // cuDNN's fused attention wants head dims in multiples of 8
