@@ -48,8 +48,7 @@ TEST(CudnnMatmulLowering, BatchedMatmulWithBiasAndReluIsOneFusedChain) {
 
 TEST(CudnnMatmulLowering, PlainMatmulWritesTheProduct) {
   op::Graph g("mm");
-  op::Tensor c =
-      g.matmul(g.tensor({"a", {7, 9}, DType::f16}), g.tensor({"b", {9, 3}, DType::f16}));
+  op::Tensor c = g.matmul(g.tensor({"a", {7, 9}, DType::f16}), g.tensor({"b", {9, 3}, DType::f16}));
   c.set_output(true);
   const Lowered L = lower(g);
   ASSERT_GE(L.product, 0);

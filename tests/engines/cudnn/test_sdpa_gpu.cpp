@@ -17,25 +17,21 @@
 
 #include "eagle/engines/cudnn.hpp"
 #include "engines/cudnn/loader.hpp"
+#include "gpu_runs.hpp"
 #include "sdpa_graphs.hpp"
 #include "test_util.hpp"
 
 namespace eagle {
 namespace {
 
+using test::cudnn::Arrays;
+using test::cudnn::cudnn_plans;
+using test::cudnn::CudnnGpu;
+using test::cudnn::execute;
+using test::cudnn::kGpu;
+using test::cudnn::outputs;
+using test::cudnn::reference;
 using test::cudnn::SdpaShape;
-using Arrays = std::map<int64_t, Array>;  // by uid
-
-const Device kGpu = Device::cuda(0);
-
-class CudnnGpu : public ::testing::Test {
- protected:
-  void SetUp() override {
-    if (!cuda_available()) GTEST_SKIP() << "no CUDA device";
-    if (!cudnn::cudnn_library().loaded) GTEST_SKIP() << engines::cudnn_backend_status();
-    std::cout << engines::cudnn_backend_status() << "\n";
-  }
-};
 
 // Where the sequences of a THD case sit (q side and kv side); dense cases have none.
 struct Layout {
@@ -89,59 +85,6 @@ Arrays random_inputs(const op::Graph& g, const Layout& l) {
     in[t.uid()] = a;
   }
   return in;
-}
-
-std::vector<op::Tensor> outputs(const op::Graph& g) {
-  std::vector<op::Tensor> out;
-  for (const auto& [port, t] : g.nodes()[0].outputs())
-    if (!t.is_virtual()) out.push_back(t);
-  return out;
-}
-
-// Runs a planned graph: inputs copied to `device`, outputs poisoned there, one handle of the
-// plan's library and a workspace; returns the outputs on the host, by uid.
-Arrays execute(const plan::ExecutionPlans& plans, const Arrays& host_in, Device device) {
-  plan::VariantPack pack(plans.layout());
-  std::vector<Array> keep;
-  for (const auto& [uid, a] : host_in) {
-    keep.push_back(a.to(device));
-    pack.set(uid, plan::Operand(keep.back()));
-  }
-  Arrays out;
-  for (const op::Tensor& t : outputs(plans.graph())) {
-    out[t.uid()] = test::poisoned(t.dims(), t.dtype(), device);
-    pack.set(t.uid(), plan::Operand(out[t.uid()]));
-  }
-  const Stream stream(device);
-  const std::size_t ws_bytes = plans.workspace_size();
-  const Array ws =
-      ws_bytes ? Array::empty({static_cast<int64_t>(ws_bytes)}, DType::u8, device) : Array();
-  const Library* lib = plans.compiled()->library();
-  void* handle = lib ? lib->create(device, stream.native()) : nullptr;
-  plan::ExecutionContext ctx{stream.native(), handle, ws_bytes ? ws.data() : nullptr, ws_bytes};
-  ctx.device = device;
-  plans.execute(pack, ctx);
-  stream.synchronize();
-  if (lib) lib->destroy(handle);
-  for (auto& [uid, a] : out) a = a.to(Device::cpu());
-  return out;
-}
-
-Arrays reference(const op::Graph& g, const Arrays& in) {
-  plan::ExecutionPlans ref = engines::create_execution_plans(g.clone(), Device::cpu());
-  ref.build_plans();
-  EXPECT_EQ(ref.name_at(ref.selected()), "reference");
-  return execute(ref, in, Device::cpu());
-}
-
-// Plans for the GPU with modes A and FALLBACK and builds; expects a cuDNN entry to run.
-plan::ExecutionPlans cudnn_plans(const op::Graph& g) {
-  plan::ExecutionPlans plans = engines::create_execution_plans(
-      g.clone(), kGpu, {plan::HeurMode::A, plan::HeurMode::FALLBACK});
-  EXPECT_GE(plans.count(), 1) << engines::cudnn_decline_reason(plans.graph());
-  plans.build_plans();
-  EXPECT_LT(plans.at(plans.selected()).engine_id, plan::kBackendIdEnd) << plans.describe();
-  return plans;
 }
 
 // The values of the rows of `a` ([rows, ...], or all of it when dense) that belong to sequences.
