@@ -192,8 +192,59 @@ FeGraph make_matmul_graph(const Lowered& L, int sm) {
   return out;
 }
 
+// layernorm / rmsnorm forward; epsilon is passed by value.
+FeGraph make_norm_graph(const Lowered& L, int sm) {
+  FeGraph out;
+  auto g = new_graph(L, sm);
+  out.graph = g;
+  auto operand = [&](const char* name) -> TensorPtr {
+    const TensorDesc* d = L.find(name);
+    if (!d) return nullptr;
+    fe::graph::Tensor_attributes a;
+    describe(a, *d);
+    TensorPtr t = g->tensor(a);
+    out.pushed.emplace_back(d->uid, t);
+    return t;
+  };
+  auto result = [&](const TensorPtr& t, const char* name) {
+    describe(*t, *L.find(name));
+    t->set_output(true);
+    out.pushed.emplace_back(L.find(name)->uid, t);
+  };
+  const TensorPtr x = operand("x"), scale = operand("scale"), bias = operand("bias");
+  const auto phase = L.stats ? fe::NormFwdPhase_t::TRAINING : fe::NormFwdPhase_t::INFERENCE;
+  if (L.op == Lowered::Op::layer_norm) {
+    fe::graph::Layernorm_attributes a;
+    a.set_name("layer_norm")
+        .set_forward_phase(phase)
+        .set_epsilon(static_cast<float>(L.epsilon))
+        .set_compute_data_type(fe::DataType_t::FLOAT);
+    auto [y, mean, inv_variance] = g->layernorm(x, scale, bias, a);
+    result(y, "y");
+    if (L.stats) {
+      result(mean, "mean");
+      result(inv_variance, "inv_variance");
+    }
+  } else {
+    fe::graph::Rmsnorm_attributes a;
+    auto epsilon = std::make_shared<fe::graph::Tensor_attributes>(static_cast<float>(L.epsilon));
+    a.set_name("rms_norm")
+        .set_forward_phase(phase)
+        .set_epsilon(epsilon)
+        .set_compute_data_type(fe::DataType_t::FLOAT);
+    TensorPtr b = bias;
+    if (b) a.set_bias(b);
+    auto [y, inv_rms] = g->rmsnorm(x, scale, a);
+    result(y, "y");
+    if (L.stats) result(inv_rms, "inv_rms");
+  }
+  return out;
+}
+
 FeGraph make_graph(const Lowered& L, int sm) {
   if (L.op == Lowered::Op::matmul) return make_matmul_graph(L, sm);
+  if (L.op == Lowered::Op::layer_norm || L.op == Lowered::Op::rms_norm)
+    return make_norm_graph(L, sm);
   FeGraph out;
   auto g = new_graph(L, sm);
   out.graph = g;

@@ -229,6 +229,10 @@ const TensorDesc* Lowered::find(const std::string& name) const {
 }
 
 std::string Lowered::summary() const {
+  if (op == Op::layer_norm || op == Op::rms_norm)
+    return std::string(op == Op::layer_norm ? "layer_norm " : "rms_norm ") +
+           std::string(dtype_name(io)) + " N " + std::to_string(batch) + " C " +
+           std::to_string(tensors[0].dims[1]) + (stats ? " training" : "");
   if (op == Op::matmul) {
     std::string s = "matmul " + std::string(dtype_name(io)) + " B " + std::to_string(batch) +
                     " M " + std::to_string(tensors[0].dims[1]) + " K " +
@@ -246,6 +250,8 @@ std::string Lowered::summary() const {
 Lowered lower(const op::Graph& graph) {
   const std::vector<op::Node> nodes = graph.nodes();
   if (!nodes.empty() && nodes[0].op() == "matmul") return lower_matmul(graph);
+  if (nodes.size() == 1 && (nodes[0].op() == "layer_norm" || nodes[0].op() == "rms_norm"))
+    return lower_norm(graph);
   if (nodes.size() != 1)
     decline(
         "lowers a graph of one sdpa or sdpa_bwd node, or a matmul with a pointwise "
@@ -254,7 +260,7 @@ Lowered lower(const op::Graph& graph) {
         (nodes.empty() ? std::string("none") : nodes[0].op()));
   const op::Node& n = nodes[0];
   if (n.op() != "sdpa" && n.op() != "sdpa_bwd")
-    decline("lowers sdpa, sdpa_bwd and matmul; no lowering for op " + n.op());
+    decline("lowers sdpa, sdpa_bwd, matmul, layer_norm and rms_norm; no lowering for op " + n.op());
   return Lowering(graph, n).run();
 }
 

@@ -50,13 +50,14 @@ struct PointwiseStep {
 };
 
 struct Lowered {
-  enum class Op : uint8_t { sdpa, sdpa_bwd, matmul };
+  enum class Op : uint8_t { sdpa, sdpa_bwd, matmul, layer_norm, rms_norm };
   Op op = Op::sdpa;
   DType io = DType::f16;  // f16 or bf16
   bool ragged = false;    // THD with cu_seqlens
   bool causal = false;    // bottom-right aligned
-  bool stats = false;     // forward: writes statistics
+  bool stats = false;     // sdpa forward: writes statistics; norms: training (writes them)
   double scale = 1.0;
+  double epsilon = 0.0;  // norms
   int64_t batch = 0, heads = 0, kv_heads = 0, head_dim = 0, value_dim = 0;
   int64_t s_q = 0, s_kv = 0;  // dense: the sequence lengths; ragged: rows of q and k (bounds)
   std::vector<TensorDesc> tensors;
@@ -87,5 +88,7 @@ struct Lowered {
 Lowered lower(const op::Graph& graph);
 // The matmul case of lower() (lowering_matmul.cpp).
 Lowered lower_matmul(const op::Graph& graph);
+// The layer_norm / rms_norm case of lower() (lowering_norm.cpp).
+Lowered lower_norm(const op::Graph& graph);
 
 }  // namespace eagle::cudnn

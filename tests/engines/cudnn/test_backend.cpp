@@ -146,6 +146,21 @@ TEST_F(CudnnValidation, MatmulWithBiasAndEpiloguesValidates) {
   }
 }
 
+TEST_F(CudnnValidation, NormsValidate) {
+  for (const char* op : {"layer_norm", "rms_norm"})
+    for (DType d : {DType::f32, DType::f16, DType::bf16})
+      for (bool training : {false, true}) {
+        SCOPED_TRACE(std::string(op) + " " + std::string(dtype_name(d)) +
+                     (training ? " training" : ""));
+        op::Graph g(op);
+        op::Ports p = {{"x", g.tensor({"x", {33, 256}, d})},
+                       {"scale", g.tensor({"scale", {256}, d})},
+                       {"bias", g.tensor({"bias", {256}, d})}};
+        for (auto& [port, t] : g.op(op, p, {{"training", training}})) t.set_output(true);
+        validates(g);
+      }
+}
+
 TEST_F(CudnnValidation, CudnnsOwnDeclineIsNotSupportedWithItsReason) {
   SdpaShape s;
   s.head_dim = 12;  // cuDNN's fused attention wants head dims in multiples of 8
