@@ -10,6 +10,10 @@
 // statistics (f32 exp/log of cuDNN's softmax against float64).
 #include <gtest/gtest.h>
 
+#ifdef EAGLE_HAVE_CUDA
+#include <cuda_runtime.h>
+#endif
+
 #include <cmath>
 #include <limits>
 #include <map>
@@ -275,6 +279,83 @@ TEST_F(CudnnGpu, TheDelegatingEntryLetsCudnnPick) {
   const Arrays in = random_inputs(g, {});
   compare(g, {}, execute(plans, in, kGpu), reference(g, in), 1.0);
 }
+
+#ifdef EAGLE_HAVE_CUDA
+// The plan's own CUDA graph hooks, called as an executor does: populate an empty graph,
+// instantiate and launch it; then new operand addresses, update_cuda_graph, cudaGraphExecUpdate
+// and launch again. Both launches match the reference of their inputs.
+void populates_and_updates(const SdpaShape& shape, const Layout& l) {
+  const op::Graph g = test::cudnn::sdpa_graph(shape);
+  const plan::ExecutionPlans plans = cudnn_plans(g);
+  const std::shared_ptr<const plan::CompiledPlan> compiled = plans.compiled();
+  const Stream stream(kGpu);
+  const Library* lib = compiled->library();
+  ASSERT_NE(lib, nullptr);
+  void* handle = lib->create(kGpu, stream.native());
+  const std::size_t ws_bytes = compiled->workspace_bytes();
+  const Array ws =
+      ws_bytes ? Array::empty({static_cast<int64_t>(ws_bytes)}, DType::u8, kGpu) : Array();
+  plan::ExecutionContext ctx{stream.native(), handle, ws_bytes ? ws.data() : nullptr, ws_bytes};
+  ctx.device = kGpu;
+  // Operands on the device: the inputs of `in`, outputs poisoned.
+  struct Bound {
+    plan::VariantPack pack;
+    std::vector<Array> keep;
+    Arrays out;
+  };
+  auto bind = [&](const Arrays& in) {
+    Bound b{plan::VariantPack(plans.layout()), {}, {}};
+    for (const auto& [uid, a] : in) {
+      b.keep.push_back(a.to(kGpu));
+      b.pack.set(uid, plan::Operand(b.keep.back()));
+    }
+    for (const op::Tensor& t : outputs(g)) {
+      b.out[t.uid()] = test::poisoned(t.dims(), t.dtype(), kGpu);
+      b.pack.set(t.uid(), plan::Operand(b.out[t.uid()]));
+    }
+    return b;
+  };
+  auto host = [](const Arrays& a) {
+    Arrays h;
+    for (const auto& [uid, x] : a) h[uid] = x.to(Device::cpu());
+    return h;
+  };
+  const Arrays in0 = random_inputs(g, l), in1 = random_inputs(g, l);
+  Bound b0 = bind(in0);
+  cudaGraph_t graph = nullptr;
+  ASSERT_EQ(cudaGraphCreate(&graph, 0), cudaSuccess);
+  ASSERT_TRUE(compiled->populate_cuda_graph(b0.pack.data(), ctx, graph));
+  cudaGraphExec_t exec = nullptr;
+  ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+  auto launch = [&] {
+    ASSERT_EQ(cudaGraphLaunch(exec, static_cast<cudaStream_t>(stream.native())), cudaSuccess);
+    stream.synchronize();
+  };
+  launch();
+  compare(g, l, host(b0.out), reference(g, in0), 1.0);
+  Bound b1 = bind(in1);
+  ASSERT_TRUE(compiled->update_cuda_graph(b1.pack.data(), ctx, graph));
+  cudaGraphExecUpdateResultInfo info{};
+  ASSERT_EQ(cudaGraphExecUpdate(exec, graph, &info), cudaSuccess);
+  launch();
+  compare(g, l, host(b1.out), reference(g, in1), 1.0);
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  lib->destroy(handle);
+}
+
+TEST_F(CudnnGpu, DensePlanPopulatesAndUpdatesItsCudaGraph) {
+  SdpaShape s;
+  s.s_q = 40, s.s_kv = 72, s.causal = true;
+  populates_and_updates(s, {});
+}
+
+TEST_F(CudnnGpu, ThdPlanPopulatesAndUpdatesItsCudaGraph) {
+  SdpaShape s;
+  const Layout l = thd({5, 0, 17, 1}, {9, 0, 17, 3}, 4);
+  populates_and_updates(shape_for(s, l), l);
+}
+#endif
 
 // A recorded eagle graph calling the planned op: the cuDNN plan enters as a child graph it
 // populates itself (dense: cuDNN's nodes; THD: the sequence-length kernel, then cuDNN's), and
