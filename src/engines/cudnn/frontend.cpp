@@ -321,6 +321,7 @@ FeGraph make_graph(const Lowered& L, int sm) {
 void check_validates(const FeGraph& g, const Lowered& L) {
   fe::error_t st = g.graph->validate();
   if (st.is_bad()) decline("cuDNN does not take " + L.summary(), st);
+  g.check_uids("after validate");  // validate() assigns the uids eagle left to cuDNN
 }
 
 // Lowers, validates and builds cuDNN's operation graph on the planning handle (held locked).
