@@ -488,6 +488,17 @@ class CudnnPlan final : public plan::CompiledPlan {
 
   // Ragged plans add their preparatory kernel node and cuDNN's graph as a child after it;
   // dense ones hand cuDNN the graph itself.
+  // The benchmark's direct path (frontend_pointers / frontend_execute).
+  void pointers(const plan::OperandBuffer* ops, void* ws, std::vector<void*>& out) const {
+    out.resize(slots_.size());
+    fill(ops, static_cast<char*>(ws), out.data());
+  }
+  bool execute_direct(void* handle, void** ptrs, void* ws) const {
+    return graph_
+        ->execute(static_cast<cudnnHandle_t>(handle), ptrs, static_cast<int>(slots_.size()), ws)
+        .is_good();
+  }
+
   bool populate_cuda_graph(const plan::OperandBuffer* ops, const plan::ExecutionContext& ctx,
                            void* graph) const override {
     if (!usable(ops, ctx)) return false;
@@ -724,6 +735,19 @@ std::shared_ptr<const plan::CompiledPlan> build(const op::Graph& graph, const Lo
   return std::make_shared<CudnnPlan>(graph, L, std::move(g), ctx, lib);
 }
 
+bool frontend_pointers(const plan::CompiledPlan& plan, const plan::OperandBuffer* operands,
+                       void* workspace, std::vector<void*>& pointers) {
+  const auto* p = dynamic_cast<const CudnnPlan*>(&plan);
+  if (p) p->pointers(operands, workspace, pointers);
+  return p != nullptr;
+}
+
+bool frontend_execute(const plan::CompiledPlan& plan, void* handle, void** pointers,
+                      void* workspace) {
+  const auto* p = dynamic_cast<const CudnnPlan*>(&plan);
+  return p && p->execute_direct(handle, pointers, workspace);
+}
+
 #else  // no CUDA: the backend offers nothing
 
 void validate(const Lowered&, const DeviceProperties&) {
@@ -736,6 +760,13 @@ std::shared_ptr<const plan::CompiledPlan> build(const op::Graph&, const Lowered&
                                                 const plan::PlanConfig&,
                                                 const plan::BuildContext&) {
   throw NotSupported("cudnn: this build of eagle has no CUDA");
+}
+bool frontend_pointers(const plan::CompiledPlan&, const plan::OperandBuffer*, void*,
+                       std::vector<void*>&) {
+  return false;
+}
+bool frontend_execute(const plan::CompiledPlan&, void*, void**, void*) {
+  return false;
 }
 
 #endif

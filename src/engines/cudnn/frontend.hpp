@@ -35,4 +35,13 @@ std::shared_ptr<const plan::CompiledPlan> build(const op::Graph& graph, const Lo
                                                 const plan::PlanConfig& config,
                                                 const plan::BuildContext& ctx);
 
+// For benchmarks, which compare eagle's per-call work with cudnn-frontend's execute called
+// directly: the variant pack a built cuDNN plan hands cuDNN for `operands` (in cuDNN's slot
+// order), and that execute with those pointers and nothing else. False when `plan` is not a
+// cuDNN plan (or cuDNN fails).
+bool frontend_pointers(const plan::CompiledPlan& plan, const plan::OperandBuffer* operands,
+                       void* workspace, std::vector<void*>& pointers);
+bool frontend_execute(const plan::CompiledPlan& plan, void* handle, void** pointers,
+                      void* workspace);
+
 }  // namespace eagle::cudnn
