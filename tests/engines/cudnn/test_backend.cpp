@@ -18,6 +18,13 @@ namespace {
 
 using test::cudnn::SdpaShape;
 
+// A build without CUDA has no cuDNN backend to test (its status says so, below).
+#ifdef EAGLE_HAVE_CUDA
+#define EAGLE_SKIP_WITHOUT_CUDA_BUILD()
+#else
+#define EAGLE_SKIP_WITHOUT_CUDA_BUILD() GTEST_SKIP() << "this build has no CUDA"
+#endif
+
 bool has_backend_entry(const plan::ExecutionPlans& plans) {
   for (int i = 0; i < plans.count(); ++i)
     if (plans.at(i).engine_id < plan::kBackendIdEnd) return true;
@@ -25,6 +32,7 @@ bool has_backend_entry(const plan::ExecutionPlans& plans) {
 }
 
 TEST(CudnnBackend, HiddenCudnnOffersNothingAndPlanningStillSucceeds) {
+  EAGLE_SKIP_WITHOUT_CUDA_BUILD();
   test::EnvGuard env("EAGLE_CUDNN_LIBRARY");
   env.set("/nonexistent/libcudnn.so.9");
   const std::string status = engines::cudnn_backend_status();
@@ -54,6 +62,10 @@ TEST(CudnnBackend, StatusSaysWhereCudnnCameFrom) {
   const std::string status = engines::cudnn_backend_status();
   EXPECT_FALSE(status.empty());
   std::cout << "cudnn backend: " << status << "\n";
+#ifndef EAGLE_HAVE_CUDA
+  EXPECT_NE(status.find("no CUDA"), std::string::npos) << status;
+  return;
+#endif
   if (cudnn::cudnn_library().loaded) {
     EXPECT_EQ(status.rfind("cuDNN 9.", 0), 0u) << status;
     EXPECT_NE(status.find("loaded from"), std::string::npos) << status;
@@ -71,6 +83,7 @@ TEST(CudnnBackend, NonAttentionGraphsGetNoEntriesAndSayWhy) {
 }
 
 TEST(CudnnBackend, WithoutAGpuEntriesAreEmptyAndTheReasonIsRecorded) {
+  EAGLE_SKIP_WITHOUT_CUDA_BUILD();
   if (cuda_available()) GTEST_SKIP() << "a GPU is attached: the GPU tests cover entries";
   if (!cudnn::cudnn_library().loaded) GTEST_SKIP() << engines::cudnn_backend_status();
   const plan::ExecutionPlans plans = plan::ExecutionPlans::create(
@@ -85,6 +98,7 @@ TEST(CudnnBackend, WithoutAGpuEntriesAreEmptyAndTheReasonIsRecorded) {
 class CudnnValidation : public ::testing::Test {
  protected:
   void SetUp() override {
+    EAGLE_SKIP_WITHOUT_CUDA_BUILD();
     if (!cudnn::cudnn_library().loaded) GTEST_SKIP() << engines::cudnn_backend_status();
   }
   static void validates(const op::Graph& g) {
