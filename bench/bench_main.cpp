@@ -113,11 +113,9 @@ int usage(const char* argv0, int code) {
                "usage: %s [--cpu-only] [--quick] [--only N[,N...]] [--peers FILE]\n"
                "  --cpu-only  skip the GPU sections (1-4) and the GPU parts of 6-7\n"
                "  --quick     fewer and shorter batches\n"
-               "  --only      run only these sections (1-10)
-"
+               "  --only      run only these sections (1-10)\n"
                "  --peers     peer timings of the same device call (bench/peers/torch_ops.py "
-               "--table)
-",
+               "--table)\n",
                argv0);
   return code;
 }
