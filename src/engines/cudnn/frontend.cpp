@@ -405,6 +405,14 @@ class CudnnPlan final : public plan::CompiledPlan {
         ragged_.row_elems[j] = o.row_elems;
         ragged_.kv_side[j] = o.kv_side;
       }
+      if (L.op == Lowered::Op::sdpa_bwd)
+        for (const char* port : {"dk", "dv"}) {
+          const TensorDesc* t = L.find(port);
+          const int j = ragged_.n_zero++;
+          zero_pos_[j] = require(t->uid, false);
+          // A THD row is one token's [Hk, D]: the S stride of the tensor.
+          ragged_.zero_row_bytes[j] = t->strides[2] * static_cast<int64_t>(itemsize(t->dtype));
+        }
       launch_ = ragged_prep_launch(ragged_);
     } else if (L.stats_copy_uid >= 0) {
       prep_ = Prep::stats_copy;
@@ -615,6 +623,7 @@ class CudnnPlan final : public plan::CompiledPlan {
       a.seq_len_kv = reinterpret_cast<int32_t*>(ws + reinterpret_cast<std::size_t>(a.seq_len_kv));
       for (int j = 0; j < a.n_offsets; ++j)
         a.offsets[j] = reinterpret_cast<int64_t*>(ws + reinterpret_cast<std::size_t>(a.offsets[j]));
+      for (int j = 0; j < a.n_zero; ++j) a.zero[j] = ops[zero_pos_[j]].data;
       std::memcpy(out.bytes, &a, sizeof(a));
     } else {
       StatsCopyArgs a = copy_;
@@ -629,7 +638,7 @@ class CudnnPlan final : public plan::CompiledPlan {
   cudaKernelNodeParams kernel_params(void** params) const {
     cudaKernelNodeParams p{};
     p.func = const_cast<void*>(launch_.kernel);
-    p.gridDim = dim3(launch_.grid);
+    p.gridDim = dim3(launch_.grid, launch_.grid_y);
     p.blockDim = dim3(launch_.block);
     p.kernelParams = params;
     return p;
@@ -656,6 +665,7 @@ class CudnnPlan final : public plan::CompiledPlan {
   std::vector<Slot> slots_;
   std::size_t workspace_ = 0;
   Prep prep_ = Prep::none;
+  int zero_pos_[2] = {-1, -1};  // ragged backward: the operand positions of dk and dv
   PrepLaunch launch_;
   RaggedPrepArgs ragged_;  // addresses are workspace offsets until prep_args()
   StatsCopyArgs copy_;

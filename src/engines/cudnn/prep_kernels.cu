@@ -14,8 +14,35 @@ __device__ int64_t read_cu(const void* cu, int is64, int64_t i, int64_t rows) {
   return v < 0 ? 0 : (v > rows ? rows : v);
 }
 
-// One thread per entry b in [0, B].
+// Zeroes the kv rows of sequence `seq` in the zero buffers when it has no query rows; the blocks
+// of grid row `seq` share the bytes (16 at a time where rows allow).
+__device__ void zero_kv_rows_without_queries(const RaggedPrepArgs& a, int64_t seq) {
+  const int64_t q0 = read_cu(a.cu_q, a.cu_is64, seq, a.rows_q);
+  const int64_t q1 = read_cu(a.cu_q, a.cu_is64, seq + 1, a.rows_q);
+  const int64_t kv0 = read_cu(a.cu_kv, a.cu_is64, seq, a.rows_kv);
+  const int64_t kv1 = read_cu(a.cu_kv, a.cu_is64, seq + 1, a.rows_kv);
+  if (q1 > q0 || kv1 <= kv0) return;
+  const int64_t tid = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int z = 0; z < a.n_zero; ++z) {
+    char* base = static_cast<char*>(a.zero[z]) + kv0 * a.zero_row_bytes[z];
+    const int64_t bytes = (kv1 - kv0) * a.zero_row_bytes[z];
+    if (a.zero_row_bytes[z] % 16 == 0 && reinterpret_cast<uintptr_t>(a.zero[z]) % 16 == 0) {
+      for (int64_t i = tid; i < bytes / 16; i += step)
+        reinterpret_cast<int4*>(base)[i] = make_int4(0, 0, 0, 0);
+    } else {
+      for (int64_t i = tid; i < bytes; i += step) base[i] = 0;
+    }
+  }
+}
+
+// Grid row 0: one thread per entry b in [0, B]. Grid row y > 0 (backward): the zeroing of
+// sequence y - 1.
 __global__ void ragged_prep(RaggedPrepArgs a) {
+  if (blockIdx.y > 0) {
+    zero_kv_rows_without_queries(a, static_cast<int64_t>(blockIdx.y) - 1);
+    return;
+  }
   const int64_t b = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (b > a.batch) return;
   const int64_t q = read_cu(a.cu_q, a.cu_is64, b, a.rows_q);
@@ -45,6 +72,11 @@ PrepLaunch ragged_prep_launch(const RaggedPrepArgs& args) {
   l.kernel = reinterpret_cast<const void*>(&ragged_prep);
   l.block = 128;
   l.grid = static_cast<unsigned>((args.batch + 1 + l.block - 1) / l.block);
+  // The zeroing rows take at least 8 blocks each, so a long sequence is not one block's work.
+  if (args.n_zero > 0) {
+    l.grid = std::max(l.grid, 8u);
+    l.grid_y = static_cast<unsigned>(args.batch + 1);
+  }
   return l;
 }
 
@@ -60,8 +92,8 @@ PrepLaunch stats_copy_launch(const StatsCopyArgs& args, int multiprocessors) {
 
 bool launch_prep(const PrepLaunch& launch, const void* args, void* stream) noexcept {
   void* params[] = {const_cast<void*>(args)};
-  return cudaLaunchKernel(launch.kernel, dim3(launch.grid), dim3(launch.block), params, 0,
-                          static_cast<cudaStream_t>(stream)) == cudaSuccess;
+  return cudaLaunchKernel(launch.kernel, dim3(launch.grid, launch.grid_y), dim3(launch.block),
+                          params, 0, static_cast<cudaStream_t>(stream)) == cudaSuccess;
 }
 
 }  // namespace eagle::cudnn

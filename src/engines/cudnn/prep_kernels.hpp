@@ -24,6 +24,11 @@ struct RaggedPrepArgs {
   int64_t* offsets[kMaxRaggedOffsets] = {};  // [B+1] each
   int64_t row_elems[kMaxRaggedOffsets] = {};
   int kv_side[kMaxRaggedOffsets] = {};
+  // Backward: cuDNN writes nothing for a sequence with no query rows, but its keys and values
+  // have gradient 0. The kv rows of such sequences are zeroed in these buffers (dk, dv).
+  int n_zero = 0;
+  void* zero[2] = {};
+  int64_t zero_row_bytes[2] = {};
 };
 
 struct StatsCopyArgs {
@@ -38,6 +43,7 @@ struct StatsCopyArgs {
 struct PrepLaunch {
   const void* kernel = nullptr;
   unsigned grid = 1, block = 256;
+  unsigned grid_y = 1;  // ragged backward: one row of blocks per sequence, for the zeroing
 };
 
 PrepLaunch ragged_prep_launch(const RaggedPrepArgs& args);
