@@ -60,11 +60,15 @@ Array to_device(const std::vector<T>& values, Device dev) {
 }
 
 // Fills a device array with NaN (floating point) or all ones (integers), so an unwritten output
-// shows.
+// shows (u32, bf16 and f32 arrays).
 inline void poison(const Array& a) {
   if (a.dtype() == DType::u32) {
     a.copy_from(
         Array::from(std::vector<uint32_t>(a.numel(), 0xFFFFFFFFu), a.shape(), Device::cpu()));
+  } else if (a.dtype() == DType::bf16) {
+    a.copy_from(Array::from(
+        std::vector<bfloat16>(a.numel(), bfloat16(std::numeric_limits<float>::quiet_NaN())),
+        a.shape(), Device::cpu()));
   } else {
     a.copy_from(Array::from(std::vector<float>(a.numel(), std::numeric_limits<float>::quiet_NaN()),
                             a.shape(), Device::cpu()));
