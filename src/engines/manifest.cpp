@@ -2,6 +2,9 @@
 #include "eagle/engines/builtin.hpp"
 
 #include "engines/analyzers.hpp"
+#include "engines/native/embedding_engine.hpp"
+#include "engines/native/loss_engine.hpp"
+#include "engines/native/normalization_engine.hpp"
 #include "engines/native/pointwise_engine.hpp"
 #include "engines/reference/reference_engine.hpp"
 
@@ -39,6 +42,31 @@ std::vector<PlanConfig> rank_pointwise(const plan::RankInput& in) {
   return out;
 }
 
+// The structured families (normalization, embedding, loss). Per mode: the offered engines whose
+// capabilities match, our native CUDA engine (slot name "native_...") first and the others in
+// slot order behind it, then the backend's entries of that mode; the delegating entry last.
+// Default, untimed: on a GPU the native engine is the only engine of ours that matches (the
+// reference runs on the CPU), and no cell has been timed against a backend yet.
+std::vector<PlanConfig> rank_native_first(const plan::RankInput& in) {
+  std::vector<const plan::Engine*> order;
+  for (const plan::Engine* e : in.offered)
+    if (e->name().rfind("native_", 0) == 0) order.push_back(e);
+  for (const plan::Engine* e : in.offered)
+    if (e->name().rfind("native_", 0) != 0) order.push_back(e);
+  std::vector<PlanConfig> out;
+  for (HeurMode mode : in.modes) {
+    for (const plan::Engine* e : order)
+      if (e->capabilities().mismatch(*in.facts, *in.device).empty())
+        out.push_back({e->id(), e->capabilities().first_point(), mode, ""});
+    for (const PlanConfig& b : in.backend)
+      if (b.mode == mode) out.push_back(b);
+  }
+  for (const PlanConfig& b : in.backend)
+    if (!b.mode) out.push_back(b);
+  plan::dedupe(out);
+  return out;
+}
+
 plan::EngineSlot reference_slot() {
   return {"reference", &reference::make_reference_engine, false};
 }
@@ -57,10 +85,20 @@ plan::ManifestSpec builtin_spec() {
        2,
        {"softmax", "layer_norm", "rms_norm"},
        nullptr,
+       &rank_native_first,
+       {reference_slot(), {"native_normalization", &native::make_normalization_engine, false}}},
+      {"embedding",
+       3,
+       {"embedding"},
        nullptr,
-       {reference_slot()}},
-      {"embedding", 3, {"embedding"}, nullptr, nullptr, {reference_slot()}},
-      {"loss", 4, {"cross_entropy"}, nullptr, nullptr, {reference_slot()}},
+       &rank_native_first,
+       {reference_slot(), {"native_embedding", &native::make_embedding_engine, false}}},
+      {"loss",
+       4,
+       {"cross_entropy"},
+       nullptr,
+       &rank_native_first,
+       {reference_slot(), {"native_loss", &native::make_loss_engine, false}}},
       {"sdpa", 5, {"sdpa"}, &analyze_attention, nullptr, {reference_slot()}},
       {"sdpa_bwd", 6, {"sdpa_bwd"}, &analyze_attention, nullptr, {reference_slot()}},
       {"linear_attention", 7, {"gdn", "kda", "gdn2"}, &analyze_delta, nullptr, {reference_slot()}},

@@ -1,0 +1,130 @@
+#include "engines/native/loss_engine.hpp"
+
+#include "eagle/plan/operand_rules.hpp"
+#include "engines/native/launch_status.hpp"
+#include "engines/native/loss_kernels.hpp"
+#include "engines/native/structured_support.hpp"
+
+namespace eagle::native {
+
+namespace {
+
+class CrossEntropyPlan : public plan::CompiledPlan {
+ public:
+  struct Table {
+    int logits, targets, loss, lse;  // positions (lse -1: not received)
+    DType targets_dtype;
+    bool reduce, mean;
+    CrossEntropyArgs args;
+    RowGeometry geo[2];  // vectorized (16-byte packs), scalar
+    CrossEntropyLauncher launch[2];
+  };
+  CrossEntropyPlan(plan::OperandRules rules, Table t) : rules_(std::move(rules)), t_(t) {}
+
+  std::size_t workspace_bytes() const override {
+    return t_.reduce ? static_cast<std::size_t>(t_.args.rows) * sizeof(float) : 0;
+  }
+
+  bool run(const plan::OperandBuffer* ops,
+           const plan::ExecutionContext& ctx) const noexcept override {
+    if (!rules_.match(ops)) return false;
+    if (t_.reduce && ctx.workspace_bytes < workspace_bytes()) return false;
+    CrossEntropyArgs a = t_.args;
+    a.logits = ops[t_.logits].data;
+    a.targets = ops[t_.targets].data;
+    a.lse = t_.lse >= 0 ? static_cast<float*>(ops[t_.lse].data) : nullptr;
+    a.row_loss = static_cast<float*>(t_.reduce ? ctx.workspace : ops[t_.loss].data);
+    float* loss = static_cast<float*>(ops[t_.loss].data);
+    if (a.rows > 0) {
+      const int k = t_.launch[0] && aligned16(a.logits) ? 0 : 1;
+      if (!t_.launch[k](a, t_.geo[k], ctx.stream)) return false;
+    }
+    if (!t_.reduce) return true;
+    return launch_loss_total(a.row_loss, a.targets, t_.targets_dtype, a.rows, a.ignore_index,
+                             t_.mean, loss, ctx.stream);
+  }
+  void explain(const plan::OperandBuffer* ops, const plan::ExecutionContext& ctx) const override {
+    rules_.explain(ops);
+    if (t_.reduce && ctx.workspace_bytes < workspace_bytes())
+      throw InvalidArgument("native cross_entropy: needs " + std::to_string(workspace_bytes()) +
+                            " bytes of workspace, the call passed " +
+                            std::to_string(ctx.workspace_bytes));
+    throw CudaError(std::string("native cross_entropy: launch failed: ") +
+                    structured_launch_error());
+  }
+
+ private:
+  plan::OperandRules rules_;
+  Table t_;
+};
+
+class LossEngine : public plan::Engine {
+ public:
+  LossEngine(int64_t id, const std::string& name) : Engine(id, name) {
+    caps_.device = DeviceKind::cuda;
+    caps_.sm_lo = 80;  // plain CUDA C++, built for Ampere and Hopper (EAGLE_CUDA_ARCHITECTURES)
+    caps_.sm_hi = 1299;
+    caps_.dtypes = {DType::f32, DType::f16, DType::bf16};
+  }
+  const plan::Capabilities& capabilities() const override { return caps_; }
+
+  void check_support(const op::Graph& graph, const plan::Facts&,
+                     const DeviceProperties&) const override {
+    const op::Node node = single_node(graph, name(), {"cross_entropy"});
+    const op::Tensor logits = node.input("logits"), targets = node.input("targets");
+    require_float_io(logits.dtype(), "logits", name());
+    require(targets.dtype() == DType::i32 || targets.dtype() == DType::i64, name(),
+            "targets must be i32 or i64, not " + std::string(dtype_name(targets.dtype())));
+    require_output(node, "loss", name());
+    for (const auto& [port, t] : node.inputs()) require_row_major(t, name());
+    for (const auto& [port, t] : node.outputs()) require_row_major(t, name());
+    if (!cross_entropy_launcher(logits.dtype(), targets.dtype(), row_geometry(1, 1, 1, 1)))
+      throw NotSupported(name() + ": no kernel in this build (no CUDA)");
+  }
+
+  std::shared_ptr<const plan::CompiledPlan> build_plan(
+      const op::Graph& graph, const plan::Facts&, const plan::PlanConfig&,
+      const plan::BuildContext& ctx) const override {
+    const op::Node node = graph.nodes()[0];
+    const Device device = plan_device(ctx);
+    const op::Tensor logits = node.input("logits"), targets = node.input("targets");
+    const op::Tensor loss = node.output("loss"), lse = node.output("lse");
+    plan::OperandRules rules;
+    for (const op::Tensor& t : {logits, targets, loss, lse})
+      if (receives(t)) rules.add(*ctx.layout, t, device, /*row_major=*/true);
+    const std::string reduction = node.attr("reduction").as_text("reduction");
+    CrossEntropyPlan::Table t{};
+    t.logits = ctx.layout->index_of(logits);
+    t.targets = ctx.layout->index_of(targets);
+    t.loss = ctx.layout->index_of(loss);
+    t.lse = receives(lse) ? ctx.layout->index_of(lse) : -1;
+    t.targets_dtype = targets.dtype();
+    t.reduce = reduction != "none";
+    t.mean = reduction == "mean";
+    t.args.rows = logits.dims()[0];
+    t.args.classes = logits.dims()[1];
+    t.args.ignore_index = node.attr("ignore_index").as_int("ignore_index");
+    t.args.label_smoothing =
+        static_cast<float>(node.attr("label_smoothing").as_real("label_smoothing"));
+    const int sms = ctx.device.multiprocessors;
+    const int vec = row_vec(t.args.classes, static_cast<int>(itemsize(logits.dtype())));
+    t.geo[1] = row_geometry(t.args.rows, t.args.classes, 1, sms);
+    t.launch[1] = cross_entropy_launcher(logits.dtype(), targets.dtype(), t.geo[1]);
+    if (vec > 1) {
+      t.geo[0] = row_geometry(t.args.rows, t.args.classes, vec, sms);
+      t.launch[0] = cross_entropy_launcher(logits.dtype(), targets.dtype(), t.geo[0]);
+    }
+    return std::make_shared<CrossEntropyPlan>(std::move(rules), t);
+  }
+
+ private:
+  plan::Capabilities caps_;
+};
+
+}  // namespace
+
+std::unique_ptr<plan::Engine> make_loss_engine(int64_t id, const std::string& name) {
+  return std::make_unique<LossEngine>(id, name);
+}
+
+}  // namespace eagle::native

@@ -1,0 +1,161 @@
+#include <cmath>
+
+#include "engines/native/launch_status.hpp"
+#include "engines/native/loss_kernels.hpp"
+#include "engines/native/rows.cuh"
+
+namespace eagle::native {
+
+namespace {
+
+using rows::group_reduce;
+
+constexpr int kTotalThreads = 1024;
+
+__device__ __forceinline__ void online(float x, float& m, float& s) {
+  if (x > m) {
+    s = s * expf(m - x) + 1.0f;
+    m = x;
+  } else if (x != -INFINITY) {
+    s += expf(x - m);
+  }
+}
+
+// A zero weight drops its term, so an infinite logit it would multiply gives no NaN.
+__device__ __forceinline__ float weighted(float w, float v) {
+  return w == 0.0f ? 0.0f : w * v;
+}
+
+template <class T, class Id, int VEC>
+__global__ void cross_entropy_kernel(CrossEntropyArgs a, int group) {
+  __shared__ float scratch[32];
+  const T* __restrict__ logits = static_cast<const T*>(a.logits);
+  const Id* __restrict__ targets = static_cast<const Id*>(a.targets);
+  const rows::Walk w = rows::walk(group);
+  const int64_t len = a.classes, stride = int64_t{group} * VEC, start = int64_t{w.lane} * VEC;
+  for (int64_t r = w.first; r < a.rows; r += w.step) {
+    const T* xr = logits + r * len;
+    float m = -INFINITY, s = 0.0f, sum = 0.0f;
+    for (int64_t base = start; base < len; base += 4 * stride) {
+      float v[4][VEC];
+#pragma unroll
+      for (int u = 0; u < 4; ++u) {
+        const int64_t i = base + u * stride;
+        if (i < len) {
+          rows::load<T, VEC>(xr, i, v[u]);
+        } else {
+#pragma unroll
+          for (int j = 0; j < VEC; ++j) v[u][j] = -INFINITY;
+        }
+      }
+#pragma unroll
+      for (int u = 0; u < 4; ++u)
+        if (base + u * stride < len)
+#pragma unroll
+          for (int j = 0; j < VEC; ++j) {
+            online(v[u][j], m, s);
+            sum += v[u][j];
+          }
+    }
+    const float row_max = group_reduce(m, rows::Max{}, scratch, group);
+    const float scaled = m == -INFINITY ? 0.0f : s * expf(m - row_max);
+    const float total = group_reduce(scaled, rows::Sum{}, scratch, group);
+    const float row_sum = group_reduce(sum, rows::Sum{}, scratch, group);
+    if (w.lane != 0) continue;
+    const float lse = isinf(row_max) ? row_max : row_max + logf(total);
+    if (a.lse) a.lse[r] = lse;
+    const int64_t t = static_cast<int64_t>(targets[r]);
+    float loss = 0.0f;
+    if (t != a.ignore_index) {
+      if (t < 0 || t >= len) {
+        loss = NAN;  // the reference refuses this call; never read outside the row
+      } else {
+        const float ls = a.label_smoothing;
+        loss = weighted(1.0f - ls, lse - detail::to_acc(xr[t])) +
+               weighted(ls, lse - row_sum / static_cast<float>(len));
+      }
+    }
+    a.row_loss[r] = loss;
+  }
+}
+
+template <class Id>
+__global__ void loss_total_kernel(const float* row_loss, const Id* targets, int64_t rows,
+                                  int64_t ignore_index, bool mean, float* loss) {
+  __shared__ double sums[kTotalThreads];
+  __shared__ int64_t counts[kTotalThreads];
+  double sum = 0.0;
+  int64_t count = 0;
+  for (int64_t r = threadIdx.x; r < rows; r += blockDim.x) {
+    sum += row_loss[r];
+    count += static_cast<int64_t>(targets[r]) != ignore_index;
+  }
+  sums[threadIdx.x] = sum;
+  counts[threadIdx.x] = count;
+  __syncthreads();
+  for (int half = blockDim.x / 2; half > 0; half /= 2) {
+    if (static_cast<int>(threadIdx.x) < half) {
+      sums[threadIdx.x] += sums[threadIdx.x + half];
+      counts[threadIdx.x] += counts[threadIdx.x + half];
+    }
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) {
+    const double total = sums[0];
+    *loss = static_cast<float>(!mean            ? total
+                               : counts[0] == 0 ? NAN
+                                                : total / static_cast<double>(counts[0]));
+  }
+}
+
+template <class T, class Id, int VEC>
+bool launch(const CrossEntropyArgs& a, const RowGeometry& g, void* stream) noexcept {
+  cross_entropy_kernel<T, Id, VEC>
+      <<<g.grid, g.threads, 0, static_cast<cudaStream_t>(stream)>>>(a, g.group);
+  return launch_succeeded();
+}
+
+template <class T, class Id>
+CrossEntropyLauncher pick(const RowGeometry& g) {
+  constexpr int kVec = 16 / sizeof(T);
+  if (g.vec == kVec) return &launch<T, Id, kVec>;
+  if (g.vec == 1) return &launch<T, Id, 1>;
+  return nullptr;
+}
+
+template <class T>
+CrossEntropyLauncher pick_id(DType targets, const RowGeometry& g) {
+  if (targets == DType::i32) return pick<T, int32_t>(g);
+  if (targets == DType::i64) return pick<T, int64_t>(g);
+  return nullptr;
+}
+
+}  // namespace
+
+CrossEntropyLauncher cross_entropy_launcher(DType logits, DType targets, const RowGeometry& g) {
+  switch (logits) {
+    case DType::f32:
+      return pick_id<float>(targets, g);
+    case DType::f16:
+      return pick_id<__half>(targets, g);
+    case DType::bf16:
+      return pick_id<__nv_bfloat16>(targets, g);
+    default:
+      return nullptr;
+  }
+}
+
+bool launch_loss_total(const float* row_loss, const void* targets, DType targets_dtype,
+                       int64_t rows, int64_t ignore_index, bool mean, float* loss,
+                       void* stream) noexcept {
+  const auto s = static_cast<cudaStream_t>(stream);
+  if (targets_dtype == DType::i32)
+    loss_total_kernel<<<1, kTotalThreads, 0, s>>>(row_loss, static_cast<const int32_t*>(targets),
+                                                  rows, ignore_index, mean, loss);
+  else
+    loss_total_kernel<<<1, kTotalThreads, 0, s>>>(row_loss, static_cast<const int64_t*>(targets),
+                                                  rows, ignore_index, mean, loss);
+  return launch_succeeded();
+}
+
+}  // namespace eagle::native

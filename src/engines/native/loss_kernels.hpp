@@ -1,0 +1,37 @@
+// Our CUDA cross_entropy forward: logits [rows, classes] (f32, f16, bf16; f32 math), integer
+// targets [rows] (i32, i64). One read of the logits per row (online max and rescaled sum, and
+// the plain sum label smoothing needs). Reductions are deterministic: per-row losses land in a
+// buffer and one block sums them in a fixed order in double, no atomics.
+//
+// A target outside [0, classes) other than ignore_index gives that row a NaN loss (and so a NaN
+// sum or mean): the reference refuses such a call, but a refusal would need the targets on the
+// host; the kernel never reads outside the row.
+#pragma once
+
+#include <cstdint>
+
+#include "eagle/core/dtype.hpp"
+#include "engines/native/row_geometry.hpp"
+
+namespace eagle::native {
+
+struct CrossEntropyArgs {
+  const void* logits;
+  const void* targets;
+  float* row_loss;  // [rows]: the output (reduction none) or the workspace
+  float* lse;       // [rows] or null
+  int64_t rows, classes, ignore_index;
+  float label_smoothing;
+};
+using CrossEntropyLauncher = bool (*)(const CrossEntropyArgs& args, const RowGeometry& g,
+                                      void* stream) noexcept;
+// The per-row launcher for (logits dtype, targets dtype, g.vec), or nullptr.
+CrossEntropyLauncher cross_entropy_launcher(DType logits, DType targets, const RowGeometry& g);
+
+// Sums row_loss[rows] into *loss (mean: over the rows whose target is not ignore_index; NaN when
+// there are none), in one block. False on a launch error.
+bool launch_loss_total(const float* row_loss, const void* targets, DType targets_dtype,
+                       int64_t rows, int64_t ignore_index, bool mean, float* loss,
+                       void* stream) noexcept;
+
+}  // namespace eagle::native

@@ -1,0 +1,142 @@
+#include <cmath>
+
+#include "engines/native/launch_status.hpp"
+#include "engines/native/rows.cuh"
+#include "engines/native/softmax_kernels.hpp"
+
+namespace eagle::native {
+
+namespace {
+
+using rows::group_reduce;
+
+// Folds x into a running (max m, sum s of exp(. - m)). An -inf element adds nothing (exp(-inf -
+// -inf) would be NaN); a NaN makes s NaN.
+__device__ __forceinline__ void online(float x, float& m, float& s) {
+  if (x > m) {
+    s = s * expf(m - x) + 1.0f;
+    m = x;
+  } else if (x != -INFINITY) {
+    s += expf(x - m);
+  }
+}
+
+// log(sum(exp(x))) from the row's max and the sum shifted by it. An infinite max is the answer
+// itself (all -inf, or a +inf), as in the reference.
+__device__ __forceinline__ float finish_lse(float m, float s) {
+  return isinf(m) ? m : m + logf(s);
+}
+
+template <int VEC>
+__device__ __forceinline__ void write_out(const float (&v)[VEC], float lse, bool log,
+                                          float (&out)[VEC]) {
+#pragma unroll
+  for (int j = 0; j < VEC; ++j) out[j] = log ? v[j] - lse : expf(v[j] - lse);
+}
+
+template <class T, int VEC, bool CACHED>
+__global__ void softmax_kernel(const T* __restrict__ x, T* __restrict__ y, int64_t n_rows,
+                               int64_t len, bool log, int group) {
+  __shared__ float scratch[32];
+  const rows::Walk w = rows::walk(group);
+  const int64_t stride = int64_t{group} * VEC;
+  const int64_t start = int64_t{w.lane} * VEC;
+  for (int64_t r = w.first; r < n_rows; r += w.step) {
+    const T* xr = x + r * len;
+    T* yr = y + r * len;
+    if constexpr (CACHED) {
+      float v[kCachedPacks][VEC];
+      float m = -INFINITY;
+#pragma unroll
+      for (int k = 0; k < kCachedPacks; ++k) {
+        const int64_t i = start + k * stride;
+        if (i < len) {
+          rows::load<T, VEC>(xr, i, v[k]);
+        } else {
+#pragma unroll
+          for (int j = 0; j < VEC; ++j) v[k][j] = -INFINITY;
+        }
+#pragma unroll
+        for (int j = 0; j < VEC; ++j) m = fmaxf(m, v[k][j]);
+      }
+      m = group_reduce(m, rows::Max{}, scratch, group);
+      float s = 0.0f;
+#pragma unroll
+      for (int k = 0; k < kCachedPacks; ++k)
+#pragma unroll
+        for (int j = 0; j < VEC; ++j) s += expf(v[k][j] - m);
+      const float lse = finish_lse(m, group_reduce(s, rows::Sum{}, scratch, group));
+#pragma unroll
+      for (int k = 0; k < kCachedPacks; ++k) {
+        const int64_t i = start + k * stride;
+        if (i < len) {
+          float out[VEC];
+          write_out<VEC>(v[k], lse, log, out);
+          rows::store<T, VEC>(yr, i, out);
+        }
+      }
+    } else {
+      // Online: one read for the max and the rescaled sum, four packs in flight per thread.
+      float m = -INFINITY, s = 0.0f;
+      for (int64_t base = start; base < len; base += 4 * stride) {
+        float v[4][VEC];
+#pragma unroll
+        for (int u = 0; u < 4; ++u) {
+          const int64_t i = base + u * stride;
+          if (i < len) {
+            rows::load<T, VEC>(xr, i, v[u]);
+          } else {
+#pragma unroll
+            for (int j = 0; j < VEC; ++j) v[u][j] = -INFINITY;
+          }
+        }
+#pragma unroll
+        for (int u = 0; u < 4; ++u)
+#pragma unroll
+          for (int j = 0; j < VEC; ++j) online(v[u][j], m, s);
+      }
+      const float row_max = group_reduce(m, rows::Max{}, scratch, group);
+      const float scaled = m == -INFINITY ? 0.0f : s * expf(m - row_max);
+      const float lse = finish_lse(row_max, group_reduce(scaled, rows::Sum{}, scratch, group));
+#pragma unroll 4
+      for (int64_t i = start; i < len; i += stride) {
+        float v[VEC], out[VEC];
+        rows::load<T, VEC>(xr, i, v);
+        write_out<VEC>(v, lse, log, out);
+        rows::store<T, VEC>(yr, i, out);
+      }
+    }
+  }
+}
+
+template <class T, int VEC, bool CACHED>
+bool launch(const SoftmaxArgs& a, const RowGeometry& g, void* stream) noexcept {
+  softmax_kernel<T, VEC, CACHED><<<g.grid, g.threads, 0, static_cast<cudaStream_t>(stream)>>>(
+      static_cast<const T*>(a.x), static_cast<T*>(a.y), a.rows, a.len, a.log, g.group);
+  return launch_succeeded();
+}
+
+template <class T>
+SoftmaxLauncher pick(const RowGeometry& g) {
+  constexpr int kVec = 16 / sizeof(T);
+  if (g.vec == kVec) return g.cached ? &launch<T, kVec, true> : &launch<T, kVec, false>;
+  if (g.vec == 1) return g.cached ? &launch<T, 1, true> : &launch<T, 1, false>;
+  return nullptr;
+}
+
+}  // namespace
+
+SoftmaxLauncher softmax_launcher(DType dtype, const RowGeometry& g) {
+  switch (dtype) {
+    case DType::f32:
+      return pick<float>(g);
+    case DType::f16:
+      return pick<__half>(g);
+    case DType::bf16:
+      return pick<__nv_bfloat16>(g);
+    default:
+      return nullptr;
+  }
+}
+
+}  // namespace eagle::native

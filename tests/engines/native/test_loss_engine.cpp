@@ -1,0 +1,170 @@
+// The native loss engine (cross_entropy forward) against the reference engine on fresh random
+// logits, with ignored targets, label smoothing and every reduction (GPU; skipped without one),
+// and its declines and its place in the plan list (everywhere).
+#include <gtest/gtest.h>
+
+#include "native_structured.hpp"
+
+namespace eagle::test::native {
+namespace {
+
+int64_t loss_id() {
+  return engine("loss", "native_loss");
+}
+
+struct CeCase {
+  std::string reduction = "mean";
+  double label_smoothing = 0.0;
+  int64_t ignore_index = -100;
+  DType targets = DType::i64;
+  double ignore_fraction = 0.2;
+};
+
+op::Graph ce_graph(const op::Dims& dims, DType dtype, const CeCase& c) {
+  op::Graph g("cross_entropy");
+  const op::Tensor logits = g.tensor({"logits", dims, dtype});
+  const op::Tensor targets = g.tensor({"targets", {dims[0]}, c.targets});
+  auto outs = g.op("cross_entropy", {{"logits", logits}, {"targets", targets}},
+                   {{"reduction", c.reduction},
+                    {"label_smoothing", c.label_smoothing},
+                    {"ignore_index", c.ignore_index},
+                    {"output_lse", true}});
+  for (auto& [port, t] : outs) t.set_output(true).set_name(port);
+  return g;
+}
+
+sweep::HostInputs ce_inputs(const op::Graph& g, const CeCase& c) {
+  const op::Node n = g.nodes()[0];
+  const op::Tensor logits = n.input("logits"), targets = n.input("targets");
+  const int64_t rows = logits.dims()[0], classes = logits.dims()[1];
+  std::vector<int64_t> t =
+      random_targets(static_cast<std::size_t>(rows), classes, c.ignore_index, c.ignore_fraction);
+  return {{logits, random_array(logits.dims(), logits.dtype(), Device::cpu(), -4, 4)},
+          {targets, from_ints(t, {rows}, c.targets, Device::cpu())}};
+}
+
+void check(const op::Dims& dims, DType dtype, const CeCase& c) {
+  SCOPED_TRACE("reduction " + c.reduction + ", label smoothing " +
+               std::to_string(c.label_smoothing) + ", ignore_index " +
+               std::to_string(c.ignore_index) + ", targets " + std::string(dtype_name(c.targets)));
+  const op::Graph g = ce_graph(dims, dtype, c);
+  sweep::compare_with_reference(manifest(), loss_id(), {}, g, ce_inputs(g, c));
+}
+
+// ---- GPU: against the reference ----
+
+class NativeCrossEntropy : public NativeGpuCase {};
+
+TEST_P(NativeCrossEntropy, EveryReductionWithIgnoredTargetsAndLabelSmoothing) {
+  EAGLE_SKIP_UNLESS_RUNS_HERE(loss_id());
+  for (const char* red : {"none", "sum", "mean"})
+    for (double ls : {0.0, 0.1}) {
+      CeCase c;
+      c.reduction = red;
+      c.label_smoothing = ls;
+      check(GetParam().dims, GetParam().dtype, c);
+    }
+}
+
+TEST_P(NativeCrossEntropy, I32TargetsAndAnIgnoreIndexInsideTheClasses) {
+  EAGLE_SKIP_UNLESS_RUNS_HERE(loss_id());
+  CeCase c;
+  c.targets = DType::i32;
+  c.ignore_index = 0;
+  c.label_smoothing = 0.25;
+  check(GetParam().dims, GetParam().dtype, c);
+}
+
+INSTANTIATE_TEST_SUITE_P(native_loss, NativeCrossEntropy,
+                         ::testing::ValuesIn(dtype_shapes(row_shapes())), dtype_shape_name);
+
+TEST(NativeCrossEntropyEdges, EveryTargetIgnoredGivesANaNMeanAndAZeroSum) {
+  EAGLE_SKIP_UNLESS_RUNS_HERE(loss_id());
+  for (const char* red : {"mean", "sum", "none"}) {
+    CeCase c;
+    c.reduction = red;
+    c.ignore_fraction = 1.0;
+    check({9, 33}, DType::f32, c);
+  }
+}
+
+TEST(NativeCrossEntropyEdges, FullLabelSmoothing) {
+  EAGLE_SKIP_UNLESS_RUNS_HERE(loss_id());
+  CeCase c;
+  c.label_smoothing = 1.0;
+  check({17, 1000}, DType::bf16, c);
+}
+
+// A target outside the classes: the reference refuses the call; the GPU plan cannot see the
+// targets, so it gives that row a NaN loss (and reads nothing outside the row).
+TEST(NativeCrossEntropyEdges, ATargetOutsideTheClassesGivesNaN) {
+  EAGLE_SKIP_UNLESS_RUNS_HERE(loss_id());
+  CeCase c;
+  c.reduction = "none";
+  op::Graph g = ce_graph({4, 10}, DType::f32, c);
+  plan::ExecutionPlans plans =
+      plan::ExecutionPlans::create(g, manifest(), DeviceProperties::query(Device::cuda(0)));
+  ASSERT_EQ(plans.at(plans.build_plans()).engine_id, loss_id());
+  const op::Node n = g.nodes()[0];
+  const Array logits = random_array({4, 10}, DType::f32, Device::cuda(0), -4, 4);
+  const Array targets = from_ints({1, 10, -100, -5}, {4}, DType::i64, Device::cuda(0));
+  const Array loss = poisoned({4}, DType::f32, Device::cuda(0));
+  const Array lse = poisoned({4}, DType::f32, Device::cuda(0));
+  plan::VariantPack pack(plans.layout());
+  pack.set(n.input("logits"), logits).set(n.input("targets"), targets);
+  pack.set(n.output("loss"), loss).set(n.output("lse"), lse);
+  const Stream stream(Device::cuda(0));
+  plans.execute(pack, CallContext::on(stream));
+  stream.synchronize();
+  const std::vector<double> l = values(loss);
+  EXPECT_TRUE(std::isfinite(l[0]));
+  EXPECT_TRUE(std::isnan(l[1]));
+  EXPECT_EQ(l[2], 0.0);
+  EXPECT_TRUE(std::isnan(l[3]));
+  for (double v : values(lse)) EXPECT_TRUE(std::isfinite(v));
+}
+
+// ---- CPU: the harness, planning, declines ----
+
+TEST(NativeLossHarness, TheReferencePassesAgainstItself) {
+  for (const char* red : {"none", "mean"}) {
+    CeCase c;
+    c.reduction = red;
+    c.label_smoothing = 0.1;
+    const op::Graph g = ce_graph({5, 40}, DType::bf16, c);
+    sweep::compare_with_reference(manifest(), engine("loss", "reference"), {}, g, ce_inputs(g, c));
+  }
+}
+
+TEST(NativeLossPlanning, TheNativeEngineLeadsOnAGpuAndAsksForWorkspaceToReduce) {
+  for (const char* red : {"none", "sum"}) {
+    CeCase c;
+    c.reduction = red;
+    plan::ExecutionPlans plans = plan::ExecutionPlans::create(
+        ce_graph({16384, 32768}, DType::bf16, c), manifest(), hopper());
+    ASSERT_GE(plans.count(), 1);
+    EXPECT_EQ(plans.at(0).engine_id, loss_id()) << plans.describe();
+    EXPECT_EQ(plans.build_plans(), 0);
+    EXPECT_EQ(plans.workspace_size(), std::string(red) == "none" ? 0u : 16384u * 4u);
+  }
+}
+
+TEST(NativeLossDeclines, F64LogitsAndUnsignedTargets) {
+  sweep::expect_declines(manifest(), loss_id(), ce_graph({4, 8}, DType::f64, {}), hopper(),
+                         {"does not serve io dtype f64"});
+  CeCase c;
+  c.targets = DType::u32;
+  sweep::expect_declines(manifest(), loss_id(), ce_graph({4, 8}, DType::f32, c), hopper(),
+                         {"targets must be i32 or i64, not u32"});
+}
+
+TEST(NativeLossDeclines, StridedLogits) {
+  op::Graph g("strided");
+  const op::Tensor logits = g.tensor({"logits", {4, 8}, DType::f32, {1, 4}});
+  const op::Tensor targets = g.tensor({"targets", {4}, DType::i64});
+  g.op("cross_entropy", {{"logits", logits}, {"targets", targets}}).at("loss").set_output(true);
+  sweep::expect_declines(manifest(), loss_id(), g, hopper(), {"'logits' must be dense row-major"});
+}
+
+}  // namespace
+}  // namespace eagle::test::native
