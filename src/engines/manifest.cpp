@@ -6,6 +6,7 @@
 #include "engines/native/loss_engine.hpp"
 #include "engines/native/normalization_engine.hpp"
 #include "engines/native/pointwise_engine.hpp"
+#include "engines/native/reduction_engine.hpp"
 #include "engines/reference/reference_engine.hpp"
 
 namespace eagle::engines {
@@ -19,10 +20,22 @@ using plan::PlanConfig;
 // everywhere; no cell has been timed against the others yet, so they follow in domain order),
 // then the reference. FALLBACK: block 128 (asks least of the device), then the reference.
 // OPENSOURCE: A without the backend. Backend entries of a mode follow our entries of that mode.
+// A single reduction node (unanchored, so it lands here) puts the native reduction engine
+// first instead, and the pointwise kernels, which serve no reduction, are not listed; the
+// reduction engine is not listed for other graphs. Default, untimed.
 std::vector<PlanConfig> rank_pointwise(const plan::RankInput& in) {
+  const bool reduction = in.facts->ops == std::vector<std::string>{"reduction"};
+  std::vector<const plan::Engine*> order;
+  for (const plan::Engine* e : in.offered)
+    if (reduction && e->name() == "native_reduction") order.push_back(e);
+  for (const plan::Engine* e : in.offered) {
+    if (e->name() == "native_reduction") continue;
+    if (reduction && e->name() == "native_pointwise") continue;
+    order.push_back(e);
+  }
   std::vector<PlanConfig> out;
   for (HeurMode mode : in.modes) {
-    for (const plan::Engine* e : in.offered) {
+    for (const plan::Engine* e : order) {
       const plan::Capabilities& caps = e->capabilities();
       if (!caps.mismatch(*in.facts, *in.device).empty()) continue;
       if (caps.knobs.count("block")) {
@@ -79,7 +92,9 @@ plan::ManifestSpec builtin_spec() {
        {},
        &analyze_pointwise,
        &rank_pointwise,
-       {reference_slot(), {"native_pointwise", &native::make_pointwise_engine, false}}},
+       {reference_slot(),
+        {"native_pointwise", &native::make_pointwise_engine, false},
+        {"native_reduction", &native::make_reduction_engine, false}}},
       {"gemm", 1, {"matmul"}, nullptr, nullptr, {reference_slot()}},
       {"normalization",
        2,

@@ -42,17 +42,17 @@ struct Sum {
 };
 
 // Reduces `v` across the group owning this thread's row: a warp (group == 32) by shuffles, or
-// the whole block (group == blockDim.x) through `scratch` (32 floats of shared memory). Every
+// the whole block (group == blockDim.x) through `scratch` (32 values of shared memory). Every
 // thread of the group gets the result. Block groups synchronise: every thread must call it.
-template <class Op>
-__device__ __forceinline__ float group_reduce(float v, Op op, float* scratch, int group) {
+template <class V, class Op>
+__device__ __forceinline__ V group_reduce(V v, Op op, V* scratch, int group) {
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) v = op(v, __shfl_xor_sync(0xffffffffu, v, o));
   if (group <= 32) return v;
   const int warp = threadIdx.x >> 5, warps = group >> 5;
   if ((threadIdx.x & 31) == 0) scratch[warp] = v;
   __syncthreads();
-  float r = scratch[0];
+  V r = scratch[0];
   for (int w = 1; w < warps; ++w) r = op(r, scratch[w]);
   __syncthreads();  // the scratch is free for the next reduction
   return r;

@@ -3,6 +3,7 @@
 #include "engines/native/launch_status.hpp"
 #include "engines/native/loss_kernels.hpp"
 #include "engines/native/norm_kernels.hpp"
+#include "engines/native/reduction_kernels.hpp"
 #include "engines/native/softmax_kernels.hpp"
 
 namespace eagle::native {
@@ -27,6 +28,12 @@ bool launch_loss_total(const float*, const void*, DType, int64_t, int64_t, bool,
   return false;
 }
 EmbeddingLauncher embedding_launcher(int, DType) {
+  return nullptr;
+}
+RowReduceLauncher row_reduce_launcher(DType, const RowGeometry&) {
+  return nullptr;
+}
+StridedReduceLauncher strided_reduce_launcher(DType) {
   return nullptr;
 }
 
