@@ -125,6 +125,64 @@ void infer_cross_entropy(InferContext& ctx) {
   ctx.outputs["lse"] = {{n}, dt};
 }
 
+void infer_softmax_bwd(InferContext& ctx) {
+  const TensorMeta& y = ctx.in("y");
+  if (y.dims.empty()) ctx.fail("y", "needs at least one dimension");
+  ctx.expect_dims("dy", y.dims, "y's dims");
+  const auto axis = ctx.attr("axis").as_int("softmax_bwd: attribute axis");
+  const auto r = static_cast<int64_t>(y.dims.size());
+  if (axis < -r || axis >= r)
+    ctx.fail("y", "attribute axis = " + std::to_string(axis) + " is outside [-" +
+                      std::to_string(r) + ", " + std::to_string(r) + ")");
+  ctx.outputs["dx"] = ctx.in("dy");
+}
+
+// The backward of layer_norm (stat_a "mean", stat_b "inv_variance") and rms_norm (stat_a
+// "inv_rms", no stat_b): statistics of the leading dims, scale of the trailing ones.
+void infer_norm_bwd(InferContext& ctx, const char* stat_a, const char* stat_b) {
+  const TensorMeta& x = ctx.in("x");
+  const int64_t nd = ctx.attr("normalized_ndim").as_int(ctx.op + ": attribute normalized_ndim");
+  if (nd < 1 || nd > static_cast<int64_t>(x.dims.size()))
+    ctx.fail("x", "attribute normalized_ndim = " + std::to_string(nd) + " must be in [1, rank]");
+  const Dims trailing(x.dims.end() - nd, x.dims.end());
+  const Dims leading(x.dims.begin(), x.dims.end() - nd);
+  ctx.expect_dims("dy", x.dims, "x's dims");
+  ctx.expect_dims(stat_a, leading, "the leading dims of x");
+  if (stat_b) ctx.expect_dims(stat_b, leading, "the leading dims of x");
+  if (ctx.has("scale")) ctx.expect_dims("scale", trailing, "the normalized dims of x");
+  const DType param = ctx.has("scale") ? ctx.in("scale").dtype : ctx.in("dy").dtype;
+  ctx.outputs["dx"] = {x.dims, ctx.in("dy").dtype};
+  ctx.outputs["dscale"] = {trailing, param};
+  ctx.outputs["dbias"] = {trailing, param};
+}
+void infer_layer_norm_bwd(InferContext& ctx) {
+  infer_norm_bwd(ctx, "mean", "inv_variance");
+}
+void infer_rms_norm_bwd(InferContext& ctx) {
+  infer_norm_bwd(ctx, "inv_rms", nullptr);
+}
+
+void infer_embedding_bwd(InferContext& ctx) {
+  const TensorMeta& dy = ctx.in("dy");
+  const Dims& ids = ctx.in("ids").dims;
+  if (dy.dims.size() != ids.size() + 1 || !std::equal(ids.begin(), ids.end(), dy.dims.begin()))
+    ctx.fail("dy", "must be ids' dims followed by D, ids dims " + dims_str(ids));
+  const int64_t v = ctx.attr("num_embeddings").as_int("embedding_bwd: attribute num_embeddings");
+  if (v < 0) ctx.fail("dy", "attribute num_embeddings = " + std::to_string(v) + " must be >= 0");
+  ctx.outputs["dtable"] = {{v, dy.dims.back()}, dy.dtype};
+}
+
+void infer_cross_entropy_bwd(InferContext& ctx) {
+  infer_cross_entropy(ctx);  // the forward's checks of logits, targets and attributes
+  const Dims loss = ctx.outputs["loss"].dims;
+  const int64_t n = ctx.in("logits").dims[0];
+  ctx.outputs.clear();
+  ctx.expect_dims("dloss", loss,
+                  loss.empty() ? "[] (reduction sum or mean)" : "[N] (reduction none)");
+  if (ctx.has("lse")) ctx.expect_dims("lse", {n}, "[N]");
+  ctx.outputs["dlogits"] = ctx.in("logits");
+}
+
 std::vector<AttrSpec> norm_attrs() {
   return {{"epsilon", AttrType::real, Attr(1e-5)},
           {"normalized_ndim", AttrType::integer, Attr(1)},
@@ -175,6 +233,41 @@ const std::vector<OpSchema>& structured_ops() {
        "x / sqrt(mean(x^2) + epsilon) * scale + bias",
        "y = x's dims and dtype; scale, bias = the trailing normalized_ndim dims of x; inv_rms = "
        "the leading dims (f64 for f64 x, else f32); normalized_ndim in [1, rank]"},
+      {"softmax_bwd",
+       OpKind::structured,
+       {{"y", true, kFloat}, {"dy", true, kFloat}},
+       {{"dx"}},
+       {{"axis", AttrType::integer, Attr(-1)}, {"log", AttrType::boolean, Attr(false)}},
+       &infer_softmax_bwd,
+       "gradient of softmax (log softmax when log) from its output y and dy",
+       "y, dy of one dims (rank >= 1), axis in [-rank, rank) -> dx = dy's dims and dtype"},
+      {"layer_norm_bwd",
+       OpKind::structured,
+       {{"dy", true, kFloat},
+        {"x", true, kFloat},
+        {"mean", true, kFloat},
+        {"inv_variance", true, kFloat},
+        {"scale", false, kFloat}},
+       {{"dx"}, {"dscale", When::input_wired, "scale"}, {"dbias", When::attr_true, "bias_grad"}},
+       {{"normalized_ndim", AttrType::integer, Attr(1)},
+        {"bias_grad", AttrType::boolean, Attr(false)}},
+       &infer_layer_norm_bwd,
+       "gradients of layer_norm from dy, x and the training statistics",
+       "dy = x's dims; mean, inv_variance = the leading dims; scale = the trailing "
+       "normalized_ndim dims -> dx (dy's dtype), dscale (when scale is wired) and dbias (when "
+       "bias_grad) of the trailing dims, scale's dtype (dy's without scale)"},
+      {"rms_norm_bwd",
+       OpKind::structured,
+       {{"dy", true, kFloat},
+        {"x", true, kFloat},
+        {"inv_rms", true, kFloat},
+        {"scale", false, kFloat}},
+       {{"dx"}, {"dscale", When::input_wired, "scale"}, {"dbias", When::attr_true, "bias_grad"}},
+       {{"normalized_ndim", AttrType::integer, Attr(1)},
+        {"bias_grad", AttrType::boolean, Attr(false)}},
+       &infer_rms_norm_bwd,
+       "gradients of rms_norm from dy, x and the training statistic inv_rms",
+       "as layer_norm_bwd with inv_rms in place of mean and inv_variance"},
       {"matmul",
        OpKind::structured,
        {{"a", true, kFloat}, {"b", true, kFloat}, {"bias", false, kFloat}},
@@ -193,6 +286,17 @@ const std::vector<OpSchema>& structured_ops() {
        &infer_embedding,
        "rows of table [V, D] picked by ids; an id outside [0, V) is refused at execute",
        "table [V, D], ids [...] -> y [..., D], dtype of table"},
+      {"embedding_bwd",
+       OpKind::structured,
+       {{"dy", true, kFloat}, {"ids", true, kInt}},
+       {{"dtable"}},
+       {{"num_embeddings", AttrType::integer, std::nullopt, true},
+        {"deterministic", AttrType::boolean, Attr(true)}},
+       &infer_embedding_bwd,
+       "gradient of the table of an embedding: rows of dy summed per id; an id outside [0, V) "
+       "is refused at execute",
+       "dy [..., D] with ids [...] -> dtable [num_embeddings, D], dtype of dy; deterministic "
+       "(the default) sums each row in the order of the ids"},
       {"cross_entropy",
        OpKind::structured,
        {{"logits", true, kFloat}, {"targets", true, kInt}},
@@ -206,6 +310,20 @@ const std::vector<OpSchema>& structured_ops() {
        "logits [N, C], targets [N] -> loss [N] (reduction none) or [] (sum, mean), lse [N]; f64 "
        "for "
        "f64 logits, else f32"},
+      {"cross_entropy_bwd",
+       OpKind::structured,
+       {{"logits", true, kFloat},
+        {"targets", true, kInt},
+        {"dloss", true, kFloat},
+        {"lse", false, kFloat}},
+       {{"dlogits"}},
+       {{"ignore_index", AttrType::integer, Attr(-100)},
+        {"label_smoothing", AttrType::real, Attr(0.0)},
+        {"reduction", AttrType::text, Attr("mean")}},
+       &infer_cross_entropy_bwd,
+       "gradient of cross_entropy w.r.t. logits (from the forward's lse when wired)",
+       "logits [N, C], targets [N], dloss [N] (reduction none) or [] (sum, mean), lse [N] -> "
+       "dlogits = logits' dims and dtype"},
   };
   return ops;
 }

@@ -1576,7 +1576,8 @@ TEST(OpGraphHostile, UidsNearInt64MaxNeverOverflow) {
 // its range; a new real attribute makes this test fail until it is covered here.
 TEST(OpGraphHostile, EveryRealAttributeIsFiniteAndInRangeAtBuild) {
   std::set<std::string> covered = {"layer_norm.epsilon", "rms_norm.epsilon",
-                                   "cross_entropy.label_smoothing"};
+                                   "cross_entropy.label_smoothing",
+                                   "cross_entropy_bwd.label_smoothing"};
   for (const char* op :
        {"sdpa", "sdpa_bwd", "gdn", "gdn_bwd", "kda", "kda_bwd", "gdn2", "gdn2_bwd"})
     covered.insert(std::string(op) + ".scale");
@@ -1608,22 +1609,21 @@ TEST(OpGraphHostile, EveryRealAttributeIsFiniteAndInRangeAtBuild) {
     EXPECT_NO_THROW(g.op(op, {{"x", x}}, {{"epsilon", 0.0}}));
   }
   Tensor targets = in(g, {6}, DType::i64, "targets");
-  for (double bad : {nan, inf, -inf})
-    expect_rejected(
-        g,
-        [&] {
-          g.op("cross_entropy", {{"logits", x}, {"targets", targets}}, {{"label_smoothing", bad}});
-        },
-        {"cross_entropy", "attribute 'label_smoothing' must be a finite number"});
-  for (double bad : {-0.1, 1.5})
-    expect_rejected(
-        g,
-        [&] {
-          g.op("cross_entropy", {{"logits", x}, {"targets", targets}}, {{"label_smoothing", bad}});
-        },
-        {"cross_entropy", "label_smoothing must be in [0, 1]"});
-  EXPECT_NO_THROW(
-      g.op("cross_entropy", {{"logits", x}, {"targets", targets}}, {{"label_smoothing", 1.0}}));
+  const Ports loss_ports = {{"logits", x}, {"targets", targets}};
+  Ports loss_bwd_ports = loss_ports;
+  loss_bwd_ports.emplace_back("dloss", in(g, {}, DType::f32, "dloss"));
+  for (const auto& [op, ports] :
+       {std::pair<std::string, Ports>{"cross_entropy", loss_ports},
+        std::pair<std::string, Ports>{"cross_entropy_bwd", loss_bwd_ports}}) {
+    SCOPED_TRACE(op);
+    for (double bad : {nan, inf, -inf})
+      expect_op_rejected(g, op, ports, {{"label_smoothing", bad}},
+                         {op, "attribute 'label_smoothing' must be a finite number"});
+    for (double bad : {-0.1, 1.5})
+      expect_op_rejected(g, op, ports, {{"label_smoothing", bad}},
+                         {op, "label_smoothing must be in [0, 1]"});
+    EXPECT_NO_THROW(g.op(op, ports, {{"label_smoothing", 1.0}}));
+  }
 
   const SdpaThd s = sdpa_thd(g);
   Ports bwd = s.ports();

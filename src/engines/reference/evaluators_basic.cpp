@@ -4,6 +4,7 @@
 #include "engines/reference/evaluators.hpp"
 #include "engines/reference/math/pointwise.hpp"
 #include "engines/reference/math/structured.hpp"
+#include "engines/reference/math/structured_grad.hpp"
 
 namespace eagle::reference {
 
@@ -104,6 +105,41 @@ void eval_cross_entropy(const op::Node& node, Env& env) {
   store(node, env, "lse", std::move(r.lse));
 }
 
+void eval_softmax_bwd(const op::Node& node, Env& env) {
+  store(node, env, "dx",
+        softmax_bwd(input(node, env, "y"), input(node, env, "dy"),
+                    static_cast<int>(node.attr("axis").as_int("axis")),
+                    node.attr("log").as_bool("log")));
+}
+
+// layer_norm_bwd reads mean and inv_variance; rms_norm_bwd inv_rms (no mean).
+void eval_norm_bwd(const op::Node& node, Env& env) {
+  const bool centered = node.op() == "layer_norm_bwd";
+  NormGrads g = norm_bwd(node.op(), input(node, env, "dy"), input(node, env, "x"),
+                         centered ? &input(node, env, "mean") : nullptr,
+                         input(node, env, centered ? "inv_variance" : "inv_rms"),
+                         optional_input(node, env, "scale"), normalized_ndim(node),
+                         node.attr("bias_grad").as_bool("bias_grad"));
+  store(node, env, "dx", std::move(g.dx));
+  store(node, env, "dscale", std::move(g.dscale));
+  store(node, env, "dbias", std::move(g.dbias));
+}
+
+void eval_embedding_bwd(const op::Node& node, Env& env) {
+  store(node, env, "dtable",
+        embedding_bwd(input(node, env, "dy"), as_integers(input(node, env, "ids")),
+                      node.attr("num_embeddings").as_int("num_embeddings")));
+}
+
+void eval_cross_entropy_bwd(const op::Node& node, Env& env) {
+  store(node, env, "dlogits",
+        cross_entropy_bwd(input(node, env, "logits"), as_integers(input(node, env, "targets")),
+                          input(node, env, "dloss"), optional_input(node, env, "lse"),
+                          node.attr("ignore_index").as_int("ignore_index"),
+                          node.attr("label_smoothing").as_real("label_smoothing"),
+                          node.attr("reduction").as_text("reduction")));
+}
+
 }  // namespace
 
 Eval basic_evaluator(const std::string& op) {
@@ -116,6 +152,10 @@ Eval basic_evaluator(const std::string& op) {
   if (op == "matmul") return &eval_matmul;
   if (op == "embedding") return &eval_embedding;
   if (op == "cross_entropy") return &eval_cross_entropy;
+  if (op == "softmax_bwd") return &eval_softmax_bwd;
+  if (op == "layer_norm_bwd" || op == "rms_norm_bwd") return &eval_norm_bwd;
+  if (op == "embedding_bwd") return &eval_embedding_bwd;
+  if (op == "cross_entropy_bwd") return &eval_cross_entropy_bwd;
   return nullptr;
 }
 

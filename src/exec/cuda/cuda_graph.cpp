@@ -195,6 +195,9 @@ class CudaGraphExecutor final : public Executor {
       cudaKernelNodeParams p = kernel_params(i, launch);
       EAGLE_CUDA_CHECK(cudaGraphAddKernelNode(&handles_[i], graph, deps.data(), deps.size(), &p));
       entries_[i] = Entry::kernel;
+      // The driver's form of the node, kept for bind: setting kernel params through the driver
+      // costs a third of the runtime's call, which resolves the function again each time.
+      kernel_nodes_[i] = {launch.kernel, driver_params(handles_[i])};
       ++kernels_;
       return;
     }
@@ -257,9 +260,26 @@ class CudaGraphExecutor final : public Executor {
         CudaLaunch launch;
         if (!n.call->cuda_kernel(n.args, properties_, launch))
           return fail("the call no longer enters as one kernel");
-        cudaKernelNodeParams p = kernel_params(i, launch);
-        return runtime(cudaGraphExecKernelNodeSetParams(exec_, handles_[i], &p),
-                       "cudaGraphExecKernelNodeSetParams");
+        if (launch.kernel != kernel_nodes_[i].kernel) {
+          cudaKernelNodeParams p = kernel_params(i, launch);
+          return runtime(cudaGraphExecKernelNodeSetParams(exec_, handles_[i], &p),
+                         "cudaGraphExecKernelNodeSetParams");
+        }
+        CUDA_KERNEL_NODE_PARAMS_v2 p = kernel_nodes_[i].driver;
+        p.gridDimX = launch.shape.grid[0];
+        p.gridDimY = launch.shape.grid[1];
+        p.gridDimZ = launch.shape.grid[2];
+        p.blockDimX = launch.shape.block[0];
+        p.blockDimY = launch.shape.block[1];
+        p.blockDimZ = launch.shape.block[2];
+        p.sharedMemBytes = launch.shape.shared_bytes;
+        arg_pointers_[i] = const_cast<void*>(n.args.data());
+        p.kernelParams = &arg_pointers_[i];
+        p.extra = nullptr;
+        const CUresult r = driver_graph_calls().exec_kernel_node_set_params(
+            reinterpret_cast<CUgraphExec>(exec_), reinterpret_cast<CUgraphNode>(handles_[i]), &p);
+        return r == CUDA_SUCCESS ||
+               fail("cuGraphExecKernelNodeSetParams failed: CUresult " + std::to_string(r));
       }
       case Entry::populated: {
         cudaGraph_t child = children_graphs_[i];
@@ -323,6 +343,7 @@ class CudaGraphExecutor final : public Executor {
     handles_.resize(n);
     entries_.resize(n, Entry::none);
     arg_pointers_.resize(n);
+    kernel_nodes_.resize(n);
     children_graphs_.resize(n, nullptr);
     workspaces_.resize(n, nullptr);
     workspace_bytes_.resize(n, 0);
@@ -497,7 +518,12 @@ class CudaGraphExecutor final : public Executor {
   LibraryHandles handles_by_library_;
   std::vector<cudaGraphNode_t> handles_;  // per node: the node its dependents wait on
   std::vector<Entry> entries_;
-  std::vector<void*> arg_pointers_;           // per kernel node: its argument block
+  std::vector<void*> arg_pointers_;  // per kernel node: its argument block
+  struct KernelNode {
+    const void* kernel = nullptr;  // what the call launched at build
+    CUDA_KERNEL_NODE_PARAMS_v2 driver{};
+  };
+  std::vector<KernelNode> kernel_nodes_;      // per kernel node
   std::vector<cudaGraph_t> children_graphs_;  // per populated node: the graph it populated
   std::vector<void*> workspaces_;
   std::vector<std::size_t> workspace_bytes_;

@@ -20,6 +20,8 @@
 #include "eagle/engines/builtin.hpp"
 #include "eagle/op/graph.hpp"
 #include "eagle/plan/plans.hpp"
+#include "engines/reference/math/structured.hpp"
+#include "engines/reference/math/structured_grad.hpp"
 #include "oracles/attention.hpp"
 #include "oracles/gradient.hpp"
 #include "oracles/pointwise.hpp"
@@ -761,6 +763,124 @@ SdpaGraph sdpa_graph(const op::Dims& qd, const op::Dims& kd, const op::Dims& vd,
 
 std::vector<double> as_doubles(const std::vector<int64_t>& v) {
   return {v.begin(), v.end()};
+}
+
+// ---- the backward ops of the structured table: the engine wires ports, attributes and
+// conditional outputs to the reference gradients (tested against finite differences in
+// tests/engines/reference/math/test_structured_grad_math.cpp).
+
+TEST(ReferenceEngineStructuredGrad, SoftmaxBwdAndLogSoftmaxBwd) {
+  for (bool log : {false, true}) {
+    SCOPED_TRACE(log ? "log" : "softmax");
+    Graph g("softmax_bwd");
+    Tensor y = input(g, "y", {3, 7}, DType::f64), dy = input(g, "dy", {3, 7}, DType::f64);
+    Tensor dx = g.op("softmax_bwd", {{"y", y}, {"dy", dy}}, {{"axis", 1}, {"log", log}}).at("dx");
+    dx.set_output(true);
+    Array yv = random({3, 7}, -1, 1, DType::f64), dyv = random({3, 7}, -1, 1, DType::f64);
+    Array o = poisoned(dx);
+    execute(build(g), {{y, yv}, {dy, dyv}, {dx, o}});
+    expect_all_near(values(o), reference::softmax_bwd(to_dense(yv), to_dense(dyv), 1, log).data,
+                    1e-13);
+  }
+}
+
+TEST(ReferenceEngineStructuredGrad, NormBwdProducesEachConditionalOutput) {
+  for (const std::string op : {"layer_norm_bwd", "rms_norm_bwd"})
+    for (bool with_scale : {true, false}) {
+      SCOPED_TRACE(op + (with_scale ? " with scale" : " without scale"));
+      const bool centered = op == "layer_norm_bwd";
+      Graph g(op);
+      Tensor dy = input(g, "dy", {4, 6}, DType::f64), x = input(g, "x", {4, 6}, DType::f64);
+      Tensor inv = input(g, centered ? "inv_variance" : "inv_rms", {4}, DType::f64);
+      Tensor mean = centered ? input(g, "mean", {4}, DType::f64) : Tensor();
+      Tensor scale = with_scale ? input(g, "scale", {6}, DType::f64) : Tensor();
+      Ports ports = {{"dy", dy}, {"x", x}, {centered ? "inv_variance" : "inv_rms", inv}};
+      if (centered) ports.emplace_back("mean", mean);
+      if (with_scale) ports.emplace_back("scale", scale);
+      auto outs = g.op(op, ports, {{"bias_grad", true}});
+      EXPECT_EQ(outs.count("dscale"), with_scale ? 1u : 0u);
+      ASSERT_EQ(outs.count("dbias"), 1u);
+      for (auto& [name, t] : outs) t.set_output(true);
+      Array dyv = random({4, 6}, -1, 1, DType::f64), xv = random({4, 6}, -2, 2, DType::f64);
+      Array invv = random({4}, 0.5, 2, DType::f64), meanv = random({4}, -1, 1, DType::f64);
+      Array sv = random({6}, -1, 1, DType::f64);
+      Bindings b = {{dy, dyv}, {x, xv}, {inv, invv}};
+      if (centered) b.emplace_back(mean, meanv);
+      if (with_scale) b.emplace_back(scale, sv);
+      std::map<std::string, Array> got;
+      for (auto& [name, t] : outs) b.emplace_back(t, got[name] = poisoned(t));
+      execute(build(g), b);
+      const test::Dense md = to_dense(meanv), sd = to_dense(sv);
+      const reference::NormGrads want =
+          reference::norm_bwd(op, to_dense(dyv), to_dense(xv), centered ? &md : nullptr,
+                              to_dense(invv), with_scale ? &sd : nullptr, 1, true);
+      expect_all_near(values(got["dx"]), want.dx.data, 1e-13);
+      expect_all_near(values(got["dbias"]), want.dbias.data, 1e-13);
+      if (with_scale) expect_all_near(values(got["dscale"]), want.dscale.data, 1e-13);
+    }
+}
+
+TEST(ReferenceEngineStructuredGrad, EmbeddingBwdSumsRepeatsAndRefusesOutOfRangeIds) {
+  Graph g("embedding_bwd");
+  Tensor dy = input(g, "dy", {2, 3, 4}), ids = input(g, "ids", {2, 3}, DType::i64);
+  Tensor dt =
+      g.op("embedding_bwd", {{"dy", dy}, {"ids", ids}}, {{"num_embeddings", 5}}).at("dtable");
+  dt.set_output(true);
+  ASSERT_EQ(dt.dims(), (op::Dims{5, 4}));
+  const plan::ExecutionPlans plans = build(g);
+  const std::vector<double> id = {4, 0, 4, 2, 4, 0};
+  Array dyv = random({2, 3, 4}), o = poisoned(dt);
+  execute(plans, {{dy, dyv}, {ids, array(id, {2, 3}, DType::i64)}, {dt, o}});
+  expect_all_near(values(o), reference::embedding_bwd(to_dense(dyv), {4, 0, 4, 2, 4, 0}, 5).data,
+                  1e-6);
+  Array untouched = sentinel(dt);
+  expect_throw_with<InvalidArgument>(
+      [&] {
+        execute(plans,
+                {{dy, dyv}, {ids, array({4, 0, 5, 2, 4, 0}, {2, 3}, DType::i64)}, {dt, untouched}});
+      },
+      {"embedding_bwd", "ids element 2 = 5", "outside [0, 5)"});
+  EXPECT_TRUE(all_equal(untouched, 777));
+  Graph h("embedding_bwd without num_embeddings");
+  expect_throw_with<InvalidArgument>(
+      [&] {
+        h.op("embedding_bwd",
+             {{"dy", input(h, "dy", {2, 4})}, {"ids", input(h, "ids", {2}, DType::i64)}});
+      },
+      {"embedding_bwd", "num_embeddings"});
+}
+
+TEST(ReferenceEngineStructuredGrad, CrossEntropyBwdWithAndWithoutTheForwardsLse) {
+  const std::vector<double> targets = {2, -100, 0, 3, 1};
+  for (const std::string reduction : {"mean", "sum", "none"})
+    for (bool with_lse : {false, true}) {
+      SCOPED_TRACE(reduction + (with_lse ? " with lse" : ""));
+      Graph g("ce_bwd");
+      Tensor logits = input(g, "logits", {5, 4}, DType::f64),
+             tg = input(g, "targets", {5}, DType::i64),
+             dloss = input(g, "dloss", reduction == "none" ? op::Dims{5} : op::Dims{}, DType::f64);
+      Tensor lse = with_lse ? input(g, "lse", {5}, DType::f64) : Tensor();
+      Ports ports = {{"logits", logits}, {"targets", tg}, {"dloss", dloss}};
+      if (with_lse) ports.emplace_back("lse", lse);
+      Tensor d =
+          g.op("cross_entropy_bwd", ports, {{"reduction", reduction}, {"label_smoothing", 0.1}})
+              .at("dlogits");
+      d.set_output(true);
+      Array lv = random({5, 4}, -3, 3, DType::f64);
+      Array dv = random(reduction == "none" ? Shape{5} : Shape{}, 0.5, 1.5, DType::f64);
+      const test::Dense ld = to_dense(lv);
+      const std::vector<int64_t> t(targets.begin(), targets.end());
+      const reference::CrossEntropyOut fwd = reference::cross_entropy(ld, t, -100, 0.1, reduction);
+      Array lsev = from_doubles(fwd.lse.data, {5}, DType::f64, kCpu);
+      Array o = poisoned(d);
+      Bindings b = {{logits, lv}, {tg, array(targets, {5}, DType::i64)}, {dloss, dv}, {d, o}};
+      if (with_lse) b.emplace_back(lse, lsev);
+      execute(build(g), b);
+      expect_all_near(
+          values(o),
+          reference::cross_entropy_bwd(ld, t, to_dense(dv), nullptr, -100, 0.1, reduction).data,
+          1e-13);
+    }
 }
 
 TEST(ReferenceEngineSdpa, HandComputedCausalCase) {

@@ -6,84 +6,13 @@
 #include <string>
 
 #include "eagle/core/error.hpp"
+#include "engines/reference/math/lanes.hpp"
 #include "engines/reference/math/pointwise.hpp"
 
 namespace eagle::reference {
 namespace {
 
-constexpr double kInf = std::numeric_limits<double>::infinity();
-constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
-
-template <class T>
-std::string str(const T& v) {
-  std::ostringstream s;
-  s << v;
-  return s.str();
-}
-
-// Reruns `fn`, prefixing any InvalidArgument it throws with what the caller was doing.
-template <class Fn>
-auto in_context(const std::string& context, Fn&& fn) {
-  try {
-    return fn();
-  } catch (const InvalidArgument& e) {
-    throw InvalidArgument(context + " (" + e.what() + ")");
-  }
-}
-
-// `axis` in [-rank, rank), counted from the front.
-std::size_t resolve_axis(std::string_view op, std::string_view arg, int axis, const Dims& dims) {
-  const int rank = static_cast<int>(dims.size());
-  if (axis < -rank || axis >= rank)
-    throw InvalidArgument(str(op) + ": " + str(arg) + " " + str(axis) +
-                          " is out of range for x dims " + format_dims(dims) + " (must be in [" +
-                          str(-rank) + ", " + str(rank) + "))");
-  return static_cast<std::size_t>(axis < 0 ? axis + rank : axis);
-}
-
-// One 1-D run through a tensor: `len` elements `stride` apart from `base`; lane[i] is the flat
-// index of element i.
-struct Lane {
-  int64_t base, stride, len;
-  std::size_t operator[](int64_t i) const { return static_cast<std::size_t>(base + i * stride); }
-};
-
-// A tensor viewed as [outer, len, inner], with lanes along the middle axis.
-struct Lanes {
-  int64_t outer, len, inner;
-};
-
-Lanes lanes_along(const Dims& dims, std::size_t axis) {
-  const Dims before(dims.begin(), dims.begin() + static_cast<std::ptrdiff_t>(axis));
-  const Dims after(dims.begin() + static_cast<std::ptrdiff_t>(axis) + 1, dims.end());
-  return {count(before), dims[axis], count(after)};
-}
-
-// Calls fn(lane number, lane) for every lane, numbered in row-major order of (outer, inner).
-template <class Fn>
-void for_each_lane(Lanes s, Fn&& fn) {
-  for (int64_t o = 0; o < s.outer; ++o)
-    for (int64_t i = 0; i < s.inner; ++i)
-      fn(o * s.inner + i, Lane{o * s.len * s.inner + i, s.inner, s.len});
-}
-
-double lane_sum(const std::vector<double>& x, Lane l) {
-  double s = 0;
-  for (int64_t i = 0; i < l.len; ++i) s += x[l[i]];
-  return s;
-}
-
-// log(sum(exp(x))) shifted by the lane's max so exp cannot overflow. An infinite max is the
-// answer itself (all -inf, or a +inf); the shift would make it inf - inf = NaN.
-double lane_logsumexp(const std::vector<double>& x, Lane l) {
-  static const BinaryFn max_nan = binary_fn("max");
-  double m = -kInf;
-  for (int64_t i = 0; i < l.len; ++i) m = max_nan(m, x[l[i]]);
-  if (std::isinf(m)) return m;
-  double s = 0;
-  for (int64_t i = 0; i < l.len; ++i) s += std::exp(x[l[i]] - m);
-  return m + std::log(s);
-}
+using namespace lanes;  // NOLINT(google-build-using-namespace): the routines' shared vocabulary
 
 // A reduction folds pre(x) with a binary op from init, then finishes with the element count.
 struct ReduceMode {
