@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "eagle/plan/operand_rules.hpp"
+#include "engines/native/embedding_bwd_kernels.hpp"
 #include "engines/native/embedding_kernels.hpp"
 #include "engines/native/launch_status.hpp"
 #include "engines/native/structured_support.hpp"
@@ -52,6 +53,46 @@ class EmbeddingPlan : public plan::CompiledPlan {
   Table t_;
 };
 
+class EmbeddingBwdPlan : public plan::CompiledPlan {
+ public:
+  struct Table {
+    int dy, ids, dtable;
+    EmbeddingBwdArgs args;
+    RowGeometry geo[2];  // vectorized (16-byte packs), scalar
+    EmbeddingBwdLauncher launch[2];
+  };
+  EmbeddingBwdPlan(plan::OperandRules rules, Table t) : rules_(std::move(rules)), t_(t) {}
+
+  std::size_t workspace_bytes() const override {
+    return embedding_bwd_workspace(t_.args.vocab, t_.args.rows);
+  }
+  bool run(const plan::OperandBuffer* ops,
+           const plan::ExecutionContext& ctx) const noexcept override {
+    if (!rules_.match(ops) || ctx.workspace_bytes < workspace_bytes()) return false;
+    if (t_.args.vocab == 0 || t_.args.dim == 0) return true;
+    EmbeddingBwdArgs a = t_.args;
+    a.dy = ops[t_.dy].data;
+    a.ids = ops[t_.ids].data;
+    a.dtable = ops[t_.dtable].data;
+    a.scratch = static_cast<int32_t*>(ctx.workspace);
+    const int k = t_.launch[0] && aligned16(a.dy) && aligned16(a.dtable) ? 0 : 1;
+    return t_.launch[k](a, t_.geo[k], ctx.stream);
+  }
+  void explain(const plan::OperandBuffer* ops, const plan::ExecutionContext& ctx) const override {
+    rules_.explain(ops);
+    if (ctx.workspace_bytes < workspace_bytes())
+      throw InvalidArgument("native embedding_bwd: needs " + std::to_string(workspace_bytes()) +
+                            " bytes of workspace, the call passed " +
+                            std::to_string(ctx.workspace_bytes));
+    throw CudaError(std::string("native embedding_bwd: launch failed: ") +
+                    structured_launch_error());
+  }
+
+ private:
+  plan::OperandRules rules_;
+  Table t_;
+};
+
 class EmbeddingEngine : public plan::Engine {
  public:
   EmbeddingEngine(int64_t id, const std::string& name) : Engine(id, name) {
@@ -64,13 +105,18 @@ class EmbeddingEngine : public plan::Engine {
 
   void check_support(const op::Graph& graph, const plan::Facts&,
                      const DeviceProperties&) const override {
-    const op::Node node = single_node(graph, name(), {"embedding"});
-    const op::Tensor table = node.input("table"), ids = node.input("ids");
-    require_float_io(table.dtype(), "table", name());
+    const op::Node node = single_node(graph, name(), {"embedding", "embedding_bwd"});
+    const bool bwd = node.op() == "embedding_bwd";
+    const op::Tensor data = node.input(bwd ? "dy" : "table"), ids = node.input("ids");
+    require_float_io(data.dtype(), bwd ? "dy" : "table", name());
     require(ids.dtype() == DType::i32 || ids.dtype() == DType::i64, name(),
             "ids must be i32 or i64, not " + std::string(dtype_name(ids.dtype())));
-    require_output(node, "y", name());
-    for (const op::Tensor& t : {table, ids, node.output("y")}) require_row_major(t, name());
+    require_output(node, bwd ? "dtable" : "y", name());
+    for (const auto& [port, t] : node.inputs()) require_row_major(t, name());
+    for (const auto& [port, t] : node.outputs()) require_row_major(t, name());
+    // Positions are sorted as int32 (embedding_bwd_kernels.hpp).
+    require(!bwd || element_count(ids.dims()) < (int64_t{1} << 31), name(),
+            "the backward sorts at most 2^31 - 1 ids");
     if (!embedding_launcher(4, ids.dtype()))
       throw NotSupported(name() + ": no kernel in this build (no CUDA)");
   }
@@ -79,6 +125,7 @@ class EmbeddingEngine : public plan::Engine {
       const op::Graph& graph, const plan::Facts&, const plan::PlanConfig&,
       const plan::BuildContext& ctx) const override {
     const op::Node node = graph.nodes()[0];
+    if (node.op() == "embedding_bwd") return build_bwd(node, ctx);
     const Device device = plan_device(ctx);
     const op::Tensor table = node.input("table"), ids = node.input("ids"), y = node.output("y");
     plan::OperandRules rules;
@@ -106,6 +153,32 @@ class EmbeddingEngine : public plan::Engine {
   }
 
  private:
+  static std::shared_ptr<const plan::CompiledPlan> build_bwd(const op::Node& node,
+                                                             const plan::BuildContext& ctx) {
+    const Device device = plan_device(ctx);
+    const op::Tensor dy = node.input("dy"), ids = node.input("ids");
+    const op::Tensor dtable = node.output("dtable");
+    plan::OperandRules rules;
+    for (const op::Tensor& t : {dy, ids, dtable}) rules.add(*ctx.layout, t, device, true);
+    EmbeddingBwdPlan::Table t{};
+    t.dy = ctx.layout->index_of(dy);
+    t.ids = ctx.layout->index_of(ids);
+    t.dtable = ctx.layout->index_of(dtable);
+    EmbeddingBwdArgs& a = t.args;
+    a.rows = element_count(ids.dims());
+    a.vocab = dtable.dims()[0];
+    a.dim = dtable.dims()[1];
+    const int sms = ctx.device.multiprocessors;
+    const int vec = row_vec(a.dim, static_cast<int>(itemsize(dy.dtype())));
+    t.geo[1] = row_geometry(a.vocab, a.dim, 1, sms);
+    t.launch[1] = embedding_bwd_launcher(dy.dtype(), ids.dtype(), t.geo[1]);
+    if (vec > 1) {
+      t.geo[0] = row_geometry(a.vocab, a.dim, vec, sms);
+      t.launch[0] = embedding_bwd_launcher(dy.dtype(), ids.dtype(), t.geo[0]);
+    }
+    return std::make_shared<EmbeddingBwdPlan>(std::move(rules), t);
+  }
+
   plan::Capabilities caps_;
 };
 

@@ -58,6 +58,48 @@ class CrossEntropyPlan : public plan::CompiledPlan {
   Table t_;
 };
 
+class CrossEntropyBwdPlan : public plan::CompiledPlan {
+ public:
+  struct Table {
+    int logits, targets, dloss, lse, dlogits;  // positions (lse -1: not wired)
+    CrossEntropyBwdArgs args;
+    RowGeometry geo[2];  // vectorized (16-byte packs), scalar
+    CrossEntropyBwdLauncher launch[2];
+  };
+  CrossEntropyBwdPlan(plan::OperandRules rules, Table t) : rules_(std::move(rules)), t_(t) {}
+
+  std::size_t workspace_bytes() const override {
+    return t_.args.reduction == 2 ? sizeof(int64_t) : 0;
+  }
+  bool run(const plan::OperandBuffer* ops,
+           const plan::ExecutionContext& ctx) const noexcept override {
+    if (!rules_.match(ops) || ctx.workspace_bytes < workspace_bytes()) return false;
+    if (t_.args.rows == 0) return true;
+    CrossEntropyBwdArgs a = t_.args;
+    a.logits = ops[t_.logits].data;
+    a.targets = ops[t_.targets].data;
+    a.dloss = static_cast<const float*>(ops[t_.dloss].data);
+    a.lse = t_.lse >= 0 ? static_cast<const float*>(ops[t_.lse].data) : nullptr;
+    a.dlogits = ops[t_.dlogits].data;
+    a.counted = static_cast<int64_t*>(ctx.workspace);
+    const int k = t_.launch[0] && aligned16(a.logits) && aligned16(a.dlogits) ? 0 : 1;
+    return t_.launch[k](a, t_.geo[k], ctx.stream);
+  }
+  void explain(const plan::OperandBuffer* ops, const plan::ExecutionContext& ctx) const override {
+    rules_.explain(ops);
+    if (ctx.workspace_bytes < workspace_bytes())
+      throw InvalidArgument("native cross_entropy_bwd: needs " + std::to_string(workspace_bytes()) +
+                            " bytes of workspace, the call passed " +
+                            std::to_string(ctx.workspace_bytes));
+    throw CudaError(std::string("native cross_entropy_bwd: launch failed: ") +
+                    structured_launch_error());
+  }
+
+ private:
+  plan::OperandRules rules_;
+  Table t_;
+};
+
 class LossEngine : public plan::Engine {
  public:
   LossEngine(int64_t id, const std::string& name) : Engine(id, name) {
@@ -70,12 +112,19 @@ class LossEngine : public plan::Engine {
 
   void check_support(const op::Graph& graph, const plan::Facts&,
                      const DeviceProperties&) const override {
-    const op::Node node = single_node(graph, name(), {"cross_entropy"});
+    const op::Node node = single_node(graph, name(), {"cross_entropy", "cross_entropy_bwd"});
+    const bool bwd = node.op() == "cross_entropy_bwd";
     const op::Tensor logits = node.input("logits"), targets = node.input("targets");
     require_float_io(logits.dtype(), "logits", name());
     require(targets.dtype() == DType::i32 || targets.dtype() == DType::i64, name(),
             "targets must be i32 or i64, not " + std::string(dtype_name(targets.dtype())));
-    require_output(node, "loss", name());
+    for (const char* port : {"dloss", "lse"}) {
+      const op::Tensor t = node.input(port);
+      require(!t.defined() || t.dtype() == DType::f32, name(),
+              std::string(port) + " must be f32 (as the forward writes it), not " +
+                  (t.defined() ? std::string(dtype_name(t.dtype())) : ""));
+    }
+    require_output(node, bwd ? "dlogits" : "loss", name());
     for (const auto& [port, t] : node.inputs()) require_row_major(t, name());
     for (const auto& [port, t] : node.outputs()) require_row_major(t, name());
     if (!cross_entropy_launcher(logits.dtype(), targets.dtype(), row_geometry(1, 1, 1, 1)))
@@ -87,6 +136,7 @@ class LossEngine : public plan::Engine {
       const plan::BuildContext& ctx) const override {
     const op::Node node = graph.nodes()[0];
     const Device device = plan_device(ctx);
+    if (node.op() == "cross_entropy_bwd") return build_bwd(node, ctx);
     const op::Tensor logits = node.input("logits"), targets = node.input("targets");
     const op::Tensor loss = node.output("loss"), lse = node.output("lse");
     plan::OperandRules rules;
@@ -118,6 +168,39 @@ class LossEngine : public plan::Engine {
   }
 
  private:
+  static std::shared_ptr<const plan::CompiledPlan> build_bwd(const op::Node& node,
+                                                             const plan::BuildContext& ctx) {
+    const Device device = plan_device(ctx);
+    const op::Tensor logits = node.input("logits"), targets = node.input("targets");
+    const op::Tensor dloss = node.input("dloss"), lse = node.input("lse");
+    const op::Tensor dlogits = node.output("dlogits");
+    plan::OperandRules rules;
+    for (const op::Tensor& t : {logits, targets, dloss, lse, dlogits})
+      if (receives(t)) rules.add(*ctx.layout, t, device, /*row_major=*/true);
+    const std::string reduction = node.attr("reduction").as_text("reduction");
+    CrossEntropyBwdPlan::Table t{};
+    t.logits = ctx.layout->index_of(logits);
+    t.targets = ctx.layout->index_of(targets);
+    t.dloss = ctx.layout->index_of(dloss);
+    t.lse = lse.defined() ? ctx.layout->index_of(lse) : -1;
+    t.dlogits = ctx.layout->index_of(dlogits);
+    CrossEntropyBwdArgs& a = t.args;
+    a.rows = logits.dims()[0];
+    a.classes = logits.dims()[1];
+    a.ignore_index = node.attr("ignore_index").as_int("ignore_index");
+    a.label_smoothing = static_cast<float>(node.attr("label_smoothing").as_real("label_smoothing"));
+    a.reduction = reduction == "none" ? 0 : reduction == "sum" ? 1 : 2;
+    const int sms = ctx.device.multiprocessors;
+    const int vec = row_vec(a.classes, static_cast<int>(itemsize(logits.dtype())));
+    t.geo[1] = row_geometry(a.rows, a.classes, 1, sms);
+    t.launch[1] = cross_entropy_bwd_launcher(logits.dtype(), targets.dtype(), t.geo[1]);
+    if (vec > 1) {
+      t.geo[0] = row_geometry(a.rows, a.classes, vec, sms);
+      t.launch[0] = cross_entropy_bwd_launcher(logits.dtype(), targets.dtype(), t.geo[0]);
+    }
+    return std::make_shared<CrossEntropyBwdPlan>(std::move(rules), t);
+  }
+
   plan::Capabilities caps_;
 };
 

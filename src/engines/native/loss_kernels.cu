@@ -130,7 +130,110 @@ CrossEntropyLauncher pick_id(DType targets, const RowGeometry& g) {
   return nullptr;
 }
 
+template <class Id>
+__global__ void count_kernel(const Id* targets, int64_t rows, int64_t ignore_index,
+                             int64_t* counted) {
+  __shared__ int64_t counts[kTotalThreads];
+  int64_t count = 0;
+  for (int64_t r = threadIdx.x; r < rows; r += blockDim.x)
+    count += static_cast<int64_t>(targets[r]) != ignore_index;
+  counts[threadIdx.x] = count;
+  __syncthreads();
+  for (int half = blockDim.x / 2; half > 0; half /= 2) {
+    if (static_cast<int>(threadIdx.x) < half) counts[threadIdx.x] += counts[threadIdx.x + half];
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) *counted = counts[0];
+}
+
+template <class T, class Id, int VEC>
+__global__ void cross_entropy_bwd_kernel(CrossEntropyBwdArgs a, int group) {
+  __shared__ float scratch[32];
+  const T* __restrict__ logits = static_cast<const T*>(a.logits);
+  const Id* __restrict__ targets = static_cast<const Id*>(a.targets);
+  T* __restrict__ dlogits = static_cast<T*>(a.dlogits);
+  const rows::Walk w = rows::walk(group);
+  const int64_t len = a.classes, stride = int64_t{group} * VEC, start = int64_t{w.lane} * VEC;
+  const float ls = a.label_smoothing, spread = ls / static_cast<float>(len);
+  for (int64_t r = w.first; r < a.rows; r += w.step) {
+    const T* xr = logits + r * len;
+    T* dr = dlogits + r * len;
+    const int64_t t = static_cast<int64_t>(targets[r]);
+    float lse;
+    if (a.lse) {
+      lse = a.lse[r];
+    } else {
+      float m = -INFINITY, s = 0.0f;
+      for (int64_t i = start; i < len; i += stride) {
+        float v[VEC];
+        rows::load<T, VEC>(xr, i, v);
+#pragma unroll
+        for (int j = 0; j < VEC; ++j) online(v[j], m, s);
+      }
+      const float row_max = group_reduce(m, rows::Max{}, scratch, group);
+      const float scaled = m == -INFINITY ? 0.0f : s * expf(m - row_max);
+      const float total = group_reduce(scaled, rows::Sum{}, scratch, group);
+      lse = isinf(row_max) ? row_max : row_max + logf(total);
+    }
+    float weight = a.reduction == 0 ? a.dloss[r] : a.dloss[0];
+    if (a.reduction == 2) weight /= static_cast<float>(*a.counted);
+    const bool ignored = t == a.ignore_index, bad = !ignored && (t < 0 || t >= len);
+    for (int64_t i = start; i < len; i += stride) {
+      float v[VEC], out[VEC];
+      rows::load<T, VEC>(xr, i, v);
+#pragma unroll
+      for (int j = 0; j < VEC; ++j) {
+        float g = expf(v[j] - lse) - spread;
+        if (i + j == t) g -= 1.0f - ls;
+        out[j] = ignored ? 0.0f : bad ? NAN : weight * g;
+      }
+      rows::store<T, VEC>(dr, i, out);
+    }
+  }
+}
+
+template <class T, class Id, int VEC>
+bool launch_bwd(const CrossEntropyBwdArgs& a, const RowGeometry& g, void* stream) noexcept {
+  const auto s = static_cast<cudaStream_t>(stream);
+  if (a.reduction == 2) {
+    count_kernel<Id><<<1, kTotalThreads, 0, s>>>(static_cast<const Id*>(a.targets), a.rows,
+                                                 a.ignore_index, a.counted);
+    if (!launch_succeeded()) return false;
+  }
+  cross_entropy_bwd_kernel<T, Id, VEC><<<g.grid, g.threads, 0, s>>>(a, g.group);
+  return launch_succeeded();
+}
+
+template <class T, class Id>
+CrossEntropyBwdLauncher pick_bwd(const RowGeometry& g) {
+  constexpr int kVec = 16 / sizeof(T);
+  if (g.vec == kVec) return &launch_bwd<T, Id, kVec>;
+  if (g.vec == 1) return &launch_bwd<T, Id, 1>;
+  return nullptr;
+}
+
+template <class T>
+CrossEntropyBwdLauncher pick_bwd_id(DType targets, const RowGeometry& g) {
+  if (targets == DType::i32) return pick_bwd<T, int32_t>(g);
+  if (targets == DType::i64) return pick_bwd<T, int64_t>(g);
+  return nullptr;
+}
+
 }  // namespace
+
+CrossEntropyBwdLauncher cross_entropy_bwd_launcher(DType logits, DType targets,
+                                                   const RowGeometry& g) {
+  switch (logits) {
+    case DType::f32:
+      return pick_bwd_id<float>(targets, g);
+    case DType::f16:
+      return pick_bwd_id<__half>(targets, g);
+    case DType::bf16:
+      return pick_bwd_id<__nv_bfloat16>(targets, g);
+    default:
+      return nullptr;
+  }
+}
 
 CrossEntropyLauncher cross_entropy_launcher(DType logits, DType targets, const RowGeometry& g) {
   switch (logits) {

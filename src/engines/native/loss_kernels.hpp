@@ -34,4 +34,24 @@ bool launch_loss_total(const float* row_loss, const void* targets, DType targets
                        int64_t rows, int64_t ignore_index, bool mean, float* loss,
                        void* stream) noexcept;
 
+// The backward: dlogits = w * (softmax(logits) - (1 - ls) * onehot(target) - ls / C), w =
+// dloss[r] (none), dloss (sum) or dloss / the rows not ignored (mean; counted first by one
+// block into `counted`). Ignored rows get 0, a target outside the classes a NaN row. The
+// forward's lse is used when given, else each row computes it (one more read of the row).
+struct CrossEntropyBwdArgs {
+  const void* logits;
+  const void* targets;
+  const float* dloss;
+  const float* lse;  // null: computed
+  void* dlogits;
+  int64_t* counted;  // the workspace (reduction mean)
+  int64_t rows, classes, ignore_index;
+  float label_smoothing;
+  int reduction;  // 0 none, 1 sum, 2 mean
+};
+using CrossEntropyBwdLauncher = bool (*)(const CrossEntropyBwdArgs& args, const RowGeometry& g,
+                                         void* stream) noexcept;
+CrossEntropyBwdLauncher cross_entropy_bwd_launcher(DType logits, DType targets,
+                                                   const RowGeometry& g);
+
 }  // namespace eagle::native

@@ -2,8 +2,11 @@
 
 #include <vector>
 
+#include <algorithm>
 #include "eagle/plan/operand_rules.hpp"
+
 #include "engines/native/launch_status.hpp"
+#include "engines/native/norm_bwd_kernels.hpp"
 #include "engines/native/norm_kernels.hpp"
 #include "engines/native/softmax_kernels.hpp"
 #include "engines/native/structured_support.hpp"
@@ -99,6 +102,93 @@ class NormPlan : public plan::CompiledPlan {
   Paths<NormLauncher> paths_;
 };
 
+class SoftmaxBwdPlan : public plan::CompiledPlan {
+ public:
+  SoftmaxBwdPlan(plan::OperandRules rules, int y, int dy, int dx, SoftmaxBwdArgs args,
+                 Paths<SoftmaxBwdLauncher> p)
+      : rules_(std::move(rules)), y_(y), dy_(dy), dx_(dx), args_(args), paths_(p) {}
+
+  bool run(const plan::OperandBuffer* ops,
+           const plan::ExecutionContext& ctx) const noexcept override {
+    if (!rules_.match(ops)) return false;
+    if (args_.rows == 0 || args_.len == 0) return true;
+    SoftmaxBwdArgs a = args_;
+    a.y = ops[y_].data;
+    a.dy = ops[dy_].data;
+    a.dx = ops[dx_].data;
+    const int k = paths_.pick({a.y, a.dy, a.dx});
+    return paths_.launch[k](a, paths_.geo[k], ctx.stream);
+  }
+  void explain(const plan::OperandBuffer* ops, const plan::ExecutionContext&) const override {
+    rules_.explain(ops);
+    throw CudaError(std::string("native softmax_bwd: launch failed: ") + structured_launch_error());
+  }
+
+ private:
+  plan::OperandRules rules_;
+  int y_, dy_, dx_;
+  SoftmaxBwdArgs args_;
+  Paths<SoftmaxBwdLauncher> paths_;
+};
+
+class NormBwdPlan : public plan::CompiledPlan {
+ public:
+  // Positions of dy, x, scale, mean, inv_std, dx, dscale, dbias (-1: absent).
+  NormBwdPlan(plan::OperandRules rules, std::vector<int> pos, NormBwdArgs args,
+              Paths<NormBwdLauncher> p)
+      : rules_(std::move(rules)), pos_(std::move(pos)), args_(args), paths_(p) {}
+
+  std::size_t workspace_bytes() const override {
+    if (pos_[6] < 0 && pos_[7] < 0) return 0;
+    return static_cast<std::size_t>(2 * args_.chunks * args_.len) * sizeof(double);
+  }
+  bool run(const plan::OperandBuffer* ops,
+           const plan::ExecutionContext& ctx) const noexcept override {
+    if (!rules_.match(ops) || ctx.workspace_bytes < workspace_bytes()) return false;
+    const auto at = [&](int i) -> void* { return pos_[i] >= 0 ? ops[pos_[i]].data : nullptr; };
+    NormBwdArgs a = args_;
+    a.dy = at(0);
+    a.x = at(1);
+    a.scale = at(2);
+    a.mean = static_cast<const float*>(at(3));
+    a.inv_std = static_cast<const float*>(at(4));
+    a.dx = at(5);
+    a.dscale = at(6);
+    a.dbias = at(7);
+    a.partials = static_cast<double*>(ctx.workspace);
+    const int k = paths_.pick({a.dy, a.x, a.scale, a.dx});
+    return paths_.launch[k](a, paths_.geo[k], ctx.stream);
+  }
+  void explain(const plan::OperandBuffer* ops, const plan::ExecutionContext& ctx) const override {
+    rules_.explain(ops);
+    if (ctx.workspace_bytes < workspace_bytes())
+      throw InvalidArgument("native norm backward: needs " + std::to_string(workspace_bytes()) +
+                            " bytes of workspace, the call passed " +
+                            std::to_string(ctx.workspace_bytes));
+    throw CudaError(std::string("native norm backward: launch failed: ") +
+                    structured_launch_error());
+  }
+
+ private:
+  plan::OperandRules rules_;
+  std::vector<int> pos_;
+  NormBwdArgs args_;
+  Paths<NormBwdLauncher> paths_;
+};
+
+// The extent of softmax's axis (check_support: only size-1 dims follow it) and the rows.
+std::pair<int64_t, int64_t> softmax_rows(const op::Node& node, const op::Tensor& x) {
+  const int64_t rank = static_cast<int64_t>(x.dims().size());
+  int64_t axis = node.attr("axis").as_int("axis");
+  if (axis < 0) axis += rank;
+  const int64_t len = x.dims()[axis];
+  return {len == 0 ? 0 : element_count(x.dims()) / len, len};
+}
+
+bool is_statistic(const std::string& port) {
+  return port == "mean" || port == "inv_variance" || port == "inv_rms";
+}
+
 class NormalizationEngine : public plan::Engine {
  public:
   NormalizationEngine(int64_t id, const std::string& name) : Engine(id, name) {
@@ -111,18 +201,30 @@ class NormalizationEngine : public plan::Engine {
 
   void check_support(const op::Graph& graph, const plan::Facts&,
                      const DeviceProperties&) const override {
-    const op::Node node = single_node(graph, name(), {"softmax", "layer_norm", "rms_norm"});
-    const op::Tensor x = node.input("x");
-    require_float_io(x.dtype(), "x", name());
-    require_output(node, "y", name());
+    const op::Node node = single_node(
+        graph, name(),
+        {"softmax", "layer_norm", "rms_norm", "softmax_bwd", "layer_norm_bwd", "rms_norm_bwd"});
+    const bool bwd = node.op().size() > 4 && node.op().substr(node.op().size() - 4) == "_bwd";
+    // The data every floating input but the statistics shares: x forward, dy backward.
+    const char* lead = bwd ? "dy" : "x";
+    const DType dtype = node.input(lead).dtype();
+    require_float_io(dtype, lead, name());
+    require_output(node, bwd ? "dx" : "y", name());
     for (const auto& [port, t] : node.inputs()) {
-      require(t.dtype() == x.dtype(), name(),
-              port + " must have x's dtype " + std::string(dtype_name(x.dtype())) + ", not " +
-                  std::string(dtype_name(t.dtype())));
+      if (is_statistic(port)) {
+        require(t.dtype() == DType::f32, name(),
+                port + " must be f32 (the forward's statistics), not " +
+                    std::string(dtype_name(t.dtype())));
+      } else {
+        require(t.dtype() == dtype, name(),
+                port + " must have " + lead + "'s dtype " + std::string(dtype_name(dtype)) +
+                    ", not " + std::string(dtype_name(t.dtype())));
+      }
       require_row_major(t, name());
     }
     for (const auto& [port, t] : node.outputs()) require_row_major(t, name());
-    if (node.op() == "softmax") {
+    if (node.op() == "softmax" || node.op() == "softmax_bwd") {
+      const op::Tensor x = node.input(node.op() == "softmax" ? "x" : "y");
       const auto& dims = x.dims();
       const int64_t rank = static_cast<int64_t>(dims.size());
       int64_t axis = node.attr("axis").as_int("axis");
@@ -132,8 +234,7 @@ class NormalizationEngine : public plan::Engine {
                 "softmax runs over the last axis; axis " + std::to_string(axis) +
                     " has dims of size > 1 after it");
     }
-    if (!norm_launcher(x.dtype(), row_geometry(1, 1, 1, 1)) ||
-        !softmax_launcher(x.dtype(), row_geometry(1, 1, 1, 1)))
+    if (!norm_launcher(dtype, row_geometry(1, 1, 1, 1)))
       throw NotSupported(name() + ": no kernel in this build (no CUDA)");
   }
 
@@ -142,23 +243,20 @@ class NormalizationEngine : public plan::Engine {
       const plan::BuildContext& ctx) const override {
     const op::Node node = graph.nodes()[0];
     const Device device = plan_device(ctx);
-    const op::Tensor x = node.input("x"), y = node.output("y");
-    const DType dtype = x.dtype();
-    const int sms = ctx.device.multiprocessors;
     plan::OperandRules rules;
     const auto position = [&](const op::Tensor& t) {
       if (!receives(t)) return -1;
       rules.add(*ctx.layout, t, device, /*row_major=*/true);
       return ctx.layout->index_of(t);
     };
-    const int64_t numel = element_count(x.dims());
+    const int sms = ctx.device.multiprocessors;
+    if (node.op() == "softmax_bwd") return build_softmax_bwd(node, ctx, rules, position);
+    if (node.op() != "softmax" && node.op() != "layer_norm" && node.op() != "rms_norm")
+      return build_norm_bwd(node, ctx, rules, position);
+    const op::Tensor x = node.input("x"), y = node.output("y");
+    const DType dtype = x.dtype();
     if (node.op() == "softmax") {
-      // The axis' extent: the size-1 dims after it (check_support) do not change the rows.
-      const int64_t rank = static_cast<int64_t>(x.dims().size());
-      int64_t axis = node.attr("axis").as_int("axis");
-      if (axis < 0) axis += rank;
-      const int64_t len = x.dims()[axis];
-      const int64_t rows = len == 0 ? 0 : numel / len;
+      const auto [rows, len] = softmax_rows(node, x);
       SoftmaxArgs args{nullptr, nullptr, rows, len, node.attr("log").as_bool("log")};
       const int xp = position(x), yp = position(y);
       return std::make_shared<SoftmaxPlan>(
@@ -186,6 +284,54 @@ class NormalizationEngine : public plan::Engine {
   }
 
  private:
+  template <class Position>
+  static std::shared_ptr<const plan::CompiledPlan> build_softmax_bwd(const op::Node& node,
+                                                                     const plan::BuildContext& ctx,
+                                                                     plan::OperandRules& rules,
+                                                                     Position& position) {
+    const op::Tensor y = node.input("y"), dy = node.input("dy"), dx = node.output("dx");
+    const auto [rows, len] = softmax_rows(node, y);
+    SoftmaxBwdArgs args{nullptr, nullptr, nullptr, rows, len, node.attr("log").as_bool("log")};
+    const int yp = position(y), dyp = position(dy), dxp = position(dx);
+    return std::make_shared<SoftmaxBwdPlan>(
+        std::move(rules), yp, dyp, dxp, args,
+        paths<SoftmaxBwdLauncher>(rows, len, dy.dtype(), ctx.device.multiprocessors,
+                                  &softmax_bwd_launcher));
+  }
+
+  template <class Position>
+  static std::shared_ptr<const plan::CompiledPlan> build_norm_bwd(const op::Node& node,
+                                                                  const plan::BuildContext& ctx,
+                                                                  plan::OperandRules& rules,
+                                                                  Position& position) {
+    const bool centered = node.op() == "layer_norm_bwd";
+    const op::Tensor x = node.input("x"), dy = node.input("dy");
+    const int64_t nd = node.attr("normalized_ndim").as_int("normalized_ndim");
+    const op::Dims& dims = x.dims();
+    NormBwdArgs args{};
+    args.len = element_count(op::Dims(dims.end() - nd, dims.end()));
+    args.rows = element_count(op::Dims(dims.begin(), dims.end() - nd));
+    // Column sums: chunks of at least 32 rows, about 8 blocks per SM over the column tiles.
+    // Untimed defaults.
+    const int sms = std::max(1, ctx.device.multiprocessors);
+    const int64_t tiles = std::max<int64_t>(1, (args.len + kColumnThreads - 1) / kColumnThreads);
+    const int64_t most = (args.rows + 31) / 32;
+    args.chunks = std::min<int64_t>({std::max<int64_t>(1, int64_t{sms} * 8 / tiles), most, 65535});
+    args.chunk_rows = args.chunks > 0 ? (args.rows + args.chunks - 1) / args.chunks : 0;
+    if (args.chunk_rows > 0) args.chunks = (args.rows + args.chunk_rows - 1) / args.chunk_rows;
+    std::vector<int> pos = {position(dy),
+                            position(x),
+                            position(node.input("scale")),
+                            centered ? position(node.input("mean")) : -1,
+                            position(node.input(centered ? "inv_variance" : "inv_rms")),
+                            position(node.output("dx")),
+                            position(node.output("dscale")),
+                            position(node.output("dbias"))};
+    return std::make_shared<NormBwdPlan>(
+        std::move(rules), std::move(pos), args,
+        paths<NormBwdLauncher>(args.rows, args.len, dy.dtype(), sms, &norm_bwd_launcher));
+  }
+
   plan::Capabilities caps_;
 };
 

@@ -124,7 +124,106 @@ SoftmaxLauncher pick(const RowGeometry& g) {
   return nullptr;
 }
 
+// dx for one pack from y, dy and the row's sum.
+template <int VEC>
+__device__ __forceinline__ void grad_pack(const float (&y)[VEC], const float (&dy)[VEC], float s,
+                                          bool log, float (&dx)[VEC]) {
+#pragma unroll
+  for (int j = 0; j < VEC; ++j) dx[j] = log ? dy[j] - expf(y[j]) * s : y[j] * (dy[j] - s);
+}
+
+template <int VEC>
+__device__ __forceinline__ float grad_term(const float (&y)[VEC], const float (&dy)[VEC],
+                                           bool log) {
+  float s = 0.0f;
+#pragma unroll
+  for (int j = 0; j < VEC; ++j) s += log ? dy[j] : dy[j] * y[j];
+  return s;
+}
+
+template <class T, int VEC, bool CACHED>
+__global__ void softmax_bwd_kernel(SoftmaxBwdArgs a, int group) {
+  __shared__ float scratch[32];
+  const T* __restrict__ y = static_cast<const T*>(a.y);
+  const T* __restrict__ dy = static_cast<const T*>(a.dy);
+  T* __restrict__ dx = static_cast<T*>(a.dx);
+  const rows::Walk w = rows::walk(group);
+  const int64_t len = a.len, stride = int64_t{group} * VEC, start = int64_t{w.lane} * VEC;
+  for (int64_t r = w.first; r < a.rows; r += w.step) {
+    const T* yr = y + r * len;
+    const T* dyr = dy + r * len;
+    T* dxr = dx + r * len;
+    if constexpr (CACHED) {
+      float vy[kCachedPacks][VEC], vd[kCachedPacks][VEC];
+      float s = 0.0f;
+#pragma unroll
+      for (int k = 0; k < kCachedPacks; ++k) {
+        const int64_t i = start + k * stride;
+        if (i < len) {
+          rows::load<T, VEC>(yr, i, vy[k]);
+          rows::load<T, VEC>(dyr, i, vd[k]);
+          s += grad_term<VEC>(vy[k], vd[k], a.log);
+        }
+      }
+      s = group_reduce(s, rows::Sum{}, scratch, group);
+#pragma unroll
+      for (int k = 0; k < kCachedPacks; ++k) {
+        const int64_t i = start + k * stride;
+        if (i < len) {
+          float out[VEC];
+          grad_pack<VEC>(vy[k], vd[k], s, a.log, out);
+          rows::store<T, VEC>(dxr, i, out);
+        }
+      }
+    } else {
+      float s = 0.0f;
+      for (int64_t i = start; i < len; i += stride) {
+        float vy[VEC], vd[VEC];
+        rows::load<T, VEC>(yr, i, vy);
+        rows::load<T, VEC>(dyr, i, vd);
+        s += grad_term<VEC>(vy, vd, a.log);
+      }
+      s = group_reduce(s, rows::Sum{}, scratch, group);
+      for (int64_t i = start; i < len; i += stride) {
+        float vy[VEC], vd[VEC], out[VEC];
+        rows::load<T, VEC>(yr, i, vy);
+        rows::load<T, VEC>(dyr, i, vd);
+        grad_pack<VEC>(vy, vd, s, a.log, out);
+        rows::store<T, VEC>(dxr, i, out);
+      }
+    }
+  }
+}
+
+template <class T, int VEC, bool CACHED>
+bool launch_bwd(const SoftmaxBwdArgs& a, const RowGeometry& g, void* stream) noexcept {
+  softmax_bwd_kernel<T, VEC, CACHED>
+      <<<g.grid, g.threads, 0, static_cast<cudaStream_t>(stream)>>>(a, g.group);
+  return launch_succeeded();
+}
+
+template <class T>
+SoftmaxBwdLauncher pick_bwd(const RowGeometry& g) {
+  constexpr int kVec = 16 / sizeof(T);
+  if (g.vec == kVec) return g.cached ? &launch_bwd<T, kVec, true> : &launch_bwd<T, kVec, false>;
+  if (g.vec == 1) return g.cached ? &launch_bwd<T, 1, true> : &launch_bwd<T, 1, false>;
+  return nullptr;
+}
+
 }  // namespace
+
+SoftmaxBwdLauncher softmax_bwd_launcher(DType dtype, const RowGeometry& g) {
+  switch (dtype) {
+    case DType::f32:
+      return pick_bwd<float>(g);
+    case DType::f16:
+      return pick_bwd<__half>(g);
+    case DType::bf16:
+      return pick_bwd<__nv_bfloat16>(g);
+    default:
+      return nullptr;
+  }
+}
 
 SoftmaxLauncher softmax_launcher(DType dtype, const RowGeometry& g) {
   switch (dtype) {

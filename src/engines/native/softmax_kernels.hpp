@@ -23,4 +23,17 @@ using SoftmaxLauncher = bool (*)(const SoftmaxArgs& args, const RowGeometry& g,
 // The launcher for (dtype, g.vec, g.cached), or nullptr (no CUDA, or a dtype without a kernel).
 SoftmaxLauncher softmax_launcher(DType dtype, const RowGeometry& g);
 
+// The backward from the forward's output y and dy (one dtype): dx = y * (dy - sum(dy * y)), or
+// for log softmax dx = dy - exp(y) * sum(dy). y and dy stay in registers when the row fits.
+struct SoftmaxBwdArgs {
+  const void* y;
+  const void* dy;
+  void* dx;
+  int64_t rows, len;
+  bool log;
+};
+using SoftmaxBwdLauncher = bool (*)(const SoftmaxBwdArgs& args, const RowGeometry& g,
+                                    void* stream) noexcept;
+SoftmaxBwdLauncher softmax_bwd_launcher(DType dtype, const RowGeometry& g);
+
 }  // namespace eagle::native

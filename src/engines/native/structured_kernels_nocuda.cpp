@@ -1,7 +1,9 @@
 // A build without CUDA: no structured kernels; the native engines decline every graph.
+#include "engines/native/embedding_bwd_kernels.hpp"
 #include "engines/native/embedding_kernels.hpp"
 #include "engines/native/launch_status.hpp"
 #include "engines/native/loss_kernels.hpp"
+#include "engines/native/norm_bwd_kernels.hpp"
 #include "engines/native/norm_kernels.hpp"
 #include "engines/native/reduction_kernels.hpp"
 #include "engines/native/softmax_kernels.hpp"
@@ -34,6 +36,18 @@ RowReduceLauncher row_reduce_launcher(DType, const RowGeometry&) {
   return nullptr;
 }
 StridedReduceLauncher strided_reduce_launcher(DType) {
+  return nullptr;
+}
+SoftmaxBwdLauncher softmax_bwd_launcher(DType, const RowGeometry&) {
+  return nullptr;
+}
+NormBwdLauncher norm_bwd_launcher(DType, const RowGeometry&) {
+  return nullptr;
+}
+CrossEntropyBwdLauncher cross_entropy_bwd_launcher(DType, DType, const RowGeometry&) {
+  return nullptr;
+}
+EmbeddingBwdLauncher embedding_bwd_launcher(DType, DType, const RowGeometry&) {
   return nullptr;
 }
 

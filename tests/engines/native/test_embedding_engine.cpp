@@ -82,6 +82,76 @@ TEST(NativeEmbedding, AnIdOutsideTheTableGivesANaNRow) {
   }
 }
 
+op::Graph embedding_bwd_graph(int64_t vocab, int64_t dim, const op::Dims& ids, DType dtype,
+                              DType ids_dtype) {
+  op::Graph g("embedding_bwd");
+  op::Dims dy_dims = ids;
+  dy_dims.push_back(dim);
+  const op::Tensor dy = g.tensor({"dy", dy_dims, dtype});
+  const op::Tensor i = g.tensor({"ids", ids, ids_dtype});
+  g.op("embedding_bwd", {{"dy", dy}, {"ids", i}}, {{"num_embeddings", vocab}})
+      .at("dtable")
+      .set_output(true)
+      .set_name("dtable");
+  return g;
+}
+
+sweep::HostInputs embedding_bwd_inputs(const op::Graph& g, int64_t vocab) {
+  const op::Node n = g.nodes()[0];
+  const op::Tensor dy = n.input("dy"), ids = n.input("ids");
+  const auto count = static_cast<std::size_t>(numel(ids.dims()));
+  return {{dy, random_array(dy.dims(), dy.dtype(), Device::cpu())},
+          {ids, from_ints(random_indices(count, vocab), ids.dims(), ids.dtype(), Device::cpu())}};
+}
+
+// Repeated ids (many more ids than rows), rows no id names (zeros), a hot id, odd widths.
+TEST(NativeEmbeddingBwd, MatchesTheReferenceDeterministically) {
+  EAGLE_SKIP_UNLESS_RUNS_HERE(embedding_id());
+  const std::vector<Shape> shapes = {{37, 5, {1000}},    {1, 1, {1}},        {5, 3, {3, 7}},
+                                     {1000, 64, {513}},  {32000, 256, {97}}, {3, 4096, {2048}},
+                                     {17, 1031, {2, 9}}, {4099, 8, {100000}}};
+  for (DType d : float_dtypes())
+    for (DType ids : {DType::i32, DType::i64})
+      for (const Shape& s : shapes) {
+        SCOPED_TRACE(std::string(dtype_name(d)) + " ids " + std::string(dtype_name(ids)) +
+                     " table [" + std::to_string(s.vocab) + ", " + std::to_string(s.dim) +
+                     "] ids [" + dims_name(s.ids) + "]");
+        const op::Graph g = embedding_bwd_graph(s.vocab, s.dim, s.ids, d, ids);
+        sweep::compare_with_reference(manifest(), embedding_id(), {}, g,
+                                      embedding_bwd_inputs(g, s.vocab));
+      }
+}
+
+TEST(NativeEmbeddingBwd, TwoRunsGiveTheSameBits) {
+  EAGLE_SKIP_UNLESS_RUNS_HERE(embedding_id());
+  op::Graph g = embedding_bwd_graph(50, 128, {20000}, DType::f32, DType::i64);
+  plan::ExecutionPlans plans =
+      plan::ExecutionPlans::create(g, manifest(), DeviceProperties::query(Device::cuda(0)));
+  ASSERT_EQ(plans.at(plans.build_plans()).engine_id, embedding_id());
+  const op::Node n = g.nodes()[0];
+  const sweep::HostInputs in = embedding_bwd_inputs(g, 50);
+  const Array dy = in[0].second.to(Device::cuda(0)), ids = in[1].second.to(Device::cuda(0));
+  const Stream stream(Device::cuda(0));
+  const Array ws =
+      Array::empty({static_cast<int64_t>(plans.workspace_size())}, DType::u8, Device::cuda(0));
+  std::vector<std::vector<double>> runs;
+  for (int run = 0; run < 2; ++run) {
+    const Array out = poisoned({50, 128}, DType::f32, Device::cuda(0));
+    plan::VariantPack pack(plans.layout());
+    pack.set(n.input("dy"), dy).set(n.input("ids"), ids).set(n.output("dtable"), out);
+    plans.execute(pack, {stream.native(), nullptr, ws.data(), plans.workspace_size()});
+    stream.synchronize();
+    runs.push_back(values(out));
+  }
+  EXPECT_EQ(runs[0], runs[1]);
+}
+
+TEST(NativeEmbeddingHarness, TheReferencePassesAgainstItselfBackward) {
+  const op::Graph g = embedding_bwd_graph(37, 5, {100}, DType::f16, DType::i32);
+  sweep::compare_with_reference(manifest(), engine("embedding", "reference"), {}, g,
+                                embedding_bwd_inputs(g, 37));
+}
+
 TEST(NativeEmbeddingHarness, TheReferencePassesAgainstItself) {
   const op::Graph g = embedding_graph(37, 5, {100}, DType::bf16, DType::i64);
   sweep::compare_with_reference(manifest(), engine("embedding", "reference"), {}, g,

@@ -124,6 +124,71 @@ TEST(NativeCrossEntropyEdges, ATargetOutsideTheClassesGivesNaN) {
   for (double v : values(lse)) EXPECT_TRUE(std::isfinite(v));
 }
 
+// ---- the backward ----
+
+op::Graph ce_bwd_graph(const op::Dims& dims, DType dtype, const CeCase& c, bool with_lse) {
+  op::Graph g("cross_entropy_bwd");
+  op::Ports ports = {
+      {"logits", g.tensor({"logits", dims, dtype})},
+      {"targets", g.tensor({"targets", {dims[0]}, c.targets})},
+      {"dloss",
+       g.tensor({"dloss", c.reduction == "none" ? op::Dims{dims[0]} : op::Dims{}, DType::f32})}};
+  if (with_lse) ports.emplace_back("lse", g.tensor({"lse", {dims[0]}, DType::f32}));
+  g.op("cross_entropy_bwd", ports,
+       {{"reduction", c.reduction},
+        {"label_smoothing", c.label_smoothing},
+        {"ignore_index", c.ignore_index}})
+      .at("dlogits")
+      .set_output(true)
+      .set_name("dlogits");
+  return g;
+}
+
+sweep::HostInputs ce_bwd_inputs(const op::Graph& g, const CeCase& c) {
+  const op::Node n = g.nodes()[0];
+  const op::Tensor logits = n.input("logits"), targets = n.input("targets");
+  const int64_t rows = logits.dims()[0], classes = logits.dims()[1];
+  sweep::HostInputs in = {
+      {logits, random_array(logits.dims(), logits.dtype(), Device::cpu(), -4, 4)},
+      {targets, from_ints(random_targets(static_cast<std::size_t>(rows), classes, c.ignore_index,
+                                         c.ignore_fraction),
+                          {rows}, c.targets, Device::cpu())},
+      {n.input("dloss"), random_array(n.input("dloss").dims(), DType::f32, Device::cpu(), 0.5, 2)}};
+  // A given lse is used as given (the reference does too): one at or above the row's true lse.
+  const double base = std::log(static_cast<double>(classes)) + 4;
+  if (n.input("lse").defined())
+    in.emplace_back(n.input("lse"),
+                    random_array({rows}, DType::f32, Device::cpu(), base, base + 1));
+  return in;
+}
+
+class NativeCrossEntropyBwd : public NativeGpuCase {};
+
+TEST_P(NativeCrossEntropyBwd, EveryReductionWithAndWithoutTheForwardsLse) {
+  EAGLE_SKIP_UNLESS_RUNS_HERE(loss_id());
+  for (const char* red : {"none", "sum", "mean"})
+    for (bool with_lse : {false, true}) {
+      CeCase c;
+      c.reduction = red;
+      c.label_smoothing = with_lse ? 0.1 : 0.0;
+      c.targets = with_lse ? DType::i32 : DType::i64;
+      SCOPED_TRACE(std::string(red) + (with_lse ? " with lse" : " without lse"));
+      const op::Graph g = ce_bwd_graph(GetParam().dims, GetParam().dtype, c, with_lse);
+      sweep::compare_with_reference(manifest(), loss_id(), {}, g, ce_bwd_inputs(g, c));
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(native_loss, NativeCrossEntropyBwd,
+                         ::testing::ValuesIn(dtype_shapes(row_shapes())), dtype_shape_name);
+
+TEST(NativeLossHarness, TheReferencePassesAgainstItselfBackward) {
+  CeCase c;
+  c.label_smoothing = 0.2;
+  const op::Graph g = ce_bwd_graph({5, 40}, DType::f16, c, true);
+  sweep::compare_with_reference(manifest(), engine("loss", "reference"), {}, g,
+                                ce_bwd_inputs(g, c));
+}
+
 // ---- CPU: the harness, planning, declines ----
 
 TEST(NativeLossHarness, TheReferencePassesAgainstItself) {

@@ -112,6 +112,123 @@ TEST(NativeNormalizationHarness, TheReferencePassesAgainstItself) {
   }
 }
 
+// ---- the backward ops ----
+
+op::Graph softmax_bwd_graph(const op::Dims& dims, DType dtype, bool log) {
+  op::Graph g("softmax_bwd");
+  const op::Tensor y = g.tensor({"y", dims, dtype}), dy = g.tensor({"dy", dims, dtype});
+  g.op("softmax_bwd", {{"y", y}, {"dy", dy}}, {{"log", log}})
+      .at("dx")
+      .set_output(true)
+      .set_name("dx");
+  return g;
+}
+
+op::Graph norm_bwd_graph(const std::string& op, const op::Dims& dims, DType dtype, int64_t nd,
+                         bool scale, bool bias_grad) {
+  op::Graph g(op);
+  const op::Dims lead(dims.begin(), dims.end() - nd), trail(dims.end() - nd, dims.end());
+  op::Ports ports = {{"dy", g.tensor({"dy", dims, dtype})}, {"x", g.tensor({"x", dims, dtype})}};
+  if (op == "layer_norm_bwd") {
+    ports.emplace_back("mean", g.tensor({"mean", lead, DType::f32}));
+    ports.emplace_back("inv_variance", g.tensor({"inv_variance", lead, DType::f32}));
+  } else {
+    ports.emplace_back("inv_rms", g.tensor({"inv_rms", lead, DType::f32}));
+  }
+  if (scale) ports.emplace_back("scale", g.tensor({"scale", trail, dtype}));
+  auto outs = g.op(op, ports, {{"normalized_ndim", nd}, {"bias_grad", bias_grad}});
+  for (auto& [port, t] : outs) t.set_output(true).set_name(port);
+  return g;
+}
+
+// Inputs in the ranges the forward would hand the backward: statistics with inv_std in
+// [0.5, 2], softmax outputs in (0, 1) (log softmax: [-8, -1]).
+sweep::HostInputs backward_inputs(const op::Graph& g, bool log = false) {
+  sweep::HostInputs in;
+  for (const op::Tensor& t : g.operand_tensors()) {
+    if (t.producer() >= 0) continue;
+    const std::string& n = t.name();
+    const auto [lo, hi] = n == "y" ? std::pair{log ? -8.0 : 0.001, log ? -1.0 : 1.0}
+                          : n == "inv_variance" || n == "inv_rms" ? std::pair{0.5, 2.0}
+                          : n == "mean"                           ? std::pair{-0.5, 0.5}
+                                                                  : std::pair{-1.0, 1.0};
+    in.emplace_back(t, random_array(t.dims(), t.dtype(), Device::cpu(), lo, hi));
+  }
+  return in;
+}
+
+class NativeSoftmaxBwd : public NativeGpuCase {};
+
+TEST_P(NativeSoftmaxBwd, MatchesTheReference) {
+  EAGLE_SKIP_UNLESS_RUNS_HERE(norm_id());
+  for (bool log : {false, true}) {
+    SCOPED_TRACE(log ? "log_softmax_bwd" : "softmax_bwd");
+    const op::Graph g = softmax_bwd_graph(GetParam().dims, GetParam().dtype, log);
+    sweep::compare_with_reference(manifest(), norm_id(), {}, g, backward_inputs(g, log));
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(native_normalization, NativeSoftmaxBwd,
+                         ::testing::ValuesIn(dtype_shapes(row_shapes())), dtype_shape_name);
+
+class NativeNormBwd : public NativeGpuCase {};
+
+TEST_P(NativeNormBwd, LayerNormAndRmsNormBackwardMatchTheReference) {
+  EAGLE_SKIP_UNLESS_RUNS_HERE(norm_id());
+  for (const char* op : {"layer_norm_bwd", "rms_norm_bwd"})
+    for (int variant = 0; variant < 3; ++variant) {  // no scale; scale; scale and bias_grad
+      SCOPED_TRACE(std::string(op) + " variant " + std::to_string(variant));
+      const op::Graph g =
+          norm_bwd_graph(op, GetParam().dims, GetParam().dtype, 1, variant >= 1, variant >= 2);
+      sweep::compare_with_reference(manifest(), norm_id(), {}, g, backward_inputs(g));
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(native_normalization, NativeNormBwd,
+                         ::testing::ValuesIn(dtype_shapes(row_shapes())), dtype_shape_name);
+
+TEST(NativeNormBwdShapes, SeveralNormalizedDimsAndBiasGradWithoutScale) {
+  EAGLE_SKIP_UNLESS_RUNS_HERE(norm_id());
+  for (DType d : float_dtypes()) {
+    SCOPED_TRACE(dtype_name(d));
+    const op::Graph g = norm_bwd_graph("layer_norm_bwd", {5, 3, 7, 9}, d, 3, true, true);
+    sweep::compare_with_reference(manifest(), norm_id(), {}, g, backward_inputs(g));
+    const op::Graph r = norm_bwd_graph("rms_norm_bwd", {300, 64}, d, 1, false, true);
+    sweep::compare_with_reference(manifest(), norm_id(), {}, r, backward_inputs(r));
+  }
+}
+
+TEST(NativeNormalizationHarness, TheReferencePassesAgainstItselfBackward) {
+  const int64_t ref = engine("normalization", "reference");
+  const op::Graph s = softmax_bwd_graph({3, 50}, DType::bf16, true);
+  sweep::compare_with_reference(manifest(), ref, {}, s, backward_inputs(s, true));
+  const op::Graph n = norm_bwd_graph("layer_norm_bwd", {6, 10}, DType::f16, 1, true, true);
+  sweep::compare_with_reference(manifest(), ref, {}, n, backward_inputs(n));
+}
+
+TEST(NativeNormalizationPlanning, BackwardPlansAskForWorkspaceOnlyForParameterGradients) {
+  plan::ExecutionPlans with = plan::ExecutionPlans::create(
+      norm_bwd_graph("rms_norm_bwd", {16384, 4096}, DType::bf16, 1, true, false), manifest(),
+      hopper());
+  EXPECT_EQ(with.at(0).engine_id, norm_id()) << with.describe();
+  EXPECT_EQ(with.build_plans(), 0);
+  EXPECT_GT(with.workspace_size(), 0u);
+  plan::ExecutionPlans without = plan::ExecutionPlans::create(
+      norm_bwd_graph("rms_norm_bwd", {16384, 4096}, DType::bf16, 1, false, false), manifest(),
+      hopper());
+  EXPECT_EQ(without.build_plans(), 0);
+  EXPECT_EQ(without.workspace_size(), 0u);
+}
+
+TEST(NativeNormalizationDeclines, StatisticsThatAreNotF32) {
+  op::Graph g("stats");
+  const op::Tensor dy = g.tensor({"dy", {4, 8}, DType::bf16}),
+                   x = g.tensor({"x", {4, 8}, DType::bf16});
+  const op::Tensor inv = g.tensor({"inv_rms", {4}, DType::bf16});
+  g.op("rms_norm_bwd", {{"dy", dy}, {"x", x}, {"inv_rms", inv}}).at("dx").set_output(true);
+  sweep::expect_declines(manifest(), norm_id(), g, hopper(), {"inv_rms must be f32"});
+}
+
 // ---- planning (everywhere) ----
 
 TEST(NativeNormalizationPlanning, TheNativeEngineLeadsOnAGpu) {

@@ -1,0 +1,41 @@
+// Our CUDA embedding backward, deterministic (no float atomics): dtable[v] = the sum of the rows
+// of dy whose id is v, added in the order of the ids, as the reference adds them.
+//
+// Why this shape: a float atomicAdd per (id, column) is fast but its sum depends on the order
+// the hardware serves the atomics in. Instead one block first sorts the positions by id, stably
+// (an integer histogram, a scan into segment offsets, then one warp placing 32 positions at a
+// time: __match_any_sync ranks equal ids inside the warp, and a cursor per id carries the order
+// across steps). Then a block per table row sums its segment's dy rows in position order in f32
+// registers and writes the row once (zeros for ids that never occur). The placement is serial
+// over the ids (N / 32 steps): cheap next to moving dy and the table at the sizes of real
+// models, and the one place to parallelise if a measurement says so.
+//
+// An id outside [0, V) contributes nothing (the reference refuses such a call; a refusal would
+// need the ids on the host); nothing is read or written outside the buffers.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "eagle/core/dtype.hpp"
+#include "engines/native/row_geometry.hpp"
+
+namespace eagle::native {
+
+struct EmbeddingBwdArgs {
+  const void* dy;    // [rows, dim]
+  const void* ids;   // [rows]
+  void* dtable;      // [vocab, dim]
+  int32_t* scratch;  // the workspace: embedding_bwd_workspace(vocab, rows) bytes
+  int64_t rows, vocab, dim;
+};
+// Offsets [vocab + 1], cursors [vocab] and the sorted positions [rows], as int32.
+inline std::size_t embedding_bwd_workspace(int64_t vocab, int64_t rows) {
+  return static_cast<std::size_t>(2 * vocab + 1 + rows) * sizeof(int32_t);
+}
+using EmbeddingBwdLauncher = bool (*)(const EmbeddingBwdArgs& args, const RowGeometry& g,
+                                      void* stream) noexcept;
+// The launcher for (dy dtype, ids dtype, g.vec); g is a geometry over vocab rows of dim.
+EmbeddingBwdLauncher embedding_bwd_launcher(DType dtype, DType ids, const RowGeometry& g);
+
+}  // namespace eagle::native
