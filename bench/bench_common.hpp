@@ -111,6 +111,9 @@ void run_gpu_sections(const Options& options, Report& report);
 void run_control_sections(const Options& options, Report& report);
 // Section 8, planned operations against the raw launch (bench_plans.cpp; needs a device).
 void run_plan_sections(const Options& options, Report& report);
+// Section 10, the native structured engines' achieved bandwidth (bench_structured.cpp; needs
+// a device).
+void run_structured_sections(const Options& options, Report& report);
 // Section 9, recording and building at scale on the CPU (bench_scale.cpp).
 void run_scale_sections(const Options& options, Report& report);
 

@@ -112,7 +112,7 @@ int usage(const char* argv0, int code) {
                "usage: %s [--cpu-only] [--quick] [--only N[,N...]]\n"
                "  --cpu-only  skip the GPU sections (1-4) and the GPU parts of 6-7\n"
                "  --quick     fewer and shorter batches\n"
-               "  --only      run only these sections (1-9)\n",
+               "  --only      run only these sections (1-10)\n",
                argv0);
   return code;
 }
@@ -132,8 +132,8 @@ int main(int argc, char** argv) {
       for (const char* p = argv[++i]; *p;) {
         char* end = nullptr;
         const long n = std::strtol(p, &end, 10);
-        if (end == p || n < 1 || n > 9) {
-          std::fprintf(stderr, "eagle_bench: --only takes section numbers 1-9, got '%s'\n",
+        if (end == p || n < 1 || n > 10) {
+          std::fprintf(stderr, "eagle_bench: --only takes section numbers 1-10, got '%s'\n",
                        argv[i]);
           return usage(argv[0], 2);
         }
@@ -165,6 +165,7 @@ int main(int argc, char** argv) {
     if (options.runs(6) || options.runs(7)) run_control_sections(options, report);
     if (!options.cpu_only && options.runs(8)) run_plan_sections(options, report);
     if (options.runs(9)) run_scale_sections(options, report);
+    if (!options.cpu_only && options.runs(10)) run_structured_sections(options, report);
   } catch (const std::exception& e) {
     std::fflush(stdout);
     std::fprintf(stderr, "eagle_bench: error: %s\n", e.what());
