@@ -3,6 +3,7 @@
 
 #include "engines/analyzers.hpp"
 #include "engines/native/embedding_engine.hpp"
+#include "engines/native/fused_engine.hpp"
 #include "engines/native/loss_engine.hpp"
 #include "engines/native/normalization_engine.hpp"
 #include "engines/native/pointwise_engine.hpp"
@@ -20,19 +21,26 @@ using plan::PlanConfig;
 // everywhere; no cell has been timed against the others yet, so they follow in domain order),
 // then the reference. FALLBACK: block 128 (asks least of the device), then the reference.
 // OPENSOURCE: A without the backend. Backend entries of a mode follow our entries of that mode.
-// A single reduction node (unanchored, so it lands here) puts the native reduction engine
-// first instead, and the pointwise kernels, which serve no reduction, are not listed; the
-// reduction engine is not listed for other graphs. Default, untimed.
+// Which native engine leads: a single reduction node (unanchored, so it lands here) puts the
+// reduction engine first; a single pointwise node the one-op kernels, then the fused engine;
+// a graph of several nodes the fused engine (one launch instead of one per node). An engine
+// that serves none of these graphs is not listed for it. Default, untimed.
 std::vector<PlanConfig> rank_pointwise(const plan::RankInput& in) {
-  const bool reduction = in.facts->ops == std::vector<std::string>{"reduction"};
+  const std::vector<std::string>& ops = in.facts->ops;
+  std::vector<std::string> lead;  // the native engines for this graph, in order
+  if (ops == std::vector<std::string>{"reduction"})
+    lead = {"native_reduction"};
+  else if (ops.size() == 1)
+    lead = {"native_pointwise", "native_fused_pointwise"};
+  else
+    lead = {"native_fused_pointwise"};
+  const auto is_native = [](const plan::Engine* e) { return e->name().rfind("native_", 0) == 0; };
   std::vector<const plan::Engine*> order;
+  for (const std::string& name : lead)
+    for (const plan::Engine* e : in.offered)
+      if (e->name() == name) order.push_back(e);
   for (const plan::Engine* e : in.offered)
-    if (reduction && e->name() == "native_reduction") order.push_back(e);
-  for (const plan::Engine* e : in.offered) {
-    if (e->name() == "native_reduction") continue;
-    if (reduction && e->name() == "native_pointwise") continue;
-    order.push_back(e);
-  }
+    if (!is_native(e)) order.push_back(e);
   std::vector<PlanConfig> out;
   for (HeurMode mode : in.modes) {
     for (const plan::Engine* e : order) {
@@ -94,7 +102,8 @@ plan::ManifestSpec builtin_spec() {
        &rank_pointwise,
        {reference_slot(),
         {"native_pointwise", &native::make_pointwise_engine, false},
-        {"native_reduction", &native::make_reduction_engine, false}}},
+        {"native_reduction", &native::make_reduction_engine, false},
+        {"native_fused_pointwise", &native::make_fused_engine, false}}},
       {"gemm", 1, {"matmul"}, nullptr, nullptr, {reference_slot()}},
       {"normalization",
        2,

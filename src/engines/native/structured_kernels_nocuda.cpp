@@ -1,6 +1,7 @@
 // A build without CUDA: no structured kernels; the native engines decline every graph.
 #include "engines/native/embedding_bwd_kernels.hpp"
 #include "engines/native/embedding_kernels.hpp"
+#include "engines/native/fused_kernels.hpp"
 #include "engines/native/launch_status.hpp"
 #include "engines/native/loss_kernels.hpp"
 #include "engines/native/norm_bwd_kernels.hpp"
@@ -48,6 +49,9 @@ CrossEntropyBwdLauncher cross_entropy_bwd_launcher(DType, DType, const RowGeomet
   return nullptr;
 }
 EmbeddingBwdLauncher embedding_bwd_launcher(DType, DType, const RowGeometry&) {
+  return nullptr;
+}
+FusedLauncher fused_launcher(DType) {
   return nullptr;
 }
 
