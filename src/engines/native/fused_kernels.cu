@@ -29,7 +29,8 @@ __global__ void fused_kernel(const __grid_constant__ FusedProgram p) {
     }
     for (int k = 0; k < p.instructions; ++k) {
       const FusedInstruction c = p.code[k];
-      r[c.dst] = apply_op(c.op, r[c.a], r[c.b]);
+      // Each node's output rounded to the io dtype, as the reference rounds it (a no-op in f32).
+      r[c.dst] = detail::to_acc(detail::from_acc<T>(apply_op(c.op, r[c.a], r[c.b])));
     }
     for (int k = 0; k < p.outputs; ++k)
       static_cast<T*>(p.out[k])[i] = detail::from_acc<T>(r[p.out_reg[k]]);

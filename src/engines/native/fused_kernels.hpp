@@ -1,9 +1,9 @@
 // Our CUDA fused pointwise kernel: a DAG of ops of EAGLE_POINTWISE_OPS over one iteration shape,
 // inputs broadcast to it, as ONE launch. The program (loads, instructions, stores) travels in the
 // kernel's parameters; each thread interprets it per element with f32 registers, so no
-// intermediate touches device memory. Intermediates stay in f32 (the reference keeps them in
-// float64: neither rounds them to the io dtype). An interpreter, not generated code: the
-// register file is indexed at run time and lives in local memory (L1); a code generator is the
+// intermediate touches device memory. Each node's result is rounded to the io dtype, as the
+// reference rounds every node's output to its declared dtype. An interpreter, not generated code:
+// the register file is indexed at run time and lives in local memory (L1); a code generator is the
 // step after this one if a measurement asks for it.
 #pragma once
 

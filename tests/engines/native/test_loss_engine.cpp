@@ -189,6 +189,44 @@ TEST(NativeLossHarness, TheReferencePassesAgainstItselfBackward) {
                                 ce_bwd_inputs(g, c));
 }
 
+// A plan of two launches and a workspace recorded in a graph: captured on build, and its
+// arrays swapped by bind.
+TEST(NativeCrossEntropyRecorded, RunsInAGraphAndFollowsBind) {
+  EAGLE_SKIP_UNLESS_RUNS_HERE(loss_id());
+  CeCase c;
+  c.label_smoothing = 0.1;
+  op::Graph g("ce_mean");
+  const op::Tensor lt = g.tensor({"logits", {300, 1000}, DType::bf16});
+  const op::Tensor tt = g.tensor({"targets", {300}, DType::i64});
+  g.op("cross_entropy", {{"logits", lt}, {"targets", tt}}, {{"label_smoothing", 0.1}})
+      .at("loss")
+      .set_output(true)
+      .set_name("loss");
+  const Kernel k = engines::planned_kernel(g);
+  const auto want = [&](const Array& logits, const Array& targets) {
+    op::Graph ref = g.clone();
+    plan::ExecutionPlans p = plan::ExecutionPlans::create_for(
+        ref, manifest(), DeviceProperties::query(Device::cpu()), engine("loss", "reference"), {});
+    p.build_plans();
+    const Array out = poisoned({}, DType::f32, Device::cpu());
+    plan::VariantPack pack(p.layout());
+    pack.set(lt.uid(), logits).set(tt.uid(), targets).set(ref.nodes()[0].output("loss"), out);
+    p.execute(pack, {});
+    return values(out);
+  };
+  const Device gpu = Device::cuda(0);
+  const sweep::HostInputs first = ce_inputs(g, c), second = ce_inputs(g, c);
+  Graph graph = Graph::record([&](Recorder& r) {
+    r.result(r.call(k, {r.param("logits", first[0].second.to(gpu)),
+                        r.param("targets", first[1].second.to(gpu))}));
+  });
+  graph.build(gpu);
+  EXPECT_CLOSE(graph()[0].to_vector<double>(), want(first[0].second, first[1].second), 1e-6);
+  graph.bind("logits", second[0].second.to(gpu));
+  graph.bind("targets", second[1].second.to(gpu));
+  EXPECT_CLOSE(graph()[0].to_vector<double>(), want(second[0].second, second[1].second), 1e-6);
+}
+
 // ---- CPU: the harness, planning, declines ----
 
 TEST(NativeLossHarness, TheReferencePassesAgainstItself) {
