@@ -12,14 +12,9 @@ using rows::group_reduce;
 
 constexpr int kTotalThreads = 1024;
 
-__device__ __forceinline__ void online(float x, float& m, float& s) {
-  if (x > m) {
-    s = s * expf(m - x) + 1.0f;
-    m = x;
-  } else if (x != -INFINITY) {
-    s += expf(x - m);
-  }
-}
+using rows::finish_lse;
+using rows::online;
+using rows::rescaled;
 
 // A zero weight drops its term, so an infinite logit it would multiply gives no NaN.
 __device__ __forceinline__ float weighted(float w, float v) {
@@ -29,13 +24,15 @@ __device__ __forceinline__ float weighted(float w, float v) {
 template <class T, class Id, int VEC>
 __global__ void cross_entropy_kernel(CrossEntropyArgs a, int group) {
   __shared__ float scratch[32];
+  __shared__ double sums[32];
   const T* __restrict__ logits = static_cast<const T*>(a.logits);
   const Id* __restrict__ targets = static_cast<const Id*>(a.targets);
   const rows::Walk w = rows::walk(group);
   const int64_t len = a.classes, stride = int64_t{group} * VEC, start = int64_t{w.lane} * VEC;
   for (int64_t r = w.first; r < a.rows; r += w.step) {
     const T* xr = logits + r * len;
-    float m = -INFINITY, s = 0.0f, sum = 0.0f;
+    float m = -INFINITY;
+    double s = 0.0, sum = 0.0;
     for (int64_t base = start; base < len; base += 4 * stride) {
       float v[4][VEC];
 #pragma unroll
@@ -58,11 +55,10 @@ __global__ void cross_entropy_kernel(CrossEntropyArgs a, int group) {
           }
     }
     const float row_max = group_reduce(m, rows::Max{}, scratch, group);
-    const float scaled = m == -INFINITY ? 0.0f : s * expf(m - row_max);
-    const float total = group_reduce(scaled, rows::Sum{}, scratch, group);
-    const float row_sum = group_reduce(sum, rows::Sum{}, scratch, group);
+    const double total = rows::group_sum(rescaled(m, s, row_max), sums, group);
+    const auto row_sum = static_cast<float>(rows::group_sum(sum, sums, group));
     if (w.lane != 0) continue;
-    const float lse = isinf(row_max) ? row_max : row_max + logf(total);
+    const float lse = finish_lse(row_max, total);
     if (a.lse) a.lse[r] = lse;
     const int64_t t = static_cast<int64_t>(targets[r]);
     float loss = 0.0f;
@@ -149,6 +145,7 @@ __global__ void count_kernel(const Id* targets, int64_t rows, int64_t ignore_ind
 template <class T, class Id, int VEC>
 __global__ void cross_entropy_bwd_kernel(CrossEntropyBwdArgs a, int group) {
   __shared__ float scratch[32];
+  __shared__ double sums[32];
   const T* __restrict__ logits = static_cast<const T*>(a.logits);
   const Id* __restrict__ targets = static_cast<const Id*>(a.targets);
   T* __restrict__ dlogits = static_cast<T*>(a.dlogits);
@@ -163,7 +160,8 @@ __global__ void cross_entropy_bwd_kernel(CrossEntropyBwdArgs a, int group) {
     if (a.lse) {
       lse = a.lse[r];
     } else {
-      float m = -INFINITY, s = 0.0f;
+      float m = -INFINITY;
+      double s = 0.0;
       for (int64_t i = start; i < len; i += stride) {
         float v[VEC];
         rows::load<T, VEC>(xr, i, v);
@@ -171,9 +169,7 @@ __global__ void cross_entropy_bwd_kernel(CrossEntropyBwdArgs a, int group) {
         for (int j = 0; j < VEC; ++j) online(v[j], m, s);
       }
       const float row_max = group_reduce(m, rows::Max{}, scratch, group);
-      const float scaled = m == -INFINITY ? 0.0f : s * expf(m - row_max);
-      const float total = group_reduce(scaled, rows::Sum{}, scratch, group);
-      lse = isinf(row_max) ? row_max : row_max + logf(total);
+      lse = finish_lse(row_max, rows::group_sum(rescaled(m, s, row_max), sums, group));
     }
     float weight = a.reduction == 0 ? a.dloss[r] : a.dloss[0];
     if (a.reduction == 2) weight /= static_cast<float>(*a.counted);

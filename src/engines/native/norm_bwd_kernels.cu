@@ -8,23 +8,23 @@ namespace eagle::native {
 
 namespace {
 
-using rows::group_reduce;
-
 // One pack's g and xhat, and its terms of the row sums.
 template <class T, int VEC>
 __device__ __forceinline__ void pack_terms(const T* scale, int64_t i, float mu, float inv,
                                            const float (&dy)[VEC], const float (&x)[VEC],
-                                           float (&g)[VEC], float (&xhat)[VEC], float& sum_g,
-                                           float& sum_gx) {
-  float s[VEC];
+                                           float (&g)[VEC], float (&xhat)[VEC], double& sum_g,
+                                           double& sum_gx) {
+  float s[VEC], pg = 0.0f, pgx = 0.0f;
   if (scale) rows::load<T, VEC>(scale, i, s);
 #pragma unroll
   for (int j = 0; j < VEC; ++j) {
     g[j] = scale ? dy[j] * s[j] : dy[j];
     xhat[j] = (x[j] - mu) * inv;
-    sum_g += g[j];
-    sum_gx += g[j] * xhat[j];
+    pg += g[j];
+    pgx += g[j] * xhat[j];
   }
+  sum_g += pg;
+  sum_gx += pgx;
 }
 
 template <int VEC>
@@ -36,20 +36,20 @@ __device__ __forceinline__ void pack_dx(const float (&g)[VEC], const float (&xha
 
 template <class T, int VEC, bool CACHED>
 __global__ void norm_bwd_rows_kernel(NormBwdArgs a, int group) {
-  __shared__ float scratch[32];
+  __shared__ double sums[32];
   const T* __restrict__ dy = static_cast<const T*>(a.dy);
   const T* __restrict__ x = static_cast<const T*>(a.x);
   const T* scale = static_cast<const T*>(a.scale);
   T* __restrict__ dx = static_cast<T*>(a.dx);
   const rows::Walk w = rows::walk(group);
   const int64_t len = a.len, stride = int64_t{group} * VEC, start = int64_t{w.lane} * VEC;
-  const float n = static_cast<float>(len);
+  const double n = static_cast<double>(len);
   for (int64_t r = w.first; r < a.rows; r += w.step) {
     const float mu = a.mean ? a.mean[r] : 0.0f, inv = a.inv_std[r];
     const T* dyr = dy + r * len;
     const T* xr = x + r * len;
     T* dxr = dx + r * len;
-    float sum_g = 0.0f, sum_gx = 0.0f;
+    double sum_g = 0.0, sum_gx = 0.0;
     if constexpr (CACHED) {
       float g[kCachedPacks][VEC], xh[kCachedPacks][VEC];
 #pragma unroll
@@ -62,8 +62,9 @@ __global__ void norm_bwd_rows_kernel(NormBwdArgs a, int group) {
           pack_terms<T, VEC>(scale, i, mu, inv, vd, vx, g[k], xh[k], sum_g, sum_gx);
         }
       }
-      const float mean_g = a.mean ? group_reduce(sum_g, rows::Sum{}, scratch, group) / n : 0.0f;
-      const float mean_gx = group_reduce(sum_gx, rows::Sum{}, scratch, group) / n;
+      const float mean_g =
+          a.mean ? static_cast<float>(rows::group_sum(sum_g, sums, group) / n) : 0.0f;
+      const auto mean_gx = static_cast<float>(rows::group_sum(sum_gx, sums, group) / n);
 #pragma unroll
       for (int k = 0; k < kCachedPacks; ++k) {
         const int64_t i = start + k * stride;
@@ -80,11 +81,12 @@ __global__ void norm_bwd_rows_kernel(NormBwdArgs a, int group) {
         rows::load<T, VEC>(xr, i, vx);
         pack_terms<T, VEC>(scale, i, mu, inv, vd, vx, g, xh, sum_g, sum_gx);
       }
-      const float mean_g = a.mean ? group_reduce(sum_g, rows::Sum{}, scratch, group) / n : 0.0f;
-      const float mean_gx = group_reduce(sum_gx, rows::Sum{}, scratch, group) / n;
+      const float mean_g =
+          a.mean ? static_cast<float>(rows::group_sum(sum_g, sums, group) / n) : 0.0f;
+      const auto mean_gx = static_cast<float>(rows::group_sum(sum_gx, sums, group) / n);
       for (int64_t i = start; i < len; i += stride) {
         float vd[VEC], vx[VEC], g[VEC], xh[VEC], out[VEC];
-        float unused_g = 0.0f, unused_gx = 0.0f;
+        double unused_g = 0.0, unused_gx = 0.0;
         rows::load<T, VEC>(dyr, i, vd);
         rows::load<T, VEC>(xr, i, vx);
         pack_terms<T, VEC>(scale, i, mu, inv, vd, vx, g, xh, unused_g, unused_gx);

@@ -6,8 +6,6 @@ namespace eagle::native {
 
 namespace {
 
-using rows::group_reduce;
-
 template <class T, int VEC>
 __device__ __forceinline__ void normalize_pack(const T* scale, const T* bias, int64_t i, float mean,
                                                float inv, const float (&v)[VEC],
@@ -26,14 +24,14 @@ __device__ __forceinline__ void normalize_pack(const T* scale, const T* bias, in
 
 template <class T, int VEC, bool CACHED>
 __global__ void norm_kernel(NormArgs a, int group) {
-  __shared__ float scratch[32];
+  __shared__ double sums[32];
   const T* __restrict__ x = static_cast<const T*>(a.x);
   const T* scale = static_cast<const T*>(a.scale);
   const T* bias = static_cast<const T*>(a.bias);
   T* __restrict__ y = static_cast<T*>(a.y);
   const rows::Walk w = rows::walk(group);
   const int64_t len = a.len, stride = int64_t{group} * VEC, start = int64_t{w.lane} * VEC;
-  const float n = static_cast<float>(len);
+  const double n = static_cast<double>(len);
   for (int64_t r = w.first; r < a.rows; r += w.step) {
     const T* xr = x + r * len;
     T* yr = y + r * len;
@@ -53,14 +51,14 @@ __global__ void norm_kernel(NormArgs a, int group) {
 #pragma unroll
         for (int j = 0; j < VEC; ++j) sum += v[k][j];
       }
-      if (a.centered) mean = group_reduce(sum, rows::Sum{}, scratch, group) / n;
+      if (a.centered) mean = static_cast<float>(rows::group_sum(sum, sums, group) / n);
       float sq = 0.0f;
 #pragma unroll
       for (int k = 0; k < kCachedPacks; ++k)
         if (start + k * stride < len)
 #pragma unroll
           for (int j = 0; j < VEC; ++j) sq += (v[k][j] - mean) * (v[k][j] - mean);
-      inv = 1.0f / sqrtf(group_reduce(sq, rows::Sum{}, scratch, group) / n + a.epsilon);
+      inv = 1.0f / sqrtf(static_cast<float>(rows::group_sum(sq, sums, group) / n) + a.epsilon);
 #pragma unroll
       for (int k = 0; k < kCachedPacks; ++k) {
         const int64_t i = start + k * stride;
@@ -72,23 +70,23 @@ __global__ void norm_kernel(NormArgs a, int group) {
       }
     } else {
       if (a.centered) {
-        float sum = 0.0f;
+        double sum = 0.0;
         for (int64_t i = start; i < len; i += stride) {
           float v[VEC];
           rows::load<T, VEC>(xr, i, v);
 #pragma unroll
           for (int j = 0; j < VEC; ++j) sum += v[j];
         }
-        mean = group_reduce(sum, rows::Sum{}, scratch, group) / n;
+        mean = static_cast<float>(rows::group_sum(sum, sums, group) / n);
       }
-      float sq = 0.0f;
+      double sq = 0.0;
       for (int64_t i = start; i < len; i += stride) {
         float v[VEC];
         rows::load<T, VEC>(xr, i, v);
 #pragma unroll
         for (int j = 0; j < VEC; ++j) sq += (v[j] - mean) * (v[j] - mean);
       }
-      inv = 1.0f / sqrtf(group_reduce(sq, rows::Sum{}, scratch, group) / n + a.epsilon);
+      inv = 1.0f / sqrtf(static_cast<float>(rows::group_sum(sq, sums, group) / n) + a.epsilon);
       for (int64_t i = start; i < len; i += stride) {
         float v[VEC], out[VEC];
         rows::load<T, VEC>(xr, i, v);

@@ -58,6 +58,35 @@ __device__ __forceinline__ V group_reduce(V v, Op op, V* scratch, int group) {
   return r;
 }
 
+// The sum of `v` over the group, in double: row sums of thousands of terms keep the
+// reference's digits (`scratch`: 32 doubles of shared memory).
+__device__ __forceinline__ double group_sum(double v, double* scratch, int group) {
+  return group_reduce(
+      v, [](double a, double b) { return a + b; }, scratch, group);
+}
+
+// Folds x into a running (max m, sum s of exp(. - m)), s in double. An -inf element adds
+// nothing (exp(-inf - -inf) would be NaN); a NaN makes s NaN.
+__device__ __forceinline__ void online(float x, float& m, double& s) {
+  if (x > m) {
+    s = s * static_cast<double>(expf(m - x)) + 1.0;
+    m = x;
+  } else if (x != -INFINITY) {
+    s += static_cast<double>(expf(x - m));
+  }
+}
+
+// A thread's (m, s) moved to the row's max before the group adds them.
+__device__ __forceinline__ double rescaled(float m, double s, float row_max) {
+  return m == -INFINITY ? 0.0 : s * static_cast<double>(expf(m - row_max));
+}
+
+// log(sum(exp(x))) from the row's max and the sum shifted by it. An infinite max is the answer
+// itself (all -inf, or a +inf), as in the reference.
+__device__ __forceinline__ float finish_lse(float m, double s) {
+  return isinf(m) ? m : m + logf(static_cast<float>(s));
+}
+
 // The row geometry of a launch: which row a group starts on and how far it strides.
 struct Walk {
   int64_t first, step;

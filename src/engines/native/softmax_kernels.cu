@@ -10,22 +10,9 @@ namespace {
 
 using rows::group_reduce;
 
-// Folds x into a running (max m, sum s of exp(. - m)). An -inf element adds nothing (exp(-inf -
-// -inf) would be NaN); a NaN makes s NaN.
-__device__ __forceinline__ void online(float x, float& m, float& s) {
-  if (x > m) {
-    s = s * expf(m - x) + 1.0f;
-    m = x;
-  } else if (x != -INFINITY) {
-    s += expf(x - m);
-  }
-}
-
-// log(sum(exp(x))) from the row's max and the sum shifted by it. An infinite max is the answer
-// itself (all -inf, or a +inf), as in the reference.
-__device__ __forceinline__ float finish_lse(float m, float s) {
-  return isinf(m) ? m : m + logf(s);
-}
+using rows::finish_lse;
+using rows::online;
+using rows::rescaled;
 
 template <int VEC>
 __device__ __forceinline__ void write_out(const float (&v)[VEC], float lse, bool log,
@@ -38,6 +25,7 @@ template <class T, int VEC, bool CACHED>
 __global__ void softmax_kernel(const T* __restrict__ x, T* __restrict__ y, int64_t n_rows,
                                int64_t len, bool log, int group) {
   __shared__ float scratch[32];
+  __shared__ double sums[32];
   const rows::Walk w = rows::walk(group);
   const int64_t stride = int64_t{group} * VEC;
   const int64_t start = int64_t{w.lane} * VEC;
@@ -60,12 +48,12 @@ __global__ void softmax_kernel(const T* __restrict__ x, T* __restrict__ y, int64
         for (int j = 0; j < VEC; ++j) m = fmaxf(m, v[k][j]);
       }
       m = group_reduce(m, rows::Max{}, scratch, group);
-      float s = 0.0f;
+      float s = 0.0f;  // at most kCachedPacks * VEC terms a thread; the group adds in double
 #pragma unroll
       for (int k = 0; k < kCachedPacks; ++k)
 #pragma unroll
         for (int j = 0; j < VEC; ++j) s += expf(v[k][j] - m);
-      const float lse = finish_lse(m, group_reduce(s, rows::Sum{}, scratch, group));
+      const float lse = finish_lse(m, rows::group_sum(s, sums, group));
 #pragma unroll
       for (int k = 0; k < kCachedPacks; ++k) {
         const int64_t i = start + k * stride;
@@ -77,7 +65,8 @@ __global__ void softmax_kernel(const T* __restrict__ x, T* __restrict__ y, int64
       }
     } else {
       // Online: one read for the max and the rescaled sum, four packs in flight per thread.
-      float m = -INFINITY, s = 0.0f;
+      float m = -INFINITY;
+      double s = 0.0;
       for (int64_t base = start; base < len; base += 4 * stride) {
         float v[4][VEC];
 #pragma unroll
@@ -96,8 +85,7 @@ __global__ void softmax_kernel(const T* __restrict__ x, T* __restrict__ y, int64
           for (int j = 0; j < VEC; ++j) online(v[u][j], m, s);
       }
       const float row_max = group_reduce(m, rows::Max{}, scratch, group);
-      const float scaled = m == -INFINITY ? 0.0f : s * expf(m - row_max);
-      const float lse = finish_lse(row_max, group_reduce(scaled, rows::Sum{}, scratch, group));
+      const float lse = finish_lse(row_max, rows::group_sum(rescaled(m, s, row_max), sums, group));
 #pragma unroll 4
       for (int64_t i = start; i < len; i += stride) {
         float v[VEC], out[VEC];
@@ -143,7 +131,7 @@ __device__ __forceinline__ float grad_term(const float (&y)[VEC], const float (&
 
 template <class T, int VEC, bool CACHED>
 __global__ void softmax_bwd_kernel(SoftmaxBwdArgs a, int group) {
-  __shared__ float scratch[32];
+  __shared__ double sums[32];
   const T* __restrict__ y = static_cast<const T*>(a.y);
   const T* __restrict__ dy = static_cast<const T*>(a.dy);
   T* __restrict__ dx = static_cast<T*>(a.dx);
@@ -155,7 +143,7 @@ __global__ void softmax_bwd_kernel(SoftmaxBwdArgs a, int group) {
     T* dxr = dx + r * len;
     if constexpr (CACHED) {
       float vy[kCachedPacks][VEC], vd[kCachedPacks][VEC];
-      float s = 0.0f;
+      double s = 0.0;
 #pragma unroll
       for (int k = 0; k < kCachedPacks; ++k) {
         const int64_t i = start + k * stride;
@@ -165,30 +153,30 @@ __global__ void softmax_bwd_kernel(SoftmaxBwdArgs a, int group) {
           s += grad_term<VEC>(vy[k], vd[k], a.log);
         }
       }
-      s = group_reduce(s, rows::Sum{}, scratch, group);
+      const auto total = static_cast<float>(rows::group_sum(s, sums, group));
 #pragma unroll
       for (int k = 0; k < kCachedPacks; ++k) {
         const int64_t i = start + k * stride;
         if (i < len) {
           float out[VEC];
-          grad_pack<VEC>(vy[k], vd[k], s, a.log, out);
+          grad_pack<VEC>(vy[k], vd[k], total, a.log, out);
           rows::store<T, VEC>(dxr, i, out);
         }
       }
     } else {
-      float s = 0.0f;
+      double s = 0.0;
       for (int64_t i = start; i < len; i += stride) {
         float vy[VEC], vd[VEC];
         rows::load<T, VEC>(yr, i, vy);
         rows::load<T, VEC>(dyr, i, vd);
         s += grad_term<VEC>(vy, vd, a.log);
       }
-      s = group_reduce(s, rows::Sum{}, scratch, group);
+      const auto total = static_cast<float>(rows::group_sum(s, sums, group));
       for (int64_t i = start; i < len; i += stride) {
         float vy[VEC], vd[VEC], out[VEC];
         rows::load<T, VEC>(yr, i, vy);
         rows::load<T, VEC>(dyr, i, vd);
-        grad_pack<VEC>(vy, vd, s, a.log, out);
+        grad_pack<VEC>(vy, vd, total, a.log, out);
         rows::store<T, VEC>(dxr, i, out);
       }
     }
