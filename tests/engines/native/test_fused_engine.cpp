@@ -39,10 +39,13 @@ sweep::HostInputs inputs(const op::Graph& g) {
 
 class NativeFused : public NativeGpuCase {};
 
+// Two units in the last place: each intermediate is rounded to the io dtype from f32 math, and
+// one that lands next to a rounding boundary may round the other way than the reference's
+// float64 value did; downstream nodes carry that one unit on.
 TEST_P(NativeFused, ADagWithBroadcastsMatchesTheReference) {
   EAGLE_SKIP_UNLESS_RUNS_HERE(fused_id());
   const op::Graph g = dag(GetParam().dims[0], GetParam().dims[1], GetParam().dtype);
-  sweep::compare_with_reference(manifest(), fused_id(), {}, g, inputs(g));
+  sweep::compare_with_reference(manifest(), fused_id(), {}, g, inputs(g), 2);
 }
 
 INSTANTIATE_TEST_SUITE_P(

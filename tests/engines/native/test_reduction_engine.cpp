@@ -42,9 +42,11 @@ const std::vector<AxesCase>& axes_cases() {
   return c;
 }
 
-// Inputs each mode keeps finite and away from under- and overflow.
+// Inputs around 1 for prod: products of thousands stay in range, and products of 10^5 or more
+// under- or overflow alike in the reference and the engine (the comparison wants the same 0 or
+// infinity there).
 std::pair<double, double> range_of(const std::string& mode) {
-  if (mode == "prod") return {0.995, 1.005};
+  if (mode == "prod") return {0.9, 1.1};
   return {-1.0, 1.0};
 }
 
