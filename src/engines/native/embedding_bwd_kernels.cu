@@ -86,7 +86,7 @@ __global__ void segment_sum_kernel(EmbeddingBwdArgs a, int group) {
   for (int64_t v = w.first; v < a.vocab; v += w.step) {
     const int32_t begin = s.offsets[v], end = s.offsets[v + 1];
     for (int64_t col0 = 0; col0 < a.dim; col0 += tile) {
-      float acc[kCachedPacks][VEC] = {};
+      double acc[kCachedPacks][VEC] = {};  // hot ids sum thousands of rows
       for (int32_t k = begin; k < end; ++k) {
         const T* src = dy + static_cast<int64_t>(s.order[k]) * a.dim;
 #pragma unroll
@@ -103,7 +103,12 @@ __global__ void segment_sum_kernel(EmbeddingBwdArgs a, int group) {
 #pragma unroll
       for (int p = 0; p < kCachedPacks; ++p) {
         const int64_t i = col0 + int64_t{w.lane} * VEC + p * stride;
-        if (i < a.dim) rows::store<T, VEC>(dtable + v * a.dim, i, acc[p]);
+        if (i < a.dim) {
+          float out[VEC];
+#pragma unroll
+          for (int j = 0; j < VEC; ++j) out[j] = static_cast<float>(acc[p][j]);
+          rows::store<T, VEC>(dtable + v * a.dim, i, out);
+        }
       }
     }
   }

@@ -5,7 +5,7 @@
 // the hardware serves the atomics in. Instead one block first sorts the positions by id, stably
 // (an integer histogram, a scan into segment offsets, then one warp placing 32 positions at a
 // time: __match_any_sync ranks equal ids inside the warp, and a cursor per id carries the order
-// across steps). Then a block per table row sums its segment's dy rows in position order in f32
+// across steps). Then a block per table row sums its segment's dy rows in position order in double
 // registers and writes the row once (zeros for ids that never occur). The placement is serial
 // over the ids (N / 32 steps): cheap next to moving dy and the table at the sizes of real
 // models, and the one place to parallelise if a measurement says so.
