@@ -138,9 +138,13 @@ class NormBwdPlan : public plan::CompiledPlan {
               Paths<NormBwdLauncher> p)
       : rules_(std::move(rules)), pos_(std::move(pos)), args_(args), paths_(p) {}
 
+  // The column sums' partials of whichever path runs (both fixed at build).
   std::size_t workspace_bytes() const override {
     if (pos_[6] < 0 && pos_[7] < 0) return 0;
-    return static_cast<std::size_t>(2 * args_.chunks * args_.len) * sizeof(double);
+    std::size_t bytes = 0;
+    for (int k = 0; k < 2; ++k)
+      if (paths_.launch[k]) bytes = std::max(bytes, norm_bwd_workspace(args_, paths_.geo[k]));
+    return bytes;
   }
   bool run(const plan::OperandBuffer* ops,
            const plan::ExecutionContext& ctx) const noexcept override {
@@ -155,7 +159,7 @@ class NormBwdPlan : public plan::CompiledPlan {
     a.dx = at(5);
     a.dscale = at(6);
     a.dbias = at(7);
-    a.partials = static_cast<double*>(ctx.workspace);
+    a.workspace = ctx.workspace;
     const int k = paths_.pick({a.dy, a.x, a.scale, a.dx});
     return paths_.launch[k](a, paths_.geo[k], ctx.stream);
   }
@@ -327,9 +331,14 @@ class NormalizationEngine : public plan::Engine {
                             position(node.output("dx")),
                             position(node.output("dscale")),
                             position(node.output("dbias"))};
-    return std::make_shared<NormBwdPlan>(
-        std::move(rules), std::move(pos), args,
-        paths<NormBwdLauncher>(args.rows, args.len, dy.dtype(), sms, &norm_bwd_launcher));
+    const bool params = pos[6] >= 0 || pos[7] >= 0;
+    Paths<NormBwdLauncher> p = paths<NormBwdLauncher>(
+        args.rows, args.len, dy.dtype(), sms,
+        [params](DType d, const RowGeometry& g) { return norm_bwd_launcher(d, g, params); });
+    if (params)  // cached rows write a slot of partials per group: one wave of fewer groups
+      for (RowGeometry& g : p.geo)
+        if (g.cached) g.grid = std::min(g.grid, static_cast<unsigned>(sms * kNormBwdBlocksPerSm));
+    return std::make_shared<NormBwdPlan>(std::move(rules), std::move(pos), args, p);
   }
 
   plan::Capabilities caps_;

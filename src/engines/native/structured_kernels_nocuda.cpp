@@ -42,7 +42,7 @@ StridedReduceLauncher strided_reduce_launcher(DType) {
 SoftmaxBwdLauncher softmax_bwd_launcher(DType, const RowGeometry&) {
   return nullptr;
 }
-NormBwdLauncher norm_bwd_launcher(DType, const RowGeometry&) {
+NormBwdLauncher norm_bwd_launcher(DType, const RowGeometry&, bool) {
   return nullptr;
 }
 CrossEntropyBwdLauncher cross_entropy_bwd_launcher(DType, DType, const RowGeometry&) {
