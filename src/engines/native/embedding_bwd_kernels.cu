@@ -9,34 +9,38 @@ namespace eagle::native {
 namespace {
 
 constexpr int kSortThreads = 1024;
+// Ids per placing block: their cursors live in its shared memory (32 KB).
+constexpr int kPlaceIds = 8192;
+constexpr int kPlaceThreads = 256;
 
-// The workspace: offsets [vocab + 1], cursors [vocab], positions sorted by id [rows].
+// The workspace: offsets [vocab + 1], counts [vocab], positions sorted by id [rows].
 struct Scratch {
-  int32_t *offsets, *cursors, *order;
+  int32_t *offsets, *counts, *order;
 };
 __host__ __device__ inline Scratch scratch_of(int32_t* base, int64_t vocab) {
   return {base, base + vocab + 1, base + 2 * vocab + 1};
 }
 
+// One block: the histogram of the ids and its exclusive scan, the segment offsets.
 template <class Id>
-__global__ void sort_by_id_kernel(EmbeddingBwdArgs a) {
+__global__ void offsets_kernel(EmbeddingBwdArgs a) {
   __shared__ int32_t totals[kSortThreads];
   const Scratch s = scratch_of(a.scratch, a.vocab);
   const Id* ids = static_cast<const Id*>(a.ids);
   const int t = threadIdx.x;
   // 1. Histogram of the ids (integer atomics: the counts do not depend on their order).
-  for (int64_t v = t; v < a.vocab; v += blockDim.x) s.cursors[v] = 0;
+  for (int64_t v = t; v < a.vocab; v += blockDim.x) s.counts[v] = 0;
   __syncthreads();
   for (int64_t r = t; r < a.rows; r += blockDim.x) {
     const int64_t id = static_cast<int64_t>(ids[r]);
-    if (id >= 0 && id < a.vocab) atomicAdd(&s.cursors[id], 1);
+    if (id >= 0 && id < a.vocab) atomicAdd(&s.counts[id], 1);
   }
   __syncthreads();
   // 2. Exclusive scan into offsets: each thread a contiguous slice, the slices' totals scanned.
   const int64_t per = (a.vocab + blockDim.x - 1) / blockDim.x;
   const int64_t lo = min(a.vocab, t * per), hi = min(a.vocab, lo + per);
   int32_t sum = 0;
-  for (int64_t v = lo; v < hi; ++v) sum += s.cursors[v];
+  for (int64_t v = lo; v < hi; ++v) sum += s.counts[v];
   totals[t] = sum;
   __syncthreads();
   for (int off = 1; off < kSortThreads; off <<= 1) {
@@ -47,30 +51,39 @@ __global__ void sort_by_id_kernel(EmbeddingBwdArgs a) {
   }
   int32_t run = totals[t] - sum;
   for (int64_t v = lo; v < hi; ++v) {
-    const int32_t c = s.cursors[v];
     s.offsets[v] = run;
-    s.cursors[v] = run;
-    run += c;
+    run += s.counts[v];
   }
   if (t == kSortThreads - 1) s.offsets[a.vocab] = totals[t];
+}
+
+// Block b places the positions of ids [b * kPlaceIds, (b + 1) * kPlaceIds) in their segments,
+// in position order: its first warp walks every id, 32 a step; __match_any_sync ranks equal
+// ids inside the warp, and a cursor per id in shared memory carries the order across steps.
+template <class Id>
+__global__ void place_kernel(EmbeddingBwdArgs a) {
+  __shared__ int32_t cursor[kPlaceIds];
+  const Scratch s = scratch_of(a.scratch, a.vocab);
+  const Id* ids = static_cast<const Id*>(a.ids);
+  const int64_t v0 = static_cast<int64_t>(blockIdx.x) * kPlaceIds;
+  const int64_t v1 = min(a.vocab, v0 + kPlaceIds);
+  for (int64_t v = v0 + threadIdx.x; v < v1; v += blockDim.x) cursor[v - v0] = s.offsets[v];
   __syncthreads();
-  // 3. Stable placement by one warp, 32 positions a step.
-  if (t >= 32) return;
+  if (threadIdx.x >= 32) return;
+  const int t = threadIdx.x;
   const unsigned lanes_below = (1u << t) - 1u;
+  int64_t next = t < a.rows ? static_cast<int64_t>(ids[t]) : -1;
   for (int64_t base = 0; base < a.rows; base += 32) {
-    const int64_t r = base + t;
-    int64_t id = -1;
-    if (r < a.rows) id = static_cast<int64_t>(ids[r]);
-    const bool valid = id >= 0 && id < a.vocab;
-    const unsigned active = __ballot_sync(0xffffffffu, valid);
-    const unsigned peers = __match_any_sync(0xffffffffu, valid ? id : -1) & active;
-    if (valid) {
-      const int rank = __popc(peers & lanes_below);
-      s.order[s.cursors[id] + rank] = static_cast<int32_t>(r);
-    }
+    const int64_t r = base + t, id = next;
+    // The next step's ids are loaded now: the loop's latency is the shared cursor's.
+    next = r + 32 < a.rows ? static_cast<int64_t>(ids[r + 32]) : -1;
+    const bool mine = r < a.rows && id >= v0 && id < v1;
+    const unsigned peers =
+        __match_any_sync(0xffffffffu, mine ? id : -1) & __ballot_sync(0xffffffffu, mine);
+    if (mine) s.order[cursor[id - v0] + __popc(peers & lanes_below)] = static_cast<int32_t>(r);
     __syncwarp();
     // The last of each group of equal ids moves the cursor past the group.
-    if (valid && (peers >> t) == 1u) s.cursors[id] += __popc(peers);
+    if (mine && (peers >> t) == 1u) cursor[id - v0] += __popc(peers);
     __syncwarp();
   }
 }
@@ -117,7 +130,10 @@ __global__ void segment_sum_kernel(EmbeddingBwdArgs a, int group) {
 template <class T, class Id, int VEC>
 bool launch(const EmbeddingBwdArgs& a, const RowGeometry& g, void* stream) noexcept {
   const auto st = static_cast<cudaStream_t>(stream);
-  sort_by_id_kernel<Id><<<1, kSortThreads, 0, st>>>(a);
+  offsets_kernel<Id><<<1, kSortThreads, 0, st>>>(a);
+  if (!launch_succeeded()) return false;
+  const auto blocks = static_cast<unsigned>((a.vocab + kPlaceIds - 1) / kPlaceIds);
+  place_kernel<Id><<<blocks, kPlaceThreads, 0, st>>>(a);
   if (!launch_succeeded()) return false;
   segment_sum_kernel<T, VEC><<<g.grid, g.threads, 0, st>>>(a, g.group);
   return launch_succeeded();
