@@ -48,18 +48,29 @@ __global__ void softmax_kernel(const T* __restrict__ x, T* __restrict__ y, int64
         for (int j = 0; j < VEC; ++j) m = fmaxf(m, v[k][j]);
       }
       m = group_reduce(m, rows::Max{}, scratch, group);
-      float s = 0.0f;  // at most kCachedPacks * VEC terms a thread; the group adds in double
+      // Softmax keeps exp(x - m) in place of x and scales it by 1 / sum: one exponential per
+      // element, not two (the special-function unit, not memory, would bound a second one).
+      // Log softmax keeps x. At most kCachedPacks * VEC terms a thread; the group adds in double.
+      float s = 0.0f;
 #pragma unroll
       for (int k = 0; k < kCachedPacks; ++k)
 #pragma unroll
-        for (int j = 0; j < VEC; ++j) s += expf(v[k][j] - m);
-      const float lse = finish_lse(m, rows::group_sum(s, sums, group));
+        for (int j = 0; j < VEC; ++j) {
+          const float e = expf(v[k][j] - m);
+          s += e;
+          if (!log) v[k][j] = e;
+        }
+      const double total = rows::group_sum(s, sums, group);
+      const float lse = finish_lse(m, total);
+      // An infinite max: exp(x - m) is already the reference's exp(x - lse) (0, or NaN).
+      const float scale = isinf(m) ? 1.0f : static_cast<float>(1.0 / total);
 #pragma unroll
       for (int k = 0; k < kCachedPacks; ++k) {
         const int64_t i = start + k * stride;
         if (i < len) {
           float out[VEC];
-          write_out<VEC>(v[k], lse, log, out);
+#pragma unroll
+          for (int j = 0; j < VEC; ++j) out[j] = log ? v[k][j] - lse : v[k][j] * scale;
           rows::store<T, VEC>(yr, i, out);
         }
       }
