@@ -2,7 +2,10 @@
 
 #include <cmath>
 #include <cstdio>
+#include <fstream>
 #include <random>
+#include <sstream>
+#include <stdexcept>
 
 namespace eagle::bench {
 
@@ -25,6 +28,46 @@ std::vector<Stats> measure(int warmup, int batches, const std::vector<Batch>& va
     out[v].min_ns = s.front();
   }
   return out;
+}
+
+Peers::Peers(const std::string& path) : path_(path) {
+  if (path.empty()) return;
+  std::ifstream in(path);
+  if (!in) throw std::runtime_error("--peers: cannot read '" + path + "'");
+  for (std::string line; std::getline(in, line);) {
+    const std::size_t space = line.find(' ');
+    if (space == std::string::npos || space == 0) continue;
+    lines_.emplace_back(line.substr(0, space), line.substr(space + 1));
+  }
+}
+
+std::optional<Stats> Peers::find(const std::string& name, std::string& why) const {
+  if (path_.empty()) {
+    why = "no peer timings given (--peers FILE)";
+    return std::nullopt;
+  }
+  for (const auto& [key, rest] : lines_) {
+    if (key != name) continue;
+    std::istringstream fields(rest);
+    double median_ms = 0, min_ms = 0;
+    if (rest.rfind("error:", 0) != 0 && fields >> median_ms >> min_ms)
+      return Stats{median_ms * 1e6, min_ms * 1e6};
+    why = "the peer cannot run it here: " + rest;
+    return std::nullopt;
+  }
+  why = "the peer did not measure '" + name + "' in " + path_;
+  return std::nullopt;
+}
+
+void compare_with_peer(Report& report, const Peers& peers, const std::string& what,
+                       const Stats& eagle, const std::string& peer_label, const std::string& name,
+                       std::optional<double> goal, const std::string& extra) {
+  std::string why;
+  if (const std::optional<Stats> peer = peers.find(name, why)) {
+    report.compare(what, eagle, peer_label, *peer, goal, extra);
+  } else {
+    report.note(what + ": eagle " + format_ns(eagle.median_ns) + "; no ratio: " + why);
+  }
 }
 
 std::string format_ns(double ns) {

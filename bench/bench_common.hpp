@@ -17,6 +17,7 @@ struct Options {
   bool quick = false;
   bool cpu_only = false;
   std::vector<int> only;  // sections to run (empty: all)
+  std::string peers;      // --peers FILE: peer timings measured in the same device call
 
   bool runs(int section) const {
     return only.empty() || std::find(only.begin(), only.end(), section) != only.end();
@@ -92,6 +93,28 @@ class Report {
 
 std::string format_ns(double ns);
 
+// Timings of a peer library measured by another program in the same device call
+// (bench/peers/torch_ops.py --table FILE): one line per case, "name median_ms min_ms", or
+// "name error: reason" for a case the peer cannot run here.
+class Peers {
+ public:
+  Peers() = default;
+  // Reads `path`; empty path: no peers. Throws std::runtime_error when the file cannot be read.
+  explicit Peers(const std::string& path);
+  // The peer's time for `name`, or none; `why` then says why (not measured, or its error).
+  std::optional<Stats> find(const std::string& name, std::string& why) const;
+
+ private:
+  std::vector<std::pair<std::string, std::string>> lines_;  // name, rest of the line
+  std::string path_;
+};
+
+// eagle against the peer's case `name` (ratio = eagle / peer, goal as in Report::compare). A case
+// the peer did not run is reported as a note naming the reason, never as a pass.
+void compare_with_peer(Report& report, const Peers& peers, const std::string& what,
+                       const Stats& eagle, const std::string& peer_label, const std::string& name,
+                       std::optional<double> goal = std::nullopt, const std::string& extra = "");
+
 // The chain every section uses: v_0 = x, v_k = alpha * v_{k-1} + x (axpy), so each node reads
 // the previous node's output and values stay bounded (they tend to 2x).
 inline constexpr double kAlpha = 0.5;
@@ -111,7 +134,10 @@ void run_gpu_sections(const Options& options, Report& report);
 void run_control_sections(const Options& options, Report& report);
 // Section 8, planned operations against the raw launch (bench_plans.cpp; needs a device).
 void run_plan_sections(const Options& options, Report& report);
-// Section 10, the native structured engines' achieved bandwidth (bench_structured.cpp; needs
+// Section 10, bf16 GEMMs through the cuBLASLt plan against a raw cublasLtMatmul (bench_gemm.cpp;
+// needs a device and cuBLASLt).
+void run_gemm_sections(const Options& options, Report& report);
+// Section 11, the native structured engines' achieved bandwidth (bench_structured.cpp; needs
 // a device).
 void run_structured_sections(const Options& options, Report& report);
 // Section 9, recording and building at scale on the CPU (bench_scale.cpp).

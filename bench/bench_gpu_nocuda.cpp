@@ -12,8 +12,12 @@ void run_plan_sections(const Options&, Report& report) {
   report.section("8. planned operations skipped: this build of eagle has no CUDA");
 }
 
+void run_gemm_sections(const Options&, Report& report) {
+  report.section("10. GEMM skipped: this build of eagle has no CUDA");
+}
+
 void run_structured_sections(const Options&, Report& report) {
-  report.section("10. native structured engines skipped: this build of eagle has no CUDA");
+  report.section("11. native structured engines skipped: this build of eagle has no CUDA");
 }
 
 }  // namespace eagle::bench

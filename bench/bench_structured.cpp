@@ -1,4 +1,4 @@
-// Section 10: the native structured engines at training sizes. Each op is planned for cuda:0
+// Section 11: the native structured engines at training sizes. Each op is planned for cuda:0
 // through the built-in manifest (the native engine leads its family's list), run on inputs
 // drawn on the device, and timed with CUDA events (median of batches). Reported: time per call,
 // the fewest bytes the op must move (each input read once, each output written once; the
@@ -278,7 +278,7 @@ std::vector<Case> cases() {
 void run_structured_sections(const Options& o, Report& report) {
   if (cuda_device_count() == 0) {
     // Nothing to time; the section's graphs still plan and build for an H200 descriptor.
-    report.section("10. native structured engines: not timed, no CUDA device; planned for an H200");
+    report.section("11. native structured engines: not timed, no CUDA device; planned for an H200");
     DeviceProperties h200;
     h200.device = "cuda:0";
     h200.name = "H200 (descriptor)";
@@ -294,7 +294,7 @@ void run_structured_sections(const Options& o, Report& report) {
     return;
   }
   report.section(
-      "10. GPU: native structured engines at training sizes: time per call (CUDA events), the "
+      "11. GPU: native structured engines at training sizes: time per call (CUDA events), the "
       "fewest bytes the op moves, achieved bandwidth against 4.3 TB/s (goal >= 75%) and against "
       "a device-to-device copy timed here");
   const Device dev = Device::cuda(0);

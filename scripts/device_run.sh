@@ -6,6 +6,8 @@
 #   sanitize  compute-sanitizer memcheck, racecheck, synccheck and initcheck over the CUDA tests
 #             (EAGLE_SANITIZERS="memcheck racecheck" picks tools; EAGLE_SANITIZE_TIMEOUT seconds each)
 #   repro     the synccheck reproducer outside eagle (every mode, plain and under synccheck)
+#   bench     bench/peers/torch_ops.py (the torch peers) then eagle_bench --peers
+#             (EAGLE_BENCH_ARGS adds arguments, e.g. "--only 2,10")
 set -uo pipefail
 cd "$(dirname "$0")"
 export LD_LIBRARY_PATH=$PWD:${LD_LIBRARY_PATH:-}
@@ -16,7 +18,7 @@ parts=("$@")
 want() { [[ " ${parts[*]} " == *" $1 "* ]]; }
 # Every CUDA test, but the one that provokes a failing graph update on purpose (to test the
 # rebuild fallback): the sanitizers report the API error it asks for.
-cuda_tests='*cuda*:*Gpu*:*Cuda*:-*ACallThatCannotBePatchedRebuildsWithOneWarning*'
+cuda_tests='*cuda*:*Gpu*:*Cuda*:*CublasLt*:cublaslt/*:-*ACallThatCannotBePatchedRebuildsWithOneWarning*'
 # Excluded from synccheck only: CUB reductions inside WHILE bodies. synccheck reports false
 # "divergent thread" barrier errors for any block-synchronizing kernel in a WHILE body, turns
 # after the first (tests/repro/synccheck_conditional.cu shows it outside eagle, with a textbook
@@ -63,5 +65,14 @@ if want examples; then
   done | tee -a "$out/examples.txt"
 fi
 if want bench; then
-  ./eagle_bench 2>&1 | tee "$out/bench.txt" | tail -60
+  # The torch side first, in the same call: eagle_bench prints eagle / torch for each case.
+  peers=()
+  if python3 -c "import torch" 2>/dev/null; then
+    python3 ../bench/peers/torch_ops.py --json "$out/torch.json" --table "$out/torch.txt" \
+      > "$out/torch-log.txt" 2>&1 && peers=(--peers "$out/torch.txt")
+    tail -3 "$out/torch-log.txt"
+  else
+    echo "no torch here: the op sections print eagle's times without a peer"
+  fi
+  ./eagle_bench ${EAGLE_BENCH_ARGS:-} "${peers[@]}" 2>&1 | tee "$out/bench.txt" | tail -60
 fi

@@ -2,6 +2,7 @@
 #include "eagle/engines/builtin.hpp"
 
 #include "engines/analyzers.hpp"
+#include "engines/cublaslt/cublaslt_engine.hpp"
 #include "engines/native/embedding_engine.hpp"
 #include "engines/native/fused_engine.hpp"
 #include "engines/native/loss_engine.hpp"
@@ -88,6 +89,44 @@ std::vector<PlanConfig> rank_native_first(const plan::RankInput& in) {
   return out;
 }
 
+// Gemm ranking: the GEMM engines (those naming an `algo` knob: cuBLASLt) ahead of the reference,
+// since the reference runs on the CPU only and a GEMM engine serves a GPU graph. Rules, all
+// default, untimed:
+// - A (and OPENSOURCE, which is A without the backend): cuBLASLt's heuristic entries 0..7 in the
+//   order cuBLASLt ranks its own algorithms, with 32 MiB of workspace (room for its split-K and
+//   stream-K algorithms; no smaller size was timed) and tf32 off (an f32 graph computes in f32
+//   unless a caller pins tf32=1).
+// - FALLBACK: entry 0 with no workspace, the config that asks least of the device.
+// Backend entries of a mode follow ours; the delegating entry comes last.
+std::vector<PlanConfig> rank_gemm(const plan::RankInput& in) {
+  std::vector<PlanConfig> out;
+  for (HeurMode mode : in.modes) {
+    std::vector<PlanConfig> gemm, others;
+    for (const plan::Engine* e : in.offered) {
+      const plan::Capabilities& caps = e->capabilities();
+      if (!caps.mismatch(*in.facts, *in.device).empty()) continue;
+      if (!caps.knobs.count("algo")) {
+        others.push_back({e->id(), caps.first_point(), mode, ""});
+        continue;
+      }
+      const std::vector<int64_t> algos =
+          mode == HeurMode::FALLBACK ? std::vector<int64_t>{0} : caps.knobs.at("algo");
+      const int64_t workspace_mb = mode == HeurMode::FALLBACK ? 0 : 32;
+      for (int64_t a : algos)
+        gemm.push_back(
+            {e->id(), {{"algo", a}, {"tf32", 0}, {"workspace_mb", workspace_mb}}, mode, ""});
+    }
+    out.insert(out.end(), gemm.begin(), gemm.end());
+    out.insert(out.end(), others.begin(), others.end());
+    for (const PlanConfig& b : in.backend)
+      if (b.mode == mode) out.push_back(b);
+  }
+  for (const PlanConfig& b : in.backend)
+    if (!b.mode) out.push_back(b);
+  plan::dedupe(out);
+  return out;
+}
+
 plan::EngineSlot reference_slot() {
   return {"reference", &reference::make_reference_engine, false};
 }
@@ -104,7 +143,12 @@ plan::ManifestSpec builtin_spec() {
         {"native_pointwise", &native::make_pointwise_engine, false},
         {"native_reduction", &native::make_reduction_engine, false},
         {"native_fused_pointwise", &native::make_fused_engine, false}}},
-      {"gemm", 1, {"matmul"}, nullptr, nullptr, {reference_slot()}},
+      {"gemm",
+       1,
+       {"matmul"},
+       nullptr,
+       &rank_gemm,
+       {reference_slot(), {"cublaslt", &cublaslt::make_cublaslt_engine, false}}},
       {"normalization",
        2,
        {"softmax", "layer_norm", "rms_norm", "softmax_bwd", "layer_norm_bwd", "rms_norm_bwd"},

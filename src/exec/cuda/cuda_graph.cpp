@@ -228,6 +228,11 @@ class CudaGraphExecutor final : public Executor {
                 reinterpret_cast<CUgraphNode*>(&handles_[i]), reinterpret_cast<CUgraph>(graph),
                 reinterpret_cast<const CUgraphNode*>(deps.data()), deps.size(), &p),
             "cuGraphAddKernelNode");
+        // A Hopper GEMM launches with cluster dims: carry the captured node's attributes over.
+        check_driver(
+            driver_graph_calls().kernel_node_copy_attributes(
+                reinterpret_cast<CUgraphNode>(handles_[i]), reinterpret_cast<CUgraphNode>(only)),
+            "cuGraphKernelNodeCopyAttributes");
         entries_[i] = Entry::captured_kernel;
         ++kernels_;
       } else {

@@ -28,6 +28,7 @@ const DriverGraphCalls& driver_graph_calls() {
     resolve("cuGraphKernelNodeGetParams", c.kernel_node_get_params);
     resolve("cuGraphAddKernelNode", c.add_kernel_node);
     resolve("cuGraphExecKernelNodeSetParams", c.exec_kernel_node_set_params);
+    resolve("cuGraphKernelNodeCopyAttributes", c.kernel_node_copy_attributes);
     return c;
   }();
   return calls;

@@ -15,6 +15,9 @@ struct DriverGraphCalls {
                               const CUDA_KERNEL_NODE_PARAMS_v2*) = nullptr;
   CUresult (*exec_kernel_node_set_params)(CUgraphExec, CUgraphNode,
                                           const CUDA_KERNEL_NODE_PARAMS_v2*) = nullptr;
+  // Launch attributes (thread-block cluster dims, priority...) are not in the params: a copied
+  // node takes them from its source with this.
+  CUresult (*kernel_node_copy_attributes)(CUgraphNode dst, CUgraphNode src) = nullptr;
 };
 
 // Resolved once; throws CudaError when the driver lacks them.
