@@ -16,6 +16,8 @@ namespace {
 // this many elements, up to about kPiecesPerSm pieces per SM. Untimed defaults.
 constexpr int64_t kMinChunk = 8192;
 constexpr int64_t kPiecesPerSm = 8;
+// The strided path's chunks: at least this many reduced elements per thread.
+constexpr int64_t kMinStridedChunk = 64;
 
 // x's dims with size-1 dims dropped and neighbours of one kind (kept or reduced) merged, each
 // run with its row-major stride (of its innermost dim).
@@ -91,17 +93,25 @@ class StridedReducePlan : public plan::CompiledPlan {
   StridedReducePlan(plan::OperandRules rules, int x, int y, StridedReduceArgs args,
                     StridedReduceLauncher launch, unsigned grid)
       : rules_(std::move(rules)), x_(x), y_(y), args_(args), launch_(launch), grid_(grid) {}
+  std::size_t workspace_bytes() const override {
+    return args_.splits > 1 ? static_cast<std::size_t>(args_.outputs * args_.splits) * 8 : 0;
+  }
   bool run(const plan::OperandBuffer* ops,
            const plan::ExecutionContext& ctx) const noexcept override {
-    if (!rules_.match(ops)) return false;
+    if (!rules_.match(ops) || ctx.workspace_bytes < workspace_bytes()) return false;
     if (args_.outputs == 0) return true;
     StridedReduceArgs a = args_;
     a.x = ops[x_].data;
     a.y = ops[y_].data;
+    a.partials = static_cast<double*>(ctx.workspace);
     return launch_(a, grid_, kThreads, ctx.stream);
   }
-  void explain(const plan::OperandBuffer* ops, const plan::ExecutionContext&) const override {
+  void explain(const plan::OperandBuffer* ops, const plan::ExecutionContext& ctx) const override {
     rules_.explain(ops);
+    if (ctx.workspace_bytes < workspace_bytes())
+      throw InvalidArgument("native reduction: needs " + std::to_string(workspace_bytes()) +
+                            " bytes of workspace, the call passed " +
+                            std::to_string(ctx.workspace_bytes));
     throw CudaError(std::string("native reduction: launch failed: ") + structured_launch_error());
   }
   static constexpr unsigned kThreads = 256;
@@ -198,8 +208,18 @@ class ReductionEngine : public plan::Engine {
         a.kept_stride[a.kept_runs++] = r.stride;
       }
     }
+    // Fewer outputs than a wave of threads: split each output's elements into chunks of at
+    // least kMinStridedChunk so about kThreadsPerSm threads per SM run. Untimed default.
+    a.splits = 1;
+    a.chunk = count;
+    const int64_t wave = int64_t{sms} * kThreadsPerSm;
+    if (outputs > 0 && outputs < wave && count >= 2 * kMinStridedChunk) {
+      a.splits = std::min((wave + outputs - 1) / outputs, count / kMinStridedChunk);
+      a.chunk = (count + a.splits - 1) / a.splits;
+      a.splits = (count + a.chunk - 1) / a.chunk;
+    }
     const int64_t blocks =
-        (outputs + StridedReducePlan::kThreads - 1) / StridedReducePlan::kThreads;
+        (outputs * a.splits + StridedReducePlan::kThreads - 1) / StridedReducePlan::kThreads;
     const auto grid = static_cast<unsigned>(std::clamp<int64_t>(blocks, 1, int64_t{sms} * 8));
     return std::make_shared<StridedReducePlan>(std::move(rules), xp, yp, a,
                                                strided_reduce_launcher(x.dtype()), grid);

@@ -92,24 +92,29 @@ __global__ void combine_partials_kernel(RowReduceArgs a) {
   }
 }
 
+// Thread t takes output t % outputs and chunk t / outputs of its reduced elements (consecutive
+// threads, consecutive outputs: coalesced when the kept axes are the inner ones).
 template <class T>
 __global__ void strided_reduce_kernel(StridedReduceArgs a) {
   const Fold fold{a.mode};
   const T* __restrict__ x = static_cast<const T*>(a.x);
-  for (int64_t o = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; o < a.outputs;
-       o += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+  const int64_t pieces = a.outputs * a.splits;
+  for (int64_t t = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; t < pieces;
+       t += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t o = t % a.outputs, split = t / a.outputs;
     int64_t base = 0, rest = o;
     for (int k = a.kept_runs - 1; k >= 0; --k) {
       base += (rest % a.kept_size[k]) * a.kept_stride[k];
       rest /= a.kept_size[k];
     }
+    const int64_t begin = split * a.chunk, end = min(a.count, begin + a.chunk);
     double acc = fold.init();
     if (a.reduced_runs == 1) {
       const int64_t s = a.reduced_stride[0];
-      for (int64_t j = 0; j < a.count; ++j)
+      for (int64_t j = begin; j < end; ++j)
         acc = fold(acc, fold.pre(detail::to_acc(x[base + j * s])));
     } else {
-      for (int64_t j = 0; j < a.count; ++j) {
+      for (int64_t j = begin; j < end; ++j) {
         int64_t off = base, r = j;
         for (int k = a.reduced_runs - 1; k >= 0; --k) {
           off += (r % a.reduced_size[k]) * a.reduced_stride[k];
@@ -118,6 +123,20 @@ __global__ void strided_reduce_kernel(StridedReduceArgs a) {
         acc = fold(acc, fold.pre(detail::to_acc(x[off])));
       }
     }
+    if (a.splits == 1)
+      static_cast<T*>(a.y)[o] = to_output<T>(fold.finish(acc, a.count));
+    else
+      a.partials[t] = acc;
+  }
+}
+
+template <class T>
+__global__ void combine_strided_kernel(StridedReduceArgs a) {
+  const Fold fold{a.mode};
+  for (int64_t o = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; o < a.outputs;
+       o += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    double acc = fold.init();
+    for (int64_t s = 0; s < a.splits; ++s) acc = fold(acc, a.partials[s * a.outputs + o]);
     static_cast<T*>(a.y)[o] = to_output<T>(fold.finish(acc, a.count));
   }
 }
@@ -136,7 +155,12 @@ bool launch_rows(const RowReduceArgs& a, const RowGeometry& g, void* stream) noe
 template <class T>
 bool launch_strided(const StridedReduceArgs& a, unsigned grid, unsigned threads,
                     void* stream) noexcept {
-  strided_reduce_kernel<T><<<grid, threads, 0, static_cast<cudaStream_t>(stream)>>>(a);
+  const auto s = static_cast<cudaStream_t>(stream);
+  strided_reduce_kernel<T><<<grid, threads, 0, s>>>(a);
+  if (!launch_succeeded()) return false;
+  if (a.splits == 1) return true;
+  const auto blocks = static_cast<unsigned>(std::min<int64_t>((a.outputs + 255) / 256, 1024));
+  combine_strided_kernel<T><<<blocks, 256, 0, s>>>(a);
   return launch_succeeded();
 }
 

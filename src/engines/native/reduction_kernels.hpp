@@ -4,9 +4,9 @@
 //   * rows: the reduced axes are the trailing ones of dense row-major x, [rows, len] -> [rows].
 //     A group of threads per row, 16-byte loads; few long rows (all axes reduced) are split
 //     into chunks whose partial results a second launch combines in a fixed order.
-//   * strided: any other set of axes. A thread per output walks its reduced elements through
-//     the collapsed dims (at most 4 kept and 4 reduced runs): correct everywhere, coalesced
-//     when the kept axes are the inner ones.
+//   * strided: any other set of axes. A thread per output (per chunk of its reduced elements
+//     when there are few outputs) walks them through the collapsed dims (at most 4 kept and 4
+//     reduced runs): correct everywhere, coalesced when the kept axes are the inner ones.
 #pragma once
 
 #include <cstdint>
@@ -53,6 +53,11 @@ struct StridedReduceArgs {
   int64_t kept_size[kMaxRuns], kept_stride[kMaxRuns];  // outermost first, strides in elements
   int64_t reduced_size[kMaxRuns], reduced_stride[kMaxRuns];
   ReduceMode mode;
+  // Few outputs: each output's reduced elements split into `splits` chunks of `chunk`, one
+  // thread each, their double partials [splits, outputs] in the workspace combined in split
+  // order by a second launch.
+  int64_t splits, chunk;
+  double* partials;
 };
 using StridedReduceLauncher = bool (*)(const StridedReduceArgs& args, unsigned grid,
                                        unsigned threads, void* stream) noexcept;

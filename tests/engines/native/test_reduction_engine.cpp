@@ -84,6 +84,11 @@ TEST(NativeReductionPlanning, TheNativeEngineLeadsOnAGpuAndSplitsFewLongRows) {
       reduction_graph({16384, 4096}, DType::bf16, "max", {-1}, false), manifest(), hopper());
   EXPECT_EQ(rows.build_plans(), 0);
   EXPECT_EQ(rows.workspace_size(), 0u);
+  // Columns: 4096 outputs are fewer than a wave of threads, so each splits its 16384 rows.
+  plan::ExecutionPlans columns = plan::ExecutionPlans::create(
+      reduction_graph({16384, 4096}, DType::f32, "max", {0}, false), manifest(), hopper());
+  EXPECT_EQ(columns.build_plans(), 0);
+  EXPECT_GT(columns.workspace_size(), 0u);
 }
 
 TEST(NativeReductionPlanning, PointwiseGraphsDoNotListIt) {
