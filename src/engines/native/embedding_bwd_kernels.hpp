@@ -10,7 +10,9 @@
 // table row sums its segment's dy rows in position order in double registers and writes the
 // row once (zeros for ids that never occur). The walk is N / 32 dependent steps of shared-memory
 // latency per block, all blocks at once (untimed): the part to parallelise further if a
-// measurement says so.
+// measurement says so. One group of threads sums a row's whole segment, so a very skewed
+// distribution (one id for most positions, e.g. padding) is summed by one SM: splitting long
+// segments into chunks combined in order is the fix when that case matters.
 //
 // An id outside [0, V) contributes nothing (the reference refuses such a call; a refusal would
 // need the ids on the host); nothing is read or written outside the buffers.
