@@ -1,6 +1,8 @@
-// The native embedding engine: one embedding node (forward), a table of f32, f16 or bf16, ids
-// of i32 or i64, dense row-major, as one launch of our row-gather kernel. An id outside [0, V)
-// gives a NaN row (embedding_kernels.hpp says why).
+// The native embedding engine: one embedding node (a row gather) or embedding_bwd (the
+// deterministic sort-and-sum of embedding_bwd_kernels.hpp, whatever its `deterministic`
+// attribute says: it never uses float atomics), a table or dy of f32, f16 or bf16, ids of i32
+// or i64, dense row-major. An id outside [0, V) gives a NaN row forward and is dropped backward
+// (embedding_kernels.hpp says why).
 #pragma once
 
 #include <memory>

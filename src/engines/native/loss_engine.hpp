@@ -1,7 +1,7 @@
-// The native loss engine: one cross_entropy node (forward: ignore_index, label smoothing,
-// reductions none, sum and mean, the lse output), f32, f16 or bf16 logits, i32 or i64 targets,
-// dense row-major. A target outside [0, C) other than ignore_index gives a NaN loss
-// (loss_kernels.hpp says why).
+// The native loss engine: one cross_entropy node (ignore_index, label smoothing, reductions
+// none, sum and mean, the lse output) or cross_entropy_bwd (from the forward's lse when wired),
+// f32, f16 or bf16 logits, i32 or i64 targets, f32 dloss and lse, dense row-major. A target
+// outside [0, C) other than ignore_index gives NaN (loss_kernels.hpp says why).
 #pragma once
 
 #include <memory>

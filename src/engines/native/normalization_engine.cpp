@@ -1,10 +1,9 @@
 #include "engines/native/normalization_engine.hpp"
 
+#include <algorithm>
 #include <vector>
 
-#include <algorithm>
 #include "eagle/plan/operand_rules.hpp"
-
 #include "engines/native/launch_status.hpp"
 #include "engines/native/norm_bwd_kernels.hpp"
 #include "engines/native/norm_kernels.hpp"
