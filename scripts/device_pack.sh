@@ -11,10 +11,10 @@ if command -v ccache >/dev/null; then
 fi
 cmake -S . -B build-device -DCMAKE_BUILD_TYPE=Release "${launcher[@]}" >/dev/null
 example_targets=$(grep -oE '[a-z_]+\.(cpp|cu)' examples/CMakeLists.txt | sed -E 's/\.(cpp|cu)$//; s/^/example_/')
-cmake --build build-device -j"$jobs" --target eagle_tests eagle_cli eagle_bench eagle_repro_synccheck \
+cmake --build build-device -j"$jobs" --target eagle_tests eagle_cli eagle_bench eagle_bench_cudnn eagle_repro_synccheck \
   $example_targets
 rm -rf .carry && mkdir -p .carry
-cp build-device/tests/eagle_tests build-device/tools/eagle build-device/bench/eagle_bench \
+cp build-device/tests/eagle_tests build-device/tools/eagle build-device/bench/eagle_bench build-device/bench/eagle_bench_cudnn \
   build-device/tests/eagle_repro_synccheck .carry/
 cp -L build-device/libeagle.so.0 .carry/
 mkdir -p .carry/examples

@@ -76,4 +76,7 @@ if want bench; then
     echo "no torch here: the op sections print eagle's times without a peer"
   fi
   ./eagle_bench ${EAGLE_BENCH_ARGS:-} "${peers[@]}" 2>&1 | tee "$out/bench.txt" | tail -60
+  # The cuDNN backend's SDPA, host cost and bind, and its torch peer.
+  ./eagle_bench_cudnn 2>&1 | tee "$out/bench-cudnn.txt" | tail -30
+  python3 ../bench/torch_sdpa.py 2>&1 | tee "$out/bench-cudnn-torch.txt" | tail -12
 fi

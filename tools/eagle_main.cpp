@@ -5,6 +5,8 @@
 
 #include "demo.hpp"
 #include "eagle/eagle.hpp"
+#include "eagle/engines/cublaslt.hpp"
+#include "eagle/engines/cudnn.hpp"
 #include "ops.hpp"
 
 namespace {
@@ -12,7 +14,8 @@ namespace {
 void devices_usage(std::FILE* to) {
   std::fprintf(to,
                "usage: eagle devices\n"
-               "  prints the properties descriptor (JSON) of the CPU and of every CUDA device\n");
+               "  prints the properties descriptor (JSON) of the CPU and of every CUDA device,\n"
+               "  then whether cuDNN and cuBLASLt were found (their engines need them)\n");
 }
 
 int devices(const std::vector<std::string>& args) {
@@ -24,6 +27,9 @@ int devices(const std::vector<std::string>& args) {
   std::printf("%s\n", eagle::DeviceProperties::query(eagle::Device::cpu()).to_json().c_str());
   for (int i = 0; i < eagle::cuda_device_count(); ++i)
     std::printf("%s\n", eagle::DeviceProperties::query(eagle::Device::cuda(i)).to_json().c_str());
+  // The vendor libraries eagle opens at run time: where from, or why their engines are absent.
+  std::printf("cuDNN: %s\n", eagle::engines::cudnn_backend_status().c_str());
+  std::printf("cuBLASLt: %s\n", eagle::engines::cublaslt_status().c_str());
   return 0;
 }
 

@@ -3,6 +3,7 @@
 
 #include "engines/analyzers.hpp"
 #include "engines/cublaslt/cublaslt_engine.hpp"
+#include "engines/cudnn/backend.hpp"
 #include "engines/native/embedding_engine.hpp"
 #include "engines/native/fused_engine.hpp"
 #include "engines/native/loss_engine.hpp"
@@ -127,6 +128,28 @@ std::vector<PlanConfig> rank_gemm(const plan::RankInput& in) {
   return out;
 }
 
+// Attention ranking (sdpa, sdpa_bwd): the cuDNN backend's entries mode by mode, in the order
+// cuDNN ranked them, then its delegating entry, then our engines at their first knob point.
+// cuDNN leads because it is the only GPU engine of these families; the reference (CPU, float64)
+// is the default where cuDNN offers nothing. No cell has been timed: this is the default order.
+// The delegating entry would build the same config as the first mode-A entry that builds, so
+// it follows the concrete configs (a built plan then names what runs), and it is placed only
+// beside entries of the backend's own: those say the device can run cuDNN at all.
+std::vector<PlanConfig> rank_attention(const plan::RankInput& in) {
+  std::vector<PlanConfig> out;
+  for (HeurMode mode : in.modes)
+    for (const PlanConfig& b : in.backend)
+      if (b.mode == mode) out.push_back(b);
+  if (!out.empty())
+    for (const PlanConfig& b : in.backend)
+      if (!b.mode) out.push_back(b);
+  for (const plan::Engine* e : in.offered)
+    if (e->capabilities().mismatch(*in.facts, *in.device).empty())
+      out.push_back({e->id(), e->capabilities().first_point(), in.modes.front(), ""});
+  plan::dedupe(out);
+  return out;
+}
+
 plan::EngineSlot reference_slot() {
   return {"reference", &reference::make_reference_engine, false};
 }
@@ -167,8 +190,8 @@ plan::ManifestSpec builtin_spec() {
        nullptr,
        &rank_native_first,
        {reference_slot(), {"native_loss", &native::make_loss_engine, false}}},
-      {"sdpa", 5, {"sdpa"}, &analyze_attention, nullptr, {reference_slot()}},
-      {"sdpa_bwd", 6, {"sdpa_bwd"}, &analyze_attention, nullptr, {reference_slot()}},
+      {"sdpa", 5, {"sdpa"}, &analyze_attention, &rank_attention, {reference_slot()}},
+      {"sdpa_bwd", 6, {"sdpa_bwd"}, &analyze_attention, &rank_attention, {reference_slot()}},
       {"linear_attention", 7, {"gdn", "kda", "gdn2"}, &analyze_delta, nullptr, {reference_slot()}},
       {"linear_attention_bwd",
        8,
@@ -180,6 +203,7 @@ plan::ManifestSpec builtin_spec() {
   };
   spec.unanchored_family = "pointwise";
   spec.mixed_family = "composite";
+  spec.backend = cudnn::make_backend();
   return spec;
 }
 
