@@ -14,6 +14,9 @@ namespace eagle::native {
 
 namespace {
 
+// The chunk of a split softmax row: elements per block (a few packs a thread).
+constexpr int64_t kSplitChunk = 4096;
+
 // One geometry and launcher per path: [0] vectorized (16-byte packs; null when the row length
 // is no multiple of a pack), [1] scalar. run() takes [0] when every pointer is aligned.
 template <class Launcher>
@@ -46,18 +49,26 @@ class SoftmaxPlan : public plan::CompiledPlan {
   SoftmaxPlan(plan::OperandRules rules, int x, int y, SoftmaxArgs args, Paths<SoftmaxLauncher> p)
       : rules_(std::move(rules)), x_(x), y_(y), args_(args), paths_(p) {}
 
+  std::size_t workspace_bytes() const override {
+    return args_.splits > 1 ? static_cast<std::size_t>(args_.rows * args_.splits) * 16 : 0;
+  }
   bool run(const plan::OperandBuffer* ops,
            const plan::ExecutionContext& ctx) const noexcept override {
-    if (!rules_.match(ops)) return false;
+    if (!rules_.match(ops) || ctx.workspace_bytes < workspace_bytes()) return false;
     if (args_.rows == 0 || args_.len == 0) return true;
     SoftmaxArgs a = args_;
     a.x = ops[x_].data;
     a.y = ops[y_].data;
+    a.partials = static_cast<double*>(ctx.workspace);
     const int k = paths_.pick({a.x, a.y});
     return paths_.launch[k](a, paths_.geo[k], ctx.stream);
   }
-  void explain(const plan::OperandBuffer* ops, const plan::ExecutionContext&) const override {
+  void explain(const plan::OperandBuffer* ops, const plan::ExecutionContext& ctx) const override {
     rules_.explain(ops);
+    if (ctx.workspace_bytes < workspace_bytes())
+      throw InvalidArgument("native softmax: needs " + std::to_string(workspace_bytes()) +
+                            " bytes of workspace, the call passed " +
+                            std::to_string(ctx.workspace_bytes));
     throw CudaError(std::string("native softmax: launch failed: ") + structured_launch_error());
   }
 
@@ -262,6 +273,22 @@ class NormalizationEngine : public plan::Engine {
       const auto [rows, len] = softmax_rows(node, x);
       SoftmaxArgs args{nullptr, nullptr, rows, len, node.attr("log").as_bool("log")};
       const int xp = position(x), yp = position(y);
+      // Fewer rows than about two per SM, each long: a block per chunk of a row, so the device
+      // fills (inference's softmax over a vocabulary). Untimed default.
+      const int64_t wave = int64_t{std::max(1, sms)} * 4;
+      if (rows < wave / 2 && len >= 4 * kSplitChunk) {
+        args.splits = std::min((len + kSplitChunk - 1) / kSplitChunk, (wave + rows - 1) / rows);
+        args.chunk = ((len + args.splits - 1) / args.splits + 15) / 16 * 16;  // whole packs
+        args.splits = (len + args.chunk - 1) / args.chunk;
+        // The vector width is the row's (its start must be aligned), the geometry the chunk's.
+        Paths<SoftmaxLauncher> p;
+        const int vec = row_vec(len, static_cast<int>(itemsize(dtype)));
+        for (int k = vec > 1 ? 0 : 1; k < 2; ++k) {
+          p.geo[k] = row_geometry(rows * args.splits, args.chunk, k == 0 ? vec : 1, sms);
+          p.launch[k] = split_softmax_launcher(dtype, p.geo[k]);
+        }
+        return std::make_shared<SoftmaxPlan>(std::move(rules), xp, yp, args, p);
+      }
       return std::make_shared<SoftmaxPlan>(
           std::move(rules), xp, yp, args,
           paths<SoftmaxLauncher>(rows, len, dtype, sms, &softmax_launcher));

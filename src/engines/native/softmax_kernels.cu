@@ -115,6 +115,79 @@ bool launch(const SoftmaxArgs& a, const RowGeometry& g, void* stream) noexcept {
   return launch_succeeded();
 }
 
+// Split rows, first pass: each chunk's max and sum of exp(x - max), online.
+template <class T, int VEC>
+__global__ void split_stats_kernel(SoftmaxArgs a, int group) {
+  __shared__ float scratch[32];
+  __shared__ double sums[32];
+  const T* __restrict__ x = static_cast<const T*>(a.x);
+  const rows::Walk w = rows::walk(group);
+  const int64_t pieces = a.rows * a.splits, stride = int64_t{group} * VEC;
+  for (int64_t p = w.first; p < pieces; p += w.step) {
+    const int64_t row = p / a.splits, begin = (p % a.splits) * a.chunk;
+    const int64_t end = min(a.len, begin + a.chunk);
+    const T* xr = x + row * a.len;
+    float m = -INFINITY;
+    double s = 0.0;
+    for (int64_t i = begin + int64_t{w.lane} * VEC; i < end; i += stride) {
+      float v[VEC];
+      rows::load<T, VEC>(xr, i, v);
+#pragma unroll
+      for (int j = 0; j < VEC; ++j) online(v[j], m, s);
+    }
+    const float chunk_max = group_reduce(m, rows::Max{}, scratch, group);
+    const double total = rows::group_sum(rescaled(m, s, chunk_max), sums, group);
+    if (w.lane == 0) {
+      a.partials[2 * p] = chunk_max;
+      a.partials[2 * p + 1] = total;
+    }
+  }
+}
+
+// Split rows, second pass: the row's chunks combined in chunk order (every thread alike, from
+// cache), then this chunk written.
+template <class T, int VEC>
+__global__ void split_write_kernel(SoftmaxArgs a, int group) {
+  const T* __restrict__ x = static_cast<const T*>(a.x);
+  T* __restrict__ y = static_cast<T*>(a.y);
+  const rows::Walk w = rows::walk(group);
+  const int64_t pieces = a.rows * a.splits, stride = int64_t{group} * VEC;
+  for (int64_t p = w.first; p < pieces; p += w.step) {
+    const int64_t row = p / a.splits, begin = (p % a.splits) * a.chunk;
+    const int64_t end = min(a.len, begin + a.chunk);
+    const double* part = a.partials + 2 * row * a.splits;
+    float m = -INFINITY;
+    for (int64_t k = 0; k < a.splits; ++k) m = fmaxf(m, static_cast<float>(part[2 * k]));
+    double s = 0.0;
+    for (int64_t k = 0; k < a.splits; ++k)
+      s += rescaled(static_cast<float>(part[2 * k]), part[2 * k + 1], m);
+    const float lse = finish_lse(m, s);
+    for (int64_t i = begin + int64_t{w.lane} * VEC; i < end; i += stride) {
+      float v[VEC], out[VEC];
+      rows::load<T, VEC>(x + row * a.len, i, v);
+      write_out<VEC>(v, lse, a.log, out);
+      rows::store<T, VEC>(y + row * a.len, i, out);
+    }
+  }
+}
+
+template <class T, int VEC>
+bool launch_split(const SoftmaxArgs& a, const RowGeometry& g, void* stream) noexcept {
+  const auto s = static_cast<cudaStream_t>(stream);
+  split_stats_kernel<T, VEC><<<g.grid, g.threads, 0, s>>>(a, g.group);
+  if (!launch_succeeded()) return false;
+  split_write_kernel<T, VEC><<<g.grid, g.threads, 0, s>>>(a, g.group);
+  return launch_succeeded();
+}
+
+template <class T>
+SoftmaxLauncher pick_split(const RowGeometry& g) {
+  constexpr int kVec = 16 / sizeof(T);
+  if (g.vec == kVec) return &launch_split<T, kVec>;
+  if (g.vec == 1) return &launch_split<T, 1>;
+  return nullptr;
+}
+
 template <class T>
 SoftmaxLauncher pick(const RowGeometry& g) {
   constexpr int kVec = 16 / sizeof(T);
@@ -219,6 +292,19 @@ SoftmaxBwdLauncher softmax_bwd_launcher(DType dtype, const RowGeometry& g) {
       return pick_bwd<__half>(g);
     case DType::bf16:
       return pick_bwd<__nv_bfloat16>(g);
+    default:
+      return nullptr;
+  }
+}
+
+SoftmaxLauncher split_softmax_launcher(DType dtype, const RowGeometry& g) {
+  switch (dtype) {
+    case DType::f32:
+      return pick_split<float>(g);
+    case DType::f16:
+      return pick_split<__half>(g);
+    case DType::bf16:
+      return pick_split<__nv_bfloat16>(g);
     default:
       return nullptr;
   }

@@ -16,12 +16,19 @@ struct SoftmaxArgs {
   void* y;
   int64_t rows, len;
   bool log;
+  // Few long rows (split_softmax_launcher): each row in `splits` chunks of `chunk` elements, a
+  // block each; the chunks' (max, sum) land in `partials` [rows * splits * 2] (the workspace)
+  // and a second launch combines them in chunk order, then writes. Unused otherwise.
+  int64_t splits = 1, chunk = 0;
+  double* partials = nullptr;
 };
-// Issues one launch on `stream` (a cudaStream_t); false on a launch error (launch_status.hpp).
+// Issues its launches on `stream` (a cudaStream_t); false on a launch error (launch_status.hpp).
 using SoftmaxLauncher = bool (*)(const SoftmaxArgs& args, const RowGeometry& g,
                                  void* stream) noexcept;
 // The launcher for (dtype, g.vec, g.cached), or nullptr (no CUDA, or a dtype without a kernel).
 SoftmaxLauncher softmax_launcher(DType dtype, const RowGeometry& g);
+// The split launcher for (dtype, g.vec); g is a geometry over rows * splits chunks.
+SoftmaxLauncher split_softmax_launcher(DType dtype, const RowGeometry& g);
 
 // The backward from the forward's output y and dy (one dtype): dx = y * (dy - sum(dy * y)), or
 // for log softmax dx = dy - exp(y) * sum(dy). y and dy stay in registers when the row fits.

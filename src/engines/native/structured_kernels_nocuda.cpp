@@ -20,6 +20,9 @@ const char* structured_launch_error() noexcept {
 SoftmaxLauncher softmax_launcher(DType, const RowGeometry&) {
   return nullptr;
 }
+SoftmaxLauncher split_softmax_launcher(DType, const RowGeometry&) {
+  return nullptr;
+}
 NormLauncher norm_launcher(DType, const RowGeometry&) {
   return nullptr;
 }

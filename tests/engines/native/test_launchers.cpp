@@ -39,6 +39,7 @@ TEST(NativeLaunchers, EveryPathOfEveryFloatDtypeHasAKernel) {
     for (const RowGeometry& g : geometries(d)) {
       SCOPED_TRACE("vec " + std::to_string(g.vec) + (g.cached ? " cached" : " streaming"));
       EXPECT_EQ(softmax_launcher(d, g) != nullptr, kCuda);
+      EXPECT_EQ(split_softmax_launcher(d, g) != nullptr, kCuda);
       EXPECT_EQ(softmax_bwd_launcher(d, g) != nullptr, kCuda);
       EXPECT_EQ(norm_launcher(d, g) != nullptr, kCuda);
       for (bool params : {false, true})

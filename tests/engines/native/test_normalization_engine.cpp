@@ -71,6 +71,20 @@ TEST(NativeSoftmaxShapes, ThreeDimsAndAnAxisFollowedBySizeOneDims) {
   }
 }
 
+// Few long rows split into chunks (a block each, combined in a second pass): an odd length
+// (scalar path, a short last chunk) and a multiple of every vector width.
+TEST(NativeSoftmaxShapes, FewLongRowsSplitIntoChunks) {
+  EAGLE_SKIP_UNLESS_RUNS_HERE(norm_id());
+  for (DType d : float_dtypes())
+    for (const op::Dims& dims : {op::Dims{3, 40001}, op::Dims{5, 65544}})
+      for (bool log : {false, true}) {
+        SCOPED_TRACE(std::string(dtype_name(d)) + " [" + dims_name(dims) + "]" +
+                     (log ? " log" : ""));
+        const op::Graph g = softmax_graph(dims, d, log);
+        sweep::compare_with_reference(manifest(), norm_id(), {}, g, random_inputs(g, -4, 4));
+      }
+}
+
 class NativeNorm : public NativeGpuCase {};
 
 TEST_P(NativeNorm, LayerNormAndRmsNormMatchTheReference) {
@@ -246,6 +260,11 @@ TEST(NativeNormalizationPlanning, BuildsForADescriptor) {
       softmax_graph({16384, 4096}, DType::bf16, false), manifest(), hopper());
   EXPECT_EQ(plans.build_plans(), 0);
   EXPECT_EQ(plans.workspace_size(), 0u);
+  // Few long rows split: the chunks' partial statistics need a workspace.
+  plan::ExecutionPlans few = plan::ExecutionPlans::create(
+      softmax_graph({7, 131072}, DType::bf16, false), manifest(), hopper());
+  EXPECT_EQ(few.build_plans(), 0);
+  EXPECT_EQ(few.workspace_size(), 7u * 32 * 16);  // 32 chunks of 4096 a row, (max, sum) each
 }
 
 TEST(NativeNormalizationDeclines, AxisOtherThanTheLast) {
