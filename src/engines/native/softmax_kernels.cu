@@ -144,10 +144,12 @@ __global__ void split_stats_kernel(SoftmaxArgs a, int group) {
   }
 }
 
-// Split rows, second pass: the row's chunks combined in chunk order (every thread alike, from
-// cache), then this chunk written.
+// Split rows, second pass: the row's chunks combined by the group (a fixed order: the same
+// bits every run), then this chunk written.
 template <class T, int VEC>
 __global__ void split_write_kernel(SoftmaxArgs a, int group) {
+  __shared__ float scratch[32];
+  __shared__ double sums[32];
   const T* __restrict__ x = static_cast<const T*>(a.x);
   T* __restrict__ y = static_cast<T*>(a.y);
   const rows::Walk w = rows::walk(group);
@@ -157,11 +159,13 @@ __global__ void split_write_kernel(SoftmaxArgs a, int group) {
     const int64_t end = min(a.len, begin + a.chunk);
     const double* part = a.partials + 2 * row * a.splits;
     float m = -INFINITY;
-    for (int64_t k = 0; k < a.splits; ++k) m = fmaxf(m, static_cast<float>(part[2 * k]));
+    for (int64_t k = w.lane; k < a.splits; k += group)
+      m = fmaxf(m, static_cast<float>(part[2 * k]));
+    m = group_reduce(m, rows::Max{}, scratch, group);
     double s = 0.0;
-    for (int64_t k = 0; k < a.splits; ++k)
+    for (int64_t k = w.lane; k < a.splits; k += group)
       s += rescaled(static_cast<float>(part[2 * k]), part[2 * k + 1], m);
-    const float lse = finish_lse(m, s);
+    const float lse = finish_lse(m, rows::group_sum(s, sums, group));
     for (int64_t i = begin + int64_t{w.lane} * VEC; i < end; i += stride) {
       float v[VEC], out[VEC];
       rows::load<T, VEC>(x + row * a.len, i, v);
