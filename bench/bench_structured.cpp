@@ -4,7 +4,8 @@
 // the fewest bytes the op must move (each input read once, each output written once; the
 // gathered rows for an embedding lookup), the achieved bandwidth, and that against 4.3 TB/s
 // (the H200 copy rate measured before) and against a device-to-device copy timed in this run.
-// The torch peers are timed by the lead's script in the same device call. CUDA builds only.
+// Then eagle / torch for each case bench/peers/torch_ops.py timed in the same device call
+// (--peers FILE; goal <= 1). CUDA builds only.
 #include <cmath>
 #include <cstdio>
 #include <cstring>
