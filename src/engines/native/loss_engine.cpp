@@ -1,5 +1,7 @@
 #include "engines/native/loss_engine.hpp"
 
+#include <algorithm>
+
 #include "eagle/plan/operand_rules.hpp"
 #include "engines/native/launch_status.hpp"
 #include "engines/native/loss_kernels.hpp"
@@ -8,6 +10,9 @@
 namespace eagle::native {
 
 namespace {
+
+// The chunk of a split row: classes per block.
+constexpr int64_t kSplitChunk = 4096;
 
 class CrossEntropyPlan : public plan::CompiledPlan {
  public:
@@ -21,19 +26,25 @@ class CrossEntropyPlan : public plan::CompiledPlan {
   };
   CrossEntropyPlan(plan::OperandRules rules, Table t) : rules_(std::move(rules)), t_(t) {}
 
+  // Per-row losses to reduce (floats, rounded up to 8 bytes), then split rows' partials.
+  std::size_t loss_bytes() const {
+    return t_.reduce ? (static_cast<std::size_t>(t_.args.rows) * sizeof(float) + 7) / 8 * 8 : 0;
+  }
   std::size_t workspace_bytes() const override {
-    return t_.reduce ? static_cast<std::size_t>(t_.args.rows) * sizeof(float) : 0;
+    const int64_t partials = t_.args.splits > 1 ? t_.args.rows * t_.args.splits * 3 : 0;
+    return loss_bytes() + static_cast<std::size_t>(partials) * sizeof(double);
   }
 
   bool run(const plan::OperandBuffer* ops,
            const plan::ExecutionContext& ctx) const noexcept override {
     if (!rules_.match(ops)) return false;
-    if (t_.reduce && ctx.workspace_bytes < workspace_bytes()) return false;
+    if (ctx.workspace_bytes < workspace_bytes()) return false;
     CrossEntropyArgs a = t_.args;
     a.logits = ops[t_.logits].data;
     a.targets = ops[t_.targets].data;
     a.lse = t_.lse >= 0 ? static_cast<float*>(ops[t_.lse].data) : nullptr;
     a.row_loss = static_cast<float*>(t_.reduce ? ctx.workspace : ops[t_.loss].data);
+    a.partials = reinterpret_cast<double*>(static_cast<char*>(ctx.workspace) + loss_bytes());
     float* loss = static_cast<float*>(ops[t_.loss].data);
     if (a.rows > 0) {
       const int k = t_.launch[0] && aligned16(a.logits) ? 0 : 1;
@@ -45,7 +56,7 @@ class CrossEntropyPlan : public plan::CompiledPlan {
   }
   void explain(const plan::OperandBuffer* ops, const plan::ExecutionContext& ctx) const override {
     rules_.explain(ops);
-    if (t_.reduce && ctx.workspace_bytes < workspace_bytes())
+    if (ctx.workspace_bytes < workspace_bytes())
       throw InvalidArgument("native cross_entropy: needs " + std::to_string(workspace_bytes()) +
                             " bytes of workspace, the call passed " +
                             std::to_string(ctx.workspace_bytes));
@@ -156,13 +167,24 @@ class LossEngine : public plan::Engine {
     t.args.ignore_index = node.attr("ignore_index").as_int("ignore_index");
     t.args.label_smoothing =
         static_cast<float>(node.attr("label_smoothing").as_real("label_smoothing"));
-    const int sms = ctx.device.multiprocessors;
+    const int sms = std::max(1, ctx.device.multiprocessors);
     const int vec = row_vec(t.args.classes, static_cast<int>(itemsize(logits.dtype())));
-    t.geo[1] = row_geometry(t.args.rows, t.args.classes, 1, sms);
-    t.launch[1] = cross_entropy_launcher(logits.dtype(), targets.dtype(), t.geo[1]);
-    if (vec > 1) {
-      t.geo[0] = row_geometry(t.args.rows, t.args.classes, vec, sms);
-      t.launch[0] = cross_entropy_launcher(logits.dtype(), targets.dtype(), t.geo[0]);
+    // Fewer rows than about two per SM, each long: a block per chunk of a row, so the device
+    // fills. Untimed default, as softmax's.
+    const int64_t rows = t.args.rows, classes = t.args.classes, wave = int64_t{sms} * 4;
+    const bool split = rows > 0 && rows < wave / 2 && classes >= 4 * kSplitChunk;
+    if (split) {
+      t.args.splits = std::min((classes + kSplitChunk - 1) / kSplitChunk, (wave + rows - 1) / rows);
+      t.args.chunk = ((classes + t.args.splits - 1) / t.args.splits + 15) / 16 * 16;
+      t.args.splits = (classes + t.args.chunk - 1) / t.args.chunk;
+    }
+    // The vector width is the row's (its start must be aligned), the geometry the chunk's.
+    const int64_t pieces = split ? rows * t.args.splits : rows;
+    const int64_t len = split ? t.args.chunk : classes;
+    for (int k = vec > 1 ? 0 : 1; k < 2; ++k) {
+      t.geo[k] = row_geometry(pieces, len, k == 0 ? vec : 1, sms);
+      t.launch[k] = split ? split_cross_entropy_launcher(logits.dtype(), targets.dtype(), t.geo[k])
+                          : cross_entropy_launcher(logits.dtype(), targets.dtype(), t.geo[k]);
     }
     return std::make_shared<CrossEntropyPlan>(std::move(rules), t);
   }

@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <cmath>
 
 #include "engines/native/launch_status.hpp"
@@ -19,6 +20,18 @@ using rows::rescaled;
 // A zero weight drops its term, so an infinite logit it would multiply gives no NaN.
 __device__ __forceinline__ float weighted(float w, float v) {
   return w == 0.0f ? 0.0f : w * v;
+}
+
+// The loss of one row from its logsumexp, its sum of logits and its target (the formula of the
+// per-row kernel).
+template <class T>
+__device__ __forceinline__ float row_loss(const CrossEntropyArgs& a, const T* xr, int64_t t,
+                                          float lse, float row_sum) {
+  if (t == a.ignore_index) return 0.0f;
+  if (t < 0 || t >= a.classes) return NAN;  // the reference refuses this call; no read outside
+  const float ls = a.label_smoothing;
+  return weighted(1.0f - ls, lse - detail::to_acc(xr[t])) +
+         weighted(ls, lse - row_sum / static_cast<float>(a.classes));
 }
 
 template <class T, class Id, int VEC>
@@ -60,18 +73,7 @@ __global__ void cross_entropy_kernel(CrossEntropyArgs a, int group) {
     if (w.lane != 0) continue;
     const float lse = finish_lse(row_max, total);
     if (a.lse) a.lse[r] = lse;
-    const int64_t t = static_cast<int64_t>(targets[r]);
-    float loss = 0.0f;
-    if (t != a.ignore_index) {
-      if (t < 0 || t >= len) {
-        loss = NAN;  // the reference refuses this call; never read outside the row
-      } else {
-        const float ls = a.label_smoothing;
-        loss = weighted(1.0f - ls, lse - detail::to_acc(xr[t])) +
-               weighted(ls, lse - row_sum / static_cast<float>(len));
-      }
-    }
-    a.row_loss[r] = loss;
+    a.row_loss[r] = row_loss<T>(a, xr, static_cast<int64_t>(targets[r]), lse, row_sum);
   }
 }
 
@@ -104,6 +106,72 @@ __global__ void loss_total_kernel(const float* row_loss, const Id* targets, int6
   }
 }
 
+// Split rows, first pass: each chunk's max, sum of exp(x - max) and sum of x.
+template <class T, int VEC>
+__global__ void split_stats_kernel(CrossEntropyArgs a, int group) {
+  __shared__ float scratch[32];
+  __shared__ double sums[32];
+  const T* __restrict__ logits = static_cast<const T*>(a.logits);
+  const rows::Walk w = rows::walk(group);
+  const int64_t pieces = a.rows * a.splits, stride = int64_t{group} * VEC;
+  for (int64_t p = w.first; p < pieces; p += w.step) {
+    const int64_t row = p / a.splits, begin = (p % a.splits) * a.chunk;
+    const int64_t end = min(a.classes, begin + a.chunk);
+    const T* xr = logits + row * a.classes;
+    float m = -INFINITY;
+    double s = 0.0, sum = 0.0;
+    for (int64_t i = begin + int64_t{w.lane} * VEC; i < end; i += stride) {
+      float v[VEC];
+      rows::load<T, VEC>(xr, i, v);
+#pragma unroll
+      for (int j = 0; j < VEC; ++j) {
+        online(v[j], m, s);
+        sum += v[j];
+      }
+    }
+    const float chunk_max = group_reduce(m, rows::Max{}, scratch, group);
+    const double total = rows::group_sum(rescaled(m, s, chunk_max), sums, group);
+    const double chunk_sum = rows::group_sum(sum, sums, group);
+    if (w.lane == 0) {
+      a.partials[3 * p] = chunk_max;
+      a.partials[3 * p + 1] = total;
+      a.partials[3 * p + 2] = chunk_sum;
+    }
+  }
+}
+
+// Split rows, second pass: a thread per row combines its chunks in chunk order.
+template <class T, class Id>
+__global__ void split_finish_kernel(CrossEntropyArgs a) {
+  const T* __restrict__ logits = static_cast<const T*>(a.logits);
+  const Id* __restrict__ targets = static_cast<const Id*>(a.targets);
+  for (int64_t r = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; r < a.rows;
+       r += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const double* part = a.partials + 3 * r * a.splits;
+    float m = -INFINITY;
+    for (int64_t k = 0; k < a.splits; ++k) m = fmaxf(m, static_cast<float>(part[3 * k]));
+    double s = 0.0, sum = 0.0;
+    for (int64_t k = 0; k < a.splits; ++k) {
+      s += rescaled(static_cast<float>(part[3 * k]), part[3 * k + 1], m);
+      sum += part[3 * k + 2];
+    }
+    const float lse = finish_lse(m, s);
+    if (a.lse) a.lse[r] = lse;
+    a.row_loss[r] = row_loss<T>(a, logits + r * a.classes, static_cast<int64_t>(targets[r]), lse,
+                                static_cast<float>(sum));
+  }
+}
+
+template <class T, class Id, int VEC>
+bool launch_split(const CrossEntropyArgs& a, const RowGeometry& g, void* stream) noexcept {
+  const auto s = static_cast<cudaStream_t>(stream);
+  split_stats_kernel<T, VEC><<<g.grid, g.threads, 0, s>>>(a, g.group);
+  if (!launch_succeeded()) return false;
+  const auto blocks = static_cast<unsigned>(std::min<int64_t>((a.rows + 255) / 256, 1024));
+  split_finish_kernel<T, Id><<<blocks, 256, 0, s>>>(a);
+  return launch_succeeded();
+}
+
 template <class T, class Id, int VEC>
 bool launch(const CrossEntropyArgs& a, const RowGeometry& g, void* stream) noexcept {
   cross_entropy_kernel<T, Id, VEC>
@@ -111,18 +179,18 @@ bool launch(const CrossEntropyArgs& a, const RowGeometry& g, void* stream) noexc
   return launch_succeeded();
 }
 
-template <class T, class Id>
+template <class T, class Id, bool SPLIT>
 CrossEntropyLauncher pick(const RowGeometry& g) {
   constexpr int kVec = 16 / sizeof(T);
-  if (g.vec == kVec) return &launch<T, Id, kVec>;
-  if (g.vec == 1) return &launch<T, Id, 1>;
+  if (g.vec == kVec) return SPLIT ? &launch_split<T, Id, kVec> : &launch<T, Id, kVec>;
+  if (g.vec == 1) return SPLIT ? &launch_split<T, Id, 1> : &launch<T, Id, 1>;
   return nullptr;
 }
 
-template <class T>
+template <class T, bool SPLIT = false>
 CrossEntropyLauncher pick_id(DType targets, const RowGeometry& g) {
-  if (targets == DType::i32) return pick<T, int32_t>(g);
-  if (targets == DType::i64) return pick<T, int64_t>(g);
+  if (targets == DType::i32) return pick<T, int32_t, SPLIT>(g);
+  if (targets == DType::i64) return pick<T, int64_t, SPLIT>(g);
   return nullptr;
 }
 
@@ -226,6 +294,20 @@ CrossEntropyBwdLauncher cross_entropy_bwd_launcher(DType logits, DType targets,
       return pick_bwd_id<__half>(targets, g);
     case DType::bf16:
       return pick_bwd_id<__nv_bfloat16>(targets, g);
+    default:
+      return nullptr;
+  }
+}
+
+CrossEntropyLauncher split_cross_entropy_launcher(DType logits, DType targets,
+                                                  const RowGeometry& g) {
+  switch (logits) {
+    case DType::f32:
+      return pick_id<float, true>(targets, g);
+    case DType::f16:
+      return pick_id<__half, true>(targets, g);
+    case DType::bf16:
+      return pick_id<__nv_bfloat16, true>(targets, g);
     default:
       return nullptr;
   }

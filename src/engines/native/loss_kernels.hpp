@@ -22,9 +22,18 @@ struct CrossEntropyArgs {
   float* lse;       // [rows] or null
   int64_t rows, classes, ignore_index;
   float label_smoothing;
+  // Few long rows (split_cross_entropy_launcher): each row in `splits` chunks of `chunk`
+  // classes, a block each, their (max, sum of exp, sum) in `partials` [rows * splits * 3]; a
+  // thread per row then combines them in chunk order. Unused otherwise.
+  int64_t splits = 1, chunk = 0;
+  double* partials = nullptr;
 };
 using CrossEntropyLauncher = bool (*)(const CrossEntropyArgs& args, const RowGeometry& g,
                                       void* stream) noexcept;
+// The split launcher for (logits dtype, targets dtype, g.vec); g is a geometry over
+// rows * splits chunks.
+CrossEntropyLauncher split_cross_entropy_launcher(DType logits, DType targets,
+                                                  const RowGeometry& g);
 // The per-row launcher for (logits dtype, targets dtype, g.vec), or nullptr.
 CrossEntropyLauncher cross_entropy_launcher(DType logits, DType targets, const RowGeometry& g);
 

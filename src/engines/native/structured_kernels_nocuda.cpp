@@ -29,6 +29,9 @@ NormLauncher norm_launcher(DType, const RowGeometry&) {
 CrossEntropyLauncher cross_entropy_launcher(DType, DType, const RowGeometry&) {
   return nullptr;
 }
+CrossEntropyLauncher split_cross_entropy_launcher(DType, DType, const RowGeometry&) {
+  return nullptr;
+}
 bool launch_loss_total(const float*, const void*, DType, int64_t, int64_t, bool, float*,
                        void*) noexcept {
   return false;

@@ -47,6 +47,7 @@ TEST(NativeLaunchers, EveryPathOfEveryFloatDtypeHasAKernel) {
       EXPECT_EQ(row_reduce_launcher(d, g) != nullptr, kCuda);
       for (DType id : {DType::i32, DType::i64}) {
         EXPECT_EQ(cross_entropy_launcher(d, id, g) != nullptr, kCuda);
+        EXPECT_EQ(split_cross_entropy_launcher(d, id, g) != nullptr, kCuda);
         EXPECT_EQ(cross_entropy_bwd_launcher(d, id, g) != nullptr, kCuda);
         EXPECT_EQ(embedding_bwd_launcher(d, id, g) != nullptr, kCuda);
       }

@@ -253,6 +253,15 @@ TEST(NativeLossPlanning, TheNativeEngineLeadsOnAGpuAndAsksForWorkspaceToReduce) 
   }
 }
 
+TEST(NativeLossPlanning, FewLongRowsSplitIntoChunks) {
+  CeCase c;  // mean
+  plan::ExecutionPlans plans =
+      plan::ExecutionPlans::create(ce_graph({7, 131072}, DType::bf16, c), manifest(), hopper());
+  EXPECT_EQ(plans.build_plans(), 0);
+  // 7 row losses (rounded up to 8 bytes), then 32 chunks of 4096 a row, 3 doubles each.
+  EXPECT_EQ(plans.workspace_size(), 32u + 7u * 32 * 3 * 8);
+}
+
 TEST(NativeLossDeclines, F64LogitsAndUnsignedTargets) {
   sweep::expect_declines(manifest(), loss_id(), ce_graph({4, 8}, DType::f64, {}), hopper(),
                          {"does not serve io dtype f64"});
