@@ -212,13 +212,21 @@ class LossEngine : public plan::Engine {
     a.ignore_index = node.attr("ignore_index").as_int("ignore_index");
     a.label_smoothing = static_cast<float>(node.attr("label_smoothing").as_real("label_smoothing"));
     a.reduction = reduction == "none" ? 0 : reduction == "sum" ? 1 : 2;
-    const int sms = ctx.device.multiprocessors;
+    const int sms = std::max(1, ctx.device.multiprocessors);
     const int vec = row_vec(a.classes, static_cast<int>(itemsize(logits.dtype())));
-    t.geo[1] = row_geometry(a.rows, a.classes, 1, sms);
-    t.launch[1] = cross_entropy_bwd_launcher(logits.dtype(), targets.dtype(), t.geo[1]);
-    if (vec > 1) {
-      t.geo[0] = row_geometry(a.rows, a.classes, vec, sms);
-      t.launch[0] = cross_entropy_bwd_launcher(logits.dtype(), targets.dtype(), t.geo[0]);
+    // With the forward's lse each chunk of a row is independent: few long rows go as chunks,
+    // a block each (the forward's rule). Untimed default.
+    const int64_t wave = int64_t{sms} * 4;
+    if (lse.defined() && a.rows > 0 && a.rows < wave / 2 && a.classes >= 4 * kSplitChunk) {
+      a.splits =
+          std::min((a.classes + kSplitChunk - 1) / kSplitChunk, (wave + a.rows - 1) / a.rows);
+      a.chunk = ((a.classes + a.splits - 1) / a.splits + 15) / 16 * 16;
+      a.splits = (a.classes + a.chunk - 1) / a.chunk;
+    }
+    const int64_t pieces = a.rows * a.splits, len = a.splits > 1 ? a.chunk : a.classes;
+    for (int k = vec > 1 ? 0 : 1; k < 2; ++k) {
+      t.geo[k] = row_geometry(pieces, len, k == 0 ? vec : 1, sms);
+      t.launch[k] = cross_entropy_bwd_launcher(logits.dtype(), targets.dtype(), t.geo[k]);
     }
     return std::make_shared<CrossEntropyBwdPlan>(std::move(rules), t);
   }

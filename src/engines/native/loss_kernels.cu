@@ -220,12 +220,16 @@ __global__ void cross_entropy_bwd_kernel(CrossEntropyBwdArgs a, int group) {
   const rows::Walk w = rows::walk(group);
   const int64_t len = a.classes, stride = int64_t{group} * VEC, start = int64_t{w.lane} * VEC;
   const float ls = a.label_smoothing, spread = ls / static_cast<float>(len);
-  for (int64_t r = w.first; r < a.rows; r += w.step) {
+  const int64_t pieces = a.rows * a.splits;
+  for (int64_t p = w.first; p < pieces; p += w.step) {
+    const int64_t r = p / a.splits;
+    const int64_t begin = (p % a.splits) * a.chunk;
+    const int64_t end = a.splits == 1 ? len : min(len, begin + a.chunk);
     const T* xr = logits + r * len;
     T* dr = dlogits + r * len;
     const int64_t t = static_cast<int64_t>(targets[r]);
     float lse;
-    if (a.lse) {
+    if (a.lse) {  // always so when split
       lse = a.lse[r];
     } else {
       float m = -INFINITY;
@@ -242,7 +246,7 @@ __global__ void cross_entropy_bwd_kernel(CrossEntropyBwdArgs a, int group) {
     float weight = a.reduction == 0 ? a.dloss[r] : a.dloss[0];
     if (a.reduction == 2) weight /= static_cast<float>(*a.counted);
     const bool ignored = t == a.ignore_index, bad = !ignored && (t < 0 || t >= len);
-    for (int64_t i = start; i < len; i += stride) {
+    for (int64_t i = begin + start; i < end; i += stride) {
       float v[VEC], out[VEC];
       rows::load<T, VEC>(xr, i, v);
 #pragma unroll

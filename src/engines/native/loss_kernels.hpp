@@ -57,6 +57,9 @@ struct CrossEntropyBwdArgs {
   int64_t rows, classes, ignore_index;
   float label_smoothing;
   int reduction;  // 0 none, 1 sum, 2 mean
+  // With the forward's lse, few long rows go as `splits` chunks of `chunk` classes, a group of
+  // threads each (nothing to combine: each element needs only its row's lse). 1: whole rows.
+  int64_t splits = 1, chunk = 0;
 };
 using CrossEntropyBwdLauncher = bool (*)(const CrossEntropyBwdArgs& args, const RowGeometry& g,
                                          void* stream) noexcept;
