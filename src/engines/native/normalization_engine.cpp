@@ -44,6 +44,32 @@ Paths<Launcher> paths(int64_t rows, int64_t len, DType dtype, int sms, Make make
   return p;
 }
 
+// Few long rows (fewer than about two per SM, 16k+ elements): sets `splits` chunks of `chunk`
+// elements (whole 16-byte packs) so a block each fills the device (inference's softmax over a
+// vocabulary). Untimed default.
+bool split_rows(int64_t rows, int64_t len, int sms, int64_t& splits, int64_t& chunk) {
+  const int64_t wave = int64_t{std::max(1, sms)} * 4;
+  if (rows == 0 || rows >= wave / 2 || len < 4 * kSplitChunk) return false;
+  splits = std::min((len + kSplitChunk - 1) / kSplitChunk, (wave + rows - 1) / rows);
+  chunk = ((len + splits - 1) / splits + 15) / 16 * 16;
+  splits = (len + chunk - 1) / chunk;
+  return splits > 1;
+}
+
+// The paths of a split run: the vector width is the row's (its start must be aligned), the
+// geometry the chunks'.
+template <class Launcher, class Args, class Make>
+Paths<Launcher> split_paths(int64_t rows, int64_t len, const Args& args, DType dtype, int sms,
+                            Make make) {
+  Paths<Launcher> p;
+  const int vec = row_vec(len, static_cast<int>(itemsize(dtype)));
+  for (int k = vec > 1 ? 0 : 1; k < 2; ++k) {
+    p.geo[k] = row_geometry(rows * args.splits, args.chunk, k == 0 ? vec : 1, sms);
+    p.launch[k] = make(dtype, p.geo[k]);
+  }
+  return p;
+}
+
 class SoftmaxPlan : public plan::CompiledPlan {
  public:
   SoftmaxPlan(plan::OperandRules rules, int x, int y, SoftmaxArgs args, Paths<SoftmaxLauncher> p)
@@ -118,19 +144,27 @@ class SoftmaxBwdPlan : public plan::CompiledPlan {
                  Paths<SoftmaxBwdLauncher> p)
       : rules_(std::move(rules)), y_(y), dy_(dy), dx_(dx), args_(args), paths_(p) {}
 
+  std::size_t workspace_bytes() const override {
+    return args_.splits > 1 ? static_cast<std::size_t>(args_.rows * args_.splits) * 8 : 0;
+  }
   bool run(const plan::OperandBuffer* ops,
            const plan::ExecutionContext& ctx) const noexcept override {
-    if (!rules_.match(ops)) return false;
+    if (!rules_.match(ops) || ctx.workspace_bytes < workspace_bytes()) return false;
     if (args_.rows == 0 || args_.len == 0) return true;
     SoftmaxBwdArgs a = args_;
     a.y = ops[y_].data;
     a.dy = ops[dy_].data;
     a.dx = ops[dx_].data;
+    a.partials = static_cast<double*>(ctx.workspace);
     const int k = paths_.pick({a.y, a.dy, a.dx});
     return paths_.launch[k](a, paths_.geo[k], ctx.stream);
   }
-  void explain(const plan::OperandBuffer* ops, const plan::ExecutionContext&) const override {
+  void explain(const plan::OperandBuffer* ops, const plan::ExecutionContext& ctx) const override {
     rules_.explain(ops);
+    if (ctx.workspace_bytes < workspace_bytes())
+      throw InvalidArgument("native softmax_bwd: needs " + std::to_string(workspace_bytes()) +
+                            " bytes of workspace, the call passed " +
+                            std::to_string(ctx.workspace_bytes));
     throw CudaError(std::string("native softmax_bwd: launch failed: ") + structured_launch_error());
   }
 
@@ -273,22 +307,10 @@ class NormalizationEngine : public plan::Engine {
       const auto [rows, len] = softmax_rows(node, x);
       SoftmaxArgs args{nullptr, nullptr, rows, len, node.attr("log").as_bool("log")};
       const int xp = position(x), yp = position(y);
-      // Fewer rows than about two per SM, each long: a block per chunk of a row, so the device
-      // fills (inference's softmax over a vocabulary). Untimed default.
-      const int64_t wave = int64_t{std::max(1, sms)} * 4;
-      if (rows < wave / 2 && len >= 4 * kSplitChunk) {
-        args.splits = std::min((len + kSplitChunk - 1) / kSplitChunk, (wave + rows - 1) / rows);
-        args.chunk = ((len + args.splits - 1) / args.splits + 15) / 16 * 16;  // whole packs
-        args.splits = (len + args.chunk - 1) / args.chunk;
-        // The vector width is the row's (its start must be aligned), the geometry the chunk's.
-        Paths<SoftmaxLauncher> p;
-        const int vec = row_vec(len, static_cast<int>(itemsize(dtype)));
-        for (int k = vec > 1 ? 0 : 1; k < 2; ++k) {
-          p.geo[k] = row_geometry(rows * args.splits, args.chunk, k == 0 ? vec : 1, sms);
-          p.launch[k] = split_softmax_launcher(dtype, p.geo[k]);
-        }
-        return std::make_shared<SoftmaxPlan>(std::move(rules), xp, yp, args, p);
-      }
+      if (split_rows(rows, len, sms, args.splits, args.chunk))
+        return std::make_shared<SoftmaxPlan>(
+            std::move(rules), xp, yp, args,
+            split_paths<SoftmaxLauncher>(rows, len, args, dtype, sms, &split_softmax_launcher));
       return std::make_shared<SoftmaxPlan>(
           std::move(rules), xp, yp, args,
           paths<SoftmaxLauncher>(rows, len, dtype, sms, &softmax_launcher));
@@ -323,10 +345,15 @@ class NormalizationEngine : public plan::Engine {
     const auto [rows, len] = softmax_rows(node, y);
     SoftmaxBwdArgs args{nullptr, nullptr, nullptr, rows, len, node.attr("log").as_bool("log")};
     const int yp = position(y), dyp = position(dy), dxp = position(dx);
+    const int sms = ctx.device.multiprocessors;
+    if (split_rows(rows, len, sms, args.splits, args.chunk))
+      return std::make_shared<SoftmaxBwdPlan>(
+          std::move(rules), yp, dyp, dxp, args,
+          split_paths<SoftmaxBwdLauncher>(rows, len, args, dy.dtype(), sms,
+                                          &split_softmax_bwd_launcher));
     return std::make_shared<SoftmaxBwdPlan>(
         std::move(rules), yp, dyp, dxp, args,
-        paths<SoftmaxBwdLauncher>(rows, len, dy.dtype(), ctx.device.multiprocessors,
-                                  &softmax_bwd_launcher));
+        paths<SoftmaxBwdLauncher>(rows, len, dy.dtype(), sms, &softmax_bwd_launcher));
   }
 
   template <class Position>

@@ -271,6 +271,72 @@ __global__ void softmax_bwd_kernel(SoftmaxBwdArgs a, int group) {
   }
 }
 
+// Split rows, first pass: each chunk's sum of dy * y (log: of dy).
+template <class T, int VEC>
+__global__ void split_bwd_stats_kernel(SoftmaxBwdArgs a, int group) {
+  __shared__ double sums[32];
+  const rows::Walk w = rows::walk(group);
+  const int64_t pieces = a.rows * a.splits, stride = int64_t{group} * VEC;
+  for (int64_t p = w.first; p < pieces; p += w.step) {
+    const int64_t row = p / a.splits, begin = (p % a.splits) * a.chunk;
+    const int64_t end = min(a.len, begin + a.chunk);
+    const T* yr = static_cast<const T*>(a.y) + row * a.len;
+    const T* dyr = static_cast<const T*>(a.dy) + row * a.len;
+    double s = 0.0;
+    for (int64_t i = begin + int64_t{w.lane} * VEC; i < end; i += stride) {
+      float vy[VEC], vd[VEC];
+      rows::load<T, VEC>(yr, i, vy);
+      rows::load<T, VEC>(dyr, i, vd);
+      s += grad_term<VEC>(vy, vd, a.log);
+    }
+    s = rows::group_sum(s, sums, group);
+    if (w.lane == 0) a.partials[p] = s;
+  }
+}
+
+// Split rows, second pass: the row's chunk sums added by the group (a fixed order), then this
+// chunk written.
+template <class T, int VEC>
+__global__ void split_bwd_write_kernel(SoftmaxBwdArgs a, int group) {
+  __shared__ double sums[32];
+  const rows::Walk w = rows::walk(group);
+  const int64_t pieces = a.rows * a.splits, stride = int64_t{group} * VEC;
+  for (int64_t p = w.first; p < pieces; p += w.step) {
+    const int64_t row = p / a.splits, begin = (p % a.splits) * a.chunk;
+    const int64_t end = min(a.len, begin + a.chunk);
+    double s = 0.0;
+    for (int64_t k = w.lane; k < a.splits; k += group) s += a.partials[row * a.splits + k];
+    const auto total = static_cast<float>(rows::group_sum(s, sums, group));
+    const T* yr = static_cast<const T*>(a.y) + row * a.len;
+    const T* dyr = static_cast<const T*>(a.dy) + row * a.len;
+    T* dxr = static_cast<T*>(a.dx) + row * a.len;
+    for (int64_t i = begin + int64_t{w.lane} * VEC; i < end; i += stride) {
+      float vy[VEC], vd[VEC], out[VEC];
+      rows::load<T, VEC>(yr, i, vy);
+      rows::load<T, VEC>(dyr, i, vd);
+      grad_pack<VEC>(vy, vd, total, a.log, out);
+      rows::store<T, VEC>(dxr, i, out);
+    }
+  }
+}
+
+template <class T, int VEC>
+bool launch_split_bwd(const SoftmaxBwdArgs& a, const RowGeometry& g, void* stream) noexcept {
+  const auto s = static_cast<cudaStream_t>(stream);
+  split_bwd_stats_kernel<T, VEC><<<g.grid, g.threads, 0, s>>>(a, g.group);
+  if (!launch_succeeded()) return false;
+  split_bwd_write_kernel<T, VEC><<<g.grid, g.threads, 0, s>>>(a, g.group);
+  return launch_succeeded();
+}
+
+template <class T>
+SoftmaxBwdLauncher pick_split_bwd(const RowGeometry& g) {
+  constexpr int kVec = 16 / sizeof(T);
+  if (g.vec == kVec) return &launch_split_bwd<T, kVec>;
+  if (g.vec == 1) return &launch_split_bwd<T, 1>;
+  return nullptr;
+}
+
 template <class T, int VEC, bool CACHED>
 bool launch_bwd(const SoftmaxBwdArgs& a, const RowGeometry& g, void* stream) noexcept {
   softmax_bwd_kernel<T, VEC, CACHED>
@@ -287,6 +353,19 @@ SoftmaxBwdLauncher pick_bwd(const RowGeometry& g) {
 }
 
 }  // namespace
+
+SoftmaxBwdLauncher split_softmax_bwd_launcher(DType dtype, const RowGeometry& g) {
+  switch (dtype) {
+    case DType::f32:
+      return pick_split_bwd<float>(g);
+    case DType::f16:
+      return pick_split_bwd<__half>(g);
+    case DType::bf16:
+      return pick_split_bwd<__nv_bfloat16>(g);
+    default:
+      return nullptr;
+  }
+}
 
 SoftmaxBwdLauncher softmax_bwd_launcher(DType dtype, const RowGeometry& g) {
   switch (dtype) {

@@ -38,9 +38,15 @@ struct SoftmaxBwdArgs {
   void* dx;
   int64_t rows, len;
   bool log;
+  // Few long rows (split_softmax_bwd_launcher): chunks of `chunk` elements, a block each, their
+  // partial sums in `partials` [rows * splits] combined in chunk order by the writing pass.
+  int64_t splits = 1, chunk = 0;
+  double* partials = nullptr;
 };
 using SoftmaxBwdLauncher = bool (*)(const SoftmaxBwdArgs& args, const RowGeometry& g,
                                     void* stream) noexcept;
 SoftmaxBwdLauncher softmax_bwd_launcher(DType dtype, const RowGeometry& g);
+// The split launcher for (dtype, g.vec); g is a geometry over rows * splits chunks.
+SoftmaxBwdLauncher split_softmax_bwd_launcher(DType dtype, const RowGeometry& g);
 
 }  // namespace eagle::native

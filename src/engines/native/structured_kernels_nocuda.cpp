@@ -48,6 +48,9 @@ StridedReduceLauncher strided_reduce_launcher(DType) {
 SoftmaxBwdLauncher softmax_bwd_launcher(DType, const RowGeometry&) {
   return nullptr;
 }
+SoftmaxBwdLauncher split_softmax_bwd_launcher(DType, const RowGeometry&) {
+  return nullptr;
+}
 NormBwdLauncher norm_bwd_launcher(DType, const RowGeometry&, bool) {
   return nullptr;
 }

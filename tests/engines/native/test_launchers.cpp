@@ -41,6 +41,7 @@ TEST(NativeLaunchers, EveryPathOfEveryFloatDtypeHasAKernel) {
       EXPECT_EQ(softmax_launcher(d, g) != nullptr, kCuda);
       EXPECT_EQ(split_softmax_launcher(d, g) != nullptr, kCuda);
       EXPECT_EQ(softmax_bwd_launcher(d, g) != nullptr, kCuda);
+      EXPECT_EQ(split_softmax_bwd_launcher(d, g) != nullptr, kCuda);
       EXPECT_EQ(norm_launcher(d, g) != nullptr, kCuda);
       for (bool params : {false, true})
         EXPECT_EQ(norm_bwd_launcher(d, g, params) != nullptr, kCuda);

@@ -265,6 +265,10 @@ TEST(NativeNormalizationPlanning, BuildsForADescriptor) {
       softmax_graph({7, 131072}, DType::bf16, false), manifest(), hopper());
   EXPECT_EQ(few.build_plans(), 0);
   EXPECT_EQ(few.workspace_size(), 7u * 32 * 16);  // 32 chunks of 4096 a row, (max, sum) each
+  plan::ExecutionPlans few_bwd = plan::ExecutionPlans::create(
+      softmax_bwd_graph({7, 131072}, DType::bf16, false), manifest(), hopper());
+  EXPECT_EQ(few_bwd.build_plans(), 0);
+  EXPECT_EQ(few_bwd.workspace_size(), 7u * 32 * 8);  // a sum per chunk
 }
 
 TEST(NativeNormalizationDeclines, AxisOtherThanTheLast) {
