@@ -70,7 +70,9 @@ class Call {
 
   // How the call enters a CUDA graph, in order of preference:
   // 1. exactly one kernel of known geometry: fill `out`, return true. It becomes one kernel node
-  //    whose parameters bind() patches.
+  //    whose parameters bind() patches. The kernel and its geometry must follow from the
+  //    arguments' shapes, dtypes and strides, never their addresses: bind() keeps them and sets
+  //    only the moved argument block (a call choosing by alignment enters by 2 or 3 instead).
   virtual bool cuda_kernel(const ArgBlock& args, const DeviceProperties& device,
                            CudaLaunch& out) const {
     (void)args, (void)device, (void)out;

@@ -197,7 +197,7 @@ class CudaGraphExecutor final : public Executor {
       entries_[i] = Entry::kernel;
       // The driver's form of the node, kept for bind: setting kernel params through the driver
       // costs a third of the runtime's call, which resolves the function again each time.
-      kernel_nodes_[i] = {launch.kernel, driver_params(handles_[i])};
+      kernel_nodes_[i] = driver_params(handles_[i]);
       ++kernels_;
       return;
     }
@@ -262,22 +262,10 @@ class CudaGraphExecutor final : public Executor {
     };
     switch (entries_[i]) {
       case Entry::kernel: {
-        CudaLaunch launch;
-        if (!n.call->cuda_kernel(n.args, properties_, launch))
-          return fail("the call no longer enters as one kernel");
-        if (launch.kernel != kernel_nodes_[i].kernel) {
-          cudaKernelNodeParams p = kernel_params(i, launch);
-          return runtime(cudaGraphExecKernelNodeSetParams(exec_, handles_[i], &p),
-                         "cudaGraphExecKernelNodeSetParams");
-        }
-        CUDA_KERNEL_NODE_PARAMS_v2 p = kernel_nodes_[i].driver;
-        p.gridDimX = launch.shape.grid[0];
-        p.gridDimY = launch.shape.grid[1];
-        p.gridDimZ = launch.shape.grid[2];
-        p.blockDimX = launch.shape.block[0];
-        p.blockDimY = launch.shape.block[1];
-        p.blockDimZ = launch.shape.block[2];
-        p.sharedMemBytes = launch.shape.shared_bytes;
+        // A kernel entry's function and geometry depend on shapes, dtypes and strides only (the
+        // Call contract), which bind() keeps: only the argument block moved. Set it through the
+        // driver, with the node's driver parameters kept from build.
+        CUDA_KERNEL_NODE_PARAMS_v2 p = kernel_nodes_[i];
         arg_pointers_[i] = const_cast<void*>(n.args.data());
         p.kernelParams = &arg_pointers_[i];
         p.extra = nullptr;
@@ -523,12 +511,8 @@ class CudaGraphExecutor final : public Executor {
   LibraryHandles handles_by_library_;
   std::vector<cudaGraphNode_t> handles_;  // per node: the node its dependents wait on
   std::vector<Entry> entries_;
-  std::vector<void*> arg_pointers_;  // per kernel node: its argument block
-  struct KernelNode {
-    const void* kernel = nullptr;  // what the call launched at build
-    CUDA_KERNEL_NODE_PARAMS_v2 driver{};
-  };
-  std::vector<KernelNode> kernel_nodes_;      // per kernel node
+  std::vector<void*> arg_pointers_;                       // per kernel node: its argument block
+  std::vector<CUDA_KERNEL_NODE_PARAMS_v2> kernel_nodes_;  // per kernel node, as the driver has it
   std::vector<cudaGraph_t> children_graphs_;  // per populated node: the graph it populated
   std::vector<void*> workspaces_;
   std::vector<std::size_t> workspace_bytes_;
