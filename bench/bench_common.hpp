@@ -137,6 +137,9 @@ void run_plan_sections(const Options& options, Report& report);
 // Section 10, bf16 GEMMs through the cuBLASLt plan against a raw cublasLtMatmul (bench_gemm.cpp;
 // needs a device and cuBLASLt).
 void run_gemm_sections(const Options& options, Report& report);
+// Section 11, the native structured engines' achieved bandwidth (bench_structured.cpp; needs
+// a device).
+void run_structured_sections(const Options& options, Report& report);
 // Section 9, recording and building at scale on the CPU (bench_scale.cpp).
 void run_scale_sections(const Options& options, Report& report);
 

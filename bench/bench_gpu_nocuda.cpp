@@ -16,4 +16,8 @@ void run_gemm_sections(const Options&, Report& report) {
   report.section("10. GEMM skipped: this build of eagle has no CUDA");
 }
 
+void run_structured_sections(const Options&, Report& report) {
+  report.section("11. native structured engines skipped: this build of eagle has no CUDA");
+}
+
 }  // namespace eagle::bench

@@ -1,5 +1,8 @@
 #include "bench_kernels.hpp"
 
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
 #include "eagle/kernel/args.hpp"
 #include "eagle/kernel/cuda_function.hpp"
 
@@ -24,6 +27,41 @@ __global__ void raw_step_kernel(float* out, const float* x, const float* y, floa
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n; i += stride)
     out[i] = step_value(x[i], alpha, y[i], iters);
+}
+
+__device__ __forceinline__ double hashed_unit(uint64_t i, uint64_t seed) {
+  uint64_t z = i + seed * 0x9E3779B97F4A7C15ull;  // splitmix64
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  z ^= z >> 31;
+  return static_cast<double>(z >> 11) * 0x1.0p-53;
+}
+
+__global__ void raw_fill_uniform_kernel(void* data, int kind, int64_t n, double lo, double hi,
+                                        uint64_t seed) {
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += stride) {
+    double v = lo + (hi - lo) * hashed_unit(static_cast<uint64_t>(i), seed);
+    if (kind <= 2 && v == 0) v = hi;
+    switch (kind) {
+      case 0:
+        static_cast<float*>(data)[i] = static_cast<float>(v);
+        break;
+      case 1:
+        static_cast<__half*>(data)[i] = __float2half_rn(static_cast<float>(v));
+        break;
+      case 2:
+        static_cast<__nv_bfloat16*>(data)[i] = __float2bfloat16_rn(static_cast<float>(v));
+        break;
+      case 3:
+        static_cast<int32_t*>(data)[i] = static_cast<int32_t>(floor(v));
+        break;
+      default:
+        static_cast<int64_t*>(data)[i] = static_cast<int64_t>(floor(v));
+        break;
+    }
+  }
 }
 
 __global__ void raw_fill_u32_kernel(uint32_t* cell, uint32_t value) {
@@ -134,6 +172,12 @@ CudaFunction countdown_cuda_function() {
 }
 CudaFunction step_cuda_function() {
   return cuda_function(&step_cuda);
+}
+
+cudaError_t raw_fill_uniform(void* data, int kind, int64_t n, double lo, double hi, uint64_t seed,
+                             cudaStream_t stream) {
+  raw_fill_uniform_kernel<<<1024, kRawBlock, 0, stream>>>(data, kind, n, lo, hi, seed);
+  return cudaGetLastError();
 }
 
 }  // namespace eagle::bench

@@ -46,6 +46,12 @@ cudaError_t add_raw_countdown_set_node(cudaGraphNode_t* node, cudaGraph_t graph,
 cudaError_t add_raw_setter_node(cudaGraphNode_t* node, cudaGraph_t graph, const RawDeps& deps,
                                 const uint32_t* cell, cudaGraphConditionalHandle handle);
 
+// Fills n elements at `data` with hashed uniform values in [lo, hi) (never exactly zero for
+// floats): kind 0 f32, 1 f16, 2 bf16, 3 i32 and 4 i64 (integers floor(value)). Seeded, so a
+// run is reproducible; no host round trip for gigabytes of inputs.
+cudaError_t raw_fill_uniform(void* data, int kind, int64_t n, double lo, double hi, uint64_t seed,
+                             cudaStream_t stream);
+
 // The CUDA functions of the benchmark's eagle kernels.
 CudaFunction countdown_cuda_function();  // countdown_kernel
 CudaFunction step_cuda_function();       // step_kernel

@@ -109,6 +109,17 @@ def embedding_cases(out, tokens=16384, dim=4096):
                                        "what": "aten.embedding_dense_backward"}
 
 
+def reduction_cases(out, rows=16384, cols=4096):
+    x = torch.randn(rows, cols, device="cuda", dtype=torch.bfloat16)
+    xf = torch.randn(rows, cols, device="cuda", dtype=torch.float32)
+    ms, mn = timed(lambda: x.sum(-1))
+    out[f"reduction_sum_rows_bf16_{rows}x{cols}"] = {"ms": ms, "min_ms": mn, "what": "x.sum(-1)"}
+    ms, mn = timed(lambda: x.sum())
+    out[f"reduction_sum_all_bf16_{rows}x{cols}"] = {"ms": ms, "min_ms": mn, "what": "x.sum()"}
+    ms, mn = timed(lambda: xf.amax(0))
+    out[f"reduction_max_cols_f32_{rows}x{cols}"] = {"ms": ms, "min_ms": mn, "what": "x.amax(0)"}
+
+
 def zipf_lengths(total, count, seed=0):
     gen = torch.Generator().manual_seed(seed)
     weights = 1.0 / torch.arange(1, count + 1, dtype=torch.float64) ** 1.1
@@ -153,13 +164,13 @@ def main():
     p.add_argument("--json", required=True, help="where to write the results")
     p.add_argument("--table", help="also write one line per case for eagle_bench --peers: "
                    "'name median_ms min_ms', or 'name error: reason'")
-    p.add_argument("--only", default="gemm,norm,loss,embedding,sdpa")
+    p.add_argument("--only", default="gemm,norm,loss,embedding,reduction,sdpa")
     args = p.parse_args()
     torch.manual_seed(0)
     out = {"device": torch.cuda.get_device_name(), "torch": torch.__version__,
            "cudnn": torch.backends.cudnn.version()}
     cases = {"gemm": gemm_cases, "norm": norm_cases, "loss": cross_entropy_cases,
-             "embedding": embedding_cases, "sdpa": sdpa_cases}
+             "embedding": embedding_cases, "reduction": reduction_cases, "sdpa": sdpa_cases}
     for part in args.only.split(","):
         try:
             cases[part](out)

@@ -4,7 +4,12 @@
 #include "engines/analyzers.hpp"
 #include "engines/cublaslt/cublaslt_engine.hpp"
 #include "engines/cudnn/backend.hpp"
+#include "engines/native/embedding_engine.hpp"
+#include "engines/native/fused_engine.hpp"
+#include "engines/native/loss_engine.hpp"
+#include "engines/native/normalization_engine.hpp"
 #include "engines/native/pointwise_engine.hpp"
+#include "engines/native/reduction_engine.hpp"
 #include "engines/reference/reference_engine.hpp"
 
 namespace eagle::engines {
@@ -18,10 +23,29 @@ using plan::PlanConfig;
 // everywhere; no cell has been timed against the others yet, so they follow in domain order),
 // then the reference. FALLBACK: block 128 (asks least of the device), then the reference.
 // OPENSOURCE: A without the backend. Backend entries of a mode follow our entries of that mode.
+// Which native engine leads: a single reduction node (unanchored, so it lands here) puts the
+// reduction engine first; a single pointwise node the one-op kernels, then the fused engine;
+// a graph of several nodes the fused engine (one launch instead of one per node). An engine
+// that serves none of these graphs is not listed for it. Default, untimed.
 std::vector<PlanConfig> rank_pointwise(const plan::RankInput& in) {
+  const std::vector<std::string>& ops = in.facts->ops;
+  std::vector<std::string> lead;  // the native engines for this graph, in order
+  if (ops == std::vector<std::string>{"reduction"})
+    lead = {"native_reduction"};
+  else if (ops.size() == 1)
+    lead = {"native_pointwise", "native_fused_pointwise"};
+  else
+    lead = {"native_fused_pointwise"};
+  const auto is_native = [](const plan::Engine* e) { return e->name().rfind("native_", 0) == 0; };
+  std::vector<const plan::Engine*> order;
+  for (const std::string& name : lead)
+    for (const plan::Engine* e : in.offered)
+      if (e->name() == name) order.push_back(e);
+  for (const plan::Engine* e : in.offered)
+    if (!is_native(e)) order.push_back(e);
   std::vector<PlanConfig> out;
   for (HeurMode mode : in.modes) {
-    for (const plan::Engine* e : in.offered) {
+    for (const plan::Engine* e : order) {
       const plan::Capabilities& caps = e->capabilities();
       if (!caps.mismatch(*in.facts, *in.device).empty()) continue;
       if (caps.knobs.count("block")) {
@@ -37,6 +61,31 @@ std::vector<PlanConfig> rank_pointwise(const plan::RankInput& in) {
   }
   for (const PlanConfig& b : in.backend)
     if (!b.mode) out.push_back(b);  // the delegating entry leads nothing of ours
+  plan::dedupe(out);
+  return out;
+}
+
+// The structured families (normalization, embedding, loss). Per mode: the offered engines whose
+// capabilities match, our native CUDA engine (slot name "native_...") first and the others in
+// slot order behind it, then the backend's entries of that mode; the delegating entry last.
+// Default, untimed: on a GPU the native engine is the only engine of ours that matches (the
+// reference runs on the CPU), and no cell has been timed against a backend yet.
+std::vector<PlanConfig> rank_native_first(const plan::RankInput& in) {
+  std::vector<const plan::Engine*> order;
+  for (const plan::Engine* e : in.offered)
+    if (e->name().rfind("native_", 0) == 0) order.push_back(e);
+  for (const plan::Engine* e : in.offered)
+    if (e->name().rfind("native_", 0) != 0) order.push_back(e);
+  std::vector<PlanConfig> out;
+  for (HeurMode mode : in.modes) {
+    for (const plan::Engine* e : order)
+      if (e->capabilities().mismatch(*in.facts, *in.device).empty())
+        out.push_back({e->id(), e->capabilities().first_point(), mode, ""});
+    for (const PlanConfig& b : in.backend)
+      if (b.mode == mode) out.push_back(b);
+  }
+  for (const PlanConfig& b : in.backend)
+    if (!b.mode) out.push_back(b);
   plan::dedupe(out);
   return out;
 }
@@ -113,7 +162,10 @@ plan::ManifestSpec builtin_spec() {
        {},
        &analyze_pointwise,
        &rank_pointwise,
-       {reference_slot(), {"native_pointwise", &native::make_pointwise_engine, false}}},
+       {reference_slot(),
+        {"native_pointwise", &native::make_pointwise_engine, false},
+        {"native_reduction", &native::make_reduction_engine, false},
+        {"native_fused_pointwise", &native::make_fused_engine, false}}},
       {"gemm",
        1,
        {"matmul"},
@@ -124,10 +176,20 @@ plan::ManifestSpec builtin_spec() {
        2,
        {"softmax", "layer_norm", "rms_norm", "softmax_bwd", "layer_norm_bwd", "rms_norm_bwd"},
        nullptr,
+       &rank_native_first,
+       {reference_slot(), {"native_normalization", &native::make_normalization_engine, false}}},
+      {"embedding",
+       3,
+       {"embedding", "embedding_bwd"},
        nullptr,
-       {reference_slot()}},
-      {"embedding", 3, {"embedding", "embedding_bwd"}, nullptr, nullptr, {reference_slot()}},
-      {"loss", 4, {"cross_entropy", "cross_entropy_bwd"}, nullptr, nullptr, {reference_slot()}},
+       &rank_native_first,
+       {reference_slot(), {"native_embedding", &native::make_embedding_engine, false}}},
+      {"loss",
+       4,
+       {"cross_entropy", "cross_entropy_bwd"},
+       nullptr,
+       &rank_native_first,
+       {reference_slot(), {"native_loss", &native::make_loss_engine, false}}},
       {"sdpa", 5, {"sdpa"}, &analyze_attention, &rank_attention, {reference_slot()}},
       {"sdpa_bwd", 6, {"sdpa_bwd"}, &analyze_attention, &rank_attention, {reference_slot()}},
       {"linear_attention", 7, {"gdn", "kda", "gdn2"}, &analyze_delta, nullptr, {reference_slot()}},

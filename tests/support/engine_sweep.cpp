@@ -220,6 +220,116 @@ void run(const Case& c, const plan::Manifest& manifest, const Options& options) 
   for (const op::Dims& dims : options.shapes) run_shape(c, manifest, dims);
 }
 
+namespace {
+
+double ulp_fraction(DType dtype) {
+  switch (dtype) {
+    case DType::f16:
+      return std::ldexp(1.0, -10);
+    case DType::bf16:
+      return std::ldexp(1.0, -7);
+    case DType::f32:
+      return 1e-5;
+    default:
+      return tolerance(dtype);
+  }
+}
+
+double smallest(DType dtype) {
+  switch (dtype) {
+    case DType::f16:
+      return std::ldexp(1.0, -24);
+    case DType::bf16:
+      return std::ldexp(1.0, -133);
+    default:
+      return std::numeric_limits<float>::denorm_min();
+  }
+}
+
+void compare_output(const std::string& name, DType dtype, const std::vector<double>& g,
+                    const std::vector<double>& w, double ulps) {
+  SCOPED_TRACE("output " + name + " (" + std::string(dtype_name(dtype)) + ")");
+  ASSERT_EQ(g.size(), w.size());
+  double rms = 0;
+  std::size_t finite = 0;
+  for (double v : w)
+    if (std::isfinite(v)) rms += v * v, ++finite;
+  rms = finite ? std::sqrt(rms / static_cast<double>(finite)) : 0.0;
+  std::vector<double> gf, wf;  // the elements the reference gives finite
+  std::size_t bad = 0, worst = 0;
+  double worst_ratio = -1;
+  for (std::size_t i = 0; i < w.size(); ++i) {
+    if (!std::isfinite(w[i])) {  // NaN where the reference has NaN, the same infinity
+      if (!(std::isnan(w[i]) ? std::isnan(g[i]) : g[i] == w[i])) ++bad;
+      continue;
+    }
+    gf.push_back(g[i]);
+    wf.push_back(w[i]);
+    // Plus one unit of the dtype's smallest subnormal: below the normal range a unit in the last
+    // place is that, whatever |ref| is.
+    const double bound = ulps * (ulp_fraction(dtype) * (std::fabs(w[i]) + rms) + smallest(dtype));
+    const double ratio = g[i] == w[i] ? 0.0 : std::fabs(g[i] - w[i]) / bound;
+    if (!(ratio <= 1)) ++bad;
+    if (!(ratio <= worst_ratio)) worst_ratio = ratio, worst = i;
+  }
+  const double err = rel_error(gf, wf);
+  EXPECT_TRUE(err <= tolerance(dtype)) << "relative error " << err << " > " << tolerance(dtype);
+  if (bad)
+    ADD_FAILURE() << bad << " of " << g.size() << " elements outside their bound; the worst, "
+                  << "element " << worst << ": got " << g[worst] << ", want " << w[worst];
+}
+
+}  // namespace
+
+void compare_with_reference(const plan::Manifest& manifest, int64_t id, const plan::Knobs& knobs,
+                            const op::Graph& graph, const HostInputs& inputs, double ulps) {
+  const plan::Capabilities& caps = engine_of(manifest, id).capabilities();
+  const Device device = caps.device == DeviceKind::cuda ? Device::cuda(0) : Device::cpu();
+  op::Graph mine = graph.clone(), ref_graph = graph.clone();
+  std::vector<op::Tensor> outputs;
+  for (const op::Node& n : graph.nodes())
+    for (const auto& [port, t] : n.outputs())
+      if (!t.is_virtual()) outputs.push_back(t);
+
+  plan::ExecutionPlans plans =
+      plan::ExecutionPlans::create_for(mine, manifest, DeviceProperties::query(device), id, knobs);
+  try {
+    plans.build_plans();
+  } catch (const NotSupported& e) {
+    FAIL() << "the engine declined: " << e.what();
+  }
+  std::vector<Array> keep, got;
+  plan::VariantPack pack(plans.layout());
+  for (const auto& [t, a] : inputs) {
+    keep.push_back(a.to(device));
+    pack.set(t.uid(), plan::Operand(keep.back()));
+  }
+  for (const op::Tensor& t : outputs) {
+    got.push_back(poisoned(t.dims(), t.dtype(), device));
+    pack.set(t.uid(), plan::Operand(got.back()));
+  }
+  const Stream stream(device);
+  const std::size_t ws_bytes = plans.workspace_size();
+  const Array ws =
+      ws_bytes ? Array::empty({static_cast<int64_t>(ws_bytes)}, DType::u8, device) : Array();
+  plans.execute(pack, {stream.native(), nullptr, ws_bytes ? ws.data() : nullptr, ws_bytes});
+  stream.synchronize();
+
+  plan::ExecutionPlans ref = plan::ExecutionPlans::create_for(
+      ref_graph, manifest, DeviceProperties::query(Device::cpu()), reference_id(manifest, id), {});
+  ref.build_plans();
+  std::vector<Array> want;
+  plan::VariantPack ref_pack(ref.layout());
+  for (const auto& [t, a] : inputs) ref_pack.set(t.uid(), a);
+  for (const op::Tensor& t : outputs) {
+    want.push_back(poisoned(t.dims(), t.dtype(), Device::cpu()));
+    ref_pack.set(t.uid(), want.back());
+  }
+  ref.execute(ref_pack, {});
+  for (std::size_t i = 0; i < outputs.size(); ++i)
+    compare_output(outputs[i].name(), outputs[i].dtype(), values(got[i]), values(want[i]), ulps);
+}
+
 void expect_declines(const plan::Manifest& manifest, int64_t id, const op::Graph& graph,
                      const DeviceProperties& device, std::initializer_list<std::string> needles) {
   const plan::Engine& e = engine_of(manifest, id);

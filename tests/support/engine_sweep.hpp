@@ -75,6 +75,25 @@ struct Options {
 void run(const Case& c, const plan::Manifest& manifest = engines::builtin_manifest(),
          const Options& options = {});
 
+// ---- any one-node graph (the structured ops) ----
+
+// Host arrays for a graph's inputs, by tensor.
+using HostInputs = std::vector<std::pair<op::Tensor, Array>>;
+
+// Runs `graph` (its outputs marked) pinned to (engine_id, knobs) on the engine's device, with
+// `inputs` copied there and every output poisoned with NaN; runs a clone on the family's
+// reference engine on the CPU (float64, rounded once to each output's dtype); and compares every
+// output the caller receives. Two gates per output, both must pass: the relative error of the
+// method within tolerance(dtype), and every element within one unit in the last place of its
+// dtype (2^-10 f16, 2^-7 bf16, 1e-5 f32) of |ref| + the output's RMS (an absolute floor, so an
+// element that cancels to near zero is judged on the scale of its neighbours), `ulps` such
+// units where a case says why it needs more. Where the reference gives NaN or an infinity the
+// engine must give the same (those elements are left out of the norms). `graph` itself is not
+// planned (clones are).
+void compare_with_reference(const plan::Manifest& manifest, int64_t engine_id,
+                            const plan::Knobs& knobs, const op::Graph& graph,
+                            const HostInputs& inputs, double ulps = 1);
+
 // Expects `engine_id` to decline `graph` on `device` with NotSupported naming the engine and
 // every one of `needles`.
 void expect_declines(const plan::Manifest& manifest, int64_t engine_id, const op::Graph& graph,

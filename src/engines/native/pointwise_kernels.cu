@@ -3,35 +3,12 @@
 #include <cuda_runtime.h>
 
 #include "engines/native/pointwise_kernels.hpp"
+#include "engines/native/pointwise_math.cuh"
 #include "kernel/cuda_numeric.cuh"
 
 namespace eagle::native {
 
 namespace {
-
-template <PwOp Op>
-__device__ __forceinline__ float apply(float a, float b) {
-  if constexpr (Op == PwOp::add) return a + b;
-  if constexpr (Op == PwOp::sub) return a - b;
-  if constexpr (Op == PwOp::mul) return a * b;
-  if constexpr (Op == PwOp::div) return a / b;
-  if constexpr (Op == PwOp::max) return (a != a || b != b) ? a + b : fmaxf(a, b);
-  if constexpr (Op == PwOp::min) return (a != a || b != b) ? a + b : fminf(a, b);
-  if constexpr (Op == PwOp::neg) return -a;
-  if constexpr (Op == PwOp::abs) return fabsf(a);
-  if constexpr (Op == PwOp::exp) return expf(a);
-  if constexpr (Op == PwOp::log) return logf(a);
-  if constexpr (Op == PwOp::sqrt) return sqrtf(a);
-  if constexpr (Op == PwOp::rsqrt) return rsqrtf(a);
-  if constexpr (Op == PwOp::tanh) return tanhf(a);
-  if constexpr (Op == PwOp::sigmoid) return 1.0f / (1.0f + expf(-a));
-  if constexpr (Op == PwOp::relu) return a != a ? a : fmaxf(a, 0.0f);
-  if constexpr (Op == PwOp::gelu) return 0.5f * a * (1.0f + erff(a * 0.70710678118654752f));
-  if constexpr (Op == PwOp::silu) return a / (1.0f + expf(-a));
-  if constexpr (Op == PwOp::square) return a * a;
-  if constexpr (Op == PwOp::identity) return a;
-  return 0.0f;
-}
 
 template <PwOp Op, class T>
 __global__ void pointwise_kernel_impl(const T* a, const T* b, T* out, int64_t n) {

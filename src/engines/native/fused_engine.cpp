@@ -1,0 +1,168 @@
+#include "engines/native/fused_engine.hpp"
+
+#include <algorithm>
+#include <map>
+#include <vector>
+
+#include "eagle/plan/operand_rules.hpp"
+#include "engines/native/fused_kernels.hpp"
+#include "engines/native/launch_status.hpp"
+#include "engines/native/structured_support.hpp"
+
+namespace eagle::native {
+
+namespace {
+
+// The broadcast of every tensor's dims (the IR checked that they broadcast).
+op::Dims iteration_shape(const op::Graph& graph) {
+  op::Dims shape;
+  for (const op::Tensor& t : graph.tensors()) {
+    const op::Dims& d = t.dims();
+    if (d.size() > shape.size()) shape.insert(shape.begin(), d.size() - shape.size(), 1);
+    for (std::size_t i = 0; i < d.size(); ++i) {
+      int64_t& s = shape[shape.size() - d.size() + i];
+      if (s == 1) s = d[i];
+    }
+  }
+  return shape;
+}
+
+class FusedPlan : public plan::CompiledPlan {
+ public:
+  FusedPlan(plan::OperandRules rules, std::vector<int> in_pos, std::vector<int> out_pos,
+            FusedProgram program, FusedLauncher launch, unsigned grid)
+      : rules_(std::move(rules)),
+        in_pos_(std::move(in_pos)),
+        out_pos_(std::move(out_pos)),
+        program_(program),
+        launch_(launch),
+        grid_(grid) {}
+
+  bool run(const plan::OperandBuffer* ops,
+           const plan::ExecutionContext& ctx) const noexcept override {
+    if (!rules_.match(ops)) return false;
+    if (program_.numel == 0) return true;
+    FusedProgram p = program_;
+    for (std::size_t k = 0; k < in_pos_.size(); ++k) p.in[k] = ops[in_pos_[k]].data;
+    for (std::size_t k = 0; k < out_pos_.size(); ++k) p.out[k] = ops[out_pos_[k]].data;
+    return launch_(p, grid_, kThreads, ctx.stream);
+  }
+  void explain(const plan::OperandBuffer* ops, const plan::ExecutionContext&) const override {
+    rules_.explain(ops);
+    throw CudaError(std::string("native fused pointwise: launch failed: ") +
+                    structured_launch_error());
+  }
+  static constexpr unsigned kThreads = 256;
+
+ private:
+  plan::OperandRules rules_;
+  std::vector<int> in_pos_, out_pos_;
+  FusedProgram program_;
+  FusedLauncher launch_;
+  unsigned grid_;
+};
+
+class FusedEngine : public plan::Engine {
+ public:
+  FusedEngine(int64_t id, const std::string& name) : Engine(id, name) {
+    caps_.device = DeviceKind::cuda;
+    caps_.sm_lo = 80;  // plain CUDA C++, built for Ampere and Hopper (EAGLE_CUDA_ARCHITECTURES)
+    caps_.sm_hi = 1299;
+    caps_.dtypes = {DType::f32, DType::f16, DType::bf16};
+  }
+  const plan::Capabilities& capabilities() const override { return caps_; }
+
+  void check_support(const op::Graph& graph, const plan::Facts&,
+                     const DeviceProperties&) const override {
+    const auto nodes = graph.nodes();
+    require(!nodes.empty(), name(), "the graph has no node");
+    require(nodes.size() <= static_cast<std::size_t>(kFusedMaxInstructions), name(),
+            "serves at most " + std::to_string(kFusedMaxInstructions) + " nodes");
+    PwOp op;
+    for (const op::Node& n : nodes)
+      require(pointwise_op_of(n.op(), op), name(), "no kernel for op " + n.op());
+    const DType dtype = graph.tensors().front().dtype();
+    require_float_io(dtype, "every tensor", name());
+    const op::Dims shape = iteration_shape(graph);
+    require(shape.size() <= static_cast<std::size_t>(kFusedMaxDims), name(),
+            "serves at most " + std::to_string(kFusedMaxDims) + " dims");
+    int inputs = 0, outputs = 0;
+    for (const op::Tensor& t : graph.tensors()) {
+      require(t.dtype() == dtype, name(), "every tensor must have one dtype");
+      require(!t.ragged_offset().defined(), name(), "ragged tensors are not served");
+      if (t.producer() < 0) ++inputs;
+      if (t.producer() >= 0 && !t.is_virtual()) {
+        ++outputs;
+        require(t.dims() == shape, name(),
+                "output '" + t.name() + "' must have the full broadcast shape");
+      }
+      if (!t.is_virtual()) require_row_major(t, name());
+    }
+    require(inputs <= kFusedMaxInputs, name(),
+            "serves at most " + std::to_string(kFusedMaxInputs) + " inputs");
+    require(outputs >= 1 && outputs <= kFusedMaxOutputs, name(),
+            "needs 1 to " + std::to_string(kFusedMaxOutputs) + " outputs the caller receives");
+    if (!fused_launcher(dtype)) throw NotSupported(name() + ": no kernel in this build (no CUDA)");
+  }
+
+  std::shared_ptr<const plan::CompiledPlan> build_plan(
+      const op::Graph& graph, const plan::Facts&, const plan::PlanConfig&,
+      const plan::BuildContext& ctx) const override {
+    const Device device = plan_device(ctx);
+    const op::Dims shape = iteration_shape(graph);
+    FusedProgram p{};
+    p.ndim = static_cast<int32_t>(shape.size());
+    p.numel = element_count(shape);
+    std::copy(shape.begin(), shape.end(), p.dims);
+    plan::OperandRules rules;
+    std::vector<int> in_pos, out_pos;
+    std::map<int, int> reg;  // tensor index -> register
+    for (const op::Tensor& t : graph.tensors()) {
+      if (t.producer() >= 0) continue;
+      const int k = p.inputs++;
+      reg[t.index()] = k;
+      rules.add(*ctx.layout, t, device, /*row_major=*/true);
+      in_pos.push_back(ctx.layout->index_of(t));
+      // Strides over the iteration dims, right-aligned; 0 where the input broadcasts.
+      const op::Dims& d = t.dims();
+      p.in_dense[k] = d == shape;
+      int64_t stride = 1;
+      for (std::size_t i = d.size(); i-- > 0;) {
+        const std::size_t at = shape.size() - d.size() + i;
+        p.in_strides[k][at] = d[i] == 1 ? 0 : stride;
+        stride *= d[i];
+      }
+    }
+    for (const op::Node& n : graph.nodes()) {
+      PwOp op;
+      pointwise_op_of(n.op(), op);
+      const op::Tensor out = n.output("out"), a = n.input("a"), b = n.input("b");
+      const int k = p.instructions++;
+      const int dst = p.inputs + k;
+      p.code[k] = {op, static_cast<uint8_t>(dst), static_cast<uint8_t>(reg.at(a.index())),
+                   static_cast<uint8_t>(b.defined() ? reg.at(b.index()) : reg.at(a.index()))};
+      reg[out.index()] = dst;
+      if (!out.is_virtual()) {
+        rules.add(*ctx.layout, out, device, /*row_major=*/true);
+        out_pos.push_back(ctx.layout->index_of(out));
+        p.out_reg[p.outputs++] = static_cast<uint8_t>(dst);
+      }
+    }
+    const int64_t blocks = (p.numel + FusedPlan::kThreads - 1) / FusedPlan::kThreads;
+    const auto grid = static_cast<unsigned>(
+        std::clamp<int64_t>(blocks, 1, int64_t{std::max(1, ctx.device.multiprocessors)} * 8));
+    return std::make_shared<FusedPlan>(std::move(rules), std::move(in_pos), std::move(out_pos), p,
+                                       fused_launcher(graph.tensors().front().dtype()), grid);
+  }
+
+ private:
+  plan::Capabilities caps_;
+};
+
+}  // namespace
+
+std::unique_ptr<plan::Engine> make_fused_engine(int64_t id, const std::string& name) {
+  return std::make_unique<FusedEngine>(id, name);
+}
+
+}  // namespace eagle::native

@@ -1,0 +1,346 @@
+#include <algorithm>
+#include <cmath>
+
+#include "engines/native/launch_status.hpp"
+#include "engines/native/loss_kernels.hpp"
+#include "engines/native/rows.cuh"
+
+namespace eagle::native {
+
+namespace {
+
+using rows::group_reduce;
+
+constexpr int kTotalThreads = 1024;
+
+using rows::finish_lse;
+using rows::online;
+using rows::rescaled;
+
+// A zero weight drops its term, so an infinite logit it would multiply gives no NaN.
+__device__ __forceinline__ float weighted(float w, float v) {
+  return w == 0.0f ? 0.0f : w * v;
+}
+
+// The loss of one row from its logsumexp, its sum of logits and its target (the formula of the
+// per-row kernel).
+template <class T>
+__device__ __forceinline__ float row_loss(const CrossEntropyArgs& a, const T* xr, int64_t t,
+                                          float lse, float row_sum) {
+  if (t == a.ignore_index) return 0.0f;
+  if (t < 0 || t >= a.classes) return NAN;  // the reference refuses this call; no read outside
+  const float ls = a.label_smoothing;
+  return weighted(1.0f - ls, lse - detail::to_acc(xr[t])) +
+         weighted(ls, lse - row_sum / static_cast<float>(a.classes));
+}
+
+template <class T, class Id, int VEC>
+__global__ void cross_entropy_kernel(CrossEntropyArgs a, int group) {
+  __shared__ float scratch[32];
+  __shared__ double sums[32];
+  const T* __restrict__ logits = static_cast<const T*>(a.logits);
+  const Id* __restrict__ targets = static_cast<const Id*>(a.targets);
+  const rows::Walk w = rows::walk(group);
+  const int64_t len = a.classes, stride = int64_t{group} * VEC, start = int64_t{w.lane} * VEC;
+  for (int64_t r = w.first; r < a.rows; r += w.step) {
+    const T* xr = logits + r * len;
+    float m = -INFINITY;
+    double s = 0.0, sum = 0.0;
+    for (int64_t base = start; base < len; base += 4 * stride) {
+      float v[4][VEC];
+#pragma unroll
+      for (int u = 0; u < 4; ++u) {
+        const int64_t i = base + u * stride;
+        if (i < len) {
+          rows::load<T, VEC>(xr, i, v[u]);
+        } else {
+#pragma unroll
+          for (int j = 0; j < VEC; ++j) v[u][j] = -INFINITY;
+        }
+      }
+#pragma unroll
+      for (int u = 0; u < 4; ++u)
+        if (base + u * stride < len)
+#pragma unroll
+          for (int j = 0; j < VEC; ++j) {
+            online(v[u][j], m, s);
+            sum += v[u][j];
+          }
+    }
+    const float row_max = group_reduce(m, rows::Max{}, scratch, group);
+    const double total = rows::group_sum(rescaled(m, s, row_max), sums, group);
+    const auto row_sum = static_cast<float>(rows::group_sum(sum, sums, group));
+    if (w.lane != 0) continue;
+    const float lse = finish_lse(row_max, total);
+    if (a.lse) a.lse[r] = lse;
+    a.row_loss[r] = row_loss<T>(a, xr, static_cast<int64_t>(targets[r]), lse, row_sum);
+  }
+}
+
+template <class Id>
+__global__ void loss_total_kernel(const float* row_loss, const Id* targets, int64_t rows,
+                                  int64_t ignore_index, bool mean, float* loss) {
+  __shared__ double sums[kTotalThreads];
+  __shared__ int64_t counts[kTotalThreads];
+  double sum = 0.0;
+  int64_t count = 0;
+  for (int64_t r = threadIdx.x; r < rows; r += blockDim.x) {
+    sum += row_loss[r];
+    count += static_cast<int64_t>(targets[r]) != ignore_index;
+  }
+  sums[threadIdx.x] = sum;
+  counts[threadIdx.x] = count;
+  __syncthreads();
+  for (int half = blockDim.x / 2; half > 0; half /= 2) {
+    if (static_cast<int>(threadIdx.x) < half) {
+      sums[threadIdx.x] += sums[threadIdx.x + half];
+      counts[threadIdx.x] += counts[threadIdx.x + half];
+    }
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) {
+    const double total = sums[0];
+    *loss = static_cast<float>(!mean            ? total
+                               : counts[0] == 0 ? NAN
+                                                : total / static_cast<double>(counts[0]));
+  }
+}
+
+// Split rows, first pass: each chunk's max, sum of exp(x - max) and sum of x.
+template <class T, int VEC>
+__global__ void split_stats_kernel(CrossEntropyArgs a, int group) {
+  __shared__ float scratch[32];
+  __shared__ double sums[32];
+  const T* __restrict__ logits = static_cast<const T*>(a.logits);
+  const rows::Walk w = rows::walk(group);
+  const int64_t pieces = a.rows * a.splits, stride = int64_t{group} * VEC;
+  for (int64_t p = w.first; p < pieces; p += w.step) {
+    const int64_t row = p / a.splits, begin = (p % a.splits) * a.chunk;
+    const int64_t end = min(a.classes, begin + a.chunk);
+    const T* xr = logits + row * a.classes;
+    float m = -INFINITY;
+    double s = 0.0, sum = 0.0;
+    for (int64_t i = begin + int64_t{w.lane} * VEC; i < end; i += stride) {
+      float v[VEC];
+      rows::load<T, VEC>(xr, i, v);
+#pragma unroll
+      for (int j = 0; j < VEC; ++j) {
+        online(v[j], m, s);
+        sum += v[j];
+      }
+    }
+    const float chunk_max = group_reduce(m, rows::Max{}, scratch, group);
+    const double total = rows::group_sum(rescaled(m, s, chunk_max), sums, group);
+    const double chunk_sum = rows::group_sum(sum, sums, group);
+    if (w.lane == 0) {
+      a.partials[3 * p] = chunk_max;
+      a.partials[3 * p + 1] = total;
+      a.partials[3 * p + 2] = chunk_sum;
+    }
+  }
+}
+
+// Split rows, second pass: a thread per row combines its chunks in chunk order.
+template <class T, class Id>
+__global__ void split_finish_kernel(CrossEntropyArgs a) {
+  const T* __restrict__ logits = static_cast<const T*>(a.logits);
+  const Id* __restrict__ targets = static_cast<const Id*>(a.targets);
+  for (int64_t r = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; r < a.rows;
+       r += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const double* part = a.partials + 3 * r * a.splits;
+    float m = -INFINITY;
+    for (int64_t k = 0; k < a.splits; ++k) m = fmaxf(m, static_cast<float>(part[3 * k]));
+    double s = 0.0, sum = 0.0;
+    for (int64_t k = 0; k < a.splits; ++k) {
+      s += rescaled(static_cast<float>(part[3 * k]), part[3 * k + 1], m);
+      sum += part[3 * k + 2];
+    }
+    const float lse = finish_lse(m, s);
+    if (a.lse) a.lse[r] = lse;
+    a.row_loss[r] = row_loss<T>(a, logits + r * a.classes, static_cast<int64_t>(targets[r]), lse,
+                                static_cast<float>(sum));
+  }
+}
+
+template <class T, class Id, int VEC>
+bool launch_split(const CrossEntropyArgs& a, const RowGeometry& g, void* stream) noexcept {
+  const auto s = static_cast<cudaStream_t>(stream);
+  split_stats_kernel<T, VEC><<<g.grid, g.threads, 0, s>>>(a, g.group);
+  if (!launch_succeeded()) return false;
+  const auto blocks = static_cast<unsigned>(std::min<int64_t>((a.rows + 255) / 256, 1024));
+  split_finish_kernel<T, Id><<<blocks, 256, 0, s>>>(a);
+  return launch_succeeded();
+}
+
+template <class T, class Id, int VEC>
+bool launch(const CrossEntropyArgs& a, const RowGeometry& g, void* stream) noexcept {
+  cross_entropy_kernel<T, Id, VEC>
+      <<<g.grid, g.threads, 0, static_cast<cudaStream_t>(stream)>>>(a, g.group);
+  return launch_succeeded();
+}
+
+template <class T, class Id, bool SPLIT>
+CrossEntropyLauncher pick(const RowGeometry& g) {
+  constexpr int kVec = 16 / sizeof(T);
+  if (g.vec == kVec) return SPLIT ? &launch_split<T, Id, kVec> : &launch<T, Id, kVec>;
+  if (g.vec == 1) return SPLIT ? &launch_split<T, Id, 1> : &launch<T, Id, 1>;
+  return nullptr;
+}
+
+template <class T, bool SPLIT = false>
+CrossEntropyLauncher pick_id(DType targets, const RowGeometry& g) {
+  if (targets == DType::i32) return pick<T, int32_t, SPLIT>(g);
+  if (targets == DType::i64) return pick<T, int64_t, SPLIT>(g);
+  return nullptr;
+}
+
+template <class Id>
+__global__ void count_kernel(const Id* targets, int64_t rows, int64_t ignore_index,
+                             int64_t* counted) {
+  __shared__ int64_t counts[kTotalThreads];
+  int64_t count = 0;
+  for (int64_t r = threadIdx.x; r < rows; r += blockDim.x)
+    count += static_cast<int64_t>(targets[r]) != ignore_index;
+  counts[threadIdx.x] = count;
+  __syncthreads();
+  for (int half = blockDim.x / 2; half > 0; half /= 2) {
+    if (static_cast<int>(threadIdx.x) < half) counts[threadIdx.x] += counts[threadIdx.x + half];
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) *counted = counts[0];
+}
+
+template <class T, class Id, int VEC>
+__global__ void cross_entropy_bwd_kernel(CrossEntropyBwdArgs a, int group) {
+  __shared__ float scratch[32];
+  __shared__ double sums[32];
+  const T* __restrict__ logits = static_cast<const T*>(a.logits);
+  const Id* __restrict__ targets = static_cast<const Id*>(a.targets);
+  T* __restrict__ dlogits = static_cast<T*>(a.dlogits);
+  const rows::Walk w = rows::walk(group);
+  const int64_t len = a.classes, stride = int64_t{group} * VEC, start = int64_t{w.lane} * VEC;
+  const float ls = a.label_smoothing, spread = ls / static_cast<float>(len);
+  const int64_t pieces = a.rows * a.splits;
+  for (int64_t p = w.first; p < pieces; p += w.step) {
+    const int64_t r = p / a.splits;
+    const int64_t begin = (p % a.splits) * a.chunk;
+    const int64_t end = a.splits == 1 ? len : min(len, begin + a.chunk);
+    const T* xr = logits + r * len;
+    T* dr = dlogits + r * len;
+    const int64_t t = static_cast<int64_t>(targets[r]);
+    float lse;
+    if (a.lse) {  // always so when split
+      lse = a.lse[r];
+    } else {
+      float m = -INFINITY;
+      double s = 0.0;
+      for (int64_t i = start; i < len; i += stride) {
+        float v[VEC];
+        rows::load<T, VEC>(xr, i, v);
+#pragma unroll
+        for (int j = 0; j < VEC; ++j) online(v[j], m, s);
+      }
+      const float row_max = group_reduce(m, rows::Max{}, scratch, group);
+      lse = finish_lse(row_max, rows::group_sum(rescaled(m, s, row_max), sums, group));
+    }
+    float weight = a.reduction == 0 ? a.dloss[r] : a.dloss[0];
+    if (a.reduction == 2) weight /= static_cast<float>(*a.counted);
+    const bool ignored = t == a.ignore_index, bad = !ignored && (t < 0 || t >= len);
+    for (int64_t i = begin + start; i < end; i += stride) {
+      float v[VEC], out[VEC];
+      rows::load<T, VEC>(xr, i, v);
+#pragma unroll
+      for (int j = 0; j < VEC; ++j) {
+        float g = expf(v[j] - lse) - spread;
+        if (i + j == t) g -= 1.0f - ls;
+        out[j] = ignored ? 0.0f : bad ? NAN : weight * g;
+      }
+      rows::store<T, VEC>(dr, i, out);
+    }
+  }
+}
+
+template <class T, class Id, int VEC>
+bool launch_bwd(const CrossEntropyBwdArgs& a, const RowGeometry& g, void* stream) noexcept {
+  const auto s = static_cast<cudaStream_t>(stream);
+  if (a.reduction == 2) {
+    count_kernel<Id><<<1, kTotalThreads, 0, s>>>(static_cast<const Id*>(a.targets), a.rows,
+                                                 a.ignore_index, a.counted);
+    if (!launch_succeeded()) return false;
+  }
+  cross_entropy_bwd_kernel<T, Id, VEC><<<g.grid, g.threads, 0, s>>>(a, g.group);
+  return launch_succeeded();
+}
+
+template <class T, class Id>
+CrossEntropyBwdLauncher pick_bwd(const RowGeometry& g) {
+  constexpr int kVec = 16 / sizeof(T);
+  if (g.vec == kVec) return &launch_bwd<T, Id, kVec>;
+  if (g.vec == 1) return &launch_bwd<T, Id, 1>;
+  return nullptr;
+}
+
+template <class T>
+CrossEntropyBwdLauncher pick_bwd_id(DType targets, const RowGeometry& g) {
+  if (targets == DType::i32) return pick_bwd<T, int32_t>(g);
+  if (targets == DType::i64) return pick_bwd<T, int64_t>(g);
+  return nullptr;
+}
+
+}  // namespace
+
+CrossEntropyBwdLauncher cross_entropy_bwd_launcher(DType logits, DType targets,
+                                                   const RowGeometry& g) {
+  switch (logits) {
+    case DType::f32:
+      return pick_bwd_id<float>(targets, g);
+    case DType::f16:
+      return pick_bwd_id<__half>(targets, g);
+    case DType::bf16:
+      return pick_bwd_id<__nv_bfloat16>(targets, g);
+    default:
+      return nullptr;
+  }
+}
+
+CrossEntropyLauncher split_cross_entropy_launcher(DType logits, DType targets,
+                                                  const RowGeometry& g) {
+  switch (logits) {
+    case DType::f32:
+      return pick_id<float, true>(targets, g);
+    case DType::f16:
+      return pick_id<__half, true>(targets, g);
+    case DType::bf16:
+      return pick_id<__nv_bfloat16, true>(targets, g);
+    default:
+      return nullptr;
+  }
+}
+
+CrossEntropyLauncher cross_entropy_launcher(DType logits, DType targets, const RowGeometry& g) {
+  switch (logits) {
+    case DType::f32:
+      return pick_id<float>(targets, g);
+    case DType::f16:
+      return pick_id<__half>(targets, g);
+    case DType::bf16:
+      return pick_id<__nv_bfloat16>(targets, g);
+    default:
+      return nullptr;
+  }
+}
+
+bool launch_loss_total(const float* row_loss, const void* targets, DType targets_dtype,
+                       int64_t rows, int64_t ignore_index, bool mean, float* loss,
+                       void* stream) noexcept {
+  const auto s = static_cast<cudaStream_t>(stream);
+  if (targets_dtype == DType::i32)
+    loss_total_kernel<<<1, kTotalThreads, 0, s>>>(row_loss, static_cast<const int32_t*>(targets),
+                                                  rows, ignore_index, mean, loss);
+  else
+    loss_total_kernel<<<1, kTotalThreads, 0, s>>>(row_loss, static_cast<const int64_t*>(targets),
+                                                  rows, ignore_index, mean, loss);
+  return launch_succeeded();
+}
+
+}  // namespace eagle::native

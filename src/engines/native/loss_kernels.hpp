@@ -1,0 +1,69 @@
+// Our CUDA cross_entropy forward: logits [rows, classes] (f32, f16, bf16; f32 math), integer
+// targets [rows] (i32, i64). One read of the logits per row (online max and rescaled sum, and
+// the plain sum label smoothing needs). Reductions are deterministic: per-row losses land in a
+// buffer and one block sums them in a fixed order in double, no atomics.
+//
+// A target outside [0, classes) other than ignore_index gives that row a NaN loss (and so a NaN
+// sum or mean): the reference refuses such a call, but a refusal would need the targets on the
+// host; the kernel never reads outside the row.
+#pragma once
+
+#include <cstdint>
+
+#include "eagle/core/dtype.hpp"
+#include "engines/native/row_geometry.hpp"
+
+namespace eagle::native {
+
+struct CrossEntropyArgs {
+  const void* logits;
+  const void* targets;
+  float* row_loss;  // [rows]: the output (reduction none) or the workspace
+  float* lse;       // [rows] or null
+  int64_t rows, classes, ignore_index;
+  float label_smoothing;
+  // Few long rows (split_cross_entropy_launcher): each row in `splits` chunks of `chunk`
+  // classes, a block each, their (max, sum of exp, sum) in `partials` [rows * splits * 3]; a
+  // thread per row then combines them in chunk order. Unused otherwise.
+  int64_t splits = 1, chunk = 0;
+  double* partials = nullptr;
+};
+using CrossEntropyLauncher = bool (*)(const CrossEntropyArgs& args, const RowGeometry& g,
+                                      void* stream) noexcept;
+// The split launcher for (logits dtype, targets dtype, g.vec); g is a geometry over
+// rows * splits chunks.
+CrossEntropyLauncher split_cross_entropy_launcher(DType logits, DType targets,
+                                                  const RowGeometry& g);
+// The per-row launcher for (logits dtype, targets dtype, g.vec), or nullptr.
+CrossEntropyLauncher cross_entropy_launcher(DType logits, DType targets, const RowGeometry& g);
+
+// Sums row_loss[rows] into *loss (mean: over the rows whose target is not ignore_index; NaN when
+// there are none), in one block. False on a launch error.
+bool launch_loss_total(const float* row_loss, const void* targets, DType targets_dtype,
+                       int64_t rows, int64_t ignore_index, bool mean, float* loss,
+                       void* stream) noexcept;
+
+// The backward: dlogits = w * (softmax(logits) - (1 - ls) * onehot(target) - ls / C), w =
+// dloss[r] (none), dloss (sum) or dloss / the rows not ignored (mean; counted first by one
+// block into `counted`). Ignored rows get 0, a target outside the classes a NaN row. The
+// forward's lse is used when given, else each row computes it (one more read of the row).
+struct CrossEntropyBwdArgs {
+  const void* logits;
+  const void* targets;
+  const float* dloss;
+  const float* lse;  // null: computed
+  void* dlogits;
+  int64_t* counted;  // the workspace (reduction mean)
+  int64_t rows, classes, ignore_index;
+  float label_smoothing;
+  int reduction;  // 0 none, 1 sum, 2 mean
+  // With the forward's lse, few long rows go as `splits` chunks of `chunk` classes, a group of
+  // threads each (nothing to combine: each element needs only its row's lse). 1: whole rows.
+  int64_t splits = 1, chunk = 0;
+};
+using CrossEntropyBwdLauncher = bool (*)(const CrossEntropyBwdArgs& args, const RowGeometry& g,
+                                         void* stream) noexcept;
+CrossEntropyBwdLauncher cross_entropy_bwd_launcher(DType logits, DType targets,
+                                                   const RowGeometry& g);
+
+}  // namespace eagle::native

@@ -1,0 +1,47 @@
+// Internal, CUDA sources only: the float math of each op of EAGLE_POINTWISE_OPS, once, for the
+// one-op kernels (compile-time op) and the fused interpreter (run-time op).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include "engines/native/pointwise_kernels.hpp"
+
+namespace eagle::native {
+
+template <PwOp Op>
+__device__ __forceinline__ float apply(float a, float b) {
+  if constexpr (Op == PwOp::add) return a + b;
+  if constexpr (Op == PwOp::sub) return a - b;
+  if constexpr (Op == PwOp::mul) return a * b;
+  if constexpr (Op == PwOp::div) return a / b;
+  if constexpr (Op == PwOp::max) return (a != a || b != b) ? a + b : fmaxf(a, b);
+  if constexpr (Op == PwOp::min) return (a != a || b != b) ? a + b : fminf(a, b);
+  if constexpr (Op == PwOp::neg) return -a;
+  if constexpr (Op == PwOp::abs) return fabsf(a);
+  if constexpr (Op == PwOp::exp) return expf(a);
+  if constexpr (Op == PwOp::log) return logf(a);
+  if constexpr (Op == PwOp::sqrt) return sqrtf(a);
+  if constexpr (Op == PwOp::rsqrt) return rsqrtf(a);
+  if constexpr (Op == PwOp::tanh) return tanhf(a);
+  if constexpr (Op == PwOp::sigmoid) return 1.0f / (1.0f + expf(-a));
+  if constexpr (Op == PwOp::relu) return a != a ? a : fmaxf(a, 0.0f);
+  if constexpr (Op == PwOp::gelu) return 0.5f * a * (1.0f + erff(a * 0.70710678118654752f));
+  if constexpr (Op == PwOp::silu) return a / (1.0f + expf(-a));
+  if constexpr (Op == PwOp::square) return a * a;
+  if constexpr (Op == PwOp::identity) return a;
+  return 0.0f;
+}
+
+// The same, the op chosen at run time (the fused kernel's instructions).
+__device__ __forceinline__ float apply_op(PwOp op, float a, float b) {
+  switch (op) {
+#define EAGLE_PW_APPLY(name, binary) \
+  case PwOp::name:                   \
+    return apply<PwOp::name>(a, b);
+    EAGLE_POINTWISE_OPS(EAGLE_PW_APPLY)
+#undef EAGLE_PW_APPLY
+  }
+  return 0.0f;
+}
+
+}  // namespace eagle::native

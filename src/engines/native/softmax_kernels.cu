@@ -1,0 +1,409 @@
+#include <cmath>
+
+#include "engines/native/launch_status.hpp"
+#include "engines/native/rows.cuh"
+#include "engines/native/softmax_kernels.hpp"
+
+namespace eagle::native {
+
+namespace {
+
+using rows::group_reduce;
+
+using rows::finish_lse;
+using rows::online;
+using rows::rescaled;
+
+template <int VEC>
+__device__ __forceinline__ void write_out(const float (&v)[VEC], float lse, bool log,
+                                          float (&out)[VEC]) {
+#pragma unroll
+  for (int j = 0; j < VEC; ++j) out[j] = log ? v[j] - lse : expf(v[j] - lse);
+}
+
+template <class T, int VEC, bool CACHED>
+__global__ void softmax_kernel(const T* __restrict__ x, T* __restrict__ y, int64_t n_rows,
+                               int64_t len, bool log, int group) {
+  __shared__ float scratch[32];
+  __shared__ double sums[32];
+  const rows::Walk w = rows::walk(group);
+  const int64_t stride = int64_t{group} * VEC;
+  const int64_t start = int64_t{w.lane} * VEC;
+  for (int64_t r = w.first; r < n_rows; r += w.step) {
+    const T* xr = x + r * len;
+    T* yr = y + r * len;
+    if constexpr (CACHED) {
+      float v[kCachedPacks][VEC];
+      float m = -INFINITY;
+#pragma unroll
+      for (int k = 0; k < kCachedPacks; ++k) {
+        const int64_t i = start + k * stride;
+        if (i < len) {
+          rows::load<T, VEC>(xr, i, v[k]);
+        } else {
+#pragma unroll
+          for (int j = 0; j < VEC; ++j) v[k][j] = -INFINITY;
+        }
+#pragma unroll
+        for (int j = 0; j < VEC; ++j) m = fmaxf(m, v[k][j]);
+      }
+      m = group_reduce(m, rows::Max{}, scratch, group);
+      // Softmax keeps exp(x - m) in place of x and scales it by 1 / sum: one exponential per
+      // element, not two (the special-function unit, not memory, would bound a second one).
+      // Log softmax keeps x. At most kCachedPacks * VEC terms a thread; the group adds in double.
+      float s = 0.0f;
+#pragma unroll
+      for (int k = 0; k < kCachedPacks; ++k)
+#pragma unroll
+        for (int j = 0; j < VEC; ++j) {
+          const float e = expf(v[k][j] - m);
+          s += e;
+          if (!log) v[k][j] = e;
+        }
+      const double total = rows::group_sum(s, sums, group);
+      const float lse = finish_lse(m, total);
+      // An infinite max: exp(x - m) is already the reference's exp(x - lse) (0, or NaN).
+      const float scale = isinf(m) ? 1.0f : static_cast<float>(1.0 / total);
+#pragma unroll
+      for (int k = 0; k < kCachedPacks; ++k) {
+        const int64_t i = start + k * stride;
+        if (i < len) {
+          float out[VEC];
+#pragma unroll
+          for (int j = 0; j < VEC; ++j) out[j] = log ? v[k][j] - lse : v[k][j] * scale;
+          rows::store<T, VEC>(yr, i, out);
+        }
+      }
+    } else {
+      // Online: one read for the max and the rescaled sum, four packs in flight per thread.
+      float m = -INFINITY;
+      double s = 0.0;
+      for (int64_t base = start; base < len; base += 4 * stride) {
+        float v[4][VEC];
+#pragma unroll
+        for (int u = 0; u < 4; ++u) {
+          const int64_t i = base + u * stride;
+          if (i < len) {
+            rows::load<T, VEC>(xr, i, v[u]);
+          } else {
+#pragma unroll
+            for (int j = 0; j < VEC; ++j) v[u][j] = -INFINITY;
+          }
+        }
+#pragma unroll
+        for (int u = 0; u < 4; ++u)
+#pragma unroll
+          for (int j = 0; j < VEC; ++j) online(v[u][j], m, s);
+      }
+      const float row_max = group_reduce(m, rows::Max{}, scratch, group);
+      const float lse = finish_lse(row_max, rows::group_sum(rescaled(m, s, row_max), sums, group));
+#pragma unroll 4
+      for (int64_t i = start; i < len; i += stride) {
+        float v[VEC], out[VEC];
+        rows::load<T, VEC>(xr, i, v);
+        write_out<VEC>(v, lse, log, out);
+        rows::store<T, VEC>(yr, i, out);
+      }
+    }
+  }
+}
+
+template <class T, int VEC, bool CACHED>
+bool launch(const SoftmaxArgs& a, const RowGeometry& g, void* stream) noexcept {
+  softmax_kernel<T, VEC, CACHED><<<g.grid, g.threads, 0, static_cast<cudaStream_t>(stream)>>>(
+      static_cast<const T*>(a.x), static_cast<T*>(a.y), a.rows, a.len, a.log, g.group);
+  return launch_succeeded();
+}
+
+// Split rows, first pass: each chunk's max and sum of exp(x - max), online.
+template <class T, int VEC>
+__global__ void split_stats_kernel(SoftmaxArgs a, int group) {
+  __shared__ float scratch[32];
+  __shared__ double sums[32];
+  const T* __restrict__ x = static_cast<const T*>(a.x);
+  const rows::Walk w = rows::walk(group);
+  const int64_t pieces = a.rows * a.splits, stride = int64_t{group} * VEC;
+  for (int64_t p = w.first; p < pieces; p += w.step) {
+    const int64_t row = p / a.splits, begin = (p % a.splits) * a.chunk;
+    const int64_t end = min(a.len, begin + a.chunk);
+    const T* xr = x + row * a.len;
+    float m = -INFINITY;
+    double s = 0.0;
+    for (int64_t i = begin + int64_t{w.lane} * VEC; i < end; i += stride) {
+      float v[VEC];
+      rows::load<T, VEC>(xr, i, v);
+#pragma unroll
+      for (int j = 0; j < VEC; ++j) online(v[j], m, s);
+    }
+    const float chunk_max = group_reduce(m, rows::Max{}, scratch, group);
+    const double total = rows::group_sum(rescaled(m, s, chunk_max), sums, group);
+    if (w.lane == 0) {
+      a.partials[2 * p] = chunk_max;
+      a.partials[2 * p + 1] = total;
+    }
+  }
+}
+
+// Split rows, second pass: the row's chunks combined by the group (a fixed order: the same
+// bits every run), then this chunk written.
+template <class T, int VEC>
+__global__ void split_write_kernel(SoftmaxArgs a, int group) {
+  __shared__ float scratch[32];
+  __shared__ double sums[32];
+  const T* __restrict__ x = static_cast<const T*>(a.x);
+  T* __restrict__ y = static_cast<T*>(a.y);
+  const rows::Walk w = rows::walk(group);
+  const int64_t pieces = a.rows * a.splits, stride = int64_t{group} * VEC;
+  for (int64_t p = w.first; p < pieces; p += w.step) {
+    const int64_t row = p / a.splits, begin = (p % a.splits) * a.chunk;
+    const int64_t end = min(a.len, begin + a.chunk);
+    const double* part = a.partials + 2 * row * a.splits;
+    float m = -INFINITY;
+    for (int64_t k = w.lane; k < a.splits; k += group)
+      m = fmaxf(m, static_cast<float>(part[2 * k]));
+    m = group_reduce(m, rows::Max{}, scratch, group);
+    double s = 0.0;
+    for (int64_t k = w.lane; k < a.splits; k += group)
+      s += rescaled(static_cast<float>(part[2 * k]), part[2 * k + 1], m);
+    const float lse = finish_lse(m, rows::group_sum(s, sums, group));
+    for (int64_t i = begin + int64_t{w.lane} * VEC; i < end; i += stride) {
+      float v[VEC], out[VEC];
+      rows::load<T, VEC>(x + row * a.len, i, v);
+      write_out<VEC>(v, lse, a.log, out);
+      rows::store<T, VEC>(y + row * a.len, i, out);
+    }
+  }
+}
+
+template <class T, int VEC>
+bool launch_split(const SoftmaxArgs& a, const RowGeometry& g, void* stream) noexcept {
+  const auto s = static_cast<cudaStream_t>(stream);
+  split_stats_kernel<T, VEC><<<g.grid, g.threads, 0, s>>>(a, g.group);
+  if (!launch_succeeded()) return false;
+  split_write_kernel<T, VEC><<<g.grid, g.threads, 0, s>>>(a, g.group);
+  return launch_succeeded();
+}
+
+template <class T>
+SoftmaxLauncher pick_split(const RowGeometry& g) {
+  constexpr int kVec = 16 / sizeof(T);
+  if (g.vec == kVec) return &launch_split<T, kVec>;
+  if (g.vec == 1) return &launch_split<T, 1>;
+  return nullptr;
+}
+
+template <class T>
+SoftmaxLauncher pick(const RowGeometry& g) {
+  constexpr int kVec = 16 / sizeof(T);
+  if (g.vec == kVec) return g.cached ? &launch<T, kVec, true> : &launch<T, kVec, false>;
+  if (g.vec == 1) return g.cached ? &launch<T, 1, true> : &launch<T, 1, false>;
+  return nullptr;
+}
+
+// dx for one pack from y, dy and the row's sum.
+template <int VEC>
+__device__ __forceinline__ void grad_pack(const float (&y)[VEC], const float (&dy)[VEC], float s,
+                                          bool log, float (&dx)[VEC]) {
+#pragma unroll
+  for (int j = 0; j < VEC; ++j) dx[j] = log ? dy[j] - expf(y[j]) * s : y[j] * (dy[j] - s);
+}
+
+template <int VEC>
+__device__ __forceinline__ float grad_term(const float (&y)[VEC], const float (&dy)[VEC],
+                                           bool log) {
+  float s = 0.0f;
+#pragma unroll
+  for (int j = 0; j < VEC; ++j) s += log ? dy[j] : dy[j] * y[j];
+  return s;
+}
+
+template <class T, int VEC, bool CACHED>
+__global__ void softmax_bwd_kernel(SoftmaxBwdArgs a, int group) {
+  __shared__ double sums[32];
+  const T* __restrict__ y = static_cast<const T*>(a.y);
+  const T* __restrict__ dy = static_cast<const T*>(a.dy);
+  T* __restrict__ dx = static_cast<T*>(a.dx);
+  const rows::Walk w = rows::walk(group);
+  const int64_t len = a.len, stride = int64_t{group} * VEC, start = int64_t{w.lane} * VEC;
+  for (int64_t r = w.first; r < a.rows; r += w.step) {
+    const T* yr = y + r * len;
+    const T* dyr = dy + r * len;
+    T* dxr = dx + r * len;
+    if constexpr (CACHED) {
+      float vy[kCachedPacks][VEC], vd[kCachedPacks][VEC];
+      double s = 0.0;
+#pragma unroll
+      for (int k = 0; k < kCachedPacks; ++k) {
+        const int64_t i = start + k * stride;
+        if (i < len) {
+          rows::load<T, VEC>(yr, i, vy[k]);
+          rows::load<T, VEC>(dyr, i, vd[k]);
+          s += grad_term<VEC>(vy[k], vd[k], a.log);
+        }
+      }
+      const auto total = static_cast<float>(rows::group_sum(s, sums, group));
+#pragma unroll
+      for (int k = 0; k < kCachedPacks; ++k) {
+        const int64_t i = start + k * stride;
+        if (i < len) {
+          float out[VEC];
+          grad_pack<VEC>(vy[k], vd[k], total, a.log, out);
+          rows::store<T, VEC>(dxr, i, out);
+        }
+      }
+    } else {
+      double s = 0.0;
+      for (int64_t i = start; i < len; i += stride) {
+        float vy[VEC], vd[VEC];
+        rows::load<T, VEC>(yr, i, vy);
+        rows::load<T, VEC>(dyr, i, vd);
+        s += grad_term<VEC>(vy, vd, a.log);
+      }
+      const auto total = static_cast<float>(rows::group_sum(s, sums, group));
+      for (int64_t i = start; i < len; i += stride) {
+        float vy[VEC], vd[VEC], out[VEC];
+        rows::load<T, VEC>(yr, i, vy);
+        rows::load<T, VEC>(dyr, i, vd);
+        grad_pack<VEC>(vy, vd, total, a.log, out);
+        rows::store<T, VEC>(dxr, i, out);
+      }
+    }
+  }
+}
+
+// Split rows, first pass: each chunk's sum of dy * y (log: of dy).
+template <class T, int VEC>
+__global__ void split_bwd_stats_kernel(SoftmaxBwdArgs a, int group) {
+  __shared__ double sums[32];
+  const rows::Walk w = rows::walk(group);
+  const int64_t pieces = a.rows * a.splits, stride = int64_t{group} * VEC;
+  for (int64_t p = w.first; p < pieces; p += w.step) {
+    const int64_t row = p / a.splits, begin = (p % a.splits) * a.chunk;
+    const int64_t end = min(a.len, begin + a.chunk);
+    const T* yr = static_cast<const T*>(a.y) + row * a.len;
+    const T* dyr = static_cast<const T*>(a.dy) + row * a.len;
+    double s = 0.0;
+    for (int64_t i = begin + int64_t{w.lane} * VEC; i < end; i += stride) {
+      float vy[VEC], vd[VEC];
+      rows::load<T, VEC>(yr, i, vy);
+      rows::load<T, VEC>(dyr, i, vd);
+      s += grad_term<VEC>(vy, vd, a.log);
+    }
+    s = rows::group_sum(s, sums, group);
+    if (w.lane == 0) a.partials[p] = s;
+  }
+}
+
+// Split rows, second pass: the row's chunk sums added by the group (a fixed order), then this
+// chunk written.
+template <class T, int VEC>
+__global__ void split_bwd_write_kernel(SoftmaxBwdArgs a, int group) {
+  __shared__ double sums[32];
+  const rows::Walk w = rows::walk(group);
+  const int64_t pieces = a.rows * a.splits, stride = int64_t{group} * VEC;
+  for (int64_t p = w.first; p < pieces; p += w.step) {
+    const int64_t row = p / a.splits, begin = (p % a.splits) * a.chunk;
+    const int64_t end = min(a.len, begin + a.chunk);
+    double s = 0.0;
+    for (int64_t k = w.lane; k < a.splits; k += group) s += a.partials[row * a.splits + k];
+    const auto total = static_cast<float>(rows::group_sum(s, sums, group));
+    const T* yr = static_cast<const T*>(a.y) + row * a.len;
+    const T* dyr = static_cast<const T*>(a.dy) + row * a.len;
+    T* dxr = static_cast<T*>(a.dx) + row * a.len;
+    for (int64_t i = begin + int64_t{w.lane} * VEC; i < end; i += stride) {
+      float vy[VEC], vd[VEC], out[VEC];
+      rows::load<T, VEC>(yr, i, vy);
+      rows::load<T, VEC>(dyr, i, vd);
+      grad_pack<VEC>(vy, vd, total, a.log, out);
+      rows::store<T, VEC>(dxr, i, out);
+    }
+  }
+}
+
+template <class T, int VEC>
+bool launch_split_bwd(const SoftmaxBwdArgs& a, const RowGeometry& g, void* stream) noexcept {
+  const auto s = static_cast<cudaStream_t>(stream);
+  split_bwd_stats_kernel<T, VEC><<<g.grid, g.threads, 0, s>>>(a, g.group);
+  if (!launch_succeeded()) return false;
+  split_bwd_write_kernel<T, VEC><<<g.grid, g.threads, 0, s>>>(a, g.group);
+  return launch_succeeded();
+}
+
+template <class T>
+SoftmaxBwdLauncher pick_split_bwd(const RowGeometry& g) {
+  constexpr int kVec = 16 / sizeof(T);
+  if (g.vec == kVec) return &launch_split_bwd<T, kVec>;
+  if (g.vec == 1) return &launch_split_bwd<T, 1>;
+  return nullptr;
+}
+
+template <class T, int VEC, bool CACHED>
+bool launch_bwd(const SoftmaxBwdArgs& a, const RowGeometry& g, void* stream) noexcept {
+  softmax_bwd_kernel<T, VEC, CACHED>
+      <<<g.grid, g.threads, 0, static_cast<cudaStream_t>(stream)>>>(a, g.group);
+  return launch_succeeded();
+}
+
+template <class T>
+SoftmaxBwdLauncher pick_bwd(const RowGeometry& g) {
+  constexpr int kVec = 16 / sizeof(T);
+  if (g.vec == kVec) return g.cached ? &launch_bwd<T, kVec, true> : &launch_bwd<T, kVec, false>;
+  if (g.vec == 1) return g.cached ? &launch_bwd<T, 1, true> : &launch_bwd<T, 1, false>;
+  return nullptr;
+}
+
+}  // namespace
+
+SoftmaxBwdLauncher split_softmax_bwd_launcher(DType dtype, const RowGeometry& g) {
+  switch (dtype) {
+    case DType::f32:
+      return pick_split_bwd<float>(g);
+    case DType::f16:
+      return pick_split_bwd<__half>(g);
+    case DType::bf16:
+      return pick_split_bwd<__nv_bfloat16>(g);
+    default:
+      return nullptr;
+  }
+}
+
+SoftmaxBwdLauncher softmax_bwd_launcher(DType dtype, const RowGeometry& g) {
+  switch (dtype) {
+    case DType::f32:
+      return pick_bwd<float>(g);
+    case DType::f16:
+      return pick_bwd<__half>(g);
+    case DType::bf16:
+      return pick_bwd<__nv_bfloat16>(g);
+    default:
+      return nullptr;
+  }
+}
+
+SoftmaxLauncher split_softmax_launcher(DType dtype, const RowGeometry& g) {
+  switch (dtype) {
+    case DType::f32:
+      return pick_split<float>(g);
+    case DType::f16:
+      return pick_split<__half>(g);
+    case DType::bf16:
+      return pick_split<__nv_bfloat16>(g);
+    default:
+      return nullptr;
+  }
+}
+
+SoftmaxLauncher softmax_launcher(DType dtype, const RowGeometry& g) {
+  switch (dtype) {
+    case DType::f32:
+      return pick<float>(g);
+    case DType::f16:
+      return pick<__half>(g);
+    case DType::bf16:
+      return pick<__nv_bfloat16>(g);
+    default:
+      return nullptr;
+  }
+}
+
+}  // namespace eagle::native

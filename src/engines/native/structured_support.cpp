@@ -1,0 +1,52 @@
+#include "engines/native/structured_support.hpp"
+
+namespace eagle::native {
+
+op::Node single_node(const op::Graph& graph, const std::string& engine,
+                     std::initializer_list<const char*> ops) {
+  const auto nodes = graph.nodes();
+  require(nodes.size() == 1, engine,
+          "serves a single node, the graph has " + std::to_string(nodes.size()));
+  std::string names;
+  for (const char* op : ops) {
+    if (nodes[0].op() == op) return nodes[0];
+    names += std::string(names.empty() ? "" : ", ") + op;
+  }
+  throw NotSupported(engine + ": serves " + names + ", not " + nodes[0].op());
+}
+
+void require_row_major(const op::Tensor& t, const std::string& engine) {
+  int64_t expect = 1;
+  const op::Dims& dims = t.dims();
+  for (std::size_t i = dims.size(); i-- > 0;) {
+    require(dims[i] == 1 || t.strides()[i] == expect, engine,
+            "tensor '" + t.name() + "' must be dense row-major");
+    expect *= dims[i];
+  }
+}
+
+void require_output(const op::Node& node, const char* port, const std::string& engine) {
+  require(receives(node.output(port)), engine,
+          std::string("the output '") + port + "' is virtual (set_output(true) to receive it)");
+}
+
+void require_float_io(DType d, const std::string& what, const std::string& engine) {
+  require(d == DType::f32 || d == DType::f16 || d == DType::bf16, engine,
+          what + " must be f32, f16 or bf16, not " + std::string(dtype_name(d)));
+}
+
+bool receives(const op::Tensor& t) {
+  return t.defined() && !t.is_virtual();
+}
+
+int64_t element_count(const op::Dims& dims) {
+  int64_t n = 1;
+  for (int64_t d : dims) n *= d;
+  return n;
+}
+
+Device plan_device(const plan::BuildContext& ctx) {
+  return ctx.target.value_or(Device::parse(ctx.device.device));
+}
+
+}  // namespace eagle::native

@@ -1,0 +1,40 @@
+// What the native structured engines share on the host: reading a one-node graph, the checks
+// every one of them declines with, and per-call alignment.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "eagle/core/error.hpp"
+#include "eagle/op/graph.hpp"
+#include "eagle/plan/engine.hpp"
+
+namespace eagle::native {
+
+// Declines with NotSupported("<engine>: <why>") unless `ok`.
+inline void require(bool ok, const std::string& engine, const std::string& why) {
+  if (!ok) throw NotSupported(engine + ": " + why);
+}
+
+// The graph's single node, declining graphs of several nodes or of an op outside `ops`.
+op::Node single_node(const op::Graph& graph, const std::string& engine,
+                     std::initializer_list<const char*> ops);
+
+// Declines unless `t` is declared dense row-major.
+void require_row_major(const op::Tensor& t, const std::string& engine);
+// Declines unless the (wired) output `port` of `node` is one the caller receives.
+void require_output(const op::Node& node, const char* port, const std::string& engine);
+// Declines unless `d` is f32, f16 or bf16 (the kernels' float types), naming `what`.
+void require_float_io(DType d, const std::string& what, const std::string& engine);
+
+// `t` is wired and not virtual (the caller passes a buffer for it).
+bool receives(const op::Tensor& t);
+int64_t element_count(const op::Dims& dims);
+// The device a plan is built for.
+Device plan_device(const plan::BuildContext& ctx);
+
+inline bool aligned16(const void* p) noexcept {
+  return (reinterpret_cast<uintptr_t>(p) & 15u) == 0;
+}
+
+}  // namespace eagle::native

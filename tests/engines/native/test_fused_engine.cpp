@@ -1,0 +1,111 @@
+// The native fused pointwise engine: a DAG of pointwise nodes with broadcasting inputs, several
+// outputs and an intermediate read twice, against the reference engine (GPU; skipped without
+// one), and its declines and its place in the plan list (everywhere).
+#include <gtest/gtest.h>
+
+#include "native_structured.hpp"
+
+namespace eagle::test::native {
+namespace {
+
+int64_t fused_id() {
+  return engine("pointwise", "native_fused_pointwise");
+}
+
+// x [R, C], w [C] (a row broadcast), s [R, 1] (a column broadcast):
+//   t = sigmoid(x * w + s); out1 = t * x; out2 = out1 + exp(-(w^2)) + relu(t) - tanh(x * w + s)
+op::Graph dag(int64_t rows, int64_t cols, DType d) {
+  op::Graph g("dag");
+  const op::Tensor x = g.tensor({"x", {rows, cols}, d});
+  const op::Tensor w = g.tensor({"w", {cols}, d});
+  const op::Tensor s = g.tensor({"s", {rows, 1}, d});
+  const op::Tensor pre = g.pointwise("add", g.pointwise("mul", x, w), s);
+  const op::Tensor t = g.pointwise("sigmoid", pre);
+  op::Tensor out1 = g.pointwise("mul", t, x);
+  out1.set_output(true).set_name("out1");
+  const op::Tensor bump = g.pointwise("exp", g.pointwise("neg", g.pointwise("square", w)));
+  const op::Tensor diff = g.pointwise("sub", g.pointwise("relu", t), g.pointwise("tanh", pre));
+  op::Tensor out2 = g.pointwise("add", g.pointwise("add", out1, bump), diff);
+  out2.set_output(true).set_name("out2");
+  return g;
+}
+
+sweep::HostInputs inputs(const op::Graph& g) {
+  sweep::HostInputs in;
+  for (const op::Tensor& t : g.operand_tensors())
+    if (t.producer() < 0) in.emplace_back(t, random_array(t.dims(), t.dtype(), Device::cpu()));
+  return in;
+}
+
+class NativeFused : public NativeGpuCase {};
+
+// Two units in the last place: each intermediate is rounded to the io dtype from f32 math, and
+// one that lands next to a rounding boundary may round the other way than the reference's
+// float64 value did; downstream nodes carry that one unit on.
+TEST_P(NativeFused, ADagWithBroadcastsMatchesTheReference) {
+  EAGLE_SKIP_UNLESS_RUNS_HERE(fused_id());
+  const op::Graph g = dag(GetParam().dims[0], GetParam().dims[1], GetParam().dtype);
+  sweep::compare_with_reference(manifest(), fused_id(), {}, g, inputs(g), 2);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    native_fused, NativeFused,
+    ::testing::ValuesIn(dtype_shapes({{3, 5}, {1, 1}, {127, 4099}, {2113, 1031}})),
+    dtype_shape_name);
+
+TEST(NativeFusedHarness, TheReferencePassesAgainstItself) {
+  const op::Graph g = dag(7, 33, DType::bf16);
+  sweep::compare_with_reference(manifest(), engine("pointwise", "reference"), {}, g, inputs(g));
+}
+
+TEST(NativeFusedPlanning, ItLeadsForSeveralNodesAndFollowsTheOneOpKernelsForOne) {
+  const plan::ExecutionPlans many =
+      plan::ExecutionPlans::create(dag(4, 8, DType::f16), manifest(), hopper());
+  ASSERT_GE(many.count(), 1);
+  EXPECT_EQ(many.at(0).engine_id, fused_id()) << many.describe();
+  for (int i = 0; i < many.count(); ++i)
+    EXPECT_NE(many.at(i).engine_id, engine("pointwise", "native_pointwise"));
+
+  op::Graph one("one");
+  const op::Tensor a = one.tensor({"a", {4, 8}, DType::f32});
+  one.pointwise("exp", a).set_output(true);
+  plan::ExecutionPlans single = plan::ExecutionPlans::create(one, manifest(), hopper());
+  EXPECT_EQ(single.at(0).engine_id, engine("pointwise", "native_pointwise")) << single.describe();
+  bool listed = false;
+  for (int i = 0; i < single.count(); ++i) listed |= single.at(i).engine_id == fused_id();
+  EXPECT_TRUE(listed) << single.describe();
+}
+
+TEST(NativeFusedPlanning, ABroadcastingSingleNodeFallsToTheFusedEngine) {
+  op::Graph g("broadcast");
+  const op::Tensor a = g.tensor({"a", {4, 8}, DType::bf16}), b = g.tensor({"b", {8}, DType::bf16});
+  g.pointwise("add", a, b).set_output(true);
+  plan::ExecutionPlans plans = plan::ExecutionPlans::create(g, manifest(), hopper());
+  EXPECT_EQ(plans.at(plans.build_plans()).engine_id, fused_id()) << plans.describe();
+}
+
+TEST(NativeFusedDeclines, OpsOutsideTheTableMixedDtypesAndNarrowOutputs) {
+  {
+    op::Graph g("pow");
+    const op::Tensor a = g.tensor({"a", {4, 8}, DType::f32});
+    g.pointwise("pow", g.pointwise("exp", a), a).set_output(true);
+    sweep::expect_declines(manifest(), fused_id(), g, hopper(), {"no kernel for op pow"});
+  }
+  {
+    op::Graph g("narrow");
+    const op::Tensor a = g.tensor({"a", {4, 8}, DType::f32}), b = g.tensor({"b", {8}, DType::f32});
+    g.pointwise("exp", b).set_output(true).set_name("eb");
+    g.pointwise("add", a, b).set_output(true);
+    sweep::expect_declines(manifest(), fused_id(), g, hopper(),
+                           {"output 'eb' must have the full broadcast shape"});
+  }
+  {
+    op::Graph g("virtual");
+    const op::Tensor a = g.tensor({"a", {4, 8}, DType::f32});
+    g.pointwise("exp", g.pointwise("neg", a));
+    sweep::expect_declines(manifest(), fused_id(), g, hopper(), {"outputs the caller receives"});
+  }
+}
+
+}  // namespace
+}  // namespace eagle::test::native
