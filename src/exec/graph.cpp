@@ -94,6 +94,17 @@ void plan_args(const Recording& rec, int i, const std::vector<Array>& buffers,
   }
 }
 
+// bind(): buffer `b` moved, shapes and strides stay. Only the pointers into `b` change (the
+// hot path of bind, so nothing else is recomputed).
+void repoint_args(const Recording& rec, int i, int b, const std::vector<Array>& buffers,
+                  detail::PlannedNode& out) {
+  const NodeInfo& n = rec.nodes()[i];
+  if (n.kind != NodeKind::kernel) return plan_args(rec, i, buffers, out);
+  for (std::size_t a = 0; a < n.arrays.size(); ++a)
+    if (n.arrays[a].buffer == b)
+      out.args.array(static_cast<int>(a)).data = at(buffers[b], n.arrays[a].byte_offset);
+}
+
 // The whole planned form of recorded node `i` (at build).
 void plan_node(const Recording& rec, int i, const std::vector<Array>& buffers, Device device,
                detail::PlannedNode& out) {
@@ -361,7 +372,7 @@ void Graph::bind(const std::string& name, const Array& array) {
   const std::vector<Array> previous_results = s.results;
   auto point_at = [&](const Array& a) {
     s.buffers[b] = a;
-    for (int i : s.nodes_of_buffer[b]) plan_args(*rec_, i, s.buffers, s.plan.nodes[i]);
+    for (int i : s.nodes_of_buffer[b]) repoint_args(*rec_, i, b, s.buffers, s.plan.nodes[i]);
     const auto& results = rec_->results();
     for (std::size_t r = 0; r < results.size(); ++r)
       if (results[r].buffer == b)
