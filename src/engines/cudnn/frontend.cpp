@@ -60,11 +60,21 @@ struct Planner {
   std::mutex mutex;
   void* handle = nullptr;
 };
+// One planning handle per device for the life of the process, destroyed at exit (before the CUDA
+// runtime tears down: this static is made after it), so no device memory is left behind.
+struct Planners {
+  std::mutex mutex;
+  std::map<int, std::unique_ptr<Planner>> by_device;
+  ~Planners() {
+    for (auto& [ordinal, p] : by_device)
+      if (p && p->handle) handle_library().destroy(p->handle);
+  }
+};
 Planner& planner(Device device) {
-  static std::mutex m;
-  static auto& planners = *new std::map<int, std::unique_ptr<Planner>>();
-  std::lock_guard<std::mutex> lock(m);
-  auto& p = planners[device.ordinal()];
+  [[maybe_unused]] static const Library& outlives_planners = handle_library();
+  static Planners planners;
+  std::lock_guard<std::mutex> lock(planners.mutex);
+  auto& p = planners.by_device[device.ordinal()];
   if (!p) p = std::make_unique<Planner>();
   return *p;
 }
