@@ -424,6 +424,12 @@ class CudnnPlan final : public plan::CompiledPlan {
           ragged_.zero_row_bytes[j] = t->strides[2] * static_cast<int64_t>(itemsize(t->dtype));
         }
       launch_ = ragged_prep_launch(ragged_);
+      if (ragged_.n_zero > 0) {
+        // The zeroing runs after cuDNN (which may write those rows too); the same kernel before
+        // it only derives lengths and offsets.
+        zero_launch_ = launch_;
+        launch_.grid_y = 1;
+      }
     } else if (L.stats_copy_uid >= 0) {
       prep_ = Prep::stats_copy;
       stats_src_pos_ = require(L.stats_source_uid, false);
@@ -481,6 +487,12 @@ class CudnnPlan final : public plan::CompiledPlan {
       fe::error_t st = graph_->execute(static_cast<cudnnHandle_t>(ctx.handle), ptrs.data(),
                                        static_cast<int>(slots_.size()), ctx.workspace);
       if (st.is_bad()) return fail("cuDNN execute failed: " + st.get_message());
+      if (zero_launch_.kernel) {
+        const auto args = prep_args(ops, ws);
+        if (!launch_prep(zero_launch_, args.data(), ctx.stream))
+          return fail(std::string("the zeroing kernel did not launch: ") +
+                      cudaGetErrorString(cudaGetLastError()));
+      }
       return true;
     } catch (const std::exception& e) {
       return fail(e.what());
@@ -547,6 +559,14 @@ class CudnnPlan final : public plan::CompiledPlan {
       cudaGraphNode_t child = nullptr;
       ok = cudaGraphAddChildGraphNode(&child, static_cast<cudaGraph_t>(graph), &prep, 1, inner) ==
            cudaSuccess;
+      if (ok && zero_launch_.kernel) {
+        auto args = prep_args(ops, ws);
+        void* params[] = {args.data()};
+        cudaKernelNodeParams p = kernel_params(params, zero_launch_);
+        cudaGraphNode_t zero = nullptr;
+        ok = cudaGraphAddKernelNode(&zero, static_cast<cudaGraph_t>(graph), &child, 1, &p) ==
+             cudaSuccess;
+      }
     }
     if (inner) cudaGraphDestroy(inner);
     return ok;
@@ -570,6 +590,14 @@ class CudnnPlan final : public plan::CompiledPlan {
       void* params[] = {args.data()};
       cudaKernelNodeParams p = kernel_params(params);
       if (cudaGraphKernelNodeSetParams(root, &p) != cudaSuccess) return false;
+      if (zero_launch_.kernel) {  // then the zeroing node after the child
+        cudaGraphNode_t zero = nullptr;
+        n = 1;
+        if (cudaGraphNodeGetDependentNodes(child, &zero, nullptr, &n) != cudaSuccess || n != 1)
+          return false;
+        cudaKernelNodeParams z = kernel_params(params, zero_launch_);
+        if (cudaGraphKernelNodeSetParams(zero, &z) != cudaSuccess) return false;
+      }
       if (cudaGraphChildGraphNodeGetGraph(child, &target) != cudaSuccess) return false;
     }
     std::unordered_map<int64_t, void*> pack = uid_pack(ops, ws);
@@ -645,11 +673,12 @@ class CudnnPlan final : public plan::CompiledPlan {
   }
 
   // `params` = {the args}: CUDA copies the argument bytes when the node is added or set.
-  cudaKernelNodeParams kernel_params(void** params) const {
+  cudaKernelNodeParams kernel_params(void** params) const { return kernel_params(params, launch_); }
+  cudaKernelNodeParams kernel_params(void** params, const PrepLaunch& launch) const {
     cudaKernelNodeParams p{};
-    p.func = const_cast<void*>(launch_.kernel);
-    p.gridDim = dim3(launch_.grid, launch_.grid_y);
-    p.blockDim = dim3(launch_.block);
+    p.func = const_cast<void*>(launch.kernel);
+    p.gridDim = dim3(launch.grid, launch.grid_y);
+    p.blockDim = dim3(launch.block);
     p.kernelParams = params;
     return p;
   }
@@ -675,7 +704,8 @@ class CudnnPlan final : public plan::CompiledPlan {
   std::vector<Slot> slots_;
   std::size_t workspace_ = 0;
   Prep prep_ = Prep::none;
-  int zero_pos_[2] = {-1, -1};  // ragged backward: the operand positions of dk and dv
+  int zero_pos_[2] = {-1, -1};       // ragged backward: the operand positions of dk and dv
+  PrepLaunch zero_launch_{nullptr};  // ragged backward: the zeroing after cuDNN, else no kernel
   PrepLaunch launch_;
   RaggedPrepArgs ragged_;  // addresses are workspace offsets until prep_args()
   StatsCopyArgs copy_;
