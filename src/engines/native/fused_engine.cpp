@@ -78,17 +78,18 @@ class FusedEngine : public plan::Engine {
     require(!nodes.empty(), name(), "the graph has no node");
     require(nodes.size() <= static_cast<std::size_t>(kFusedMaxInstructions), name(),
             "serves at most " + std::to_string(kFusedMaxInstructions) + " nodes");
-    PwOp op;
+    uint8_t op;
     for (const op::Node& n : nodes)
-      require(pointwise_op_of(n.op(), op), name(), "no kernel for op " + n.op());
-    const DType dtype = graph.tensors().front().dtype();
-    require_float_io(dtype, "every tensor", name());
+      require(fused_op_of(n.op(), op), name(), "no kernel for op " + n.op());
     const op::Dims shape = iteration_shape(graph);
     require(shape.size() <= static_cast<std::size_t>(kFusedMaxDims), name(),
             "serves at most " + std::to_string(kFusedMaxDims) + " dims");
     int inputs = 0, outputs = 0;
     for (const op::Tensor& t : graph.tensors()) {
-      require(t.dtype() == dtype, name(), "every tensor must have one dtype");
+      FusedType type;
+      require(fused_type_of(t.dtype(), type), name(),
+              "tensor '" + t.name() + "' is " + std::string(dtype_name(t.dtype())) +
+                  "; the kernel holds f32, f16, bf16 and boolean");
       require(!t.ragged_offset().defined(), name(), "ragged tensors are not served");
       if (t.producer() < 0) ++inputs;
       if (t.producer() >= 0 && !t.is_virtual()) {
@@ -102,7 +103,7 @@ class FusedEngine : public plan::Engine {
             "serves at most " + std::to_string(kFusedMaxInputs) + " inputs");
     require(outputs >= 1 && outputs <= kFusedMaxOutputs, name(),
             "needs 1 to " + std::to_string(kFusedMaxOutputs) + " outputs the caller receives");
-    if (!fused_launcher(dtype)) throw NotSupported(name() + ": no kernel in this build (no CUDA)");
+    if (!fused_launcher()) throw NotSupported(name() + ": no kernel in this build (no CUDA)");
   }
 
   std::shared_ptr<const plan::CompiledPlan> build_plan(
@@ -121,6 +122,7 @@ class FusedEngine : public plan::Engine {
       if (t.producer() >= 0) continue;
       const int k = p.inputs++;
       reg[t.index()] = k;
+      fused_type_of(t.dtype(), p.in_type[k]);
       rules.add(*ctx.layout, t, device, /*row_major=*/true);
       in_pos.push_back(ctx.layout->index_of(t));
       // Strides over the iteration dims, right-aligned; 0 where the input broadcasts.
@@ -134,17 +136,24 @@ class FusedEngine : public plan::Engine {
       }
     }
     for (const op::Node& n : graph.nodes()) {
-      PwOp op;
-      pointwise_op_of(n.op(), op);
-      const op::Tensor out = n.output("out"), a = n.input("a"), b = n.input("b");
+      uint8_t op;
+      fused_op_of(n.op(), op);
+      // Operands in port order: where's (cond, a, b), else (a, b); a missing one repeats a.
+      const op::Tensor out = n.output("out");
+      std::vector<uint8_t> regs;
+      for (const auto& [port, t] : n.inputs())
+        regs.push_back(static_cast<uint8_t>(reg.at(t.index())));
+      while (regs.size() < 3) regs.push_back(regs.front());
       const int k = p.instructions++;
       const int dst = p.inputs + k;
-      p.code[k] = {op, static_cast<uint8_t>(dst), static_cast<uint8_t>(reg.at(a.index())),
-                   static_cast<uint8_t>(b.defined() ? reg.at(b.index()) : reg.at(a.index()))};
+      FusedType type;
+      fused_type_of(out.dtype(), type);
+      p.code[k] = {op, static_cast<uint8_t>(dst), regs[0], regs[1], regs[2], type};
       reg[out.index()] = dst;
       if (!out.is_virtual()) {
         rules.add(*ctx.layout, out, device, /*row_major=*/true);
         out_pos.push_back(ctx.layout->index_of(out));
+        p.out_type[p.outputs] = type;
         p.out_reg[p.outputs++] = static_cast<uint8_t>(dst);
       }
     }
@@ -152,7 +161,7 @@ class FusedEngine : public plan::Engine {
     const auto grid = static_cast<unsigned>(
         std::clamp<int64_t>(blocks, 1, int64_t{std::max(1, ctx.device.multiprocessors)} * 8));
     return std::make_shared<FusedPlan>(std::move(rules), std::move(in_pos), std::move(out_pos), p,
-                                       fused_launcher(graph.tensors().front().dtype()), grid);
+                                       fused_launcher(), grid);
   }
 
  private:

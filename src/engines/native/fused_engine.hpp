@@ -1,7 +1,7 @@
-// The native fused pointwise engine: a graph of any number of pointwise nodes of our kernel
-// table (a DAG, with broadcasting graph inputs), one float dtype (f32, f16, bf16), dense
-// row-major operands, every output the full broadcast shape, as ONE launch of our interpreter
-// kernel (fused_kernels.hpp).
+// The native fused pointwise engine: a graph of any number of pointwise nodes (a DAG, with
+// broadcasting graph inputs): the ops of our kernel table, comparisons, logical ops, where and
+// cast, over tensors of f32, f16, bf16 or boolean (each its own), dense row-major, every output
+// the full broadcast shape, as ONE launch of our interpreter kernel (fused_kernels.hpp).
 #pragma once
 
 #include <memory>

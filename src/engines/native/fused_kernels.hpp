@@ -1,10 +1,12 @@
-// Our CUDA fused pointwise kernel: a DAG of ops of EAGLE_POINTWISE_OPS over one iteration shape,
-// inputs broadcast to it, as ONE launch. The program (loads, instructions, stores) travels in the
+// Our CUDA fused pointwise kernel: a DAG of pointwise ops over one iteration shape, inputs
+// broadcast to it, as ONE launch. The program (loads, instructions, stores) travels in the
 // kernel's parameters; each thread interprets it per element with f32 registers, so no
-// intermediate touches device memory. Each node's result is rounded to the io dtype, as the
-// reference rounds every node's output to its declared dtype. An interpreter, not generated code:
-// the register file is indexed at run time and lives in local memory (L1); a code generator is the
-// step after this one if a measurement asks for it.
+// intermediate touches device memory. Every tensor has its own dtype (f32, f16, bf16 or
+// boolean): loads convert from it, each node's result is rounded to its output's dtype (as the
+// reference rounds every node's output to its declared dtype), stores convert to it. The ops:
+// those of EAGLE_POINTWISE_OPS, and the comparisons, logical ops, where and cast (FusedExtra).
+// An interpreter, not generated code: the register file is indexed at run time and lives in
+// local memory (L1); a code generator is the step after this one if a measurement asks for it.
 #pragma once
 
 #include <cstdint>
@@ -19,9 +21,32 @@ inline constexpr int kFusedMaxOutputs = 8;
 inline constexpr int kFusedMaxInstructions = 32;
 inline constexpr int kFusedMaxDims = 8;
 
+// A tensor's storage as the kernel reads and writes it.
+enum class FusedType : uint8_t { f32, f16, bf16, boolean };
+// The fused type of `dtype`; false for a dtype the kernel does not hold (integers, f64).
+bool fused_type_of(DType dtype, FusedType& type);
+
+// The ops beyond EAGLE_POINTWISE_OPS, numbered after it (an instruction's op is either).
+enum class FusedExtra : uint8_t {
+  cmp_eq = 64,
+  cmp_neq,
+  cmp_lt,
+  cmp_le,
+  cmp_gt,
+  cmp_ge,
+  logical_not,
+  logical_and,
+  logical_or,
+  where,  // cond (a) != 0 ? b : c
+  cast,   // the value; the node's dtype rounds it
+};
+// The op code of an IR pointwise op for the fused kernel; false for none.
+bool fused_op_of(std::string_view name, uint8_t& op);
+
 struct FusedInstruction {
-  PwOp op;
-  uint8_t dst, a, b;  // registers: inputs first, then one per instruction
+  uint8_t op;            // a PwOp, or a FusedExtra
+  uint8_t dst, a, b, c;  // registers: inputs first, then one per instruction
+  FusedType type;        // the node output's dtype: the result is rounded to it
 };
 
 // A plain aggregate (a kernel parameter): value-initialise it, FusedProgram p{}.
@@ -30,18 +55,20 @@ struct FusedProgram {
   int64_t numel;
   int64_t dims[kFusedMaxDims];  // the iteration shape, outermost first
   const void* in[kFusedMaxInputs];
+  FusedType in_type[kFusedMaxInputs];
   // Per input: element strides over the iteration dims (0 where it broadcasts); dense inputs
   // (the iteration shape itself) are indexed by the flat index directly.
   int64_t in_strides[kFusedMaxInputs][kFusedMaxDims];
   bool in_dense[kFusedMaxInputs];
   void* out[kFusedMaxOutputs];
+  FusedType out_type[kFusedMaxOutputs];
   uint8_t out_reg[kFusedMaxOutputs];
   FusedInstruction code[kFusedMaxInstructions];
 };
 
 using FusedLauncher = bool (*)(const FusedProgram& program, unsigned grid, unsigned threads,
                                void* stream) noexcept;
-// The launcher for `dtype` (f32, f16, bf16), or nullptr.
-FusedLauncher fused_launcher(DType dtype);
+// The launcher (one kernel for every dtype mix), or nullptr in a build without CUDA.
+FusedLauncher fused_launcher();
 
 }  // namespace eagle::native

@@ -18,17 +18,27 @@ namespace eagle::native {
   X(div, true)                 \
   X(max, true)                 \
   X(min, true)                 \
+  X(pow, true)                 \
+  X(mod, true)                 \
   X(neg, false)                \
   X(abs, false)                \
   X(exp, false)                \
   X(log, false)                \
   X(sqrt, false)               \
   X(rsqrt, false)              \
+  X(reciprocal, false)         \
   X(tanh, false)               \
   X(sigmoid, false)            \
   X(relu, false)               \
   X(gelu, false)               \
+  X(gelu_tanh, false)          \
   X(silu, false)               \
+  X(softplus, false)           \
+  X(erf, false)                \
+  X(sin, false)                \
+  X(cos, false)                \
+  X(floor, false)              \
+  X(ceil, false)               \
   X(square, false)             \
   X(identity, false)
 // clang-format on

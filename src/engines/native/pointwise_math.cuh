@@ -22,11 +22,24 @@ __device__ __forceinline__ float apply(float a, float b) {
   if constexpr (Op == PwOp::log) return logf(a);
   if constexpr (Op == PwOp::sqrt) return sqrtf(a);
   if constexpr (Op == PwOp::rsqrt) return rsqrtf(a);
+  if constexpr (Op == PwOp::reciprocal) return 1.0f / a;
   if constexpr (Op == PwOp::tanh) return tanhf(a);
   if constexpr (Op == PwOp::sigmoid) return 1.0f / (1.0f + expf(-a));
   if constexpr (Op == PwOp::relu) return a != a ? a : fmaxf(a, 0.0f);
   if constexpr (Op == PwOp::gelu) return 0.5f * a * (1.0f + erff(a * 0.70710678118654752f));
   if constexpr (Op == PwOp::silu) return a / (1.0f + expf(-a));
+  if constexpr (Op == PwOp::gelu_tanh)  // 0.7978845608 = sqrt(2 / pi)
+    return 0.5f * a * (1.0f + tanhf(0.7978845608028654f * (a + 0.044715f * a * a * a)));
+  // max(a, 0) + log1p(exp(-|a|)): exp never overflows; NaN passes through.
+  if constexpr (Op == PwOp::softplus)
+    return (a != a ? a : fmaxf(a, 0.0f)) + log1pf(expf(-fabsf(a)));
+  if constexpr (Op == PwOp::erf) return erff(a);
+  if constexpr (Op == PwOp::sin) return sinf(a);
+  if constexpr (Op == PwOp::cos) return cosf(a);
+  if constexpr (Op == PwOp::floor) return floorf(a);
+  if constexpr (Op == PwOp::ceil) return ceilf(a);
+  if constexpr (Op == PwOp::pow) return powf(a, b);
+  if constexpr (Op == PwOp::mod) return fmodf(a, b);
   if constexpr (Op == PwOp::square) return a * a;
   if constexpr (Op == PwOp::identity) return a;
   return 0.0f;

@@ -60,7 +60,7 @@ CrossEntropyBwdLauncher cross_entropy_bwd_launcher(DType, DType, const RowGeomet
 EmbeddingBwdLauncher embedding_bwd_launcher(DType, DType, const RowGeometry&) {
   return nullptr;
 }
-FusedLauncher fused_launcher(DType) {
+FusedLauncher fused_launcher() {
   return nullptr;
 }
 

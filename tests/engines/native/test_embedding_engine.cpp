@@ -167,6 +167,23 @@ TEST(NativeEmbeddingPlanning, TheNativeEngineLeadsOnAGpu) {
   EXPECT_EQ(plans.build_plans(), 0);
 }
 
+// deterministic = false allows float atomics; the native backward has none, so it serves both.
+TEST(NativeEmbeddingPlanning, TheBackwardServesEitherDeterminismAndAsksForItsSortSpace) {
+  for (bool deterministic : {true, false}) {
+    op::Graph g("embedding_bwd");
+    const op::Tensor dy = g.tensor({"dy", {16384, 4096}, DType::bf16});
+    const op::Tensor ids = g.tensor({"ids", {16384}, DType::i64});
+    g.op("embedding_bwd", {{"dy", dy}, {"ids", ids}},
+         {{"num_embeddings", int64_t{128256}}, {"deterministic", deterministic}})
+        .at("dtable")
+        .set_output(true);
+    plan::ExecutionPlans plans = plan::ExecutionPlans::create(g, manifest(), hopper());
+    EXPECT_EQ(plans.at(0).engine_id, embedding_id()) << plans.describe();
+    EXPECT_EQ(plans.build_plans(), 0);
+    EXPECT_EQ(plans.workspace_size(), (2u * 128256 + 1 + 16384) * 4);
+  }
+}
+
 TEST(NativeEmbeddingDeclines, F64TablesAndUnsignedIds) {
   sweep::expect_declines(manifest(), embedding_id(),
                          embedding_graph(4, 8, {3}, DType::f64, DType::i64), hopper(),

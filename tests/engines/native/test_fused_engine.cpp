@@ -53,9 +53,47 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::ValuesIn(dtype_shapes({{3, 5}, {1, 1}, {127, 4099}, {2113, 1031}})),
     dtype_shape_name);
 
+// x f32 [R, C], y bf16 [C], flag boolean [R, 1]: comparisons, logic, where and casts, outputs
+// of three dtypes:
+//   m = x < cast(y, f32); z = where(m, x, sin(x)); n = m and flag; zb = cast(z, bf16)
+op::Graph mixed(int64_t rows, int64_t cols) {
+  op::Graph g("mixed");
+  const op::Tensor x = g.tensor({"x", {rows, cols}, DType::f32});
+  const op::Tensor y = g.tensor({"y", {cols}, DType::bf16});
+  const op::Tensor flag = g.tensor({"flag", {rows, 1}, DType::boolean});
+  const op::Tensor m = g.pointwise("cmp_lt", x, g.pointwise("cast", y, {{"dtype", DType::f32}}));
+  op::Tensor z = g.where(m, x, g.pointwise("sin", x));
+  z.set_output(true).set_name("z");
+  g.pointwise("logical_and", m, flag).set_output(true).set_name("n");
+  g.pointwise("cast", z, {{"dtype", DType::bf16}}).set_output(true).set_name("zb");
+  return g;
+}
+
+// Two units in the last place: as the DAG above.
+TEST(NativeFusedMixed, ComparisonsLogicWhereAndCastsMatchTheReference) {
+  EAGLE_SKIP_UNLESS_RUNS_HERE(fused_id());
+  for (const op::Dims& d : {op::Dims{3, 5}, op::Dims{127, 4099}}) {
+    SCOPED_TRACE(dims_name(d));
+    const op::Graph g = mixed(d[0], d[1]);
+    sweep::compare_with_reference(manifest(), fused_id(), {}, g, inputs(g), 2);
+  }
+}
+
+TEST(NativeFusedPlanning, OpsOnlyTheFusedEngineServesPlanThere) {
+  op::Graph g("cmp");
+  const op::Tensor a = g.tensor({"a", {4, 8}, DType::f16}), b = g.tensor({"b", {8}, DType::f16});
+  g.pointwise("cmp_ge", a, b).set_output(true);
+  plan::ExecutionPlans plans = plan::ExecutionPlans::create(g, manifest(), hopper());
+  EXPECT_EQ(plans.at(plans.build_plans()).engine_id, fused_id()) << plans.describe();
+  plan::ExecutionPlans many = plan::ExecutionPlans::create(mixed(4, 8), manifest(), hopper());
+  EXPECT_EQ(many.at(many.build_plans()).engine_id, fused_id()) << many.describe();
+}
+
 TEST(NativeFusedHarness, TheReferencePassesAgainstItself) {
   const op::Graph g = dag(7, 33, DType::bf16);
   sweep::compare_with_reference(manifest(), engine("pointwise", "reference"), {}, g, inputs(g));
+  const op::Graph h = mixed(7, 33);
+  sweep::compare_with_reference(manifest(), engine("pointwise", "reference"), {}, h, inputs(h));
 }
 
 TEST(NativeFusedPlanning, ItLeadsForSeveralNodesAndFollowsTheOneOpKernelsForOne) {
@@ -84,12 +122,12 @@ TEST(NativeFusedPlanning, ABroadcastingSingleNodeFallsToTheFusedEngine) {
   EXPECT_EQ(plans.at(plans.build_plans()).engine_id, fused_id()) << plans.describe();
 }
 
-TEST(NativeFusedDeclines, OpsOutsideTheTableMixedDtypesAndNarrowOutputs) {
+TEST(NativeFusedDeclines, IntegerTensorsAndNarrowOutputs) {
   {
-    op::Graph g("pow");
-    const op::Tensor a = g.tensor({"a", {4, 8}, DType::f32});
-    g.pointwise("pow", g.pointwise("exp", a), a).set_output(true);
-    sweep::expect_declines(manifest(), fused_id(), g, hopper(), {"no kernel for op pow"});
+    op::Graph g("integers");  // f32 registers would not hold every i32 exactly
+    const op::Tensor a = g.tensor({"a", {4, 8}, DType::i32});
+    g.pointwise("neg", g.pointwise("abs", a)).set_output(true);
+    sweep::expect_declines(manifest(), fused_id(), g, hopper(), {"tensor 'a' is i32"});
   }
   {
     op::Graph g("narrow");

@@ -3,6 +3,8 @@
 // choosing a launcher launches nothing.
 #include <gtest/gtest.h>
 
+#include "eagle/eagle.hpp"
+
 #include "engines/native/embedding_bwd_kernels.hpp"
 #include "engines/native/embedding_kernels.hpp"
 #include "engines/native/fused_kernels.hpp"
@@ -54,11 +56,26 @@ TEST(NativeLaunchers, EveryPathOfEveryFloatDtypeHasAKernel) {
       }
     }
     EXPECT_EQ(strided_reduce_launcher(d) != nullptr, kCuda);
-    EXPECT_EQ(fused_launcher(d) != nullptr, kCuda);
   }
+  EXPECT_EQ(fused_launcher() != nullptr, kCuda);  // one kernel for every dtype mix
   for (int unit : {16, 4, 2})
     for (DType id : {DType::i32, DType::i64})
       EXPECT_EQ(embedding_launcher(unit, id) != nullptr, kCuda);
+}
+
+TEST(NativeLaunchers, FusedNamesCoverThePointwiseTableButIntegerDtypes) {
+  int named = 0;
+  for (const op::OpSchema* schema : op::all_ops()) {
+    if (schema->kind != op::OpKind::pointwise) continue;
+    uint8_t code;
+    EXPECT_TRUE(fused_op_of(schema->name, code)) << schema->name;
+    ++named;
+  }
+  EXPECT_GT(named, 30);
+  FusedType t;
+  EXPECT_TRUE(fused_type_of(DType::boolean, t));
+  EXPECT_FALSE(fused_type_of(DType::i32, t));
+  EXPECT_FALSE(fused_type_of(DType::f64, t));
 }
 
 TEST(NativeLaunchers, NoKernelForOtherDtypesOrWidths) {
@@ -67,7 +84,6 @@ TEST(NativeLaunchers, NoKernelForOtherDtypesOrWidths) {
   EXPECT_EQ(norm_launcher(DType::i32, g), nullptr);
   EXPECT_EQ(cross_entropy_launcher(DType::f32, DType::u32, g), nullptr);
   EXPECT_EQ(embedding_launcher(8, DType::i64), nullptr);
-  EXPECT_EQ(fused_launcher(DType::f64), nullptr);
   g.vec = 2;  // neither 16 bytes nor one element
   EXPECT_EQ(softmax_launcher(DType::f32, g), nullptr);
 }
