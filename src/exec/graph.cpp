@@ -369,7 +369,6 @@ void Graph::bind(const std::string& name, const Array& array) {
   }
   State& s = *state_;
   const Array previous = s.buffers[b];
-  const std::vector<Array> previous_results = s.results;
   auto point_at = [&](const Array& a) {
     s.buffers[b] = a;
     for (int i : s.nodes_of_buffer[b]) repoint_args(*rec_, i, b, s.buffers, s.plan.nodes[i]);
@@ -395,8 +394,7 @@ void Graph::bind(const std::string& name, const Array& array) {
   try {
     rebuilt = make_executor(s);
   } catch (...) {
-    point_at(previous);
-    s.results = previous_results;
+    point_at(previous);  // the results on buffer b too (no other result moved)
     s.executor.reset();
     s.executor = make_executor(s);
     throw;
