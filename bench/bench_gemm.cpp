@@ -161,8 +161,8 @@ void gemm_shape(const Options& o, Report& report, const Shape& s) {
                 plans.name_at(chosen).c_str(), ws_bytes);
   report.compare("bf16 GEMM " + s.name + " per call", st[0], "cublasLtMatmul", st[1], 1.02, extra);
   // The goal: at least 0.97 of torch.matmul's throughput, i.e. time ratio <= 1 / 0.97.
-  const std::string peer = "gemm_bf16_" + std::to_string(s.m) + "x" + std::to_string(s.k) + "x" +
-                           std::to_string(s.n);
+  const std::string peer =
+      "gemm_bf16_" + std::to_string(s.m) + "x" + std::to_string(s.k) + "x" + std::to_string(s.n);
   compare_with_peer(report, Peers(o.peers), "bf16 GEMM " + s.name + " vs torch", st[0],
                     "torch.matmul", peer, 1.0 / 0.97);
 }

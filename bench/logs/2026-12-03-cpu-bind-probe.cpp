@@ -18,7 +18,8 @@ int main() {
     const int n = 2000;
     auto t0 = std::chrono::steady_clock::now();
     for (int i = 0; i < n; ++i) g.bind("x", (i & 1) ? xb : xa);
-    double ns = std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count();
+    double ns =
+        std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count();
     std::printf("bind per node (CPU executor): %.1f ns\n", ns / n / 100);
   }
 }
