@@ -27,35 +27,39 @@ using plan::PlanConfig;
 // reduction engine first; a single pointwise node the one-op kernels, then the fused engine;
 // a graph of several nodes the fused engine (one launch instead of one per node). An engine
 // that serves none of these graphs is not listed for it. Default, untimed.
+// The native engines that lead for a pointwise-family graph, in order (see rank_pointwise).
+std::vector<std::string> pointwise_leaders(const std::vector<std::string>& ops) {
+  if (ops == std::vector<std::string>{"reduction"}) return {"native_reduction"};
+  if (ops.size() == 1) return {"native_pointwise", "native_fused_pointwise"};
+  return {"native_fused_pointwise"};
+}
+
+// One engine's entries for a mode: each block size of its domain (FALLBACK: 128 only), or its
+// first knob point when it names no block.
+void add_pointwise_entries(const plan::Engine& e, HeurMode mode, std::vector<PlanConfig>& out) {
+  const plan::Capabilities& caps = e.capabilities();
+  if (!caps.knobs.count("block")) {
+    out.push_back({e.id(), caps.first_point(), mode, ""});
+    return;
+  }
+  std::vector<int64_t> blocks = caps.knobs.at("block");
+  if (mode == HeurMode::FALLBACK) blocks = {128};
+  for (int64_t b : blocks) out.push_back({e.id(), {{"block", b}}, mode, ""});
+}
+
 std::vector<PlanConfig> rank_pointwise(const plan::RankInput& in) {
-  const std::vector<std::string>& ops = in.facts->ops;
-  std::vector<std::string> lead;  // the native engines for this graph, in order
-  if (ops == std::vector<std::string>{"reduction"})
-    lead = {"native_reduction"};
-  else if (ops.size() == 1)
-    lead = {"native_pointwise", "native_fused_pointwise"};
-  else
-    lead = {"native_fused_pointwise"};
   const auto is_native = [](const plan::Engine* e) { return e->name().rfind("native_", 0) == 0; };
   std::vector<const plan::Engine*> order;
-  for (const std::string& name : lead)
+  for (const std::string& name : pointwise_leaders(in.facts->ops))
     for (const plan::Engine* e : in.offered)
       if (e->name() == name) order.push_back(e);
   for (const plan::Engine* e : in.offered)
     if (!is_native(e)) order.push_back(e);
   std::vector<PlanConfig> out;
   for (HeurMode mode : in.modes) {
-    for (const plan::Engine* e : order) {
-      const plan::Capabilities& caps = e->capabilities();
-      if (!caps.mismatch(*in.facts, *in.device).empty()) continue;
-      if (caps.knobs.count("block")) {
-        std::vector<int64_t> blocks = caps.knobs.at("block");
-        if (mode == HeurMode::FALLBACK) blocks = {128};
-        for (int64_t b : blocks) out.push_back({e->id(), {{"block", b}}, mode, ""});
-      } else {
-        out.push_back({e->id(), caps.first_point(), mode, ""});
-      }
-    }
+    for (const plan::Engine* e : order)
+      if (e->capabilities().mismatch(*in.facts, *in.device).empty())
+        add_pointwise_entries(*e, mode, out);
     for (const PlanConfig& b : in.backend)
       if (b.mode == mode) out.push_back(b);
   }

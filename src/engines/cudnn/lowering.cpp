@@ -50,7 +50,7 @@ class FreeUids {
 
 class Lowering {
  public:
-  Lowering(const op::Graph& g, const op::Node& n) : graph_(g), node_(n), uids_(g) {}
+  Lowering(const op::Graph& g, const op::Node& n) : node_(n), uids_(g) {}
 
   Lowered run() {
     Lowered& L = out_;
@@ -214,7 +214,6 @@ class Lowering {
     return out_.offsets.back().uid;
   }
 
-  const op::Graph& graph_;
   const op::Node& node_;
   FreeUids uids_;
   Lowered out_;

@@ -31,7 +31,7 @@ class MatmulLowering {
 
   Lowered run() {
     const std::vector<op::Node> nodes = graph_.nodes();
-    const op::Node mm = nodes[0];
+    const op::Node& mm = nodes[0];
     const op::Tensor a = mm.input("a"), b = mm.input("b"), bias = mm.input("bias");
     const op::Tensor c = mm.output("c");
     L_.op = Lowered::Op::matmul;

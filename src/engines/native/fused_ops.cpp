@@ -5,7 +5,7 @@
 
 namespace eagle::native {
 
-#define EAGLE_PW_COUNT(name, binary) +1
+#define EAGLE_PW_COUNT(name, binary) +1  // NOLINT(bugprone-macro-parentheses): a sum's term
 static_assert(0 EAGLE_POINTWISE_OPS(EAGLE_PW_COUNT) <= static_cast<int>(FusedExtra::cmp_eq),
               "the pointwise table's op codes must stay below the fused extras'");
 #undef EAGLE_PW_COUNT
