@@ -3,6 +3,7 @@
 // list (everywhere).
 #include <gtest/gtest.h>
 
+#include "cuda_build.hpp"
 #include "native_structured.hpp"
 
 namespace eagle::test::native {
@@ -160,6 +161,7 @@ TEST(NativeEmbeddingHarness, TheReferencePassesAgainstItself) {
 }
 
 TEST(NativeEmbeddingPlanning, TheNativeEngineLeadsOnAGpu) {
+  EAGLE_SKIP_WITHOUT_CUDA_BUILD();
   plan::ExecutionPlans plans = plan::ExecutionPlans::create(
       embedding_graph(128256, 4096, {16384}, DType::bf16, DType::i64), manifest(), hopper());
   ASSERT_GE(plans.count(), 1);
@@ -169,6 +171,7 @@ TEST(NativeEmbeddingPlanning, TheNativeEngineLeadsOnAGpu) {
 
 // deterministic = false allows float atomics; the native backward has none, so it serves both.
 TEST(NativeEmbeddingPlanning, TheBackwardServesEitherDeterminismAndAsksForItsSortSpace) {
+  EAGLE_SKIP_WITHOUT_CUDA_BUILD();
   for (bool deterministic : {true, false}) {
     op::Graph g("embedding_bwd");
     const op::Tensor dy = g.tensor({"dy", {16384, 4096}, DType::bf16});

@@ -3,6 +3,7 @@
 // one), and its declines and its place in the plan list (everywhere).
 #include <gtest/gtest.h>
 
+#include "cuda_build.hpp"
 #include "native_structured.hpp"
 
 namespace eagle::test::native {
@@ -80,6 +81,7 @@ TEST(NativeFusedMixed, ComparisonsLogicWhereAndCastsMatchTheReference) {
 }
 
 TEST(NativeFusedPlanning, OpsOnlyTheFusedEngineServesPlanThere) {
+  EAGLE_SKIP_WITHOUT_CUDA_BUILD();
   op::Graph g("cmp");
   const op::Tensor a = g.tensor({"a", {4, 8}, DType::f16}), b = g.tensor({"b", {8}, DType::f16});
   g.pointwise("cmp_ge", a, b).set_output(true);
@@ -115,6 +117,7 @@ TEST(NativeFusedPlanning, ItLeadsForSeveralNodesAndFollowsTheOneOpKernelsForOne)
 }
 
 TEST(NativeFusedPlanning, ABroadcastingSingleNodeFallsToTheFusedEngine) {
+  EAGLE_SKIP_WITHOUT_CUDA_BUILD();
   op::Graph g("broadcast");
   const op::Tensor a = g.tensor({"a", {4, 8}, DType::bf16}), b = g.tensor({"b", {8}, DType::bf16});
   g.pointwise("add", a, b).set_output(true);

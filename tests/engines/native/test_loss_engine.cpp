@@ -3,6 +3,7 @@
 // and its declines and its place in the plan list (everywhere).
 #include <gtest/gtest.h>
 
+#include "cuda_build.hpp"
 #include "native_structured.hpp"
 
 namespace eagle::test::native {
@@ -241,6 +242,7 @@ TEST(NativeLossHarness, TheReferencePassesAgainstItself) {
 }
 
 TEST(NativeLossPlanning, TheNativeEngineLeadsOnAGpuAndAsksForWorkspaceToReduce) {
+  EAGLE_SKIP_WITHOUT_CUDA_BUILD();
   for (const char* red : {"none", "sum"}) {
     CeCase c;
     c.reduction = red;
@@ -254,6 +256,7 @@ TEST(NativeLossPlanning, TheNativeEngineLeadsOnAGpuAndAsksForWorkspaceToReduce) 
 }
 
 TEST(NativeLossPlanning, FewLongRowsSplitIntoChunks) {
+  EAGLE_SKIP_WITHOUT_CUDA_BUILD();
   CeCase c;  // mean
   plan::ExecutionPlans plans =
       plan::ExecutionPlans::create(ce_graph({7, 131072}, DType::bf16, c), manifest(), hopper());

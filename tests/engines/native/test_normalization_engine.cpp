@@ -3,6 +3,7 @@
 // its declines and its place in the plan list (planning for a stand-in Hopper, everywhere).
 #include <gtest/gtest.h>
 
+#include "cuda_build.hpp"
 #include "native_structured.hpp"
 
 namespace eagle::test::native {
@@ -221,6 +222,7 @@ TEST(NativeNormalizationHarness, TheReferencePassesAgainstItselfBackward) {
 }
 
 TEST(NativeNormalizationPlanning, BackwardPlansAskForWorkspaceOnlyForParameterGradients) {
+  EAGLE_SKIP_WITHOUT_CUDA_BUILD();
   plan::ExecutionPlans with = plan::ExecutionPlans::create(
       norm_bwd_graph("rms_norm_bwd", {16384, 4096}, DType::bf16, 1, true, false), manifest(),
       hopper());
@@ -256,6 +258,7 @@ TEST(NativeNormalizationPlanning, TheNativeEngineLeadsOnAGpu) {
 }
 
 TEST(NativeNormalizationPlanning, BuildsForADescriptor) {
+  EAGLE_SKIP_WITHOUT_CUDA_BUILD();
   plan::ExecutionPlans plans = plan::ExecutionPlans::create(
       softmax_graph({16384, 4096}, DType::bf16, false), manifest(), hopper());
   EXPECT_EQ(plans.build_plans(), 0);

@@ -3,6 +3,7 @@
 // and its declines and its place in the plan list (everywhere).
 #include <gtest/gtest.h>
 
+#include "cuda_build.hpp"
 #include "native_structured.hpp"
 
 namespace eagle::test::native {
@@ -74,6 +75,7 @@ INSTANTIATE_TEST_SUITE_P(native_reduction, NativeReduction, ::testing::ValuesIn(
                          });
 
 TEST(NativeReductionPlanning, TheNativeEngineLeadsOnAGpuAndSplitsFewLongRows) {
+  EAGLE_SKIP_WITHOUT_CUDA_BUILD();
   plan::ExecutionPlans plans = plan::ExecutionPlans::create(
       reduction_graph({16384, 4096}, DType::bf16, "sum", {}, false), manifest(), hopper());
   ASSERT_GE(plans.count(), 1);
