@@ -43,9 +43,8 @@ class EmbeddingPlan : public plan::CompiledPlan {
     a.y = y;
     return t_.launch[k](a, t_.geo[k], ctx.stream);
   }
-  void explain(const plan::OperandBuffer* ops, const plan::ExecutionContext&) const override {
-    rules_.explain(ops);
-    throw CudaError(std::string("native embedding: launch failed: ") + structured_launch_error());
+  void explain(const plan::OperandBuffer* ops, const plan::ExecutionContext& ctx) const override {
+    explain_refusal(rules_, ops, ctx, 0, "native embedding");
   }
 
  private:
@@ -79,13 +78,7 @@ class EmbeddingBwdPlan : public plan::CompiledPlan {
     return t_.launch[k](a, t_.geo[k], ctx.stream);
   }
   void explain(const plan::OperandBuffer* ops, const plan::ExecutionContext& ctx) const override {
-    rules_.explain(ops);
-    if (ctx.workspace_bytes < workspace_bytes())
-      throw InvalidArgument("native embedding_bwd: needs " + std::to_string(workspace_bytes()) +
-                            " bytes of workspace, the call passed " +
-                            std::to_string(ctx.workspace_bytes));
-    throw CudaError(std::string("native embedding_bwd: launch failed: ") +
-                    structured_launch_error());
+    explain_refusal(rules_, ops, ctx, workspace_bytes(), "native embedding_bwd");
   }
 
  private:

@@ -47,10 +47,8 @@ class FusedPlan : public plan::CompiledPlan {
     for (std::size_t k = 0; k < out_pos_.size(); ++k) p.out[k] = ops[out_pos_[k]].data;
     return launch_(p, grid_, kThreads, ctx.stream);
   }
-  void explain(const plan::OperandBuffer* ops, const plan::ExecutionContext&) const override {
-    rules_.explain(ops);
-    throw CudaError(std::string("native fused pointwise: launch failed: ") +
-                    structured_launch_error());
+  void explain(const plan::OperandBuffer* ops, const plan::ExecutionContext& ctx) const override {
+    explain_refusal(rules_, ops, ctx, 0, "native fused pointwise");
   }
   static constexpr unsigned kThreads = 256;
 

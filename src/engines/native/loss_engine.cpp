@@ -55,13 +55,7 @@ class CrossEntropyPlan : public plan::CompiledPlan {
                              t_.mean, loss, ctx.stream);
   }
   void explain(const plan::OperandBuffer* ops, const plan::ExecutionContext& ctx) const override {
-    rules_.explain(ops);
-    if (ctx.workspace_bytes < workspace_bytes())
-      throw InvalidArgument("native cross_entropy: needs " + std::to_string(workspace_bytes()) +
-                            " bytes of workspace, the call passed " +
-                            std::to_string(ctx.workspace_bytes));
-    throw CudaError(std::string("native cross_entropy: launch failed: ") +
-                    structured_launch_error());
+    explain_refusal(rules_, ops, ctx, workspace_bytes(), "native cross_entropy");
   }
 
  private:
@@ -97,13 +91,7 @@ class CrossEntropyBwdPlan : public plan::CompiledPlan {
     return t_.launch[k](a, t_.geo[k], ctx.stream);
   }
   void explain(const plan::OperandBuffer* ops, const plan::ExecutionContext& ctx) const override {
-    rules_.explain(ops);
-    if (ctx.workspace_bytes < workspace_bytes())
-      throw InvalidArgument("native cross_entropy_bwd: needs " + std::to_string(workspace_bytes()) +
-                            " bytes of workspace, the call passed " +
-                            std::to_string(ctx.workspace_bytes));
-    throw CudaError(std::string("native cross_entropy_bwd: launch failed: ") +
-                    structured_launch_error());
+    explain_refusal(rules_, ops, ctx, workspace_bytes(), "native cross_entropy_bwd");
   }
 
  private:

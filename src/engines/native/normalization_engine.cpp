@@ -90,12 +90,7 @@ class SoftmaxPlan : public plan::CompiledPlan {
     return paths_.launch[k](a, paths_.geo[k], ctx.stream);
   }
   void explain(const plan::OperandBuffer* ops, const plan::ExecutionContext& ctx) const override {
-    rules_.explain(ops);
-    if (ctx.workspace_bytes < workspace_bytes())
-      throw InvalidArgument("native softmax: needs " + std::to_string(workspace_bytes()) +
-                            " bytes of workspace, the call passed " +
-                            std::to_string(ctx.workspace_bytes));
-    throw CudaError(std::string("native softmax: launch failed: ") + structured_launch_error());
+    explain_refusal(rules_, ops, ctx, workspace_bytes(), "native softmax");
   }
 
  private:
@@ -126,9 +121,8 @@ class NormPlan : public plan::CompiledPlan {
     const int k = paths_.pick({a.x, a.scale, a.bias, a.y});
     return paths_.launch[k](a, paths_.geo[k], ctx.stream);
   }
-  void explain(const plan::OperandBuffer* ops, const plan::ExecutionContext&) const override {
-    rules_.explain(ops);
-    throw CudaError(std::string("native norm: launch failed: ") + structured_launch_error());
+  void explain(const plan::OperandBuffer* ops, const plan::ExecutionContext& ctx) const override {
+    explain_refusal(rules_, ops, ctx, 0, "native norm");
   }
 
  private:
@@ -160,12 +154,7 @@ class SoftmaxBwdPlan : public plan::CompiledPlan {
     return paths_.launch[k](a, paths_.geo[k], ctx.stream);
   }
   void explain(const plan::OperandBuffer* ops, const plan::ExecutionContext& ctx) const override {
-    rules_.explain(ops);
-    if (ctx.workspace_bytes < workspace_bytes())
-      throw InvalidArgument("native softmax_bwd: needs " + std::to_string(workspace_bytes()) +
-                            " bytes of workspace, the call passed " +
-                            std::to_string(ctx.workspace_bytes));
-    throw CudaError(std::string("native softmax_bwd: launch failed: ") + structured_launch_error());
+    explain_refusal(rules_, ops, ctx, workspace_bytes(), "native softmax_bwd");
   }
 
  private:
@@ -208,13 +197,7 @@ class NormBwdPlan : public plan::CompiledPlan {
     return paths_.launch[k](a, paths_.geo[k], ctx.stream);
   }
   void explain(const plan::OperandBuffer* ops, const plan::ExecutionContext& ctx) const override {
-    rules_.explain(ops);
-    if (ctx.workspace_bytes < workspace_bytes())
-      throw InvalidArgument("native norm backward: needs " + std::to_string(workspace_bytes()) +
-                            " bytes of workspace, the call passed " +
-                            std::to_string(ctx.workspace_bytes));
-    throw CudaError(std::string("native norm backward: launch failed: ") +
-                    structured_launch_error());
+    explain_refusal(rules_, ops, ctx, workspace_bytes(), "native norm backward");
   }
 
  private:

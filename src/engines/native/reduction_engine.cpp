@@ -72,12 +72,7 @@ class RowReducePlan : public plan::CompiledPlan {
     return launch_[k](a, geo_[k], ctx.stream);
   }
   void explain(const plan::OperandBuffer* ops, const plan::ExecutionContext& ctx) const override {
-    rules_.explain(ops);
-    if (ctx.workspace_bytes < workspace_bytes())
-      throw InvalidArgument("native reduction: needs " + std::to_string(workspace_bytes()) +
-                            " bytes of workspace, the call passed " +
-                            std::to_string(ctx.workspace_bytes));
-    throw CudaError(std::string("native reduction: launch failed: ") + structured_launch_error());
+    explain_refusal(rules_, ops, ctx, workspace_bytes(), "native reduction");
   }
 
  private:
@@ -107,12 +102,7 @@ class StridedReducePlan : public plan::CompiledPlan {
     return launch_(a, grid_, kThreads, ctx.stream);
   }
   void explain(const plan::OperandBuffer* ops, const plan::ExecutionContext& ctx) const override {
-    rules_.explain(ops);
-    if (ctx.workspace_bytes < workspace_bytes())
-      throw InvalidArgument("native reduction: needs " + std::to_string(workspace_bytes()) +
-                            " bytes of workspace, the call passed " +
-                            std::to_string(ctx.workspace_bytes));
-    throw CudaError(std::string("native reduction: launch failed: ") + structured_launch_error());
+    explain_refusal(rules_, ops, ctx, workspace_bytes(), "native reduction");
   }
   static constexpr unsigned kThreads = 256;
 

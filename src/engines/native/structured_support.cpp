@@ -1,5 +1,7 @@
 #include "engines/native/structured_support.hpp"
 
+#include "engines/native/launch_status.hpp"
+
 namespace eagle::native {
 
 op::Node single_node(const op::Graph& graph, const std::string& engine,
@@ -47,6 +49,17 @@ int64_t element_count(const op::Dims& dims) {
 
 Device plan_device(const plan::BuildContext& ctx) {
   return ctx.target.value_or(Device::parse(ctx.device.device));
+}
+
+void explain_refusal(const plan::OperandRules& rules, const plan::OperandBuffer* ops,
+                     const plan::ExecutionContext& ctx, std::size_t needed,
+                     const std::string& what) {
+  rules.explain(ops);
+  if (ctx.workspace_bytes < needed)
+    throw InvalidArgument(what + ": needs " + std::to_string(needed) +
+                          " bytes of workspace, the call passed " +
+                          std::to_string(ctx.workspace_bytes));
+  throw CudaError(what + ": launch failed: " + structured_launch_error());
 }
 
 }  // namespace eagle::native

@@ -8,6 +8,7 @@
 #include "eagle/core/error.hpp"
 #include "eagle/op/graph.hpp"
 #include "eagle/plan/engine.hpp"
+#include "eagle/plan/operand_rules.hpp"
 
 namespace eagle::native {
 
@@ -32,6 +33,13 @@ bool receives(const op::Tensor& t);
 int64_t element_count(const op::Dims& dims);
 // The device a plan is built for.
 Device plan_device(const plan::BuildContext& ctx);
+
+// What every native plan's explain() says, in order: the operand rule the call breaks, a workspace
+// smaller than `needed` bytes, else the launch error. Always throws; `what` names the plan
+// ("native softmax").
+[[noreturn]] void explain_refusal(const plan::OperandRules& rules, const plan::OperandBuffer* ops,
+                                  const plan::ExecutionContext& ctx, std::size_t needed,
+                                  const std::string& what);
 
 inline bool aligned16(const void* p) noexcept {
   return (reinterpret_cast<uintptr_t>(p) & 15u) == 0;
