@@ -63,10 +63,7 @@ class FusedPlan : public plan::CompiledPlan {
 class FusedEngine : public plan::Engine {
  public:
   FusedEngine(int64_t id, const std::string& name) : Engine(id, name) {
-    caps_.device = DeviceKind::cuda;
-    caps_.sm_lo = 80;  // plain CUDA C++, built for Ampere and Hopper (EAGLE_CUDA_ARCHITECTURES)
-    caps_.sm_hi = 1299;
-    caps_.dtypes = {DType::f32, DType::f16, DType::bf16};
+    caps_ = native_capabilities();
   }
   const plan::Capabilities& capabilities() const override { return caps_; }
 

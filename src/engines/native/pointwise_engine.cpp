@@ -6,6 +6,7 @@
 #include "eagle/plan/operand_rules.hpp"
 #include "engines/analyzers.hpp"
 #include "engines/native/pointwise_kernels.hpp"
+#include "engines/native/structured_support.hpp"
 
 namespace eagle::native {
 
@@ -60,10 +61,7 @@ class PointwisePlan : public plan::CompiledPlan {
 class PointwiseEngine : public plan::Engine {
  public:
   PointwiseEngine(int64_t id, const std::string& name) : Engine(id, name) {
-    caps_.device = DeviceKind::cuda;
-    caps_.sm_lo = 80;  // plain CUDA C++, built for Ampere and Hopper (EAGLE_CUDA_ARCHITECTURES)
-    caps_.sm_hi = 1299;
-    caps_.dtypes = {DType::f32, DType::f16, DType::bf16};
+    caps_ = native_capabilities();
     caps_.knobs["block"] = {256, 128, 512};
   }
   const plan::Capabilities& capabilities() const override { return caps_; }

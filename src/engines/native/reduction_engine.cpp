@@ -117,10 +117,7 @@ class StridedReducePlan : public plan::CompiledPlan {
 class ReductionEngine : public plan::Engine {
  public:
   ReductionEngine(int64_t id, const std::string& name) : Engine(id, name) {
-    caps_.device = DeviceKind::cuda;
-    caps_.sm_lo = 80;  // plain CUDA C++, built for Ampere and Hopper (EAGLE_CUDA_ARCHITECTURES)
-    caps_.sm_hi = 1299;
-    caps_.dtypes = {DType::f32, DType::f16, DType::bf16};
+    caps_ = native_capabilities();
   }
   const plan::Capabilities& capabilities() const override { return caps_; }
 

@@ -34,6 +34,17 @@ int64_t element_count(const op::Dims& dims);
 // The device a plan is built for.
 Device plan_device(const plan::BuildContext& ctx);
 
+// What every native engine declares: CUDA from sm 80 (plain CUDA C++, built for Ampere and Hopper
+// by EAGLE_CUDA_ARCHITECTURES), f32, f16 and bf16 data. An engine adds its knobs.
+inline plan::Capabilities native_capabilities() {
+  plan::Capabilities caps;
+  caps.device = DeviceKind::cuda;
+  caps.sm_lo = 80;
+  caps.sm_hi = 1299;
+  caps.dtypes = {DType::f32, DType::f16, DType::bf16};
+  return caps;
+}
+
 // What every native plan's explain() says, in order: the operand rule the call breaks, a workspace
 // smaller than `needed` bytes, else the launch error. Always throws; `what` names the plan
 // ("native softmax").
