@@ -4,6 +4,7 @@
 # examples, bench. Logs go to $OUT (tests.txt, sanitize-<tool>.txt, repro.txt, demo.txt, bench.txt).
 #   tests     every test, the CUDA half included
 #   sanitize  compute-sanitizer memcheck, racecheck, synccheck and initcheck over the CUDA tests
+#             (EAGLE_CUDA_TESTS replaces the gtest filter of what they run)
 #             (EAGLE_SANITIZERS="memcheck racecheck" picks tools; EAGLE_SANITIZE_TIMEOUT seconds each)
 #   repro     the synccheck reproducer outside eagle (every mode, plain and under synccheck)
 #   bench     bench/peers/torch_ops.py (the torch peers) then eagle_bench --peers
@@ -19,7 +20,7 @@ want() { [[ " ${parts[*]} " == *" $1 "* ]]; }
 # Every CUDA test, but the one that provokes a failing graph update on purpose (to test the
 # rebuild fallback): the sanitizers report the API error it asks for.
 # The native engines' tests (*Native*, native_*: every one runs on cuda:0 or plans for it).
-cuda_tests='*cuda*:*Gpu*:*Cuda*:*CublasLt*:cublaslt/*:*Native*:native_*:-*ACallThatCannotBePatchedRebuildsWithOneWarning*'
+cuda_tests=${EAGLE_CUDA_TESTS:-'*cuda*:*Gpu*:*Cuda*:*Cudnn*:*CublasLt*:cublaslt/*:*Native*:native_*:-*ACallThatCannotBePatchedRebuildsWithOneWarning*'}
 # Excluded from synccheck only: CUB reductions inside WHILE bodies. synccheck reports false
 # "divergent thread" barrier errors for any block-synchronizing kernel in a WHILE body, turns
 # after the first (tests/repro/synccheck_conditional.cu shows it outside eagle, with a textbook

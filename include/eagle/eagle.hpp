@@ -18,5 +18,6 @@
 #include "eagle/kernel/standard.hpp"
 #include "eagle/kernel/thread_team.hpp"
 #include "eagle/op/graph.hpp"
+#include "eagle/plan/autotune.hpp"
 #include "eagle/plan/operand_rules.hpp"
 #include "eagle/plan/plans.hpp"

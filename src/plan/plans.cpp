@@ -250,23 +250,32 @@ bool ExecutionPlans::is_built(int index) const {
   return s_->compiled[index] != nullptr;
 }
 
-std::size_t ExecutionPlans::workspace_size_at_index(int index) const {
-  check_index("workspace_size_at_index", index, count());
-  if (!s_->compiled[index])
-    throw InvalidArgument("workspace_size_at_index: plan " + std::to_string(index) +
+namespace {
+// The compiled plan of entry `index`, which the at-index call `who` needs built.
+const std::shared_ptr<const CompiledPlan>& built_entry(
+    const char* who, int index, const std::vector<std::shared_ptr<const CompiledPlan>>& compiled) {
+  check_index(who, index, static_cast<int>(compiled.size()));
+  if (!compiled[index])
+    throw InvalidArgument(std::string(who) + ": plan " + std::to_string(index) +
                           " is not built; call build_plan_at_index first");
-  return s_->compiled[index]->workspace_bytes();
+  return compiled[index];
+}
+}  // namespace
+
+std::size_t ExecutionPlans::workspace_size_at_index(int index) const {
+  return built_entry("workspace_size_at_index", index, s_->compiled)->workspace_bytes();
+}
+
+std::shared_ptr<const CompiledPlan> ExecutionPlans::compiled_at(int index) const {
+  return built_entry("compiled_at", index, s_->compiled);
 }
 
 void ExecutionPlans::execute_plan_at_index(int index, const VariantPack& pack,
                                            const ExecutionContext& ctx) const {
-  check_index("execute_plan_at_index", index, count());
-  if (!s_->compiled[index])
-    throw InvalidArgument("execute_plan_at_index: plan " + std::to_string(index) +
-                          " is not built; call build_plan_at_index first");
+  const auto& plan = built_entry("execute_plan_at_index", index, s_->compiled);
   if (!pack.layout().same_as(s_->layout))
     throw InvalidArgument("execute: the variant pack was made for another plan's layout");
-  run_or_explain(*s_->compiled[index], pack, ctx);
+  run_or_explain(*plan, pack, ctx);
 }
 
 void ExecutionPlans::select_plan(int index) {

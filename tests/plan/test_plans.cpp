@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -22,6 +23,7 @@
 #include <thread>
 #include <vector>
 
+#include "eagle/plan/autotune.hpp"
 #include "eagle/plan/manifest.hpp"
 #include "eagle/plan/operand_rules.hpp"
 #include "eagle/plan/plans.hpp"
@@ -128,6 +130,8 @@ class CopyPlan : public CompiledPlan {
   std::size_t workspace_bytes() const override { return workspace_; }
   bool run(const OperandBuffer* operands, const ExecutionContext&) const noexcept override {
     if (silent_ || !rules_.match(operands)) return false;
+    // A plan asking more workspace takes longer: autotune has a fastest entry to find.
+    std::this_thread::sleep_for(std::chrono::microseconds(workspace_));
     std::memcpy(operands[out_].data, operands[in_].data, bytes_);
     rec().last_ran.store(engine_id_);
     ++rec().runs;
@@ -431,6 +435,7 @@ class DispatchCreateFor : public StandIns {};
 class DispatchVariantPack : public StandIns {};
 class DispatchPerCall : public StandIns {};
 class DispatchConcurrency : public StandIns {};
+class DispatchAutotune : public StandIns {};
 
 // ---- Classification
 
@@ -1724,6 +1729,97 @@ TEST_F(DispatchConcurrency, TwoThreadsExecuteOnePlanWithTheirOwnBuffers) {
   EXPECT_EQ(errors.load(), 0);
   EXPECT_EQ(wrong.load(), 0);
   EXPECT_EQ(rec().runs.load(), kThreads * kIterations);
+}
+
+// ---- Autotune: ranking by measurement
+
+TEST_F(DispatchAutotune, TimesTheEntriesThatBuildAndPinsTheFastest) {
+  const Manifest m(test_spec());
+  // The tiled stand-in sleeps one microsecond per workspace byte: 768, -, 128, 384 us.
+  ExecutionPlans plans =
+      plan_list(m, {{id_of(kTiled), {{"tile", 256}, {"stages", 3}}, HeurMode::A, ""},
+                    {id_of(kDeclinesBuild), {}, HeurMode::A, ""},
+                    {id_of(kTiled), {{"tile", 64}, {"stages", 2}}, HeurMode::A, ""},
+                    {id_of(kTiled), {{"tile", 128}, {"stages", 3}}, HeurMode::A, ""}});
+  const Array x = input(), y = poisoned();
+  const VariantPack pack = pack_for(plans, x, y);
+  const std::vector<plan::AutotuneTiming> t = plan::autotune(plans, pack, {}, {8, 1, 5});
+  ASSERT_EQ(t.size(), 3u);
+  EXPECT_EQ(t[0].index, 0);
+  EXPECT_EQ(t[1].index, 2);
+  EXPECT_EQ(t[2].index, 3);
+  EXPECT_GE(t[0].median_ms, 0.768);
+  EXPECT_GE(t[1].median_ms, 0.128);
+  EXPECT_LT(t[1].median_ms, t[0].median_ms);
+  EXPECT_LT(t[1].median_ms, t[2].median_ms);
+  EXPECT_EQ(plans.selected(), 2);
+  EXPECT_EQ(plans.workspace_size(), 128u);
+  EXPECT_TRUE(same_bytes(x, y));  // the runs wrote the pack's output
+  ASSERT_EQ(plans.declines().size(), 1u);
+  EXPECT_EQ(plans.declines()[0].first, 1);
+  EXPECT_EQ(rec().runs.load(), 3 * (1 + 5));
+
+  // execute() runs the pinned entry.
+  const Array y2 = poisoned();
+  plans.execute(pack_for(plans, x, y2), {});
+  EXPECT_TRUE(same_bytes(x, y2));
+  EXPECT_TRUE(contains(plans.describe(), "* 2 tiled[stages=2,tile=64]")) << plans.describe();
+}
+
+TEST_F(DispatchAutotune, MaxEntriesBoundsWhatIsTimed) {
+  const Manifest m(test_spec());
+  ExecutionPlans plans =
+      plan_list(m, {{id_of(kTiled), {{"tile", 128}, {"stages", 2}}, HeurMode::A, ""},
+                    {id_of(kTiled), {{"tile", 64}, {"stages", 2}}, HeurMode::A, ""}});
+  const Array x = input(), y = poisoned();
+  const auto t = plan::autotune(plans, pack_for(plans, x, y), {}, {1, 0, 1});
+  ASSERT_EQ(t.size(), 1u);
+  EXPECT_EQ(t[0].index, 0);
+  EXPECT_EQ(plans.selected(), 0);
+  EXPECT_FALSE(plans.is_built(1));  // never tried
+}
+
+TEST_F(DispatchAutotune, BadOptionsAndPacksAreRefusedAndTheSelectionStays) {
+  const Manifest m(test_spec());
+  ExecutionPlans plans =
+      plan_list(m, {{id_of(kCopy), {}, HeurMode::A, ""},
+                    {id_of(kTiled), {{"tile", 64}, {"stages", 2}}, HeurMode::A, ""}});
+  plans.select_plan(1);
+  plans.build_plans();
+  const Array x = input(), y = poisoned();
+  const VariantPack pack = pack_for(plans, x, y);
+  expect_invalid(
+      [&] {
+        plan::autotune(plans, pack, {}, {0, 1, 1});
+      },
+      "options.max_entries must be >= 1, got 0");
+  expect_invalid(
+      [&] {
+        plan::autotune(plans, pack, {}, {1, -1, 1});
+      },
+      "options.warmup must be >= 0");
+  expect_invalid([&] { plan::autotune(plans, pack, {}, {1, 1, 0}); }, "options.reps must be >= 1");
+  ExecutionPlans other = ExecutionPlans::create(copy_graph(DType::f32, "other"), m, cpu_props());
+  expect_invalid([&] { plan::autotune(other, pack, {}); },
+                 "variant pack was made for another plan's layout");
+  // A pack whose operand breaks a rule: the entry's checker names it; nothing is pinned anew.
+  const Array small = input(kN - 1);
+  VariantPack bad(plans.layout());
+  bad.set(named(plans.graph(), "x"), small).set(named(plans.graph(), "y"), y);
+  EXPECT_THROW(plan::autotune(plans, bad, {}), InvalidArgument);
+  EXPECT_EQ(plans.selected(), 1);
+  EXPECT_EQ(rec().runs.load(), 0);
+}
+
+TEST_F(DispatchAutotune, WhenNothingBuildsNotSupportedListsTheDeclines) {
+  const Manifest m(test_spec());
+  ExecutionPlans plans = plan_list(m, {{id_of(kDeclinesCheck), {}, HeurMode::A, ""},
+                                       {id_of(kDeclinesBuild), {}, HeurMode::A, ""}});
+  const Array x = input(), y = poisoned();
+  expect_throw_with<NotSupported>([&] { plan::autotune(plans, pack_for(plans, x, y), {}); },
+                                  {"1 declines_build: declines_build: no kernel for this shape"});
+  EXPECT_EQ(plans.selected(), -1);
+  EXPECT_TRUE(all_nan(y));
 }
 
 }  // namespace

@@ -50,7 +50,8 @@ class ExecutionPlans {
   // Builds entry `index` (cached). Throws NotSupported when its engine declines.
   void build_plan_at_index(int index);
   bool is_built(int index) const;
-  std::size_t workspace_size_at_index(int index) const;  // of a built entry
+  std::size_t workspace_size_at_index(int index) const;              // of a built entry
+  std::shared_ptr<const CompiledPlan> compiled_at(int index) const;  // of a built entry
   void execute_plan_at_index(int index, const VariantPack& pack, const ExecutionContext& ctx) const;
 
   // Pins entry `index`: build_plans then builds that one or raises its decline.
