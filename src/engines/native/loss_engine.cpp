@@ -11,7 +11,7 @@ namespace eagle::native {
 
 namespace {
 
-// The chunk of a split row: classes per block.
+// The chunk of a split backward row: classes per group of threads.
 constexpr int64_t kSplitChunk = 4096;
 
 class CrossEntropyPlan : public plan::CompiledPlan {
@@ -154,22 +154,13 @@ class LossEngine : public plan::Engine {
         static_cast<float>(node.attr("label_smoothing").as_real("label_smoothing"));
     const int sms = std::max(1, ctx.device.multiprocessors);
     const int vec = row_vec(t.args.classes, static_cast<int>(itemsize(logits.dtype())));
-    // Fewer rows than about two per SM, each long: a block per chunk of a row, so the device
-    // fills. Untimed default, as softmax's.
-    const int64_t rows = t.args.rows, classes = t.args.classes, wave = int64_t{sms} * 4;
-    const bool split = rows > 0 && rows < wave / 2 && classes >= 4 * kSplitChunk;
-    if (split) {
-      t.args.splits = std::min((classes + kSplitChunk - 1) / kSplitChunk, (wave + rows - 1) / rows);
-      t.args.chunk = ((classes + t.args.splits - 1) / t.args.splits + 15) / 16 * 16;
-      t.args.splits = (classes + t.args.chunk - 1) / t.args.chunk;
-    }
-    // The vector width is the row's (its start must be aligned), the geometry the chunk's.
-    const int64_t pieces = split ? rows * t.args.splits : rows;
-    const int64_t len = split ? t.args.chunk : classes;
+    // A warp per row, or per chunk of a row when the rows are too few to fill the device. The
+    // vector width is the row's (a chunk's start is then aligned too).
     for (int k = vec > 1 ? 0 : 1; k < 2; ++k) {
-      t.geo[k] = row_geometry(pieces, len, k == 0 ? vec : 1, sms);
-      t.launch[k] = split ? split_cross_entropy_launcher(logits.dtype(), targets.dtype(), t.geo[k])
-                          : cross_entropy_launcher(logits.dtype(), targets.dtype(), t.geo[k]);
+      t.geo[k] = cross_entropy_geometry(t.args, k == 0 ? vec : 1, sms);
+      t.launch[k] = t.args.splits > 1
+                        ? split_cross_entropy_launcher(logits.dtype(), targets.dtype(), t.geo[k])
+                        : cross_entropy_launcher(logits.dtype(), targets.dtype(), t.geo[k]);
     }
     return std::make_shared<CrossEntropyPlan>(std::move(rules), t);
   }

@@ -3,6 +3,7 @@
 
 #include "engines/native/launch_status.hpp"
 #include "engines/native/loss_kernels.hpp"
+#include "engines/native/row_stats.cuh"
 #include "engines/native/rows.cuh"
 
 namespace eagle::native {
@@ -22,58 +23,82 @@ __device__ __forceinline__ float weighted(float w, float v) {
   return w == 0.0f ? 0.0f : w * v;
 }
 
-// The loss of one row from its logsumexp, its sum of logits and its target (the formula of the
-// per-row kernel).
-template <class T>
-__device__ __forceinline__ float row_loss(const CrossEntropyArgs& a, const T* xr, int64_t t,
+// The loss of one row from its logsumexp, its sum of logits, its target and the target's logit
+// (read by the caller only when the target is a class).
+__device__ __forceinline__ float row_loss(const CrossEntropyArgs& a, int64_t t, float target_logit,
                                           float lse, float row_sum) {
   if (t == a.ignore_index) return 0.0f;
   if (t < 0 || t >= a.classes) return NAN;  // the reference refuses this call; no read outside
   const float ls = a.label_smoothing;
-  return weighted(1.0f - ls, lse - detail::to_acc(xr[t])) +
+  return weighted(1.0f - ls, lse - target_logit) +
          weighted(ls, lse - row_sum / static_cast<float>(a.classes));
 }
 
-template <class T, class Id, int VEC>
-__global__ void cross_entropy_kernel(CrossEntropyArgs a, int group) {
-  __shared__ float scratch[32];
-  __shared__ double sums[32];
+// Packs a lane loads per step of the forward: 4 x 16 bytes in flight per lane.
+constexpr int kCePacks = 4;
+
+// A warp per piece of a row (the whole row, or one chunk of a split row): each lane folds
+// kCePacks packs at a time into a running (max, sum of exp) with one rescale per step and a
+// float sum of the logits, then the warp combines its lanes by shuffles (no barrier, no shared
+// memory). SPLIT: lane 0 writes the chunk's (max, sum of exp, sum) to the partials; else the
+// row's lse and loss (its target logit loaded when the row starts, so its latency hides).
+template <class T, class Id, int VEC, bool SPLIT>
+__global__ void __launch_bounds__(kCeThreads, kCeBlocksPerSm)
+    cross_entropy_kernel(CrossEntropyArgs a) {
   const T* __restrict__ logits = static_cast<const T*>(a.logits);
   const Id* __restrict__ targets = static_cast<const Id*>(a.targets);
-  const rows::Walk w = rows::walk(group);
-  const int64_t len = a.classes, stride = int64_t{group} * VEC, start = int64_t{w.lane} * VEC;
-  for (int64_t r = w.first; r < a.rows; r += w.step) {
-    const T* xr = logits + r * len;
-    float m = -INFINITY;
-    double s = 0.0, sum = 0.0;
-    for (int64_t base = start; base < len; base += 4 * stride) {
-      float v[4][VEC];
+  const int lane = static_cast<int>(threadIdx.x & 31);
+  const int64_t warps = static_cast<int64_t>(gridDim.x) * (kCeThreads / 32);
+  const int64_t pieces = a.rows * a.splits, stride = int64_t{32} * VEC;
+  for (int64_t p = static_cast<int64_t>(blockIdx.x) * (kCeThreads / 32) + (threadIdx.x >> 5);
+       p < pieces; p += warps) {
+    const int64_t r = SPLIT ? p / a.splits : p;
+    const int64_t begin = SPLIT ? (p % a.splits) * a.chunk : 0;
+    const int64_t end = SPLIT ? min(a.classes, begin + a.chunk) : a.classes;
+    const T* xr = logits + r * a.classes;
+    int64_t t = 0;
+    float target_logit = 0.0f;
+    if (!SPLIT && lane == 0) {
+      t = static_cast<int64_t>(targets[r]);
+      if (t >= 0 && t < a.classes) target_logit = detail::to_acc(xr[t]);
+    }
+    row_stats::Lse acc;
+    double sum = 0.0;
+    for (int64_t base = begin + int64_t{lane} * VEC; base < end; base += kCePacks * stride) {
+      float v[kCePacks * VEC];
 #pragma unroll
-      for (int u = 0; u < 4; ++u) {
+      for (int u = 0; u < kCePacks; ++u) {
         const int64_t i = base + u * stride;
-        if (i < len) {
-          rows::load<T, VEC>(xr, i, v[u]);
+        float pk[VEC];
+        if (i < end) {
+          rows::load<T, VEC>(xr, i, pk);
         } else {
 #pragma unroll
-          for (int j = 0; j < VEC; ++j) v[u][j] = -INFINITY;
+          for (int j = 0; j < VEC; ++j) pk[j] = -INFINITY;  // adds nothing to the exps
         }
+#pragma unroll
+        for (int j = 0; j < VEC; ++j) v[u * VEC + j] = pk[j];
       }
+      row_stats::lse_fold(v, acc);
+      float step_sum = 0.0f;  // the logits of this step, in float; -inf padding left out
 #pragma unroll
-      for (int u = 0; u < 4; ++u)
-        if (base + u * stride < len)
+      for (int u = 0; u < kCePacks; ++u)
+        if (base + u * stride < end)
 #pragma unroll
-          for (int j = 0; j < VEC; ++j) {
-            online(v[u][j], m, s);
-            sum += v[u][j];
-          }
+          for (int j = 0; j < VEC; ++j) step_sum += v[u * VEC + j];
+      sum += step_sum;
     }
-    const float row_max = group_reduce(m, rows::Max{}, scratch, group);
-    const double total = rows::group_sum(rescaled(m, s, row_max), sums, group);
-    const auto row_sum = static_cast<float>(rows::group_sum(sum, sums, group));
-    if (w.lane != 0) continue;
-    const float lse = finish_lse(row_max, total);
-    if (a.lse) a.lse[r] = lse;
-    a.row_loss[r] = row_loss<T>(a, xr, static_cast<int64_t>(targets[r]), lse, row_sum);
+    row_stats::warp_lse(acc, sum);
+    if (lane != 0) continue;
+    if constexpr (SPLIT) {
+      a.partials[3 * p] = acc.m;
+      a.partials[3 * p + 1] = acc.s;
+      a.partials[3 * p + 2] = sum;
+    } else {
+      const float lse = finish_lse(acc.m, acc.s);
+      if (a.lse) a.lse[r] = lse;
+      a.row_loss[r] = row_loss(a, t, target_logit, lse, static_cast<float>(sum));
+    }
   }
 }
 
@@ -84,6 +109,7 @@ __global__ void loss_total_kernel(const float* row_loss, const Id* targets, int6
   __shared__ int64_t counts[kTotalThreads];
   double sum = 0.0;
   int64_t count = 0;
+#pragma unroll 4  // a few rows' loads in flight per thread: one block does all the rows
   for (int64_t r = threadIdx.x; r < rows; r += blockDim.x) {
     sum += row_loss[r];
     count += static_cast<int64_t>(targets[r]) != ignore_index;
@@ -106,40 +132,6 @@ __global__ void loss_total_kernel(const float* row_loss, const Id* targets, int6
   }
 }
 
-// Split rows, first pass: each chunk's max, sum of exp(x - max) and sum of x.
-template <class T, int VEC>
-__global__ void split_stats_kernel(CrossEntropyArgs a, int group) {
-  __shared__ float scratch[32];
-  __shared__ double sums[32];
-  const T* __restrict__ logits = static_cast<const T*>(a.logits);
-  const rows::Walk w = rows::walk(group);
-  const int64_t pieces = a.rows * a.splits, stride = int64_t{group} * VEC;
-  for (int64_t p = w.first; p < pieces; p += w.step) {
-    const int64_t row = p / a.splits, begin = (p % a.splits) * a.chunk;
-    const int64_t end = min(a.classes, begin + a.chunk);
-    const T* xr = logits + row * a.classes;
-    float m = -INFINITY;
-    double s = 0.0, sum = 0.0;
-    for (int64_t i = begin + int64_t{w.lane} * VEC; i < end; i += stride) {
-      float v[VEC];
-      rows::load<T, VEC>(xr, i, v);
-#pragma unroll
-      for (int j = 0; j < VEC; ++j) {
-        online(v[j], m, s);
-        sum += v[j];
-      }
-    }
-    const float chunk_max = group_reduce(m, rows::Max{}, scratch, group);
-    const double total = rows::group_sum(rescaled(m, s, chunk_max), sums, group);
-    const double chunk_sum = rows::group_sum(sum, sums, group);
-    if (w.lane == 0) {
-      a.partials[3 * p] = chunk_max;
-      a.partials[3 * p + 1] = total;
-      a.partials[3 * p + 2] = chunk_sum;
-    }
-  }
-}
-
 // Split rows, second pass: a thread per row combines its chunks in chunk order.
 template <class T, class Id>
 __global__ void split_finish_kernel(CrossEntropyArgs a) {
@@ -157,33 +149,31 @@ __global__ void split_finish_kernel(CrossEntropyArgs a) {
     }
     const float lse = finish_lse(m, s);
     if (a.lse) a.lse[r] = lse;
-    a.row_loss[r] = row_loss<T>(a, logits + r * a.classes, static_cast<int64_t>(targets[r]), lse,
-                                static_cast<float>(sum));
+    const auto t = static_cast<int64_t>(targets[r]);
+    const float target_logit =
+        t >= 0 && t < a.classes ? detail::to_acc(logits[r * a.classes + t]) : 0.0f;
+    a.row_loss[r] = row_loss(a, t, target_logit, lse, static_cast<float>(sum));
   }
 }
 
-template <class T, class Id, int VEC>
-bool launch_split(const CrossEntropyArgs& a, const RowGeometry& g, void* stream) noexcept {
-  const auto s = static_cast<cudaStream_t>(stream);
-  split_stats_kernel<T, VEC><<<g.grid, g.threads, 0, s>>>(a, g.group);
-  if (!launch_succeeded()) return false;
-  const auto blocks = static_cast<unsigned>(std::min<int64_t>((a.rows + 255) / 256, 1024));
-  split_finish_kernel<T, Id><<<blocks, 256, 0, s>>>(a);
-  return launch_succeeded();
-}
-
-template <class T, class Id, int VEC>
+template <class T, class Id, int VEC, bool SPLIT>
 bool launch(const CrossEntropyArgs& a, const RowGeometry& g, void* stream) noexcept {
-  cross_entropy_kernel<T, Id, VEC>
-      <<<g.grid, g.threads, 0, static_cast<cudaStream_t>(stream)>>>(a, g.group);
-  return launch_succeeded();
+  const auto s = static_cast<cudaStream_t>(stream);
+  cross_entropy_kernel<T, Id, VEC, SPLIT><<<g.grid, kCeThreads, 0, s>>>(a);
+  if (!launch_succeeded()) return false;
+  if constexpr (SPLIT) {
+    const auto blocks = static_cast<unsigned>(std::min<int64_t>((a.rows + 255) / 256, 1024));
+    split_finish_kernel<T, Id><<<blocks, 256, 0, s>>>(a);
+    return launch_succeeded();
+  }
+  return true;
 }
 
 template <class T, class Id, bool SPLIT>
 CrossEntropyLauncher pick(const RowGeometry& g) {
   constexpr int kVec = 16 / sizeof(T);
-  if (g.vec == kVec) return SPLIT ? &launch_split<T, Id, kVec> : &launch<T, Id, kVec>;
-  if (g.vec == 1) return SPLIT ? &launch_split<T, Id, 1> : &launch<T, Id, 1>;
+  if (g.vec == kVec) return &launch<T, Id, kVec, SPLIT>;
+  if (g.vec == 1) return &launch<T, Id, 1, SPLIT>;
   return nullptr;
 }
 

@@ -1,6 +1,8 @@
 // Our CUDA cross_entropy forward: logits [rows, classes] (f32, f16, bf16; f32 math), integer
-// targets [rows] (i32, i64). One read of the logits per row (online max and rescaled sum, and
-// the plain sum label smoothing needs). Reductions are deterministic: per-row losses land in a
+// targets [rows] (i32, i64). One read of the logits per row by one warp (an online max and
+// rescaled sum, one rescale per few packs, sums in float within a step and in double across
+// steps and lanes; and the plain sum label smoothing needs). Few rows split into chunks, a warp
+// each, combined per row in chunk order. Reductions are deterministic: per-row losses land in a
 // buffer and one block sums them in a fixed order in double, no atomics.
 //
 // A target outside [0, classes) other than ignore_index gives that row a NaN loss (and so a NaN
@@ -22,16 +24,46 @@ struct CrossEntropyArgs {
   float* lse;       // [rows] or null
   int64_t rows, classes, ignore_index;
   float label_smoothing;
-  // Few long rows (split_cross_entropy_launcher): each row in `splits` chunks of `chunk`
-  // classes, a block each, their (max, sum of exp, sum) in `partials` [rows * splits * 3]; a
-  // thread per row then combines them in chunk order. Unused otherwise.
+  // Few rows (split_cross_entropy_launcher): each row in `splits` chunks of `chunk` classes, a
+  // warp each, their (max, sum of exp, sum) in `partials` [rows * splits * 3]; a thread per row
+  // then combines them in chunk order. Unused otherwise.
   int64_t splits = 1, chunk = 0;
   double* partials = nullptr;
 };
 using CrossEntropyLauncher = bool (*)(const CrossEntropyArgs& args, const RowGeometry& g,
                                       void* stream) noexcept;
-// The split launcher for (logits dtype, targets dtype, g.vec); g is a geometry over
-// rows * splits chunks.
+
+// The forward's blocks: kCeThreads threads, a warp per row or chunk, at least kCeBlocksPerSm
+// resident per SM (the kernel's launch bounds), so a grid of one wave follows from the SM count.
+inline constexpr int kCeThreads = 256, kCeBlocksPerSm = 4;
+// The shortest chunk of a split row: 4 steps of a warp's 16-byte loads in bf16.
+inline constexpr int64_t kCeSplitChunk = 1024;
+
+// The forward's geometry (g.vec, g.grid; the rest unused) and a's splits and chunk: rows fewer
+// than half the resident warps split into chunks (whole 16-element multiples, at least
+// kCeSplitChunk classes) so about a wave of warps runs; the grid is at most one wave.
+inline RowGeometry cross_entropy_geometry(CrossEntropyArgs& a, int vec, int multiprocessors) {
+  const int64_t sms = multiprocessors < 1 ? 1 : multiprocessors;
+  const int64_t warps_per_block = kCeThreads / 32, wave = sms * kCeBlocksPerSm * warps_per_block;
+  a.splits = 1;
+  a.chunk = 0;
+  if (a.rows > 0 && a.rows < wave / 2 && a.classes >= 2 * kCeSplitChunk) {
+    const int64_t most = (a.classes + kCeSplitChunk - 1) / kCeSplitChunk;
+    const int64_t want = (wave + a.rows - 1) / a.rows;
+    a.splits = most < want ? most : want;
+    a.chunk = ((a.classes + a.splits - 1) / a.splits + 15) / 16 * 16;
+    a.splits = (a.classes + a.chunk - 1) / a.chunk;
+  }
+  RowGeometry g;
+  g.vec = vec;
+  g.group = 32;
+  g.threads = kCeThreads;
+  const int64_t blocks = (a.rows * a.splits + warps_per_block - 1) / warps_per_block;
+  const int64_t grid = blocks < sms * kCeBlocksPerSm ? blocks : sms * kCeBlocksPerSm;
+  g.grid = static_cast<unsigned>(grid < 1 ? 1 : grid);
+  return g;
+}
+// The split launcher for (logits dtype, targets dtype, g.vec) (cross_entropy_geometry's).
 CrossEntropyLauncher split_cross_entropy_launcher(DType logits, DType targets,
                                                   const RowGeometry& g);
 // The per-row launcher for (logits dtype, targets dtype, g.vec), or nullptr.

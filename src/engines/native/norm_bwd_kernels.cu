@@ -2,29 +2,37 @@
 
 #include "engines/native/launch_status.hpp"
 #include "engines/native/norm_bwd_kernels.hpp"
+#include "engines/native/row_stats.cuh"
 #include "engines/native/rows.cuh"
 
 namespace eagle::native {
 
 namespace {
 
-// One pack's g and xhat, and its terms of the row sums.
+// g = dy * scale and xhat = (x - mu) * inv for one pack.
 template <class T, int VEC>
-__device__ __forceinline__ void pack_terms(const T* scale, int64_t i, float mu, float inv,
-                                           const float (&dy)[VEC], const float (&x)[VEC],
-                                           float (&g)[VEC], float (&xhat)[VEC], double& sum_g,
-                                           double& sum_gx) {
-  float s[VEC], pg = 0.0f, pgx = 0.0f;
+__device__ __forceinline__ void pack_g_xhat(const T* scale, int64_t i, float mu, float inv,
+                                            const float (&dy)[VEC], const float (&x)[VEC],
+                                            float (&g)[VEC], float (&xhat)[VEC]) {
+  float s[VEC];
   if (scale) rows::load<T, VEC>(scale, i, s);
 #pragma unroll
   for (int j = 0; j < VEC; ++j) {
     g[j] = scale ? dy[j] * s[j] : dy[j];
     xhat[j] = (x[j] - mu) * inv;
-    pg += g[j];
-    pgx += g[j] * xhat[j];
   }
-  sum_g += pg;
-  sum_gx += pgx;
+}
+
+// A pack's terms of the row sums of g and g * xhat, added in float (the caller folds the
+// thread's float sums into double once per row or per pack).
+template <int VEC>
+__device__ __forceinline__ void pack_sums(const float (&g)[VEC], const float (&xhat)[VEC],
+                                          float& sum_g, float& sum_gx) {
+#pragma unroll
+  for (int j = 0; j < VEC; ++j) {
+    sum_g += g[j];
+    sum_gx += g[j] * xhat[j];
+  }
 }
 
 template <int VEC>
@@ -34,79 +42,97 @@ __device__ __forceinline__ void pack_dx(const float (&g)[VEC], const float (&xha
   for (int j = 0; j < VEC; ++j) dx[j] = inv * (g[j] - mean_g - xhat[j] * mean_gx);
 }
 
-// PARAMS (with CACHED): this group also sums dscale and dbias over its rows, in registers.
-template <class T, int VEC, bool CACHED, bool PARAMS>
-__global__ void norm_bwd_rows_kernel(NormBwdArgs a, int group) {
-  __shared__ double sums[32];
-  const T* __restrict__ dy = static_cast<const T*>(a.dy);
-  const T* __restrict__ x = static_cast<const T*>(a.x);
+template <class T, int VEC>
+__device__ __forceinline__ void unpack(const rows::Pack<T, VEC>& p, float (&out)[VEC]) {
+#pragma unroll
+  for (int j = 0; j < VEC; ++j) out[j] = detail::to_acc(p.v[j]);
+}
+
+// One row's packs of dy and x as loaded (16-bit types stay packed: half the registers of
+// floats), with its statistics.
+template <class T, int VEC>
+struct CachedRow {
+  rows::Pack<T, VEC> dy[kCachedPacks], x[kCachedPacks];
+  float mu, inv;
+};
+
+// Issues the loads of row r (the packs this thread owns); they complete while the previous row
+// is reduced and written.
+template <class T, int VEC>
+__device__ __forceinline__ void load_row(const NormBwdArgs& a, int64_t r, int64_t start,
+                                         int64_t stride, CachedRow<T, VEC>& row) {
+  using P = rows::Pack<T, VEC>;
+  const T* dyr = static_cast<const T*>(a.dy) + r * a.len;
+  const T* xr = static_cast<const T*>(a.x) + r * a.len;
+#pragma unroll
+  for (int k = 0; k < kCachedPacks; ++k) {
+    const int64_t i = start + k * stride;
+    if (i < a.len) {
+      row.dy[k] = *reinterpret_cast<const P*>(dyr + i);
+      row.x[k] = *reinterpret_cast<const P*>(xr + i);
+    }
+  }
+  row.mu = a.mean ? a.mean[r] : 0.0f;
+  row.inv = a.inv_std[r];
+}
+
+// Rows that fit the group's registers: one read of dy and x, the next row's loads in flight
+// while this one is reduced. PARAMS: the group also sums dscale's and dbias's columns over its
+// rows in float registers and writes them once to its slot of the workspace.
+template <class T, int VEC, bool PARAMS>
+__global__ void __launch_bounds__(kNormBwdCachedThreads)
+    norm_bwd_cached_kernel(NormBwdArgs a, int group) {
+  __shared__ row_stats::Sum2 scratch[2][32];
   const T* scale = static_cast<const T*>(a.scale);
   T* __restrict__ dx = static_cast<T*>(a.dx);
   const rows::Walk w = rows::walk(group);
   const int64_t len = a.len, stride = int64_t{group} * VEC, start = int64_t{w.lane} * VEC;
   const double n = static_cast<double>(len);
-  // Cached rows with parameter gradients: this group's column sums over its rows.
-  constexpr bool params = CACHED && PARAMS;
-  float ps[params ? kCachedPacks : 1][VEC] = {}, pb[params ? kCachedPacks : 1][VEC] = {};
+  float ps[PARAMS ? kCachedPacks : 1][VEC] = {}, pb[PARAMS ? kCachedPacks : 1][VEC] = {};
+  CachedRow<T, VEC> cur;
+  if (w.first < a.rows) load_row<T, VEC>(a, w.first, start, stride, cur);
+  int parity = 0;
   for (int64_t r = w.first; r < a.rows; r += w.step) {
-    const float mu = a.mean ? a.mean[r] : 0.0f, inv = a.inv_std[r];
-    const T* dyr = dy + r * len;
-    const T* xr = x + r * len;
-    T* dxr = dx + r * len;
-    double sum_g = 0.0, sum_gx = 0.0;
-    if constexpr (CACHED) {
-      float g[kCachedPacks][VEC], xh[kCachedPacks][VEC];
+    const int64_t next = r + w.step;
+    float sum_g = 0.0f, sum_gx = 0.0f;  // at most kCachedPacks * VEC terms a thread
 #pragma unroll
-      for (int k = 0; k < kCachedPacks; ++k) {
-        const int64_t i = start + k * stride;
-        if (i < len) {
-          float vd[VEC], vx[VEC];
-          rows::load<T, VEC>(dyr, i, vd);
-          rows::load<T, VEC>(xr, i, vx);
-          pack_terms<T, VEC>(scale, i, mu, inv, vd, vx, g[k], xh[k], sum_g, sum_gx);
-          if constexpr (params) {
+    for (int k = 0; k < kCachedPacks; ++k) {
+      const int64_t i = start + k * stride;
+      if (i < len) {
+        float vd[VEC], vx[VEC], g[VEC], xh[VEC];
+        unpack<T, VEC>(cur.dy[k], vd);
+        unpack<T, VEC>(cur.x[k], vx);
+        pack_g_xhat<T, VEC>(scale, i, cur.mu, cur.inv, vd, vx, g, xh);
+        pack_sums<VEC>(g, xh, sum_g, sum_gx);
+        if constexpr (PARAMS) {
 #pragma unroll
-            for (int j = 0; j < VEC; ++j) {
-              ps[k][j] += vd[j] * xh[k][j];
-              pb[k][j] += vd[j];
-            }
+          for (int j = 0; j < VEC; ++j) {
+            ps[k][j] += vd[j] * xh[j];
+            pb[k][j] += vd[j];
           }
         }
       }
-      const float mean_g =
-          a.mean ? static_cast<float>(rows::group_sum(sum_g, sums, group) / n) : 0.0f;
-      const auto mean_gx = static_cast<float>(rows::group_sum(sum_gx, sums, group) / n);
+    }
+    const row_stats::Sum2 t = row_stats::group_sum2({sum_g, sum_gx}, scratch[parity], group);
+    parity ^= 1;
+    const float mean_g = a.mean ? static_cast<float>(t.a / n) : 0.0f;
+    const auto mean_gx = static_cast<float>(t.b / n);
+    T* dxr = dx + r * len;
 #pragma unroll
-      for (int k = 0; k < kCachedPacks; ++k) {
-        const int64_t i = start + k * stride;
-        if (i < len) {
-          float out[VEC];
-          pack_dx<VEC>(g[k], xh[k], inv, mean_g, mean_gx, out);
-          rows::store<T, VEC>(dxr, i, out);
-        }
-      }
-    } else {
-      for (int64_t i = start; i < len; i += stride) {
-        float vd[VEC], vx[VEC], g[VEC], xh[VEC];
-        rows::load<T, VEC>(dyr, i, vd);
-        rows::load<T, VEC>(xr, i, vx);
-        pack_terms<T, VEC>(scale, i, mu, inv, vd, vx, g, xh, sum_g, sum_gx);
-      }
-      const float mean_g =
-          a.mean ? static_cast<float>(rows::group_sum(sum_g, sums, group) / n) : 0.0f;
-      const auto mean_gx = static_cast<float>(rows::group_sum(sum_gx, sums, group) / n);
-      for (int64_t i = start; i < len; i += stride) {
+    for (int k = 0; k < kCachedPacks; ++k) {
+      const int64_t i = start + k * stride;
+      if (i < len) {
         float vd[VEC], vx[VEC], g[VEC], xh[VEC], out[VEC];
-        double unused_g = 0.0, unused_gx = 0.0;
-        rows::load<T, VEC>(dyr, i, vd);
-        rows::load<T, VEC>(xr, i, vx);
-        pack_terms<T, VEC>(scale, i, mu, inv, vd, vx, g, xh, unused_g, unused_gx);
-        pack_dx<VEC>(g, xh, inv, mean_g, mean_gx, out);
+        unpack<T, VEC>(cur.dy[k], vd);
+        unpack<T, VEC>(cur.x[k], vx);
+        pack_g_xhat<T, VEC>(scale, i, cur.mu, cur.inv, vd, vx, g, xh);
+        pack_dx<VEC>(g, xh, cur.inv, mean_g, mean_gx, out);
         rows::store<T, VEC>(dxr, i, out);
       }
     }
+    if (next < a.rows) load_row<T, VEC>(a, next, start, stride, cur);
   }
-  if constexpr (params) {
+  if constexpr (PARAMS) {
     // Slot w.first (one per group of the grid, w.step of them); a group that ran no row writes
     // its zeros too, so the finish adds every slot.
     float* slots = static_cast<float*>(a.workspace);
@@ -123,20 +149,77 @@ __global__ void norm_bwd_rows_kernel(NormBwdArgs a, int group) {
   }
 }
 
-// Adds the slots' float partials per column in slot order, in double.
+// Rows longer than the registers: one pass for the row sums, a second that writes dx.
+template <class T, int VEC>
+__global__ void norm_bwd_stream_kernel(NormBwdArgs a, int group) {
+  __shared__ row_stats::Sum2 scratch[2][32];
+  const T* __restrict__ dy = static_cast<const T*>(a.dy);
+  const T* __restrict__ x = static_cast<const T*>(a.x);
+  const T* scale = static_cast<const T*>(a.scale);
+  T* __restrict__ dx = static_cast<T*>(a.dx);
+  const rows::Walk w = rows::walk(group);
+  const int64_t len = a.len, stride = int64_t{group} * VEC, start = int64_t{w.lane} * VEC;
+  const double n = static_cast<double>(len);
+  int parity = 0;
+  for (int64_t r = w.first; r < a.rows; r += w.step) {
+    const float mu = a.mean ? a.mean[r] : 0.0f, inv = a.inv_std[r];
+    const T* dyr = dy + r * len;
+    const T* xr = x + r * len;
+    T* dxr = dx + r * len;
+    double sum_g = 0.0, sum_gx = 0.0;
+    for (int64_t i = start; i < len; i += stride) {
+      float vd[VEC], vx[VEC], g[VEC], xh[VEC], pg = 0.0f, pgx = 0.0f;
+      rows::load<T, VEC>(dyr, i, vd);
+      rows::load<T, VEC>(xr, i, vx);
+      pack_g_xhat<T, VEC>(scale, i, mu, inv, vd, vx, g, xh);
+      pack_sums<VEC>(g, xh, pg, pgx);
+      sum_g += pg;  // float within the pack, double across packs
+      sum_gx += pgx;
+    }
+    const row_stats::Sum2 t = row_stats::group_sum2({sum_g, sum_gx}, scratch[parity], group);
+    parity ^= 1;
+    const float mean_g = a.mean ? static_cast<float>(t.a / n) : 0.0f;
+    const auto mean_gx = static_cast<float>(t.b / n);
+    for (int64_t i = start; i < len; i += stride) {
+      float vd[VEC], vx[VEC], g[VEC], xh[VEC], out[VEC];
+      rows::load<T, VEC>(dyr, i, vd);
+      rows::load<T, VEC>(xr, i, vx);
+      pack_g_xhat<T, VEC>(scale, i, mu, inv, vd, vx, g, xh);
+      pack_dx<VEC>(g, xh, inv, mean_g, mean_gx, out);
+      rows::store<T, VEC>(dxr, i, out);
+    }
+  }
+}
+
+// Adds the slots' float partials per column in double, in a fixed order: block (32 columns,
+// 32 lanes of slots); lane l adds slots l, l + 32, ... (a warp reads 32 adjacent columns of
+// one slot), then lane 0 adds the 32 lane sums in lane order.
 template <class T>
-__global__ void norm_bwd_finish_slots_kernel(NormBwdArgs a, int64_t count) {
+__global__ void __launch_bounds__(kFinishLanes* kFinishColumns)
+    norm_bwd_finish_slots_kernel(NormBwdArgs a, int64_t count) {
+  __shared__ double part[2][kFinishLanes][kFinishColumns];
   const float* slots = static_cast<const float*>(a.workspace);
-  for (int64_t col = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; col < a.len;
-       col += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    double s = 0.0, b = 0.0;
-    for (int64_t k = 0; k < count; ++k) {
+  const int cx = static_cast<int>(threadIdx.x % kFinishColumns);
+  const int lane = static_cast<int>(threadIdx.x / kFinishColumns);
+  const int64_t col = static_cast<int64_t>(blockIdx.x) * kFinishColumns + cx;
+  double s = 0.0, b = 0.0;
+  if (col < a.len) {
+#pragma unroll 4
+    for (int64_t k = lane; k < count; k += kFinishLanes) {
       s += slots[k * a.len + col];
       b += slots[(count + k) * a.len + col];
     }
-    if (a.dscale) static_cast<T*>(a.dscale)[col] = detail::from_acc<T>(static_cast<float>(s));
-    if (a.dbias) static_cast<T*>(a.dbias)[col] = detail::from_acc<T>(static_cast<float>(b));
   }
+  part[0][lane][cx] = s;
+  part[1][lane][cx] = b;
+  __syncthreads();
+  if (lane != 0 || col >= a.len) return;
+  for (int l = 1; l < kFinishLanes; ++l) {
+    s += part[0][l][cx];
+    b += part[1][l][cx];
+  }
+  if (a.dscale) static_cast<T*>(a.dscale)[col] = detail::from_acc<T>(static_cast<float>(s));
+  if (a.dbias) static_cast<T*>(a.dbias)[col] = detail::from_acc<T>(static_cast<float>(b));
 }
 
 // Block (column tile, chunk of rows): double partial sums of dy * xhat and dy per column.
@@ -177,24 +260,44 @@ __global__ void norm_bwd_finish_kernel(NormBwdArgs a) {
   }
 }
 
+// The blocks of a cached launch: g.grid (the plan's bound, which sized the workspace) capped at
+// one wave of what is resident on this device, so no partial second wave runs after the first.
+unsigned resident_grid(const void* kernel, const RowGeometry& g) noexcept {
+  int device = 0, sms = 0, per_sm = 0;
+  if (cudaGetDevice(&device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess ||
+      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, g.threads, 0) != cudaSuccess ||
+      per_sm < 1) {
+    cudaGetLastError();  // a failed query leaves the plan's grid; the launch reports errors
+    return g.grid;
+  }
+  const int64_t wave = int64_t{sms} * std::min(per_sm, kNormBwdBlocksPerSm);
+  return static_cast<unsigned>(std::clamp<int64_t>(wave, 1, g.grid));
+}
+
 template <class T, int VEC, bool CACHED, bool PARAMS>
 bool launch(const NormBwdArgs& a, const RowGeometry& g, void* stream) noexcept {
   const auto s = static_cast<cudaStream_t>(stream);
+  unsigned grid = g.grid;
   if (a.rows > 0 && a.len > 0) {
-    norm_bwd_rows_kernel<T, VEC, CACHED, PARAMS><<<g.grid, g.threads, 0, s>>>(a, g.group);
+    if constexpr (CACHED) {
+      const auto kernel = &norm_bwd_cached_kernel<T, VEC, PARAMS>;
+      grid = resident_grid(reinterpret_cast<const void*>(kernel), g);
+      kernel<<<grid, g.threads, 0, s>>>(a, g.group);
+    } else {
+      norm_bwd_stream_kernel<T, VEC><<<g.grid, g.threads, 0, s>>>(a, g.group);
+    }
     if (!launch_succeeded()) return false;
   }
   if ((!a.dscale && !a.dbias) || a.len == 0) return true;
-  const auto tiles = static_cast<unsigned>((a.len + kColumnThreads - 1) / kColumnThreads);
   if constexpr (CACHED && PARAMS) {
-    if (a.rows == 0) {  // the rows kernel did not run: no slot was written
-      norm_bwd_finish_kernel<T><<<std::min(tiles, 1024u), kColumnThreads, 0, s>>>(a);
-      return launch_succeeded();
-    }
-    norm_bwd_finish_slots_kernel<T>
-        <<<std::min(tiles, 1024u), kColumnThreads, 0, s>>>(a, norm_bwd_slots(g));
+    // The rows kernel did not run (no rows): no slot was written, the finish adds none.
+    const int64_t count = a.rows > 0 ? int64_t{grid} * (g.threads / g.group) : 0;
+    const auto tiles = static_cast<unsigned>((a.len + kFinishColumns - 1) / kFinishColumns);
+    norm_bwd_finish_slots_kernel<T><<<tiles, kFinishLanes * kFinishColumns, 0, s>>>(a, count);
     return launch_succeeded();
   }
+  const auto tiles = static_cast<unsigned>((a.len + kColumnThreads - 1) / kColumnThreads);
   if (a.chunks > 0) {
     norm_bwd_columns_kernel<T>
         <<<dim3(tiles, static_cast<unsigned>(a.chunks)), kColumnThreads, 0, s>>>(a);
@@ -207,6 +310,7 @@ bool launch(const NormBwdArgs& a, const RowGeometry& g, void* stream) noexcept {
 template <class T, int VEC>
 NormBwdLauncher pick_vec(const RowGeometry& g, bool params) {
   if (!g.cached) return &launch<T, VEC, false, false>;
+  if (g.threads > kNormBwdCachedThreads) return nullptr;  // norm_bwd_geometry streams these
   return params ? &launch<T, VEC, true, true> : &launch<T, VEC, true, false>;
 }
 

@@ -365,12 +365,13 @@ class NormalizationEngine : public plan::Engine {
                             position(node.output("dscale")),
                             position(node.output("dbias"))};
     const bool params = pos[6] >= 0 || pos[7] >= 0;
+    // The rows' geometry, streamed past kNormBwdCachedThreads threads a row and a cached grid
+    // of at most one wave (it bounds the slots of partials, so the workspace).
     Paths<NormBwdLauncher> p = paths<NormBwdLauncher>(
-        args.rows, args.len, dy.dtype(), sms,
-        [params](DType d, const RowGeometry& g) { return norm_bwd_launcher(d, g, params); });
-    if (params)  // cached rows write a slot of partials per group: one wave of fewer groups
-      for (RowGeometry& g : p.geo)
-        if (g.cached) g.grid = std::min(g.grid, static_cast<unsigned>(sms * kNormBwdBlocksPerSm));
+        args.rows, args.len, dy.dtype(), sms, [params, sms](DType d, const RowGeometry& g) {
+          return norm_bwd_launcher(d, norm_bwd_geometry(g, sms), params);
+        });
+    for (RowGeometry& g : p.geo) g = norm_bwd_geometry(g, sms);
     return std::make_shared<NormBwdPlan>(std::move(rules), std::move(pos), args, p);
   }
 

@@ -96,6 +96,23 @@ TEST(NativeCrossEntropyEdges, FullLabelSmoothing) {
   check({17, 1000}, DType::bf16, c);
 }
 
+// A warp per row with more rows than resident warps (some warps take two), and rows fewer than
+// half the resident warps split into warp chunks (odd lengths: the scalar path, a short last
+// chunk), on an H200's 132 SMs.
+TEST(NativeCrossEntropyShapes, ManyRowsAWarpEachAndFewRowsInWarpChunks) {
+  EAGLE_SKIP_UNLESS_RUNS_HERE(loss_id());
+  for (DType d : float_dtypes())
+    for (const op::Dims& dims :
+         {op::Dims{4500, 2056}, op::Dims{2200, 3001}, op::Dims{300, 5003}, op::Dims{64, 16400}})
+      for (const char* red : {"none", "mean"}) {
+        SCOPED_TRACE(std::string(dtype_name(d)) + " [" + dims_name(dims) + "]");
+        CeCase c;
+        c.reduction = red;
+        c.label_smoothing = 0.1;
+        check(dims, d, c);
+      }
+}
+
 // A target outside the classes: the reference refuses the call; the GPU plan cannot see the
 // targets, so it gives that row a NaN loss (and reads nothing outside the row).
 TEST(NativeCrossEntropyEdges, ATargetOutsideTheClassesGivesNaN) {
@@ -261,8 +278,9 @@ TEST(NativeLossPlanning, FewLongRowsSplitIntoChunks) {
   plan::ExecutionPlans plans =
       plan::ExecutionPlans::create(ce_graph({7, 131072}, DType::bf16, c), manifest(), hopper());
   EXPECT_EQ(plans.build_plans(), 0);
-  // 7 row losses (rounded up to 8 bytes), then 32 chunks of 4096 a row, 3 doubles each.
-  EXPECT_EQ(plans.workspace_size(), 32u + 7u * 32 * 3 * 8);
+  // 7 row losses (rounded up to 8 bytes), then 128 chunks of 1024 a row (a warp each), 3
+  // doubles each.
+  EXPECT_EQ(plans.workspace_size(), 32u + 7u * 128 * 3 * 8);
 }
 
 TEST(NativeLossDeclines, F64LogitsAndUnsignedTargets) {

@@ -213,6 +213,22 @@ TEST(NativeNormBwdShapes, SeveralNormalizedDimsAndBiasGradWithoutScale) {
   }
 }
 
+// Many rows per group: every cached slot of column partials holds several rows and the slot
+// sums add hundreds of slots (vectorized, 8 and 4 elements a pack; odd rows a warp each);
+// rows too long for a cached group of kNormBwdCachedThreads stream (column chunks).
+TEST(NativeNormBwdShapes, ManyRowsAcrossEverySlotAndRowsTooLongToCache) {
+  EAGLE_SKIP_UNLESS_RUNS_HERE(norm_id());
+  for (DType d : float_dtypes())
+    for (const op::Dims& dims :
+         {op::Dims{5000, 1024}, op::Dims{3001, 2056}, op::Dims{4001, 517}, op::Dims{600, 8200}})
+      for (const char* op : {"layer_norm_bwd", "rms_norm_bwd"}) {
+        SCOPED_TRACE(std::string(op) + " " + std::string(dtype_name(d)) + " [" + dims_name(dims) +
+                     "]");
+        const op::Graph g = norm_bwd_graph(op, dims, d, 1, true, true);
+        sweep::compare_with_reference(manifest(), norm_id(), {}, g, backward_inputs(g));
+      }
+}
+
 TEST(NativeNormalizationHarness, TheReferencePassesAgainstItselfBackward) {
   const int64_t ref = engine("normalization", "reference");
   const op::Graph s = softmax_bwd_graph({3, 50}, DType::bf16, true);
@@ -228,7 +244,9 @@ TEST(NativeNormalizationPlanning, BackwardPlansAskForWorkspaceOnlyForParameterGr
       hopper());
   EXPECT_EQ(with.at(0).engine_id, norm_id()) << with.describe();
   EXPECT_EQ(with.build_plans(), 0);
-  EXPECT_GT(with.workspace_size(), 0u);
+  // Rows of 512 packs: a group of 128 threads each, at most 8 blocks a SM of the 132: a float
+  // slot of dscale and one of dbias per group.
+  EXPECT_EQ(with.workspace_size(), 2u * 4096 * 132 * 8 * 4);
   plan::ExecutionPlans without = plan::ExecutionPlans::create(
       norm_bwd_graph("rms_norm_bwd", {16384, 4096}, DType::bf16, 1, false, false), manifest(),
       hopper());
