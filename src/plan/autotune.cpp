@@ -66,7 +66,8 @@ std::vector<AutotuneTiming> autotune(ExecutionPlans& plans, const VariantPack& p
     ExecutionContext run = ctx;
     run.handle = handles.for_library(plan->library());
     run.workspace_bytes = plan->workspace_bytes();
-    if (run.workspace_bytes > workspace.nbytes())
+    if (run.workspace_bytes > 0 &&
+        (!workspace.defined() || run.workspace_bytes > workspace.nbytes()))
       workspace = Array::empty({static_cast<int64_t>(run.workspace_bytes)}, DType::u8, ctx.device);
     run.workspace = run.workspace_bytes ? workspace.data() : nullptr;
     for (int w = 0; w < options.warmup; ++w) plans.execute_plan_at_index(i, pack, run);

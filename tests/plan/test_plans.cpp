@@ -63,6 +63,7 @@ struct Record {
   int facts_not_shared = 0;  // an engine's facts_for() gave another record than it was handed
   std::atomic<int64_t> last_ran{-1};
   std::atomic<int> runs{0};
+  std::atomic<bool> run_without_workspace{false};  // a plan asking workspace ran with too little
 
   void reset() {
     std::lock_guard<std::mutex> lock(mutex);
@@ -73,6 +74,7 @@ struct Record {
     facts_not_shared = 0;
     last_ran = -1;
     runs = 0;
+    run_without_workspace = false;
   }
 };
 Record& rec() {
@@ -128,8 +130,10 @@ class CopyPlan : public CompiledPlan {
     for (int64_t d : in.dims()) bytes_ *= static_cast<std::size_t>(d);
   }
   std::size_t workspace_bytes() const override { return workspace_; }
-  bool run(const OperandBuffer* operands, const ExecutionContext&) const noexcept override {
+  bool run(const OperandBuffer* operands, const ExecutionContext& ctx) const noexcept override {
     if (silent_ || !rules_.match(operands)) return false;
+    if (workspace_ && (!ctx.workspace || ctx.workspace_bytes < workspace_))
+      rec().run_without_workspace = true;
     // A plan asking more workspace takes longer: autotune has a fastest entry to find.
     std::this_thread::sleep_for(std::chrono::microseconds(workspace_));
     std::memcpy(operands[out_].data, operands[in_].data, bytes_);
@@ -174,7 +178,8 @@ const Behavior& behavior(const std::string& name) {
     const std::vector<DType> f32_f64 = {DType::f32, DType::f64};
     std::map<std::string, Behavior> t;
     t["copy"] = {cpu_caps(f32_f64)};
-    t["tiled"] = {cpu_caps(f32_f64, {{"tile", {64, 128, 256}}, {"stages", {2, 3}}})};
+    // tile 2 (last: not the first point) asks 4 bytes of workspace, a scalar's size.
+    t["tiled"] = {cpu_caps(f32_f64, {{"tile", {64, 128, 256, 2}}, {"stages", {2, 3}}})};
     t["optin"] = {cpu_caps(f32_f64)};
     t["declines_check"] = {cpu_caps(f32_f64), "declines_check: this graph is not mine"};
     t["declines_build"] = {cpu_caps(f32_f64), "", "declines_build: no kernel for this shape"};
@@ -1758,6 +1763,7 @@ TEST_F(DispatchAutotune, TimesTheEntriesThatBuildAndPinsTheFastest) {
   ASSERT_EQ(plans.declines().size(), 1u);
   EXPECT_EQ(plans.declines()[0].first, 1);
   EXPECT_EQ(rec().runs.load(), 3 * (1 + 5));
+  EXPECT_FALSE(rec().run_without_workspace.load());
 
   // execute() runs the pinned entry.
   const Array y2 = poisoned();
@@ -1777,6 +1783,20 @@ TEST_F(DispatchAutotune, MaxEntriesBoundsWhatIsTimed) {
   EXPECT_EQ(t[0].index, 0);
   EXPECT_EQ(plans.selected(), 0);
   EXPECT_FALSE(plans.is_built(1));  // never tried
+}
+
+TEST_F(DispatchAutotune, EveryEntryRunsWithTheWorkspaceItAsks) {
+  const Manifest m(test_spec());
+  // 4 bytes first (as many as an undefined Array reports), then 128.
+  ExecutionPlans plans =
+      plan_list(m, {{id_of(kTiled), {{"tile", 2}, {"stages", 2}}, HeurMode::A, ""},
+                    {id_of(kTiled), {{"tile", 64}, {"stages", 2}}, HeurMode::A, ""}});
+  const Array x = input(), y = poisoned();
+  const auto t = plan::autotune(plans, pack_for(plans, x, y), {}, {8, 1, 2});
+  ASSERT_EQ(t.size(), 2u);
+  EXPECT_EQ(rec().runs.load(), 2 * 3);
+  EXPECT_FALSE(rec().run_without_workspace.load());
+  EXPECT_EQ(plans.selected(), 0);  // 4 us against 128 us
 }
 
 TEST_F(DispatchAutotune, BadOptionsAndPacksAreRefusedAndTheSelectionStays) {

@@ -18,7 +18,9 @@ __device__ __forceinline__ void pack_g_xhat(const T* scale, int64_t i, float mu,
   if (scale) rows::load<T, VEC>(scale, i, s);
 #pragma unroll
   for (int j = 0; j < VEC; ++j) {
-    g[j] = scale ? dy[j] * s[j] : dy[j];
+    // Rounded here, never fused into a later fma: dx subtracts the row mean of these very g,
+    // and a fused g - mean_g would leave g's rounding error where exact math has 0.
+    g[j] = scale ? __fmul_rn(dy[j], s[j]) : dy[j];
     xhat[j] = (x[j] - mu) * inv;
   }
 }

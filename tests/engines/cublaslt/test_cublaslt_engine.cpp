@@ -567,7 +567,7 @@ TEST(CublasLtRefusals, ExplainNamesTheRule) {
 
 // Which GELU cuBLASLt's epilogue computes: c = x exactly (K = 1, b = 1, f32 without tf32), x
 // where the two forms differ most (|x| in [2.5, 4]: 1e-4 to 4e-4 apart, 10% of the result for
-// negative x). An accurate tanh form lands within f32 rounding of gelu_tanh; were it the erf form
+// negative x). An accurate tanh form lands within 2e-6 (relative) of gelu_tanh; were it the erf form
 // (or a coarse tanh), gelu_tanh would be declined instead.
 TEST(CublasLtEpilogue, GeluIsTheTanhForm) {
   const std::string why = skip_reason();
@@ -597,8 +597,10 @@ TEST(CublasLtEpilogue, GeluIsTheTanhForm) {
     const double erf_form = 0.5 * v * (1 + std::erf(v / std::sqrt(2.0)));
     for (int64_t j = 0; j < kCols; ++j) {
       const double o = got[static_cast<std::size_t>(i * kCols + j)];
-      EXPECT_NEAR(o, tanh_form, 4e-6) << "x = " << v << ": cuBLASLt's GELU is not gelu_tanh "
-                                      << "(erf form " << erf_form << ")";
+      // Relative: cuBLASLt's tanh lands ~17 float ulps off at x = 3.5 (4.06e-6 measured), two
+      // orders under the erf form's distance there.
+      EXPECT_NEAR(o, tanh_form, 2e-6 * std::max(1.0, std::fabs(tanh_form)))
+          << "x = " << v << ": cuBLASLt's GELU is not gelu_tanh (erf form " << erf_form << ")";
       erf_gap = std::max(erf_gap, std::fabs(o - erf_form));
     }
   }
