@@ -12,10 +12,13 @@ namespace eagle::native {
 
 namespace {
 
-// Split a row into chunks when there are too few rows to fill the device: pieces of at least
-// this many elements, up to about kPiecesPerSm pieces per SM. Untimed defaults.
+// Split rows into chunks when there are too few to fill the device: about two pieces per
+// resident block, each at least kMinChunk elements (whole 16-byte packs). Untimed defaults.
 constexpr int64_t kMinChunk = 8192;
-constexpr int64_t kPiecesPerSm = 8;
+constexpr int64_t kPiecesPerBlock = 2;
+// The column path: split the reduced axis until about kPiecesPerBlock tiles per resident block,
+// each thread keeping at least kMinColumnRows rows of its chunk.
+constexpr int64_t kMinColumnRows = 16;
 // The strided path's chunks: at least this many reduced elements per thread.
 constexpr int64_t kMinStridedChunk = 64;
 
@@ -114,6 +117,76 @@ class StridedReducePlan : public plan::CompiledPlan {
   unsigned grid_;
 };
 
+// [outer, count, inner] with the middle axis reduced: a vectorized variant (16-byte packs,
+// x aligned) and a scalar one, each with its own tile shape and splits.
+class ColumnReducePlan : public plan::CompiledPlan {
+ public:
+  struct Variant {
+    ColumnReduceArgs args{};
+    ColumnReduceLauncher launch = nullptr;
+    unsigned grid = 1;
+  };
+  ColumnReducePlan(plan::OperandRules rules, int x, int y, Variant vectorized, Variant scalar)
+      : rules_(std::move(rules)), x_(x), y_(y), variants_{vectorized, scalar} {}
+  std::size_t workspace_bytes() const override {
+    std::size_t bytes = 0;
+    for (const Variant& v : variants_)
+      if (v.launch && v.args.splits > 1)
+        bytes = std::max(bytes,
+                         static_cast<std::size_t>(v.args.outer * v.args.inner * v.args.splits) * 8);
+    return bytes;
+  }
+  bool run(const plan::OperandBuffer* ops,
+           const plan::ExecutionContext& ctx) const noexcept override {
+    if (!rules_.match(ops) || ctx.workspace_bytes < workspace_bytes()) return false;
+    if (variants_[1].args.outer * variants_[1].args.inner == 0) return true;
+    const Variant& v = variants_[0].launch && aligned16(ops[x_].data) ? variants_[0] : variants_[1];
+    ColumnReduceArgs a = v.args;
+    a.x = ops[x_].data;
+    a.y = ops[y_].data;
+    a.partials = static_cast<double*>(ctx.workspace);
+    return v.launch(a, v.grid, ctx.stream);
+  }
+  void explain(const plan::OperandBuffer* ops, const plan::ExecutionContext& ctx) const override {
+    explain_refusal(rules_, ops, ctx, workspace_bytes(), "native reduction");
+  }
+
+ private:
+  plan::OperandRules rules_;
+  int x_, y_;
+  Variant variants_[2];
+};
+
+// The column variant for packs of `vec` elements: tile_x threads along inner (a power of two, at
+// most a warp), the rest of the block along count; count split until the tiles fill the device.
+ColumnReducePlan::Variant column_variant(DType dtype, int vec, int64_t outer, int64_t count,
+                                         int64_t inner, ReduceMode mode, int sms) {
+  ColumnReducePlan::Variant v;
+  v.launch = column_reduce_launcher(dtype, vec);
+  ColumnReduceArgs& a = v.args;
+  a.outer = outer;
+  a.count = count;
+  a.inner = inner;
+  a.mode = mode;
+  const int64_t packs = (inner + vec - 1) / vec;
+  a.tile_x = 1;
+  while (a.tile_x < 32 && a.tile_x < packs) a.tile_x *= 2;
+  a.tile_y = kReduceThreads / a.tile_x;
+  const int64_t col_tiles = (packs + a.tile_x - 1) / a.tile_x;
+  const int64_t resident = int64_t{sms} * kReduceBlocksPerSm;
+  const int64_t base_tiles = outer * col_tiles;
+  a.splits = 1;
+  a.chunk = count;
+  const int64_t most = count / (kMinColumnRows * a.tile_y);
+  if (base_tiles < kPiecesPerBlock * resident && most > 1) {
+    a.splits = std::min((kPiecesPerBlock * resident + base_tiles - 1) / base_tiles, most);
+    a.chunk = (count + a.splits - 1) / a.splits;
+    a.splits = (count + a.chunk - 1) / a.chunk;
+  }
+  v.grid = static_cast<unsigned>(std::clamp<int64_t>(base_tiles * a.splits, 1, resident));
+  return v;
+}
+
 class ReductionEngine : public plan::Engine {
  public:
   ReductionEngine(int64_t id, const std::string& name) : Engine(id, name) {
@@ -165,22 +238,33 @@ class ReductionEngine : public plan::Engine {
       a.mode = mode;
       a.splits = 1;
       a.chunk = count;
-      const int64_t target = sms * kPiecesPerSm;
+      const int64_t target = kPiecesPerBlock * sms * kReduceBlocksPerSm;
       if (outputs < target && count >= 2 * kMinChunk) {
-        a.splits = std::min((count + kMinChunk - 1) / kMinChunk, (target + outputs - 1) / outputs);
+        a.splits = std::min(count / kMinChunk, (target + outputs - 1) / outputs);
         a.chunk = ((count + a.splits - 1) / a.splits + 15) / 16 * 16;  // whole 16-byte packs
         a.splits = (count + a.chunk - 1) / a.chunk;
       }
       RowGeometry geo[2];
       RowReduceLauncher launch[2] = {nullptr, nullptr};
       const int vec = row_vec(count, static_cast<int>(itemsize(x.dtype())));
-      geo[1] = row_geometry(a.rows * a.splits, a.chunk, 1, sms);
+      geo[1] = reduce_row_geometry(a.rows * a.splits, a.chunk, 1, sms);
       launch[1] = row_reduce_launcher(x.dtype(), geo[1]);
       if (vec > 1) {
-        geo[0] = row_geometry(a.rows * a.splits, a.chunk, vec, sms);
+        geo[0] = reduce_row_geometry(a.rows * a.splits, a.chunk, vec, sms);
         launch[0] = row_reduce_launcher(x.dtype(), geo[0]);
       }
       return std::make_shared<RowReducePlan>(std::move(rules), xp, yp, a, geo, launch);
+    }
+    // [outer, count, inner]: one reduced run, the innermost run kept, at most one kept before.
+    const bool columns = reduced == 1 && !runs.back().reduced &&
+                         (runs.size() == 2 || (runs.size() == 3 && !runs.front().reduced));
+    if (columns) {
+      const int64_t inner = runs.back().size, outer = runs.size() == 3 ? runs.front().size : 1;
+      const int vec = row_vec(inner, static_cast<int>(itemsize(x.dtype())));
+      ColumnReducePlan::Variant variants[2];
+      variants[1] = column_variant(x.dtype(), 1, outer, count, inner, mode, sms);
+      if (vec > 1) variants[0] = column_variant(x.dtype(), vec, outer, count, inner, mode, sms);
+      return std::make_shared<ColumnReducePlan>(std::move(rules), xp, yp, variants[0], variants[1]);
     }
     StridedReduceArgs a{};
     a.outputs = outputs;

@@ -31,4 +31,18 @@ RowGeometry row_geometry(int64_t rows, int64_t len, int vec, int multiprocessors
   return g;
 }
 
+RowGeometry reduce_row_geometry(int64_t pieces, int64_t len, int vec, int multiprocessors) {
+  RowGeometry g;
+  g.vec = vec;
+  g.threads = kReduceThreads;
+  g.cached = false;
+  const int64_t packs = (len + vec - 1) / vec;
+  g.group = packs <= int64_t{32} * kReduceWarpPacks ? 32 : kReduceThreads;
+  const int64_t per_block = g.threads / g.group;
+  const int64_t blocks = std::max<int64_t>(1, (pieces + per_block - 1) / per_block);
+  g.grid = static_cast<unsigned>(
+      std::min(blocks, int64_t{std::max(1, multiprocessors)} * kReduceBlocksPerSm));
+  return g;
+}
+
 }  // namespace eagle::native

@@ -29,4 +29,15 @@ RowGeometry row_geometry(int64_t rows, int64_t len, int vec, int multiprocessors
 // len is a multiple of it, else 1. The pointers' alignment is checked per call.
 int row_vec(int64_t len, int elem_bytes);
 
+// The reduction kernels' blocks: kReduceThreads threads, launch-bounded so that at least
+// kReduceBlocksPerSm fit an SM; their grids hold that many per SM, every block resident.
+inline constexpr int kReduceThreads = 256;
+inline constexpr int kReduceBlocksPerSm = 4;
+
+// A reduction over `pieces` pieces of `len` elements: a warp per piece while a lane holds at most
+// kReduceWarpPacks packs of it (no block barrier per piece), else the block; kReduceThreads a
+// block, a grid of at most kReduceBlocksPerSm blocks an SM, pieces strided over it.
+inline constexpr int kReduceWarpPacks = 16;
+RowGeometry reduce_row_geometry(int64_t pieces, int64_t len, int vec, int multiprocessors);
+
 }  // namespace eagle::native

@@ -81,6 +81,30 @@ __device__ __forceinline__ double rescaled(float m, double s, float row_max) {
   return m == -INFINITY ? 0.0 : s * static_cast<double>(expf(m - row_max));
 }
 
+// Folds a pack into a running (max m, sum s of exp(. - m)): the pack's max in float, one rescale
+// of s, the pack's exponentials added in float and then once into s (no branch per element).
+// -inf elements add nothing; a NaN makes s NaN, so s is 0 or NaN while m is still -inf.
+template <int VEC>
+__device__ __forceinline__ void online_pack(const float (&v)[VEC], float& m, double& s) {
+  float pack_max = v[0];
+#pragma unroll
+  for (int j = 1; j < VEC; ++j) pack_max = fmaxf(pack_max, v[j]);
+  const float next = fmaxf(m, pack_max);
+  // All -inf so far: shift by 0 (exp(-inf - -inf) would be NaN), which adds the zeros it should.
+  const float shift = next == -INFINITY ? 0.0f : next;
+  float pack_sum = 0.0f;
+#pragma unroll
+  for (int j = 0; j < VEC; ++j) pack_sum += expf(v[j] - shift);
+  s = s * static_cast<double>(expf(m - shift)) + static_cast<double>(pack_sum);
+  m = next;
+}
+
+// A thread's (m, s) from online_pack moved to the group's max before the group adds them; a
+// thread that saw nothing but -inf and NaN passes its s (0 or NaN) on.
+__device__ __forceinline__ double shifted_sum(float m, double s, float group_max) {
+  return m == -INFINITY ? s : s * static_cast<double>(expf(m - group_max));
+}
+
 // log(sum(exp(x))) from the row's max and the sum shifted by it. An infinite max is the answer
 // itself (all -inf, or a +inf), as in the reference.
 __device__ __forceinline__ float finish_lse(float m, double s) {
@@ -98,6 +122,14 @@ __device__ __forceinline__ Walk walk(int group) {
   return {static_cast<int64_t>(blockIdx.x) * groups_per_block + g,
           static_cast<int64_t>(gridDim.x) * groups_per_block,
           static_cast<int>(threadIdx.x % group)};
+}
+
+// Blocks for one row per group: the hardware starts each block as another finishes, so no wave
+// is left part-empty when fewer blocks fit an SM than a persistent grid assumed.
+inline unsigned one_row_per_group_grid(int64_t rows, int threads, int group) {
+  const int64_t per_block = threads / group;
+  const int64_t blocks = (rows + per_block - 1) / per_block;
+  return static_cast<unsigned>(blocks < 1 ? 1 : blocks > 0x7fffffff ? 0x7fffffff : blocks);
 }
 
 }  // namespace eagle::native::rows

@@ -11,19 +11,20 @@ namespace {
 using rows::group_reduce;
 
 using rows::finish_lse;
-using rows::online;
-using rows::rescaled;
 
-template <int VEC>
-__device__ __forceinline__ void write_out(const float (&v)[VEC], float lse, bool log,
-                                          float (&out)[VEC]) {
+// y = exp(x - lse), or x - lse for log softmax.
+template <bool LOG, int VEC>
+__device__ __forceinline__ void write_out(const float (&v)[VEC], float lse, float (&out)[VEC]) {
 #pragma unroll
-  for (int j = 0; j < VEC; ++j) out[j] = log ? v[j] - lse : expf(v[j] - lse);
+  for (int j = 0; j < VEC; ++j) out[j] = LOG ? v[j] - lse : expf(v[j] - lse);
 }
 
-template <class T, int VEC, bool CACHED>
-__global__ void softmax_kernel(const T* __restrict__ x, T* __restrict__ y, int64_t n_rows,
-                               int64_t len, bool log, int group) {
+// The row in registers (kCachedPacks packs a thread): one read of x. Launch-bounded at 1024
+// threads (at most 64 registers): a cached row of 4096 packs takes a block that large.
+template <class T, int VEC, bool LOG>
+__global__ void __launch_bounds__(1024)
+    softmax_cached_kernel(const T* __restrict__ x, T* __restrict__ y, int64_t n_rows, int64_t len,
+                          int group) {
   __shared__ float scratch[32];
   __shared__ double sums[32];
   const rows::Walk w = rows::walk(group);
@@ -32,92 +33,116 @@ __global__ void softmax_kernel(const T* __restrict__ x, T* __restrict__ y, int64
   for (int64_t r = w.first; r < n_rows; r += w.step) {
     const T* xr = x + r * len;
     T* yr = y + r * len;
-    if constexpr (CACHED) {
-      float v[kCachedPacks][VEC];
-      float m = -INFINITY;
+    float v[kCachedPacks][VEC];
+    float m = -INFINITY;
 #pragma unroll
-      for (int k = 0; k < kCachedPacks; ++k) {
-        const int64_t i = start + k * stride;
-        if (i < len) {
-          rows::load<T, VEC>(xr, i, v[k]);
-        } else {
+    for (int k = 0; k < kCachedPacks; ++k) {
+      const int64_t i = start + k * stride;
+      if (i < len) {
+        rows::load<T, VEC>(xr, i, v[k]);
+      } else {
 #pragma unroll
-          for (int j = 0; j < VEC; ++j) v[k][j] = -INFINITY;
-        }
-#pragma unroll
-        for (int j = 0; j < VEC; ++j) m = fmaxf(m, v[k][j]);
+        for (int j = 0; j < VEC; ++j) v[k][j] = -INFINITY;
       }
-      m = group_reduce(m, rows::Max{}, scratch, group);
-      // Softmax keeps exp(x - m) in place of x and scales it by 1 / sum: one exponential per
-      // element, not two (the special-function unit, not memory, would bound a second one).
-      // Log softmax keeps x. At most kCachedPacks * VEC terms a thread; the group adds in double.
-      float s = 0.0f;
 #pragma unroll
-      for (int k = 0; k < kCachedPacks; ++k)
+      for (int j = 0; j < VEC; ++j) m = fmaxf(m, v[k][j]);
+    }
+    m = group_reduce(m, rows::Max{}, scratch, group);
+    // Softmax keeps exp(x - m) in place of x and scales it by 1 / sum: one exponential per
+    // element, not two (the special-function unit, not memory, would bound a second one).
+    // Log softmax keeps x. At most kCachedPacks * VEC terms a thread; the group adds in double.
+    float s = 0.0f;
 #pragma unroll
-        for (int j = 0; j < VEC; ++j) {
-          const float e = expf(v[k][j] - m);
-          s += e;
-          if (!log) v[k][j] = e;
-        }
-      const double total = rows::group_sum(s, sums, group);
-      const float lse = finish_lse(m, total);
-      // An infinite max: exp(x - m) is already the reference's exp(x - lse) (0, or NaN).
-      const float scale = isinf(m) ? 1.0f : static_cast<float>(1.0 / total);
+    for (int k = 0; k < kCachedPacks; ++k)
 #pragma unroll
-      for (int k = 0; k < kCachedPacks; ++k) {
-        const int64_t i = start + k * stride;
-        if (i < len) {
-          float out[VEC];
-#pragma unroll
-          for (int j = 0; j < VEC; ++j) out[j] = log ? v[k][j] - lse : v[k][j] * scale;
-          rows::store<T, VEC>(yr, i, out);
-        }
+      for (int j = 0; j < VEC; ++j) {
+        const float e = expf(v[k][j] - m);
+        s += e;
+        if constexpr (!LOG) v[k][j] = e;
       }
-    } else {
-      // Online: one read for the max and the rescaled sum, four packs in flight per thread.
-      float m = -INFINITY;
-      double s = 0.0;
-      for (int64_t base = start; base < len; base += 4 * stride) {
-        float v[4][VEC];
+    const double total = rows::group_sum(s, sums, group);
+    const float lse = finish_lse(m, total);
+    // An infinite max: exp(x - m) is already the reference's exp(x - lse) (0, or NaN).
+    const float scale = isinf(m) ? 1.0f : static_cast<float>(1.0 / total);
 #pragma unroll
-        for (int u = 0; u < 4; ++u) {
-          const int64_t i = base + u * stride;
-          if (i < len) {
-            rows::load<T, VEC>(xr, i, v[u]);
-          } else {
+    for (int k = 0; k < kCachedPacks; ++k) {
+      const int64_t i = start + k * stride;
+      if (i < len) {
+        float out[VEC];
 #pragma unroll
-            for (int j = 0; j < VEC; ++j) v[u][j] = -INFINITY;
-          }
-        }
-#pragma unroll
-        for (int u = 0; u < 4; ++u)
-#pragma unroll
-          for (int j = 0; j < VEC; ++j) online(v[u][j], m, s);
-      }
-      const float row_max = group_reduce(m, rows::Max{}, scratch, group);
-      const float lse = finish_lse(row_max, rows::group_sum(rescaled(m, s, row_max), sums, group));
-#pragma unroll 4
-      for (int64_t i = start; i < len; i += stride) {
-        float v[VEC], out[VEC];
-        rows::load<T, VEC>(xr, i, v);
-        write_out<VEC>(v, lse, log, out);
+        for (int j = 0; j < VEC; ++j) out[j] = LOG ? v[k][j] - lse : v[k][j] * scale;
         rows::store<T, VEC>(yr, i, out);
       }
     }
   }
 }
 
+// A row longer than the registers: one online read for the max and the rescaled sum (a rescale
+// per pack, not per element), four packs in flight per thread; a second read writes y.
+template <class T, int VEC, bool LOG>
+__global__ void softmax_online_kernel(const T* __restrict__ x, T* __restrict__ y, int64_t n_rows,
+                                      int64_t len, int group) {
+  __shared__ float scratch[32];
+  __shared__ double sums[32];
+  const rows::Walk w = rows::walk(group);
+  const int64_t stride = int64_t{group} * VEC;
+  const int64_t start = int64_t{w.lane} * VEC;
+  for (int64_t r = w.first; r < n_rows; r += w.step) {
+    const T* xr = x + r * len;
+    T* yr = y + r * len;
+    float m = -INFINITY;
+    double s = 0.0;
+    int64_t i = start;
+    for (; i + 3 * stride < len; i += 4 * stride) {
+      float v[4][VEC];
+#pragma unroll
+      for (int u = 0; u < 4; ++u) rows::load<T, VEC>(xr, i + u * stride, v[u]);
+#pragma unroll
+      for (int u = 0; u < 4; ++u) rows::online_pack<VEC>(v[u], m, s);
+    }
+    for (; i < len; i += stride) {
+      float v[VEC];
+      rows::load<T, VEC>(xr, i, v);
+      rows::online_pack<VEC>(v, m, s);
+    }
+    const float row_max = group_reduce(m, rows::Max{}, scratch, group);
+    const float lse =
+        finish_lse(row_max, rows::group_sum(rows::shifted_sum(m, s, row_max), sums, group));
+#pragma unroll 4
+    for (int64_t k = start; k < len; k += stride) {
+      float v[VEC], out[VEC];
+      rows::load<T, VEC>(xr, k, v);
+      write_out<LOG, VEC>(v, lse, out);
+      rows::store<T, VEC>(yr, k, out);
+    }
+  }
+}
+
+// One row per group: the loops in the kernels only guard a capped grid.
+template <class T, int VEC, bool CACHED, bool LOG>
+void launch_rows(const SoftmaxArgs& a, const RowGeometry& g, cudaStream_t s) {
+  const unsigned grid = rows::one_row_per_group_grid(a.rows, g.threads, g.group);
+  const auto* x = static_cast<const T*>(a.x);
+  auto* y = static_cast<T*>(a.y);
+  if constexpr (CACHED)
+    softmax_cached_kernel<T, VEC, LOG><<<grid, g.threads, 0, s>>>(x, y, a.rows, a.len, g.group);
+  else
+    softmax_online_kernel<T, VEC, LOG><<<grid, g.threads, 0, s>>>(x, y, a.rows, a.len, g.group);
+}
+
 template <class T, int VEC, bool CACHED>
 bool launch(const SoftmaxArgs& a, const RowGeometry& g, void* stream) noexcept {
-  softmax_kernel<T, VEC, CACHED><<<g.grid, g.threads, 0, static_cast<cudaStream_t>(stream)>>>(
-      static_cast<const T*>(a.x), static_cast<T*>(a.y), a.rows, a.len, a.log, g.group);
+  const auto s = static_cast<cudaStream_t>(stream);
+  if (a.log)
+    launch_rows<T, VEC, CACHED, true>(a, g, s);
+  else
+    launch_rows<T, VEC, CACHED, false>(a, g, s);
   return launch_succeeded();
 }
 
-// Split rows, first pass: each chunk's max and sum of exp(x - max), online.
+// Split rows, first pass: each chunk's max and sum of exp(x - max), online a pack at a time.
 template <class T, int VEC>
-__global__ void split_stats_kernel(SoftmaxArgs a, int group) {
+__global__ void __launch_bounds__(1024) split_stats_kernel(SoftmaxArgs a, int group) {
   __shared__ float scratch[32];
   __shared__ double sums[32];
   const T* __restrict__ x = static_cast<const T*>(a.x);
@@ -129,14 +154,21 @@ __global__ void split_stats_kernel(SoftmaxArgs a, int group) {
     const T* xr = x + row * a.len;
     float m = -INFINITY;
     double s = 0.0;
-    for (int64_t i = begin + int64_t{w.lane} * VEC; i < end; i += stride) {
+    int64_t i = begin + int64_t{w.lane} * VEC;
+    for (; i + 3 * stride < end; i += 4 * stride) {
+      float v[4][VEC];
+#pragma unroll
+      for (int u = 0; u < 4; ++u) rows::load<T, VEC>(xr, i + u * stride, v[u]);
+#pragma unroll
+      for (int u = 0; u < 4; ++u) rows::online_pack<VEC>(v[u], m, s);
+    }
+    for (; i < end; i += stride) {
       float v[VEC];
       rows::load<T, VEC>(xr, i, v);
-#pragma unroll
-      for (int j = 0; j < VEC; ++j) online(v[j], m, s);
+      rows::online_pack<VEC>(v, m, s);
     }
     const float chunk_max = group_reduce(m, rows::Max{}, scratch, group);
-    const double total = rows::group_sum(rescaled(m, s, chunk_max), sums, group);
+    const double total = rows::group_sum(rows::shifted_sum(m, s, chunk_max), sums, group);
     if (w.lane == 0) {
       a.partials[2 * p] = chunk_max;
       a.partials[2 * p + 1] = total;
@@ -146,8 +178,8 @@ __global__ void split_stats_kernel(SoftmaxArgs a, int group) {
 
 // Split rows, second pass: the row's chunks combined by the group (a fixed order: the same
 // bits every run), then this chunk written.
-template <class T, int VEC>
-__global__ void split_write_kernel(SoftmaxArgs a, int group) {
+template <class T, int VEC, bool LOG>
+__global__ void __launch_bounds__(1024) split_write_kernel(SoftmaxArgs a, int group) {
   __shared__ float scratch[32];
   __shared__ double sums[32];
   const T* __restrict__ x = static_cast<const T*>(a.x);
@@ -164,12 +196,13 @@ __global__ void split_write_kernel(SoftmaxArgs a, int group) {
     m = group_reduce(m, rows::Max{}, scratch, group);
     double s = 0.0;
     for (int64_t k = w.lane; k < a.splits; k += group)
-      s += rescaled(static_cast<float>(part[2 * k]), part[2 * k + 1], m);
+      s += rows::shifted_sum(static_cast<float>(part[2 * k]), part[2 * k + 1], m);
     const float lse = finish_lse(m, rows::group_sum(s, sums, group));
+#pragma unroll 4
     for (int64_t i = begin + int64_t{w.lane} * VEC; i < end; i += stride) {
       float v[VEC], out[VEC];
       rows::load<T, VEC>(x + row * a.len, i, v);
-      write_out<VEC>(v, lse, a.log, out);
+      write_out<LOG, VEC>(v, lse, out);
       rows::store<T, VEC>(y + row * a.len, i, out);
     }
   }
@@ -178,9 +211,13 @@ __global__ void split_write_kernel(SoftmaxArgs a, int group) {
 template <class T, int VEC>
 bool launch_split(const SoftmaxArgs& a, const RowGeometry& g, void* stream) noexcept {
   const auto s = static_cast<cudaStream_t>(stream);
-  split_stats_kernel<T, VEC><<<g.grid, g.threads, 0, s>>>(a, g.group);
+  const unsigned grid = rows::one_row_per_group_grid(a.rows * a.splits, g.threads, g.group);
+  split_stats_kernel<T, VEC><<<grid, g.threads, 0, s>>>(a, g.group);
   if (!launch_succeeded()) return false;
-  split_write_kernel<T, VEC><<<g.grid, g.threads, 0, s>>>(a, g.group);
+  if (a.log)
+    split_write_kernel<T, VEC, true><<<grid, g.threads, 0, s>>>(a, g.group);
+  else
+    split_write_kernel<T, VEC, false><<<grid, g.threads, 0, s>>>(a, g.group);
   return launch_succeeded();
 }
 

@@ -1,7 +1,11 @@
 // The native reduction engine against the reference engine on fresh random inputs, every mode,
-// trailing, leading, middle, scattered and all axes, keepdim or not (GPU; skipped without one),
-// and its declines and its place in the plan list (everywhere).
+// trailing, leading, middle, scattered and all axes, keepdim or not, each path (rows by a warp
+// or a block, split rows combined by a warp or a block, columns with packs or scalars, strided),
+// NaN and empty reductions (GPU; skipped without one), and its declines, its plans' geometry
+// and its place in the plan list (everywhere).
 #include <gtest/gtest.h>
+
+#include <cmath>
 
 #include "cuda_build.hpp"
 #include "native_structured.hpp"
@@ -34,12 +38,19 @@ const std::vector<AxesCase>& axes_cases() {
   static const std::vector<AxesCase> c = {
       {{3, 5}, {-1}, false},         {{1, 1}, {}, false},
       {{127, 4099}, {1}, true},      {{2113, 1031}, {0}, false},  // columns: strided
-      {{7, 131072}, {}, false},        // all axes: split rows, combined partials
-      {{3, 200000}, {1}, false},       // few long rows: split
-      {{4, 6, 5, 3}, {0, 2}, false},   // scattered: strided, two reduced runs
-      {{4, 6, 5, 3}, {1, 2}, true},    // middle run
-      {{4, 6, 5, 3}, {2, 3}, false},   // trailing run: rows
-      {{4, 1, 5, 1}, {1, 3}, false}};  // only size-1 axes: a copy through the mode
+      {{7, 131072}, {}, false},       // all axes: split rows, combined partials
+      {{3, 200000}, {1}, false},      // few long rows: split
+      {{4, 6, 5, 3}, {0, 2}, false},  // scattered: strided, two reduced runs
+      {{4, 6, 5, 3}, {1, 2}, true},   // middle run
+      {{4, 6, 5, 3}, {2, 3}, false},  // trailing run: rows
+      {{4, 1, 5, 1}, {1, 3}, false},  // only size-1 axes: a copy through the mode
+      {{300, 4096}, {1}, false},      // rows, 16-byte packs: a warp a row (bf16), a block (f32)
+      {{40, 65536}, {}, false},       // all axes, more splits than a warp combines: a block does
+      {{64, 32768}, {0, 1}, false},   // all axes, 256 splits: a warp combines them
+      {{3000, 256}, {0}, false},      // columns, 16-byte packs, count split into chunks
+      {{3, 700, 64}, {1}, true},      // columns with an outer kept axis, packs
+      {{4099, 24}, {0}, false},       // columns narrower than a warp of packs
+      {{5, 37, 33}, {1}, false}};     // columns, odd inner: scalar loads
   return c;
 }
 
@@ -67,6 +78,40 @@ TEST_P(NativeReduction, EveryModeAndAxesMatchTheReference) {
       sweep::compare_with_reference(manifest(), reduction_id(), {}, g,
                                     {{x, random_array(c.dims, GetParam(), Device::cpu(), lo, hi)}});
     }
+}
+
+// x with NaN planted in one row (rows path), one column (columns path) and the flat array
+// (all axes): max, min and amax must give NaN exactly where the reference does; sum too.
+TEST_P(NativeReduction, NaNPropagatesOnEveryPath) {
+  EAGLE_SKIP_UNLESS_RUNS_HERE(reduction_id());
+  const op::Dims dims = {257, 1024};
+  std::vector<double> values = random_values(257 * 1024);
+  values[5 * 1024 + 77] = std::nan("");     // row 5, column 77
+  values[200 * 1024 + 901] = std::nan("");  // row 200, column 901
+  for (const char* mode : {"max", "min", "amax", "sum"})
+    for (const std::vector<int64_t>& axes : {std::vector<int64_t>{1}, {0}, {}}) {
+      SCOPED_TRACE(std::string(mode) + " over " + std::to_string(axes.size()) + " axes" +
+                   (axes.empty()   ? " (all)"
+                    : axes[0] == 0 ? " (columns)"
+                                   : " (rows)"));
+      const op::Graph g = reduction_graph(dims, GetParam(), mode, axes, false);
+      const op::Tensor x = g.nodes()[0].input("x");
+      sweep::compare_with_reference(manifest(), reduction_id(), {}, g,
+                                    {{x, from_doubles(values, dims, GetParam(), Device::cpu())}});
+    }
+}
+
+// The mean of no elements is NaN, on the rows and the columns paths.
+TEST_P(NativeReduction, MeanOfNothingIsNaN) {
+  EAGLE_SKIP_UNLESS_RUNS_HERE(reduction_id());
+  for (const std::vector<int64_t>& axes : {std::vector<int64_t>{1}, {0}}) {
+    const op::Dims dims = axes[0] == 1 ? op::Dims{6, 0} : op::Dims{0, 6};
+    SCOPED_TRACE("mean of [" + dims_name(dims) + "] over axis " + std::to_string(axes[0]));
+    const op::Graph g = reduction_graph(dims, GetParam(), "mean", axes, false);
+    const op::Tensor x = g.nodes()[0].input("x");
+    sweep::compare_with_reference(manifest(), reduction_id(), {}, g,
+                                  {{x, from_doubles({}, dims, GetParam(), Device::cpu())}});
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(native_reduction, NativeReduction, ::testing::ValuesIn(float_dtypes()),
@@ -119,6 +164,20 @@ TEST(NativeReductionHarness, TheReferencePassesAgainstItself) {
   const op::Tensor x = g.nodes()[0].input("x");
   sweep::compare_with_reference(manifest(), engine("pointwise", "reference"), {}, g,
                                 {{x, random_array({4, 6, 5, 3}, DType::bf16, Device::cpu())}});
+}
+
+// The inputs of the NaN and empty cases are ones the harness and the reference take (CPU).
+TEST(NativeReductionHarness, TheReferencePassesAgainstItselfOnNaNAndEmptyInputs) {
+  std::vector<double> values = random_values(4 * 8);
+  values[13] = std::nan("");
+  const op::Graph nan_max = reduction_graph({4, 8}, DType::bf16, "max", {0}, false);
+  sweep::compare_with_reference(
+      manifest(), engine("pointwise", "reference"), {}, nan_max,
+      {{nan_max.nodes()[0].input("x"), from_doubles(values, {4, 8}, DType::bf16, Device::cpu())}});
+  const op::Graph empty = reduction_graph({6, 0}, DType::f32, "mean", {1}, false);
+  sweep::compare_with_reference(
+      manifest(), engine("pointwise", "reference"), {}, empty,
+      {{empty.nodes()[0].input("x"), from_doubles({}, {6, 0}, DType::f32, Device::cpu())}});
 }
 
 }  // namespace

@@ -53,5 +53,24 @@ TEST(RowGeometry, NoRowsStillLaunchesAValidGrid) {
   EXPECT_EQ(row_geometry(5, 0, 1, 0).grid, 2u);  // no SM count: still a grid for the rows
 }
 
+TEST(ReduceRowGeometry, RowsOfAtMostSixteenPacksALaneTakeAWarp) {
+  const RowGeometry g = reduce_row_geometry(16384, 4096, 8, 132);  // bf16 [16384, 4096]
+  EXPECT_EQ(g.group, 32);
+  EXPECT_EQ(g.threads, kReduceThreads);
+  EXPECT_EQ(g.grid, 132u * kReduceBlocksPerSm);  // every block resident, rows strided
+  EXPECT_EQ(reduce_row_geometry(16384, 4096, 4, 132).group, kReduceThreads);  // f32: 32 a lane
+  EXPECT_EQ(reduce_row_geometry(3, 5, 1, 132).group, 32);
+  EXPECT_EQ(reduce_row_geometry(3, 5, 1, 132).grid, 1u);
+}
+
+TEST(ReduceRowGeometry, LongPiecesTakeTheBlockAndEmptyOnesStillLaunch) {
+  const RowGeometry g = reduce_row_geometry(1056, 63552, 8, 132);  // all axes of 2^26, split
+  EXPECT_EQ(g.group, kReduceThreads);
+  EXPECT_EQ(g.grid, 132u * kReduceBlocksPerSm);
+  EXPECT_EQ(reduce_row_geometry(6, 0, 1, 132).group, 32);
+  EXPECT_EQ(reduce_row_geometry(6, 0, 1, 132).grid, 1u);
+  EXPECT_EQ(reduce_row_geometry(0, 10, 1, 0).grid, 1u);
+}
+
 }  // namespace
 }  // namespace eagle::native
