@@ -7,6 +7,7 @@
 namespace eagle::plan {
 
 bool OperandBuffer::row_major() const {
+  if (numel() == 0) return true;  // no element is addressed through an empty buffer's strides
   int64_t expect = 1;
   for (int i = ndim - 1; i >= 0; --i) {
     if (dims[i] != 1 && strides[i] != expect) return false;

@@ -1,5 +1,7 @@
 #include "engines/native/structured_support.hpp"
 
+#include <algorithm>
+
 #include "engines/native/launch_status.hpp"
 
 namespace eagle::native {
@@ -20,6 +22,9 @@ op::Node single_node(const op::Graph& graph, const std::string& engine,
 void require_row_major(const op::Tensor& t, const std::string& engine) {
   int64_t expect = 1;
   const op::Dims& dims = t.dims();
+  // No element is addressed through an empty tensor's strides (the op graph gives a size-0 dim
+  // the strides of size 1): it is dense whatever they are.
+  if (std::find(dims.begin(), dims.end(), 0) != dims.end()) return;
   for (std::size_t i = dims.size(); i-- > 0;) {
     require(dims[i] == 1 || t.strides()[i] == expect, engine,
             "tensor '" + t.name() + "' must be dense row-major");

@@ -567,7 +567,7 @@ TEST(CublasLtRefusals, ExplainNamesTheRule) {
 
 // Which GELU cuBLASLt's epilogue computes: c = x exactly (K = 1, b = 1, f32 without tf32), x
 // where the two forms differ most (|x| in [2.5, 4]: 1e-4 to 4e-4 apart, 10% of the result for
-// negative x). An accurate tanh form lands within 2e-6 (relative) of gelu_tanh; were it the erf form
+// negative x). A tanh form lands within 1e-5 of gelu_tanh; were it the erf form
 // (or a coarse tanh), gelu_tanh would be declined instead.
 TEST(CublasLtEpilogue, GeluIsTheTanhForm) {
   const std::string why = skip_reason();
@@ -597,9 +597,9 @@ TEST(CublasLtEpilogue, GeluIsTheTanhForm) {
     const double erf_form = 0.5 * v * (1 + std::erf(v / std::sqrt(2.0)));
     for (int64_t j = 0; j < kCols; ++j) {
       const double o = got[static_cast<std::size_t>(i * kCols + j)];
-      // Relative: cuBLASLt's tanh lands ~17 float ulps off at x = 3.5 (4.06e-6 measured), two
-      // orders under the erf form's distance there.
-      EXPECT_NEAR(o, tanh_form, 2e-6 * std::max(1.0, std::fabs(tanh_form)))
+      // cuBLASLt's tanh is approximate: up to 4.1e-6 off, absolute, on the H200 (x = 3.52 and
+      // x = -3.42); the erf form is at least 1e-4 away on these x.
+      EXPECT_NEAR(o, tanh_form, 1e-5)
           << "x = " << v << ": cuBLASLt's GELU is not gelu_tanh (erf form " << erf_form << ")";
       erf_gap = std::max(erf_gap, std::fabs(o - erf_form));
     }
