@@ -95,12 +95,14 @@ std::vector<PlanConfig> rank_native_first(const plan::RankInput& in) {
 }
 
 // Gemm ranking: the GEMM engines (those naming an `algo` knob: cuBLASLt) ahead of the reference,
-// since the reference runs on the CPU only and a GEMM engine serves a GPU graph. Rules, all
-// default, untimed:
-// - A (and OPENSOURCE, which is A without the backend): cuBLASLt's heuristic entries 0..7 in the
+// since the reference runs on the CPU only and a GEMM engine serves a GPU graph. Rules:
+// - A (and OPENSOURCE, which is A without the backend): cuBLASLt's heuristic entries 0..15 in the
 //   order cuBLASLt ranks its own algorithms, with 32 MiB of workspace (room for its split-K and
 //   stream-K algorithms; no smaller size was timed) and tf32 off (an f32 graph computes in f32
-//   unless a caller pins tf32=1).
+//   unless a caller pins tf32=1). Timed (H200, bf16, plan::autotune, bench/RESULTS.md
+//   2026-12-03 session 3): entry 0 was within 1.1% of the fastest of entries 0-7 at 4096³,
+//   8192³ and [8192,4096]x[4096,12288], so the heuristic's order stands; where a shape is hot,
+//   plan::autotune measures instead.
 // - FALLBACK: entry 0 with no workspace, the config that asks least of the device.
 // Backend entries of a mode follow ours; the delegating entry comes last.
 std::vector<PlanConfig> rank_gemm(const plan::RankInput& in) {

@@ -251,7 +251,7 @@ class QueryHandle {
   cublasLtHandle_t h_ = nullptr;
 };
 
-constexpr int kMaxAlgos = 8;
+constexpr int kMaxAlgos = 16;
 
 struct Heuristic {
   cublasStatus_t status = CUBLAS_STATUS_SUCCESS;

@@ -200,7 +200,7 @@ TEST(CublasLtKnobs, OutsideTheDomainIsAnError) {
   auto pin = [](const plan::Knobs& k) {
     plan::ExecutionPlans::create_for(small_gemm(), manifest(), stand_in_gpu(90), cublaslt_id(), k);
   };
-  expect_invalid([&] { pin(knobs(8)); }, "knob 'algo' = 8 is outside its domain");
+  expect_invalid([&] { pin(knobs(16)); }, "knob 'algo' = 16 is outside its domain");
   expect_invalid([&] { pin(knobs(0, 2)); }, "knob 'tf32' = 2 is outside its domain");
   expect_invalid([&] { pin(knobs(0, 0, 64)); }, "knob 'workspace_mb' = 64 is outside its domain");
   expect_invalid([&] { pin({{"algo", 0}, {"tf32", 0}}); }, "knob 'workspace_mb' is not named");
@@ -211,7 +211,8 @@ TEST(CublasLtKnobs, OutsideTheDomainIsAnError) {
 
 TEST(CublasLtKnobs, TheDomainsNameTheAlgorithm) {
   const plan::Capabilities& caps = manifest().engine(cublaslt_id())->capabilities();
-  EXPECT_EQ(caps.knobs.at("algo"), (std::vector<int64_t>{0, 1, 2, 3, 4, 5, 6, 7}));
+  EXPECT_EQ(caps.knobs.at("algo"),
+            (std::vector<int64_t>{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15}));
   EXPECT_EQ(caps.knobs.at("workspace_mb"), (std::vector<int64_t>{32, 0}));
   EXPECT_EQ(caps.knobs.at("tf32"), (std::vector<int64_t>{0, 1}));
   EXPECT_EQ(caps.device, DeviceKind::cuda);
@@ -224,14 +225,14 @@ TEST(CublasLtRanking, HeuristicEntriesInOrderThenTheFallback) {
   plan::ExecutionPlans plans = plan::ExecutionPlans::create(
       small_gemm(), manifest(), stand_in_gpu(90), {plan::HeurMode::A, plan::HeurMode::FALLBACK});
   EXPECT_EQ(plans.family(), "gemm");
-  ASSERT_EQ(plans.count(), 9) << plans.describe();
-  for (int i = 0; i < 8; ++i) {
+  ASSERT_EQ(plans.count(), 17) << plans.describe();
+  for (int i = 0; i < 16; ++i) {
     EXPECT_EQ(plans.at(i).engine_id, cublaslt_id());
     EXPECT_EQ(plans.at(i).knobs, knobs(i));
     EXPECT_EQ(plans.at(i).mode, plan::HeurMode::A);
   }
-  EXPECT_EQ(plans.at(8).knobs, knobs(0, 0, 0));
-  EXPECT_EQ(plans.at(8).mode, plan::HeurMode::FALLBACK);
+  EXPECT_EQ(plans.at(16).knobs, knobs(0, 0, 0));
+  EXPECT_EQ(plans.at(16).mode, plan::HeurMode::FALLBACK);
 }
 
 TEST(CublasLtRanking, OnTheCpuOnlyTheReference) {
@@ -491,7 +492,7 @@ TEST(CublasLtAlgorithms, EntryZeroBuildsAndEntriesPastTheListDecline) {
   const std::string why = skip_reason();
   if (!why.empty()) GTEST_SKIP() << why;
   int built = 0;
-  for (int64_t algo = 0; algo < 8; ++algo) {
+  for (int64_t algo = 0; algo < 16; ++algo) {
     plan::ExecutionPlans plans = plan::ExecutionPlans::create_for(
         small_gemm(DType::bf16), manifest(), Device::cuda(0), cublaslt_id(), knobs(algo));
     try {
