@@ -21,3 +21,5 @@
 #include "eagle/plan/autotune.hpp"
 #include "eagle/plan/operand_rules.hpp"
 #include "eagle/plan/plans.hpp"
+#include "eagle/ragged/capacity.hpp"
+#include "eagle/ragged/kernels.hpp"

@@ -22,10 +22,11 @@ class StreamTimer {
   double stop_ms();
 
  private:
-  Device device_;
-  void* stream_;
-  void* begin_ = nullptr;  // cudaEvent_t pair on CUDA devices
-  void* end_ = nullptr;
+  // Unused in a build without CUDA, where only the host clock runs.
+  [[maybe_unused]] Device device_;
+  [[maybe_unused]] void* stream_;
+  [[maybe_unused]] void* begin_ = nullptr;  // cudaEvent_t pair on CUDA devices
+  [[maybe_unused]] void* end_ = nullptr;
   std::chrono::steady_clock::time_point host_begin_;
 };
 

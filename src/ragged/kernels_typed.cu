@@ -1,0 +1,181 @@
+// The ragged kernels, written once (eagle/kernel/typed.hpp) for the CPU and the GPU. Compiled as
+// CUDA in a CUDA build and as C++ otherwise (CMake: *_typed.cu).
+#include <array>
+
+#include "eagle/core/dtype.hpp"
+#include "eagle/kernel/typed.hpp"
+#include "eagle/ragged/kernels.hpp"
+
+namespace eagle::ragged {
+
+namespace {
+
+// Sequence s's clamped end b[s + 1], given b[s] (see kernels.hpp).
+EAGLE_HD int64_t clamped_end(int64_t raw, int64_t previous, int64_t tokens) {
+  const int64_t b = raw < previous ? previous : raw;
+  return b > tokens ? tokens : b;
+}
+
+// The clamped active end L = b[N].
+EAGLE_HD int64_t active_end(const In<int32_t>& cu, int64_t tokens) {
+  int64_t b = 0;
+  for (int64_t s = 1; s < cu.numel(); ++s) b = clamped_end(cu[s], b, tokens);
+  return b;
+}
+
+ArrayMeta cells(int64_t n, DType d) {
+  return {Shape{n}, d};
+}
+
+void need_cu_seqlens(const std::vector<ArrayMeta>& in, std::size_t at, const char* kernel) {
+  if (in.size() <= at || in[at].dtype != DType::i32 || in[at].shape.size() != 1 ||
+      in[at].shape[0] < 1)
+    throw InvalidArgument(std::string(kernel) +
+                          ": cu_seqlens must be a 1-D i32 array of N + 1 >= 1 entries");
+}
+
+int64_t int_scalar(const std::vector<ScalarArg>& s, std::size_t at, const char* kernel,
+                   const char* name, int64_t least) {
+  const int64_t v = at < s.size() ? s[at].i : 0;
+  if (at >= s.size() || v < least)
+    throw InvalidArgument(std::string(kernel) + ": " + name +
+                          " must be >= " + std::to_string(least) + ", got " +
+                          (at < s.size() ? std::to_string(v) : std::string("none")));
+  return v;
+}
+
+struct Validate {
+  static constexpr const char* name = "ragged_validate_cu_seqlens";
+  static constexpr std::array<const char*, 3> params = {"cu_seqlens", "error", "tokens"};
+  using types = eagle::types<int32_t>;
+  static constexpr bool per_sample = false;
+  static std::vector<ArrayMeta> infer(const std::vector<ArrayMeta>& in,
+                                      const std::vector<ScalarArg>& s) {
+    need_cu_seqlens(in, 0, name);
+    int_scalar(s, 0, name, "tokens (T)", 0);
+    return {cells(2, DType::u32)};
+  }
+  template <class Args>
+  EAGLE_HD static int64_t extent(const Args&) {
+    return 1;
+  }
+  template <class T>
+  EAGLE_HD static void point(int64_t, In<T> cu, Out<uint32_t> error, int64_t tokens) {
+    uint32_t rule = 0, index = 0;
+    const int64_t n = cu.numel();
+    if (cu[0] != 0) {
+      rule = static_cast<uint32_t>(Rule::first_not_zero);
+    } else {
+      for (int64_t i = 1; i < n && rule == 0; ++i)
+        if (cu[i] < cu[i - 1]) rule = static_cast<uint32_t>(Rule::decreasing), index = i;
+      if (rule == 0 && cu[n - 1] > tokens)
+        rule = static_cast<uint32_t>(Rule::past_capacity), index = static_cast<uint32_t>(n - 1);
+    }
+    error[0] = rule;
+    error[1] = index;
+  }
+};
+
+struct ChunkOffsets {
+  static constexpr const char* name = "ragged_chunk_offsets";
+  static constexpr std::array<const char*, 4> params = {"cu_seqlens", "offsets", "tokens", "chunk"};
+  using types = eagle::types<int32_t>;
+  static constexpr bool per_sample = false;
+  static std::vector<ArrayMeta> infer(const std::vector<ArrayMeta>& in,
+                                      const std::vector<ScalarArg>& s) {
+    need_cu_seqlens(in, 0, name);
+    int_scalar(s, 0, name, "tokens (T)", 0);
+    int_scalar(s, 1, name, "chunk (C)", 1);
+    return {cells(in[0].shape[0], DType::i32)};
+  }
+  template <class Args>
+  EAGLE_HD static int64_t extent(const Args&) {
+    return 1;
+  }
+  // One thread scans the N + 1 boundaries: N is at most a few thousand slots.
+  template <class T>
+  EAGLE_HD static void point(int64_t, In<T> cu, Out<int32_t> offsets, int64_t tokens,
+                             int64_t chunk) {
+    int64_t b = 0, total = 0;
+    offsets[0] = 0;
+    for (int64_t s = 1; s < cu.numel(); ++s) {
+      const int64_t end = clamped_end(cu[s], b, tokens);
+      total += (end - b + chunk - 1) / chunk;
+      offsets[s] = static_cast<int32_t>(total);
+      b = end;
+    }
+  }
+};
+
+struct ActiveRows {
+  static constexpr const char* name = "ragged_active_rows";
+  static constexpr std::array<const char*, 3> params = {"cu_seqlens", "mask", "tokens"};
+  using types = eagle::types<int32_t>;
+  static std::vector<ArrayMeta> infer(const std::vector<ArrayMeta>& in,
+                                      const std::vector<ScalarArg>& s) {
+    need_cu_seqlens(in, 0, name);
+    return {cells(int_scalar(s, 0, name, "tokens (T)", 0), DType::u8)};
+  }
+  template <class T>
+  EAGLE_HD static void point(int64_t i, In<T> cu, Out<uint8_t> mask, int64_t tokens) {
+    mask[i] = i < active_end(cu, tokens) ? 1 : 0;
+  }
+};
+
+// The row of flat element i of an array whose first dim is T.
+template <class A>
+EAGLE_HD int64_t row_of(int64_t i, const A& x) {
+  const int64_t per_row = x.dim(0) > 0 ? x.numel() / x.dim(0) : 1;
+  return per_row > 0 ? i / per_row : 0;
+}
+
+std::vector<ArrayMeta> rows_like_x(const std::vector<ArrayMeta>& in, const char* kernel) {
+  if (in.empty() || in[0].shape.empty())
+    throw InvalidArgument(std::string(kernel) + ": x must have a first (token row) dim");
+  need_cu_seqlens(in, 1, kernel);
+  return {in[0]};
+}
+
+struct MaskRows {
+  static constexpr const char* name = "ragged_mask_rows";
+  static constexpr std::array<const char*, 3> params = {"x", "cu_seqlens", "y"};
+  using types = eagle::types<float, double, half, bfloat16>;
+  static std::vector<ArrayMeta> infer(const std::vector<ArrayMeta>& in,
+                                      const std::vector<ScalarArg>&) {
+    return rows_like_x(in, name);
+  }
+  template <class T>
+  EAGLE_HD static void point(int64_t i, In<T> x, In<int32_t> cu, Out<T> y) {
+    y[i] = row_of(i, x) < active_end(cu, x.dim(0)) ? x[i] : T{};  // T{}: +0 (half and bfloat16 are bits here)
+  }
+};
+
+struct GradientBarrier {
+  static constexpr const char* name = "ragged_gradient_barrier";
+  static constexpr std::array<const char*, 3> params = {"x", "cu_seqlens", "y"};
+  using types = eagle::types<float, double, half, bfloat16>;
+  static std::vector<ArrayMeta> infer(const std::vector<ArrayMeta>& in,
+                                      const std::vector<ScalarArg>&) {
+    return rows_like_x(in, name);
+  }
+  template <class T>
+  EAGLE_HD static void point(int64_t i, In<T> x, In<int32_t>, Out<T> y) {
+    y[i] = x[i];
+  }
+};
+
+}  // namespace
+
+#define EAGLE_RAGGED_KERNEL(fn, Def)             \
+  const Kernel& fn() {                           \
+    static const Kernel k = typed_kernel<Def>(); \
+    return k;                                    \
+  }
+EAGLE_RAGGED_KERNEL(validate_cu_seqlens, Validate)
+EAGLE_RAGGED_KERNEL(chunk_offsets, ChunkOffsets)
+EAGLE_RAGGED_KERNEL(active_rows, ActiveRows)
+EAGLE_RAGGED_KERNEL(mask_rows, MaskRows)
+EAGLE_RAGGED_KERNEL(gradient_barrier, GradientBarrier)
+#undef EAGLE_RAGGED_KERNEL
+
+}  // namespace eagle::ragged

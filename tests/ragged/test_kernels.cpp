@@ -1,0 +1,172 @@
+// The ragged kernels on the CPU and on cuda:0, eagerly and inside a recorded graph whose
+// cu_seqlens is bound anew between replays.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <vector>
+
+#include "eagle/ragged/capacity.hpp"
+#include "eagle/ragged/kernels.hpp"
+#include "test_util.hpp"
+
+namespace eagle::test {
+namespace {
+
+Array cu_array(const std::vector<int32_t>& cu, Device d) {
+  return Array::from(cu, {static_cast<int64_t>(cu.size())}, d);
+}
+
+// The host version of every rule: clamped boundaries, chunk offsets, the active end.
+std::vector<int64_t> clamped(const std::vector<int32_t>& cu, int64_t tokens) {
+  std::vector<int64_t> b(cu.size(), 0);
+  for (std::size_t s = 1; s < cu.size(); ++s)
+    b[s] = std::min<int64_t>(std::max<int64_t>(cu[s], b[s - 1]), tokens);
+  return b;
+}
+std::vector<int32_t> want_offsets(const std::vector<int32_t>& cu, int64_t tokens, int64_t c) {
+  const std::vector<int64_t> b = clamped(cu, tokens);
+  std::vector<int32_t> out(cu.size(), 0);
+  for (std::size_t s = 1; s < cu.size(); ++s)
+    out[s] = static_cast<int32_t>(out[s - 1] + (b[s] - b[s - 1] + c - 1) / c);
+  return out;
+}
+
+class Ragged : public OnDeviceWithStream {};
+
+TEST_P(Ragged, ValidationNamesTheFirstBrokenRule) {
+  struct Case {
+    std::vector<int32_t> cu;
+    uint32_t rule, index;
+    const char* message;
+  };
+  const int64_t tokens = 10;
+  const std::vector<Case> cases = {
+      {{0, 3, 3, 7, 10}, 0, 0, ""},
+      {{0, 0, 0}, 0, 0, ""},
+      {{0}, 0, 0, ""},
+      {{1, 3, 7}, 1, 0, "the first entry must be 0"},
+      {{0, 4, 2, 9}, 2, 2, "entry 2 is less than the one before"},
+      {{0, 4, 5, 11}, 3, 3, "the last entry must be <= T"},
+      {{0, 4, 3, 11}, 2, 2, "must not decrease"},  // the first rule broken wins
+  };
+  for (const Case& c : cases) {
+    const Array error = launch(ragged::validate_cu_seqlens(), {cu_array(c.cu, device())},
+                               {int64_t{tokens}}, stream(), team_)[0];
+    stream().synchronize();
+    const std::vector<uint32_t> e = error.to_vector<uint32_t>();
+    EXPECT_EQ(e[0], c.rule);
+    EXPECT_EQ(e[1], c.index);
+    if (c.rule == 0) {
+      EXPECT_NO_THROW(ragged::throw_if_invalid(error));
+    } else {
+      expect_invalid([&] { ragged::throw_if_invalid(error, "batch cu_seqlens"); },
+                     {"batch cu_seqlens", c.message, "(index " + std::to_string(c.index) + ")"});
+    }
+  }
+}
+
+TEST_P(Ragged, ChunkOffsetsScanTheClampedLengths) {
+  const int64_t tokens = 40;
+  const std::vector<std::vector<int32_t>> batches = {
+      {0, 1, 4, 4, 5, 9, 40},           // lengths 0, 1, C - 1, C, C + 1, long (C = 4)
+      {0, 40, 40, 40},                  // one sequence fills T, a repeated tail
+      {0, 0, 0, 0},                     // nothing active
+      {0, 7, 3, 55, -5},                // bad: decreasing, past T, negative: clamped
+      {0, 1, 2, 3, 4, 5, 6, 7, 8, 40},  // M_max - 1 single tokens and one long: the bound
+  };
+  for (int64_t c : {1, 4, 16}) {
+    for (const auto& cu : batches) {
+      const Array out = launch(ragged::chunk_offsets(), {cu_array(cu, device())},
+                               {int64_t{tokens}, c}, stream(), team_)[0];
+      stream().synchronize();
+      const std::vector<int32_t> got = out.to_vector<int32_t>();
+      EXPECT_EQ(got, want_offsets(cu, tokens, c)) << "C " << c;
+      const int64_t slots = static_cast<int64_t>(cu.size()) - 1;
+      EXPECT_LE(got.back(), ragged::chunk_capacity(tokens, slots, c));
+    }
+  }
+}
+
+TEST_P(Ragged, MasksFollowTheActiveEnd) {
+  const int64_t tokens = 37, width = 5;
+  const std::vector<int32_t> cu = {0, 11, 11, 23, 23};  // L = 23, the tail repeats it
+  const int64_t active = 23;
+  for (DType d : {DType::f32, DType::f64, DType::f16, DType::bf16}) {
+    SCOPED_TRACE(dtype_name(d));
+    // Padding rows hold NaN: they must not leak into the masked output.
+    std::vector<double> hx = random_values(static_cast<std::size_t>(tokens * width), -2.0, 2.0);
+    for (int64_t i = active * width; i < tokens * width; ++i) hx[i] = NAN;
+    const Array x = from_doubles(hx, {tokens, width}, d, device());
+    const Array y = poisoned({tokens, width}, d, device());
+    launch_into(ragged::mask_rows(), {x, cu_array(cu, device())}, {}, {y}, stream(), team_);
+    const Array z = poisoned({tokens, width}, d, device());
+    launch_into(ragged::gradient_barrier(), {x, cu_array(cu, device())}, {}, {z}, stream(), team_);
+    stream().synchronize();
+    const std::vector<double> gx = x.to_vector<double>(), gy = y.to_vector<double>(),
+                              gz = z.to_vector<double>();
+    for (int64_t i = 0; i < tokens * width; ++i) {
+      if (i < active * width)
+        EXPECT_EQ(gy[i], gx[i]) << i;
+      else
+        EXPECT_EQ(gy[i], 0.0) << i;
+      EXPECT_TRUE(gz[i] == gx[i] || (std::isnan(gz[i]) && std::isnan(gx[i]))) << i;
+    }
+  }
+  const Array mask =
+      launch(ragged::active_rows(), {cu_array(cu, device())}, {tokens}, stream(), team_)[0];
+  stream().synchronize();
+  const std::vector<uint8_t> m = mask.to_vector<uint8_t>();
+  ASSERT_EQ(m.size(), static_cast<std::size_t>(tokens));
+  for (int64_t i = 0; i < tokens; ++i) EXPECT_EQ(m[i], i < active ? 1 : 0) << i;
+}
+
+// Captured once for the capacity; each replay reads the batch bound to cu_seqlens.
+TEST_P(Ragged, AGraphReadsTheBatchBoundAtEachReplay) {
+  const int64_t tokens = 24, chunk = 4;
+  const std::vector<int32_t> first = {0, 5, 5, 12}, second = {0, 24, 24, 24},
+                             broken = {0, 9, 4, 30};
+  const Array cu0 = cu_array(first, device());
+  Graph g = Graph::record([&](Recorder& r) {
+    const Value cu = r.param("cu_seqlens", cu0);
+    const Value error = r.call(ragged::validate_cu_seqlens(), {cu, int64_t{tokens}});
+    const Value offsets = r.call(ragged::chunk_offsets(), {cu, int64_t{tokens}, chunk});
+    const Value mask = r.call(ragged::active_rows(), {cu, int64_t{tokens}});
+    r.result({error, offsets, mask});
+  });
+  g.build(device());
+  for (const auto& cu : {first, second, broken}) {
+    g.bind("cu_seqlens", cu_array(cu, device()));
+    const std::vector<Array>& out = g();
+    EXPECT_EQ(out[1].to_vector<int32_t>(), want_offsets(cu, tokens, chunk));
+    const std::vector<uint8_t> m = out[2].to_vector<uint8_t>();
+    const int64_t active = clamped(cu, tokens).back();
+    for (int64_t i = 0; i < tokens; ++i) EXPECT_EQ(m[i], i < active ? 1 : 0) << i;
+    if (cu == broken)
+      expect_invalid([&] { ragged::throw_if_invalid(out[0]); }, "entry 2 is less than");
+    else
+      EXPECT_NO_THROW(ragged::throw_if_invalid(out[0]));
+  }
+  EXPECT_EQ(g.rebuild_count(), 0);
+}
+
+TEST(RaggedKernels, BadArgumentsAreRefusedByName) {
+  const Stream cpu(Device::cpu());
+  const ThreadTeam team(1);
+  const Array cu = Array::from(std::vector<int32_t>{0, 2}, {2}, Device::cpu());
+  const Array cu64 = Array::from(std::vector<int64_t>{0, 2}, {2}, Device::cpu());
+  expect_invalid(
+      [&] {
+        launch(ragged::chunk_offsets(), {cu}, {int64_t{4}, int64_t{0}}, cpu, team);
+      },
+      "chunk (C) must be >= 1, got 0");
+  expect_invalid([&] { launch(ragged::active_rows(), {cu}, {int64_t{-1}}, cpu, team); },
+                 "tokens (T) must be >= 0, got -1");
+  expect_invalid([&] { launch(ragged::validate_cu_seqlens(), {cu64}, {int64_t{4}}, cpu, team); },
+                 "cu_seqlens must be a 1-D i32 array");
+  expect_invalid([&] { ragged::throw_if_invalid(cu); }, "must be the u32 [2]");
+}
+
+EAGLE_ON_EVERY_DEVICE(Ragged);
+
+}  // namespace
+}  // namespace eagle::test
