@@ -107,6 +107,9 @@ class EmbeddingEngine : public plan::Engine {
     // Positions are sorted as int32 (embedding_bwd_kernels.hpp).
     require(!bwd || element_count(ids.dims()) < (int64_t{1} << 31), name(),
             "the backward sorts at most 2^31 - 1 ids");
+    // Its counting sort keeps a bucket's cursors in shared memory (embedding_bwd_kernels.hpp).
+    require(!bwd || node.output("dtable").dims()[0] <= kEmbeddingMaxVocab, name(),
+            "the backward sorts ids of at most 2^26 classes");
     if (!embedding_launcher(4, ids.dtype()))
       throw NotSupported(name() + ": no kernel in this build (no CUDA)");
   }

@@ -148,6 +148,70 @@ TEST(NativeEmbeddingBwd, TwoRunsGiveTheSameBits) {
   EXPECT_EQ(runs[0], runs[1]);
 }
 
+// Ids drawn from `distinct` classes spread over the whole table (many repeats, most rows
+// absent), `hot` of every 4 positions naming class `hot_id` (a padding id), fresh each call.
+sweep::HostInputs embedding_bwd_skewed(const op::Graph& g, int64_t vocab, int64_t distinct,
+                                       int64_t hot_id) {
+  const op::Node n = g.nodes()[0];
+  const op::Tensor dy = n.input("dy"), ids = n.input("ids");
+  const auto count = static_cast<std::size_t>(numel(ids.dims()));
+  std::vector<int64_t> v = random_indices(count, distinct);
+  const int64_t spread = vocab / distinct;
+  for (std::size_t i = 0; i < count; ++i) v[i] = i % 4 == 1 ? hot_id : (v[i] * spread + 7) % vocab;
+  return {{dy, random_array(dy.dims(), dy.dtype(), Device::cpu())},
+          {ids, from_ints(v, ids.dims(), ids.dtype(), Device::cpu())}};
+}
+
+// The counting sort at sizes where it has many buckets (V / 256), many chunks of positions
+// (N / 1024), buckets of more than 256 ids (V > 2^21), a hot id holding a quarter of the
+// positions, runs of repeats and mostly absent rows.
+TEST(NativeEmbeddingBwd, LargeVocabulariesWithRepeatsAndAbsentIdsMatchTheReference) {
+  EAGLE_SKIP_UNLESS_RUNS_HERE(embedding_id());
+  struct Skewed {
+    int64_t vocab, dim, ids, distinct, hot;
+  };
+  const std::vector<Skewed> shapes = {{131072, 64, 20000, 3000, 0},
+                                      {131072, 24, 40000, 131072, 131071},
+                                      {32769, 36, 16384, 50, 32768},
+                                      {(int64_t{1} << 21) + 3, 8, 5000, 4000, 1 << 20}};
+  for (DType d : float_dtypes())
+    for (DType ids : {DType::i32, DType::i64})
+      for (const Skewed& s : shapes) {
+        SCOPED_TRACE(std::string(dtype_name(d)) + " ids " + std::string(dtype_name(ids)) +
+                     " table [" + std::to_string(s.vocab) + ", " + std::to_string(s.dim) +
+                     "] ids " + std::to_string(s.ids) + " from " + std::to_string(s.distinct));
+        const op::Graph g = embedding_bwd_graph(s.vocab, s.dim, {s.ids}, d, ids);
+        sweep::compare_with_reference(manifest(), embedding_id(), {}, g,
+                                      embedding_bwd_skewed(g, s.vocab, s.distinct, s.hot));
+      }
+}
+
+// Many buckets and chunks, a hot id: the same bits twice (bf16 rounds the double sums once).
+TEST(NativeEmbeddingBwd, TwoRunsOfALargeVocabularyGiveTheSameBits) {
+  EAGLE_SKIP_UNLESS_RUNS_HERE(embedding_id());
+  const int64_t vocab = 131072, dim = 264, count = 30000;
+  op::Graph g = embedding_bwd_graph(vocab, dim, {count}, DType::bf16, DType::i64);
+  plan::ExecutionPlans plans =
+      plan::ExecutionPlans::create(g, manifest(), DeviceProperties::query(Device::cuda(0)));
+  ASSERT_EQ(plans.at(plans.build_plans()).engine_id, embedding_id());
+  const op::Node n = g.nodes()[0];
+  const sweep::HostInputs in = embedding_bwd_skewed(g, vocab, 5000, 3);
+  const Array dy = in[0].second.to(Device::cuda(0)), ids = in[1].second.to(Device::cuda(0));
+  const Stream stream(Device::cuda(0));
+  const Array ws =
+      Array::empty({static_cast<int64_t>(plans.workspace_size())}, DType::u8, Device::cuda(0));
+  std::vector<std::vector<double>> runs;
+  for (int run = 0; run < 2; ++run) {
+    const Array out = poisoned({vocab, dim}, DType::bf16, Device::cuda(0));
+    plan::VariantPack pack(plans.layout());
+    pack.set(n.input("dy"), dy).set(n.input("ids"), ids).set(n.output("dtable"), out);
+    plans.execute(pack, {stream.native(), nullptr, ws.data(), plans.workspace_size()});
+    stream.synchronize();
+    runs.push_back(values(out));
+  }
+  EXPECT_EQ(runs[0], runs[1]);
+}
+
 TEST(NativeEmbeddingHarness, TheReferencePassesAgainstItselfBackward) {
   const op::Graph g = embedding_bwd_graph(37, 5, {100}, DType::f16, DType::i32);
   sweep::compare_with_reference(manifest(), engine("embedding", "reference"), {}, g,
@@ -183,7 +247,8 @@ TEST(NativeEmbeddingPlanning, TheBackwardServesEitherDeterminismAndAsksForItsSor
     plan::ExecutionPlans plans = plan::ExecutionPlans::create(g, manifest(), hopper());
     EXPECT_EQ(plans.at(0).engine_id, embedding_id()) << plans.describe();
     EXPECT_EQ(plans.build_plans(), 0);
-    EXPECT_EQ(plans.workspace_size(), (2u * 128256 + 1 + 16384) * 4);
+    // Offsets [V + 1], two position arrays [N], the 501 x 16 bucket counts and their scan (+1).
+    EXPECT_EQ(plans.workspace_size(), (128256u + 1 + 2 * 16384 + 2 * 501 * 16 + 1) * 4);
   }
 }
 
