@@ -186,6 +186,21 @@ TEST_P(NativeSoftmaxBwd, MatchesTheReference) {
 INSTANTIATE_TEST_SUITE_P(native_normalization, NativeSoftmaxBwd,
                          ::testing::ValuesIn(dtype_shapes(row_shapes())), dtype_shape_name);
 
+// Aligned rows of a block (the training shape's path): packs kept as loaded, one row per block,
+// log a template parameter; rows of 4096, 16384 and 32768 elements (up to 1024 threads cached;
+// f32 32768 streams), enough rows that none split.
+TEST(NativeSoftmaxBwdShapes, AlignedRowsOfABlockUpToTheWidestCachedBlock) {
+  EAGLE_SKIP_UNLESS_RUNS_HERE(norm_id());
+  for (DType d : float_dtypes())
+    for (const op::Dims& dims : {op::Dims{600, 4096}, op::Dims{300, 16384}, op::Dims{300, 32768}})
+      for (bool log : {false, true}) {
+        SCOPED_TRACE(std::string(log ? "log_softmax_bwd " : "softmax_bwd ") +
+                     std::string(dtype_name(d)) + " [" + dims_name(dims) + "]");
+        const op::Graph g = softmax_bwd_graph(dims, d, log);
+        sweep::compare_with_reference(manifest(), norm_id(), {}, g, backward_inputs(g, log));
+      }
+}
+
 class NativeNormBwd : public NativeGpuCase {};
 
 TEST_P(NativeNormBwd, LayerNormAndRmsNormBackwardMatchTheReference) {
