@@ -114,6 +114,21 @@ TEST(NativeNormShapes, SeveralNormalizedDims) {
   }
 }
 
+// Aligned rows of a block, cached (16-byte packs kept as loaded, one row per block, 64
+// registers): 4096 (128 threads in 16-bit, 256 in f32), 16384 (512 and 1024 threads) and 32768
+// (1024 threads in 16-bit; f32 streams) elements.
+TEST(NativeNormShapes, AlignedRowsOfABlockUpToTheWidestCachedBlock) {
+  EAGLE_SKIP_UNLESS_RUNS_HERE(norm_id());
+  for (DType d : float_dtypes())
+    for (const op::Dims& dims : {op::Dims{600, 4096}, op::Dims{300, 16384}, op::Dims{300, 32768}})
+      for (const char* op : {"layer_norm", "rms_norm"}) {
+        SCOPED_TRACE(std::string(op) + " " + std::string(dtype_name(d)) + " [" + dims_name(dims) +
+                     "]");
+        const op::Graph g = norm_graph(op, dims, d, 1, true, true);
+        sweep::compare_with_reference(manifest(), norm_id(), {}, g, random_inputs(g, 0.5, 3.0));
+      }
+}
+
 // The comparison itself, on the CPU: the reference engine passes against itself in every dtype
 // (the gates admit a result rounded once to the output dtype).
 TEST(NativeNormalizationHarness, TheReferencePassesAgainstItself) {
