@@ -2,6 +2,7 @@
 
 #include "engines/native/launch_status.hpp"
 #include "engines/native/norm_bwd_kernels.hpp"
+#include "engines/native/pack_io.cuh"
 #include "engines/native/row_stats.cuh"
 #include "engines/native/rows.cuh"
 
@@ -129,7 +130,7 @@ __global__ void __launch_bounds__(kNormBwdCachedThreads)
         unpack<T, VEC>(cur.x[k], vx);
         pack_g_xhat<T, VEC>(scale, i, cur.mu, cur.inv, vd, vx, g, xh);
         pack_dx<VEC>(g, xh, cur.inv, mean_g, mean_gx, out);
-        rows::store<T, VEC>(dxr, i, out);
+        pack_io::store<T, VEC>(dxr, i, out);
       }
     }
     if (next < a.rows) load_row<T, VEC>(a, next, start, stride, cur);
@@ -146,6 +147,143 @@ __global__ void __launch_bounds__(kNormBwdCachedThreads)
         for (int j = 0; j < VEC; ++j) {
           slots[w.first * len + i + j] = ps[k][j];
           slots[(w.step + w.first) * len + i + j] = pb[k][j];
+        }
+    }
+  }
+}
+
+// Registers of a staged thread: 16-bit rows of 512 packs (256 threads) with parameter gradients
+// (32 column sums a thread) fit 80 (3 blocks an SM, no spills at sm_90a); f32 rows of 1024 packs
+// take 512 threads, so 64 (2 blocks); without parameter gradients 64.
+constexpr int norm_bwd_staged_registers(std::size_t elem, bool params) {
+  return params && elem < 4 ? 80 : 64;
+}
+
+// Aligned rows of a block, staged: each thread copies its own packs of dy and x for the rows
+// kNormBwdStages - 1 ahead into shared memory (cp.async) and reads back only those, so the wait
+// on its own copies suffices (no barrier; a stage is refilled one row after this thread last
+// read it, and those reads fed the stores before). Loads stay in flight through the row's
+// reduction (one barrier) and its dx stores; registers hold only the scale's packs and, with
+// PARAMS, the thread's columns' sums over its rows, written once to the block's slot.
+template <class T, bool PARAMS>
+__global__ void __maxnreg__(norm_bwd_staged_registers(sizeof(T), PARAMS))
+    norm_bwd_staged_kernel(NormBwdArgs a) {
+  constexpr int VEC = 16 / sizeof(T), P = kNormBwdStagedPacks, D = kNormBwdStages;
+  using Pk = rows::Pack<T, VEC>;
+  extern __shared__ uint4 smem[];  // packs [D][2 (dy, x)][P][threads], then the scratch
+  const int threads = static_cast<int>(blockDim.x), tid = static_cast<int>(threadIdx.x);
+  auto* scratch = reinterpret_cast<row_stats::Sum2*>(smem + D * 2 * P * threads);  // [2][32]
+  const T* dy = static_cast<const T*>(a.dy);
+  const T* x = static_cast<const T*>(a.x);
+  const T* scale = static_cast<const T*>(a.scale);
+  T* __restrict__ dx = static_cast<T*>(a.dx);
+  const int64_t len = a.len, first = blockIdx.x, step = gridDim.x;
+  const int64_t start = int64_t{tid} * VEC, stride = int64_t{threads} * VEC;
+  const double n = static_cast<double>(len);
+  const auto slot = [&](int stage, int t, int k) {
+    return smem + ((stage * 2 + t) * P + k) * threads + tid;
+  };
+  // Copies row r's packs of this thread into `stage`; a commit group even when empty, so the
+  // wait below always counts D - 1 newer groups.
+  const auto issue = [&](int64_t r, int stage) {
+    if (r < a.rows) {
+#pragma unroll
+      for (int k = 0; k < P; ++k) {
+        const int64_t i = start + k * stride;
+        if (i < len) {
+          row_stats::cp_async16(slot(stage, 0, k), dy + r * len + i);
+          row_stats::cp_async16(slot(stage, 1, k), x + r * len + i);
+        }
+      }
+    }
+    row_stats::cp_async_commit();
+  };
+#pragma unroll
+  for (int st = 0; st < D - 1; ++st) issue(first + st * step, st);
+  Pk sc[P];
+#pragma unroll
+  for (int k = 0; k < P; ++k) {
+    const int64_t i = start + k * stride;
+    if (scale && i < len) sc[k] = *reinterpret_cast<const Pk*>(scale + i);
+  }
+  float ps[PARAMS ? P : 1][VEC] = {}, pb[PARAMS ? P : 1][VEC] = {};
+  float mu = 0.0f, inv = 0.0f;
+  if (first < a.rows) {
+    mu = a.mean ? a.mean[first] : 0.0f;
+    inv = a.inv_std[first];
+  }
+  int stage = 0, parity = 0;
+  for (int64_t r = first; r < a.rows; r += step) {
+    issue(r + (D - 1) * step, stage == 0 ? D - 1 : stage - 1);
+    const int64_t next = r + step;
+    float next_mu = 0.0f, next_inv = 0.0f;
+    if (next < a.rows) {
+      next_mu = a.mean ? a.mean[next] : 0.0f;
+      next_inv = a.inv_std[next];
+    }
+    row_stats::cp_async_wait<D - 1>();  // row r's copies (this thread's) have landed
+    float sum_g = 0.0f, sum_gx = 0.0f;  // at most P * VEC terms a thread
+#pragma unroll
+    for (int k = 0; k < P; ++k) {
+      const int64_t i = start + k * stride;
+      if (i < len) {
+        float vd[VEC], vx[VEC], s[VEC];
+        pack_io::unpack<T, VEC>(*slot(stage, 0, k), vd);
+        pack_io::unpack<T, VEC>(*slot(stage, 1, k), vx);
+        if (scale) unpack<T, VEC>(sc[k], s);
+#pragma unroll
+        for (int j = 0; j < VEC; ++j) {
+          // g rounded here, never fused (see pack_g_xhat).
+          const float g = scale ? __fmul_rn(vd[j], s[j]) : vd[j];
+          const float xh = (vx[j] - mu) * inv;
+          sum_g += g;
+          sum_gx += g * xh;
+          if constexpr (PARAMS) {
+            ps[k][j] += vd[j] * xh;
+            pb[k][j] += vd[j];
+          }
+        }
+      }
+    }
+    const row_stats::Sum2 t =
+        row_stats::group_sum2({sum_g, sum_gx}, scratch + 32 * parity, threads);
+    parity ^= 1;
+    const float mean_g = a.mean ? static_cast<float>(t.a / n) : 0.0f;
+    const auto mean_gx = static_cast<float>(t.b / n);
+    T* dxr = dx + r * len;
+#pragma unroll
+    for (int k = 0; k < P; ++k) {
+      const int64_t i = start + k * stride;
+      if (i < len) {
+        float vd[VEC], vx[VEC], s[VEC], out[VEC];
+        pack_io::unpack<T, VEC>(*slot(stage, 0, k), vd);
+        pack_io::unpack<T, VEC>(*slot(stage, 1, k), vx);
+        if (scale) unpack<T, VEC>(sc[k], s);
+#pragma unroll
+        for (int j = 0; j < VEC; ++j) {
+          const float g = scale ? __fmul_rn(vd[j], s[j]) : vd[j];
+          out[j] = inv * (g - mean_g - ((vx[j] - mu) * inv) * mean_gx);
+        }
+        pack_io::store<T, VEC>(dxr, i, out);
+      }
+    }
+    mu = next_mu;
+    inv = next_inv;
+    stage = stage + 1 == D ? 0 : stage + 1;
+  }
+  row_stats::cp_async_wait<0>();  // only empty groups remain; nothing left in flight at exit
+  if constexpr (PARAMS) {
+    // Slot blockIdx.x (one per block of the grid); a block that ran no row writes its zeros
+    // too, so the finish adds every slot.
+    float* slots = static_cast<float*>(a.workspace);
+#pragma unroll
+    for (int k = 0; k < P; ++k) {
+      const int64_t i = start + k * stride;
+      if (i < len)
+#pragma unroll
+        for (int j = 0; j < VEC; ++j) {
+          slots[first * len + i + j] = ps[k][j];
+          slots[(step + first) * len + i + j] = pb[k][j];
         }
     }
   }
@@ -188,7 +326,7 @@ __global__ void norm_bwd_stream_kernel(NormBwdArgs a, int group) {
       rows::load<T, VEC>(xr, i, vx);
       pack_g_xhat<T, VEC>(scale, i, mu, inv, vd, vx, g, xh);
       pack_dx<VEC>(g, xh, inv, mean_g, mean_gx, out);
-      rows::store<T, VEC>(dxr, i, out);
+      pack_io::store<T, VEC>(dxr, i, out);
     }
   }
 }
@@ -264,11 +402,12 @@ __global__ void norm_bwd_finish_kernel(NormBwdArgs a) {
 
 // The blocks of a cached launch: g.grid (the plan's bound, which sized the workspace) capped at
 // one wave of what is resident on this device, so no partial second wave runs after the first.
-unsigned resident_grid(const void* kernel, const RowGeometry& g) noexcept {
+unsigned resident_grid(const void* kernel, const RowGeometry& g, int smem = 0) noexcept {
   int device = 0, sms = 0, per_sm = 0;
   if (cudaGetDevice(&device) != cudaSuccess ||
       cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess ||
-      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, g.threads, 0) != cudaSuccess ||
+      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, g.threads, smem) !=
+          cudaSuccess ||
       per_sm < 1) {
     cudaGetLastError();  // a failed query leaves the plan's grid; the launch reports errors
     return g.grid;
@@ -277,22 +416,46 @@ unsigned resident_grid(const void* kernel, const RowGeometry& g) noexcept {
   return static_cast<unsigned>(std::clamp<int64_t>(wave, 1, g.grid));
 }
 
-template <class T, int VEC, bool CACHED, bool PARAMS>
+// Launches the staged kernel: its shared memory (over the default 48 KB for 512 threads) and a
+// shared-memory carveout asked first. The grid, or 0 on an error.
+template <class T, bool PARAMS>
+unsigned launch_staged(const NormBwdArgs& a, const RowGeometry& g, cudaStream_t s) noexcept {
+  const auto kernel = &norm_bwd_staged_kernel<T, PARAMS>;
+  const int smem = norm_bwd_staged_smem(g.threads);
+  if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem) !=
+          cudaSuccess ||
+      cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
+                           cudaSharedmemCarveoutMaxShared) != cudaSuccess) {
+    launch_succeeded();  // records the error
+    return 0;
+  }
+  const unsigned grid = resident_grid(reinterpret_cast<const void*>(kernel), g, smem);
+  kernel<<<grid, g.threads, smem, s>>>(a);
+  return launch_succeeded() ? grid : 0;
+}
+
+enum class Path { stream, cached, staged };
+
+template <class T, int VEC, Path PATH, bool PARAMS>
 bool launch(const NormBwdArgs& a, const RowGeometry& g, void* stream) noexcept {
   const auto s = static_cast<cudaStream_t>(stream);
   unsigned grid = g.grid;
   if (a.rows > 0 && a.len > 0) {
-    if constexpr (CACHED) {
+    if constexpr (PATH == Path::staged) {
+      grid = launch_staged<T, PARAMS>(a, g, s);
+      if (grid == 0) return false;
+    } else if constexpr (PATH == Path::cached) {
       const auto kernel = &norm_bwd_cached_kernel<T, VEC, PARAMS>;
       grid = resident_grid(reinterpret_cast<const void*>(kernel), g);
       kernel<<<grid, g.threads, 0, s>>>(a, g.group);
+      if (!launch_succeeded()) return false;
     } else {
       norm_bwd_stream_kernel<T, VEC><<<g.grid, g.threads, 0, s>>>(a, g.group);
+      if (!launch_succeeded()) return false;
     }
-    if (!launch_succeeded()) return false;
   }
   if ((!a.dscale && !a.dbias) || a.len == 0) return true;
-  if constexpr (CACHED && PARAMS) {
+  if constexpr (PATH != Path::stream && PARAMS) {
     // The rows kernel did not run (no rows): no slot was written, the finish adds none.
     const int64_t count = a.rows > 0 ? int64_t{grid} * (g.threads / g.group) : 0;
     const auto tiles = static_cast<unsigned>((a.len + kFinishColumns - 1) / kFinishColumns);
@@ -311,9 +474,15 @@ bool launch(const NormBwdArgs& a, const RowGeometry& g, void* stream) noexcept {
 
 template <class T, int VEC>
 NormBwdLauncher pick_vec(const RowGeometry& g, bool params) {
-  if (!g.cached) return &launch<T, VEC, false, false>;
+  if (!g.cached) return &launch<T, VEC, Path::stream, false>;
+  if constexpr (VEC > 1) {
+    if (norm_bwd_staged(g)) {
+      if (g.threads > kNormBwdStagedThreads) return nullptr;
+      return params ? &launch<T, VEC, Path::staged, true> : &launch<T, VEC, Path::staged, false>;
+    }
+  }
   if (g.threads > kNormBwdCachedThreads) return nullptr;  // norm_bwd_geometry streams these
-  return params ? &launch<T, VEC, true, true> : &launch<T, VEC, true, false>;
+  return params ? &launch<T, VEC, Path::cached, true> : &launch<T, VEC, Path::cached, false>;
 }
 
 template <class T>

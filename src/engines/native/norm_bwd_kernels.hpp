@@ -4,10 +4,13 @@
 // a row per group of threads. The row sums add in float within a thread and in double across
 // threads (one barrier a row for both). dscale = sum over rows of dy * xhat and dbias = sum over
 // rows of dy are column sums, deterministic (no atomics):
-//   * rows in registers (at most kNormBwdCachedThreads threads a row): each group keeps the
-//     next row's loads in flight while it reduces this one, sums its columns over its rows in
-//     float registers and writes them once to its slot of the workspace; a second kernel adds
-//     the slots up per column in slot order (in double, many slots in flight per column).
+//   * aligned rows of a block (staged): each thread copies its packs of the next rows into
+//     shared memory (cp.async, kNormBwdStages rows deep), so loads stay in flight while a row
+//     is reduced and written; it sums its columns over its group's rows in float registers and
+//     writes them once to its group's slot of the workspace; a second kernel adds the slots up
+//     per column in slot order (in double, many slots in flight per column).
+//   * other rows that fit the registers (unaligned, or short rows of a warp): the same, the
+//     row's packs in registers instead of shared memory.
 //   * longer rows: chunks of rows re-read dy and x per column into double partials, added up
 //     in chunk order.
 #pragma once
@@ -43,22 +46,59 @@ NormBwdLauncher norm_bwd_launcher(DType dtype, const RowGeometry& g, bool params
 inline constexpr int kColumnThreads = 256;
 // The slot sums' block: 32 adjacent columns by 32 lanes that each add every 32nd slot.
 inline constexpr int kFinishColumns = 32, kFinishLanes = 32;
-// The largest group of the cached rows kernel: a thread's registers hold two rows' packs of dy
-// and x and, with parameter gradients, its columns' sums (over 128 registers in bf16), which
-// 256 threads a block can have; longer rows stream.
+// The largest group of the register-cached rows kernel (unaligned rows, and rows of a warp): a
+// thread's registers hold a row's packs of dy and x and, with parameter gradients, its columns'
+// sums (over 128 registers in bf16), which 256 threads a block can have; longer rows stream.
 inline constexpr int kNormBwdCachedThreads = 256;
 
 // At most this many blocks per SM run a cached launch (one wave of what is resident, from the
 // occupancy at launch): it bounds the slots, so the workspace, at build.
 inline constexpr int kNormBwdBlocksPerSm = 8;
 
-// The geometry of the norm backward: the rows' (row_geometry), streamed where a cached row
-// would need more than kNormBwdCachedThreads threads; a cached grid at most one wave of
-// kNormBwdBlocksPerSm blocks per SM.
-inline RowGeometry norm_bwd_geometry(RowGeometry g, int multiprocessors) {
-  if (g.cached && g.threads > kNormBwdCachedThreads) g.cached = false;
+// The staged kernel (aligned rows of a block, 16-byte packs): each thread copies its own packs
+// of dy and x for the rows ahead into shared memory with cp.async, kNormBwdStages rows deep, so
+// the loads of the next rows stay in flight while this row is reduced and written; a thread
+// owns kNormBwdStagedPacks packs of a row (its columns' sums stay in registers), so
+// kNormBwdStagedThreads threads hold rows of up to 1024 packs.
+inline constexpr int kNormBwdStages = 3, kNormBwdStagedPacks = 2, kNormBwdStagedThreads = 512;
+// Shared memory of one staged block: the stages of dy's and x's packs, then the row sums'
+// scratch (two buffers of 32 double pairs).
+inline constexpr int kNormBwdScratchBytes = 2 * 32 * 16;
+inline int norm_bwd_staged_smem(int threads) {
+  return kNormBwdStages * 2 * kNormBwdStagedPacks * threads * 16 + kNormBwdScratchBytes;
+}
+// Shared memory an SM of the largest (sm_90) has for blocks, and what each block reserves: the
+// bound on staged blocks per SM at build (the launch asks the device).
+inline constexpr int kSmemPerSm = 228 * 1024, kSmemReservedPerBlock = 1024;
+
+// Whether g is the staged kernel's geometry: 16-byte packs (vec > 1), a block per row.
+inline bool norm_bwd_staged(const RowGeometry& g) {
+  return g.cached && g.vec > 1 && g.group == g.threads && g.group > 32;
+}
+
+// The geometry of the norm backward from the rows' (row_geometry) and the row length: aligned
+// rows of a block (more than 128 packs) staged, at most kNormBwdStagedPacks packs a thread
+// (threads a multiple of 32, 64 to kNormBwdStagedThreads); other cached rows in registers up to
+// kNormBwdCachedThreads threads; longer rows stream. A cached grid is at most one wave of
+// kNormBwdBlocksPerSm blocks per SM (fewer when the staged blocks' shared memory says so).
+inline RowGeometry norm_bwd_geometry(RowGeometry g, int64_t len, int multiprocessors) {
+  int per_sm = kNormBwdBlocksPerSm;
+  if (g.cached && g.vec > 1 && g.group == g.threads) {
+    const int64_t packs = (len + g.vec - 1) / g.vec;
+    const int64_t want = (packs + kNormBwdStagedPacks - 1) / kNormBwdStagedPacks;
+    const int64_t threads = want < 64 ? 64 : (want + 31) / 32 * 32;
+    if (threads <= kNormBwdStagedThreads) {
+      g.threads = g.group = static_cast<int>(threads);
+      const int fit = kSmemPerSm / (norm_bwd_staged_smem(g.threads) + kSmemReservedPerBlock);
+      per_sm = fit < 1 ? 1 : fit < per_sm ? fit : per_sm;
+    } else {
+      g.cached = false;
+    }
+  } else if (g.cached && g.threads > kNormBwdCachedThreads) {
+    g.cached = false;
+  }
   if (g.cached) {
-    const int64_t wave = int64_t{multiprocessors < 1 ? 1 : multiprocessors} * kNormBwdBlocksPerSm;
+    const int64_t wave = int64_t{multiprocessors < 1 ? 1 : multiprocessors} * per_sm;
     if (int64_t{g.grid} > wave) g.grid = static_cast<unsigned>(wave);
   }
   return g;

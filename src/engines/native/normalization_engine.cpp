@@ -365,13 +365,15 @@ class NormalizationEngine : public plan::Engine {
                             position(node.output("dscale")),
                             position(node.output("dbias"))};
     const bool params = pos[6] >= 0 || pos[7] >= 0;
-    // The rows' geometry, streamed past kNormBwdCachedThreads threads a row and a cached grid
-    // of at most one wave (it bounds the slots of partials, so the workspace).
+    // The rows' geometry: aligned rows of a block staged, other cached rows up to
+    // kNormBwdCachedThreads threads, longer rows streamed; a cached grid of at most one wave (it
+    // bounds the slots of partials, so the workspace).
+    const int64_t len = args.len;
     Paths<NormBwdLauncher> p = paths<NormBwdLauncher>(
-        args.rows, args.len, dy.dtype(), sms, [params, sms](DType d, const RowGeometry& g) {
-          return norm_bwd_launcher(d, norm_bwd_geometry(g, sms), params);
+        args.rows, len, dy.dtype(), sms, [params, sms, len](DType d, const RowGeometry& g) {
+          return norm_bwd_launcher(d, norm_bwd_geometry(g, len, sms), params);
         });
-    for (RowGeometry& g : p.geo) g = norm_bwd_geometry(g, sms);
+    for (RowGeometry& g : p.geo) g = norm_bwd_geometry(g, len, sms);
     return std::make_shared<NormBwdPlan>(std::move(rules), std::move(pos), args, p);
   }
 

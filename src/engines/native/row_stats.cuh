@@ -36,6 +36,44 @@ __device__ __forceinline__ Sum2 group_sum2(Sum2 v, Sum2* scratch, int group) {
   return r;
 }
 
+// A 16-byte copy from global to shared memory that completes asynchronously (cp.async, sm_80+;
+// a plain copy before): the copies a thread issued between two commits form a group, and
+// cp_async_wait<N> waits until at most N of the thread's groups are still pending. A thread sees
+// its own completed copies after the wait; other threads need a barrier as well.
+__device__ __forceinline__ void cp_async16(void* smem, const void* global) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  const auto dst = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(global) : "memory");
+#else
+  *static_cast<uint4*>(smem) = *static_cast<const uint4*>(global);
+#endif
+}
+__device__ __forceinline__ void cp_async_commit() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.commit_group;\n" ::: "memory");
+#endif
+}
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+#endif
+}
+
+// Sums v across the block (group == blockDim.x, a multiple of 32) through `scratch` (32 doubles)
+// with one barrier: successive calls must alternate between two scratch buffers (the caller
+// passes buffers[parity]). A warp group (group <= 32) needs no scratch.
+__device__ __forceinline__ double group_sum1(double v, double* scratch, int group) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  if (group <= 32) return v;
+  if ((threadIdx.x & 31) == 0) scratch[threadIdx.x >> 5] = v;
+  __syncthreads();
+  double r = scratch[0];
+  for (int w = 1; w < (group >> 5); ++w) r += scratch[w];  // fixed order
+  return r;
+}
+
 // A running log-sum-exp: the max m seen so far and s = sum of exp(x - m) in double.
 struct Lse {
   float m = -INFINITY;

@@ -1,6 +1,8 @@
 #include <cmath>
 
 #include "engines/native/launch_status.hpp"
+#include "engines/native/pack_io.cuh"
+#include "engines/native/row_stats.cuh"
 #include "engines/native/rows.cuh"
 #include "engines/native/softmax_kernels.hpp"
 
@@ -254,38 +256,57 @@ __device__ __forceinline__ float grad_term(const float (&y)[VEC], const float (&
   return s;
 }
 
-template <class T, int VEC, bool CACHED>
-__global__ void softmax_bwd_kernel(SoftmaxBwdArgs a, int group) {
-  __shared__ double sums[32];
+// One row per group. Cached: the row's packs of y and dy kept as loaded (16-bit packs stay
+// packed), launch-bounded at 1024 threads (at most 64 registers, so 8 blocks of 128 an SM and a
+// cached block of 1024 can launch); one barrier a row (double-buffered scratch); log a
+// template parameter. dx leaves as one 16-byte store a pack (pack_io).
+template <class T, int VEC, bool CACHED, bool LOG>
+__global__ void __maxnreg__(64) softmax_bwd_kernel(SoftmaxBwdArgs a, int group) {
+  __shared__ double sums[2][32];
   const T* __restrict__ y = static_cast<const T*>(a.y);
   const T* __restrict__ dy = static_cast<const T*>(a.dy);
   T* __restrict__ dx = static_cast<T*>(a.dx);
   const rows::Walk w = rows::walk(group);
   const int64_t len = a.len, stride = int64_t{group} * VEC, start = int64_t{w.lane} * VEC;
+  int parity = 0;
   for (int64_t r = w.first; r < a.rows; r += w.step) {
     const T* yr = y + r * len;
     const T* dyr = dy + r * len;
     T* dxr = dx + r * len;
     if constexpr (CACHED) {
-      float vy[kCachedPacks][VEC], vd[kCachedPacks][VEC];
+      // A cached row has at most 1024 x kCachedPacks packs: 32-bit offsets (fewer registers).
+      const int n = static_cast<int>(len), lane0 = static_cast<int>(start);
+      const int step = static_cast<int>(stride);
+      pack_io::Raw<T, VEC> ry[kCachedPacks], rd[kCachedPacks];
+#pragma unroll
+      for (int k = 0; k < kCachedPacks; ++k) {
+        const int i = lane0 + k * step;
+        if (i < n) {
+          ry[k] = pack_io::load_raw<T, VEC>(yr, i);
+          rd[k] = pack_io::load_raw<T, VEC>(dyr, i);
+        }
+      }
       double s = 0.0;
 #pragma unroll
       for (int k = 0; k < kCachedPacks; ++k) {
-        const int64_t i = start + k * stride;
-        if (i < len) {
-          rows::load<T, VEC>(yr, i, vy[k]);
-          rows::load<T, VEC>(dyr, i, vd[k]);
-          s += grad_term<VEC>(vy[k], vd[k], a.log);
+        if (lane0 + k * step < n) {
+          float vy[VEC], vd[VEC];
+          pack_io::unpack_raw<T, VEC>(ry[k], vy);
+          pack_io::unpack_raw<T, VEC>(rd[k], vd);
+          s += grad_term<VEC>(vy, vd, LOG);
         }
       }
-      const auto total = static_cast<float>(rows::group_sum(s, sums, group));
+      const auto total = static_cast<float>(row_stats::group_sum1(s, sums[parity], group));
+      parity ^= 1;
 #pragma unroll
       for (int k = 0; k < kCachedPacks; ++k) {
-        const int64_t i = start + k * stride;
-        if (i < len) {
-          float out[VEC];
-          grad_pack<VEC>(vy[k], vd[k], total, a.log, out);
-          rows::store<T, VEC>(dxr, i, out);
+        const int i = lane0 + k * step;
+        if (i < n) {
+          float vy[VEC], vd[VEC], out[VEC];
+          pack_io::unpack_raw<T, VEC>(ry[k], vy);
+          pack_io::unpack_raw<T, VEC>(rd[k], vd);
+          grad_pack<VEC>(vy, vd, total, LOG, out);
+          pack_io::store<T, VEC>(dxr, i, out);
         }
       }
     } else {
@@ -294,15 +315,16 @@ __global__ void softmax_bwd_kernel(SoftmaxBwdArgs a, int group) {
         float vy[VEC], vd[VEC];
         rows::load<T, VEC>(yr, i, vy);
         rows::load<T, VEC>(dyr, i, vd);
-        s += grad_term<VEC>(vy, vd, a.log);
+        s += grad_term<VEC>(vy, vd, LOG);
       }
-      const auto total = static_cast<float>(rows::group_sum(s, sums, group));
+      const auto total = static_cast<float>(row_stats::group_sum1(s, sums[parity], group));
+      parity ^= 1;
       for (int64_t i = start; i < len; i += stride) {
         float vy[VEC], vd[VEC], out[VEC];
         rows::load<T, VEC>(yr, i, vy);
         rows::load<T, VEC>(dyr, i, vd);
-        grad_pack<VEC>(vy, vd, total, a.log, out);
-        rows::store<T, VEC>(dxr, i, out);
+        grad_pack<VEC>(vy, vd, total, LOG, out);
+        pack_io::store<T, VEC>(dxr, i, out);
       }
     }
   }
@@ -352,7 +374,7 @@ __global__ void split_bwd_write_kernel(SoftmaxBwdArgs a, int group) {
       rows::load<T, VEC>(yr, i, vy);
       rows::load<T, VEC>(dyr, i, vd);
       grad_pack<VEC>(vy, vd, total, a.log, out);
-      rows::store<T, VEC>(dxr, i, out);
+      pack_io::store<T, VEC>(dxr, i, out);
     }
   }
 }
@@ -374,10 +396,16 @@ SoftmaxBwdLauncher pick_split_bwd(const RowGeometry& g) {
   return nullptr;
 }
 
+// Cached rows: one row per group (blocks start as others finish; the geometry's persistent grid
+// left a part-empty last round). Streamed rows keep the geometry's grid.
 template <class T, int VEC, bool CACHED>
 bool launch_bwd(const SoftmaxBwdArgs& a, const RowGeometry& g, void* stream) noexcept {
-  softmax_bwd_kernel<T, VEC, CACHED>
-      <<<g.grid, g.threads, 0, static_cast<cudaStream_t>(stream)>>>(a, g.group);
+  const unsigned grid = CACHED ? rows::one_row_per_group_grid(a.rows, g.threads, g.group) : g.grid;
+  const auto s = static_cast<cudaStream_t>(stream);
+  if (a.log)
+    softmax_bwd_kernel<T, VEC, CACHED, true><<<grid, g.threads, 0, s>>>(a, g.group);
+  else
+    softmax_bwd_kernel<T, VEC, CACHED, false><<<grid, g.threads, 0, s>>>(a, g.group);
   return launch_succeeded();
 }
 

@@ -114,6 +114,21 @@ TEST(NativeNormShapes, SeveralNormalizedDims) {
   }
 }
 
+// Aligned rows of a block, cached (16-byte packs kept as loaded, one row per block, 64
+// registers): 4096 (128 threads in 16-bit, 256 in f32), 16384 (512 and 1024 threads) and 32768
+// (1024 threads in 16-bit; f32 streams) elements.
+TEST(NativeNormShapes, AlignedRowsOfABlockUpToTheWidestCachedBlock) {
+  EAGLE_SKIP_UNLESS_RUNS_HERE(norm_id());
+  for (DType d : float_dtypes())
+    for (const op::Dims& dims : {op::Dims{600, 4096}, op::Dims{300, 16384}, op::Dims{300, 32768}})
+      for (const char* op : {"layer_norm", "rms_norm"}) {
+        SCOPED_TRACE(std::string(op) + " " + std::string(dtype_name(d)) + " [" + dims_name(dims) +
+                     "]");
+        const op::Graph g = norm_graph(op, dims, d, 1, true, true);
+        sweep::compare_with_reference(manifest(), norm_id(), {}, g, random_inputs(g, 0.5, 3.0));
+      }
+}
+
 // The comparison itself, on the CPU: the reference engine passes against itself in every dtype
 // (the gates admit a result rounded once to the output dtype).
 TEST(NativeNormalizationHarness, TheReferencePassesAgainstItself) {
@@ -186,6 +201,21 @@ TEST_P(NativeSoftmaxBwd, MatchesTheReference) {
 INSTANTIATE_TEST_SUITE_P(native_normalization, NativeSoftmaxBwd,
                          ::testing::ValuesIn(dtype_shapes(row_shapes())), dtype_shape_name);
 
+// Aligned rows of a block (the training shape's path): packs kept as loaded, one row per block,
+// log a template parameter; rows of 4096, 16384 and 32768 elements (up to 1024 threads cached;
+// f32 32768 streams), enough rows that none split.
+TEST(NativeSoftmaxBwdShapes, AlignedRowsOfABlockUpToTheWidestCachedBlock) {
+  EAGLE_SKIP_UNLESS_RUNS_HERE(norm_id());
+  for (DType d : float_dtypes())
+    for (const op::Dims& dims : {op::Dims{600, 4096}, op::Dims{300, 16384}, op::Dims{300, 32768}})
+      for (bool log : {false, true}) {
+        SCOPED_TRACE(std::string(log ? "log_softmax_bwd " : "softmax_bwd ") +
+                     std::string(dtype_name(d)) + " [" + dims_name(dims) + "]");
+        const op::Graph g = softmax_bwd_graph(dims, d, log);
+        sweep::compare_with_reference(manifest(), norm_id(), {}, g, backward_inputs(g, log));
+      }
+}
+
 class NativeNormBwd : public NativeGpuCase {};
 
 TEST_P(NativeNormBwd, LayerNormAndRmsNormBackwardMatchTheReference) {
@@ -229,6 +259,25 @@ TEST(NativeNormBwdShapes, ManyRowsAcrossEverySlotAndRowsTooLongToCache) {
       }
 }
 
+// Aligned rows of a block take the staged kernel (cp.async stages, 2 packs a thread): rows of
+// 4096 (256 threads in 16-bit, 512 in f32) with several rows per block so the 3 stages wrap;
+// rows of 1032 16-bit elements (129 packs: 96 threads, most of them with one pack and some with
+// none in a row); fewer rows than blocks; 1024 packs (8192 16-bit: 512 threads, the widest);
+// with and without scale and parameter gradients.
+TEST(NativeNormBwdShapes, StagedRowsOfABlock) {
+  EAGLE_SKIP_UNLESS_RUNS_HERE(norm_id());
+  for (DType d : float_dtypes())
+    for (const op::Dims& dims :
+         {op::Dims{1800, 4096}, op::Dims{1500, 1032}, op::Dims{3, 4096}, op::Dims{300, 8192}})
+      for (const char* op : {"layer_norm_bwd", "rms_norm_bwd"})
+        for (int variant = 0; variant < 3; ++variant) {  // no scale; scale; scale and bias_grad
+          SCOPED_TRACE(std::string(op) + " " + std::string(dtype_name(d)) + " [" + dims_name(dims) +
+                       "] variant " + std::to_string(variant));
+          const op::Graph g = norm_bwd_graph(op, dims, d, 1, variant >= 1, variant >= 2);
+          sweep::compare_with_reference(manifest(), norm_id(), {}, g, backward_inputs(g));
+        }
+}
+
 TEST(NativeNormalizationHarness, TheReferencePassesAgainstItselfBackward) {
   const int64_t ref = engine("normalization", "reference");
   const op::Graph s = softmax_bwd_graph({3, 50}, DType::bf16, true);
@@ -244,9 +293,10 @@ TEST(NativeNormalizationPlanning, BackwardPlansAskForWorkspaceOnlyForParameterGr
       hopper());
   EXPECT_EQ(with.at(0).engine_id, norm_id()) << with.describe();
   EXPECT_EQ(with.build_plans(), 0);
-  // Rows of 512 packs: a group of 128 threads each, at most 8 blocks a SM of the 132: a float
-  // slot of dscale and one of dbias per group.
-  EXPECT_EQ(with.workspace_size(), 2u * 4096 * 132 * 8 * 4);
+  // Rows of 512 packs, staged: a block of 256 threads each (2 packs a thread), whose 3 stages of
+  // dy and x (48 KB + 1 KB of scratch) let at most 4 blocks share an SM's 228 KB, of the 132: a
+  // float slot of dscale and one of dbias per block.
+  EXPECT_EQ(with.workspace_size(), 2u * 4096 * 132 * 4 * 4);
   plan::ExecutionPlans without = plan::ExecutionPlans::create(
       norm_bwd_graph("rms_norm_bwd", {16384, 4096}, DType::bf16, 1, false, false), manifest(),
       hopper());
