@@ -146,7 +146,9 @@ struct MaskRows {
   }
   template <class T>
   EAGLE_HD static void point(int64_t i, In<T> x, In<int32_t> cu, Out<T> y) {
-    y[i] = row_of(i, x) < active_end(cu, x.dim(0)) ? x[i] : T{};  // T{}: +0 (half and bfloat16 are bits here)
+    y[i] = row_of(i, x) < active_end(cu, x.dim(0))
+               ? x[i]
+               : T{};  // T{}: +0 (half and bfloat16 are bits here)
   }
 };
 
