@@ -136,26 +136,27 @@ std::vector<ArrayMeta> rows_like_x(const std::vector<ArrayMeta>& in, const char*
   return {in[0]};
 }
 
-struct MaskRows {
-  static constexpr const char* name = "ragged_mask_rows";
+// x [T, ...] and cu_seqlens in, y like x out: the row kernels' signature.
+struct RowKernel {
   static constexpr std::array<const char*, 3> params = {"x", "cu_seqlens", "y"};
   using types = eagle::types<float, double, half, bfloat16>;
+};
+
+struct MaskRows : RowKernel {
+  static constexpr const char* name = "ragged_mask_rows";
   static std::vector<ArrayMeta> infer(const std::vector<ArrayMeta>& in,
                                       const std::vector<ScalarArg>&) {
     return rows_like_x(in, name);
   }
   template <class T>
   EAGLE_HD static void point(int64_t i, In<T> x, In<int32_t> cu, Out<T> y) {
-    y[i] = row_of(i, x) < active_end(cu, x.dim(0))
-               ? x[i]
-               : T{};  // T{}: +0 (half and bfloat16 are bits here)
+    // T{} is +0 (half and bfloat16 are plain bits on this side).
+    y[i] = row_of(i, x) < active_end(cu, x.dim(0)) ? x[i] : T{};
   }
 };
 
-struct GradientBarrier {
+struct GradientBarrier : RowKernel {
   static constexpr const char* name = "ragged_gradient_barrier";
-  static constexpr std::array<const char*, 3> params = {"x", "cu_seqlens", "y"};
-  using types = eagle::types<float, double, half, bfloat16>;
   static std::vector<ArrayMeta> infer(const std::vector<ArrayMeta>& in,
                                       const std::vector<ScalarArg>&) {
     return rows_like_x(in, name);
@@ -168,16 +169,10 @@ struct GradientBarrier {
 
 }  // namespace
 
-#define EAGLE_RAGGED_KERNEL(fn, Def)             \
-  const Kernel& fn() {                           \
-    static const Kernel k = typed_kernel<Def>(); \
-    return k;                                    \
-  }
-EAGLE_RAGGED_KERNEL(validate_cu_seqlens, Validate)
-EAGLE_RAGGED_KERNEL(chunk_offsets, ChunkOffsets)
-EAGLE_RAGGED_KERNEL(active_rows, ActiveRows)
-EAGLE_RAGGED_KERNEL(mask_rows, MaskRows)
-EAGLE_RAGGED_KERNEL(gradient_barrier, GradientBarrier)
-#undef EAGLE_RAGGED_KERNEL
+EAGLE_TYPED_KERNEL(validate_cu_seqlens, Validate)
+EAGLE_TYPED_KERNEL(chunk_offsets, ChunkOffsets)
+EAGLE_TYPED_KERNEL(active_rows, ActiveRows)
+EAGLE_TYPED_KERNEL(mask_rows, MaskRows)
+EAGLE_TYPED_KERNEL(gradient_barrier, GradientBarrier)
 
 }  // namespace eagle::ragged

@@ -100,19 +100,13 @@ struct CpuOnly {
 
 }  // namespace
 
-#define EAGLE_TEST_TYPED(fn, Def)                \
-  const Kernel& fn() {                           \
-    static const Kernel k = typed_kernel<Def>(); \
-    return k;                                    \
-  }
-EAGLE_TEST_TYPED(typed_axpy, Axpy)
-EAGLE_TEST_TYPED(typed_weighted_sum11, WeightedSum11)
-EAGLE_TEST_TYPED(typed_shift, Shift)
-EAGLE_TEST_TYPED(typed_strided_copy, StridedCopy)
-EAGLE_TEST_TYPED(typed_countdown, Countdown)
-EAGLE_TEST_TYPED(typed_strided_scale, StridedScale)
-EAGLE_TEST_TYPED(typed_cuda_only, CudaOnly)
-EAGLE_TEST_TYPED(typed_cpu_only, CpuOnly)
-#undef EAGLE_TEST_TYPED
+EAGLE_TYPED_KERNEL(typed_axpy, Axpy)
+EAGLE_TYPED_KERNEL(typed_weighted_sum11, WeightedSum11)
+EAGLE_TYPED_KERNEL(typed_shift, Shift)
+EAGLE_TYPED_KERNEL(typed_strided_copy, StridedCopy)
+EAGLE_TYPED_KERNEL(typed_countdown, Countdown)
+EAGLE_TYPED_KERNEL(typed_strided_scale, StridedScale)
+EAGLE_TYPED_KERNEL(typed_cuda_only, CudaOnly)
+EAGLE_TYPED_KERNEL(typed_cpu_only, CpuOnly)
 
 }  // namespace eagle::test

@@ -13,6 +13,7 @@
 //   };
 //   const eagle::Kernel& axpy() { static const eagle::Kernel k = eagle::typed_kernel<Axpy>();
 //   return k; }
+//   // or, the same: EAGLE_TYPED_KERNEL(axpy, Axpy)
 //
 // The body's signature is the kernel's parameter list: In<T> is read, Out<T> written, InOut<T>
 // read and written (InView/OutView/InOutView take strided arrays: index them with at()), double
@@ -438,3 +439,10 @@ Kernel typed_kernel() {
 }
 
 }  // namespace eagle
+
+// Defines `const eagle::Kernel& fn()`, the kernel made once from the definition Def.
+#define EAGLE_TYPED_KERNEL(fn, Def)                                            \
+  const ::eagle::Kernel& fn() {                                                \
+    static const ::eagle::Kernel eagle_kernel_ = ::eagle::typed_kernel<Def>(); \
+    return eagle_kernel_;                                                      \
+  }
