@@ -23,3 +23,4 @@
 #include "eagle/plan/plans.hpp"
 #include "eagle/ragged/capacity.hpp"
 #include "eagle/ragged/kernels.hpp"
+#include "eagle/ragged/schedule.hpp"

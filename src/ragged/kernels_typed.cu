@@ -5,6 +5,7 @@
 #include "eagle/core/dtype.hpp"
 #include "eagle/kernel/typed.hpp"
 #include "eagle/ragged/kernels.hpp"
+#include "eagle/ragged/schedule.hpp"
 
 namespace eagle::ragged {
 
@@ -107,6 +108,36 @@ struct ChunkOffsets {
   }
 };
 
+struct ChunkTasks {
+  static constexpr const char* name = "ragged_chunk_tasks";
+  static constexpr std::array<const char*, 6> params = {"cu_seqlens", "chunk_offsets", "tasks",
+                                                        "tokens",     "chunk",         "count"};
+  using types = eagle::types<int32_t>;
+  static std::vector<ArrayMeta> infer(const std::vector<ArrayMeta>& in,
+                                      const std::vector<ScalarArg>& s) {
+    need_cu_seqlens(in, 0, name);
+    need_cu_seqlens(in, 1, name);
+    if (in[1].shape != in[0].shape)
+      throw InvalidArgument(std::string(name) +
+                            ": chunk_offsets must have cu_seqlens' N + 1 entries");
+    int_scalar(s, 0, name, "tokens (T)", 0);
+    int_scalar(s, 1, name, "chunk (C)", 1);
+    return {{Shape{int_scalar(s, 2, name, "count (G)", 0), 3}, DType::i32}};
+  }
+  template <class Args>
+  EAGLE_HD static int64_t extent(const Args& a) {
+    return a.arrays[2].dims[0];
+  }
+  template <class T>
+  EAGLE_HD static void point(int64_t j, In<T> cu, In<int32_t> offsets, Out<int32_t> tasks,
+                             int64_t tokens, int64_t chunk, int64_t) {
+    const ChunkTask t = chunk_task(cu.data(), offsets.data(), cu.numel() - 1, tokens, chunk, j);
+    tasks[3 * j] = static_cast<int32_t>(t.sequence);
+    tasks[3 * j + 1] = static_cast<int32_t>(t.row_begin);
+    tasks[3 * j + 2] = static_cast<int32_t>(t.row_end);
+  }
+};
+
 struct ActiveRows {
   static constexpr const char* name = "ragged_active_rows";
   static constexpr std::array<const char*, 3> params = {"cu_seqlens", "mask", "tokens"};
@@ -171,6 +202,7 @@ struct GradientBarrier : RowKernel {
 
 EAGLE_TYPED_KERNEL(validate_cu_seqlens, Validate)
 EAGLE_TYPED_KERNEL(chunk_offsets, ChunkOffsets)
+EAGLE_TYPED_KERNEL(chunk_tasks, ChunkTasks)
 EAGLE_TYPED_KERNEL(active_rows, ActiveRows)
 EAGLE_TYPED_KERNEL(mask_rows, MaskRows)
 EAGLE_TYPED_KERNEL(gradient_barrier, GradientBarrier)

@@ -35,6 +35,12 @@ void throw_if_invalid(const Array& error, const std::string& what = "cu_seqlens"
 // chunk_capacity(T, N, C).
 const Kernel& chunk_offsets();
 
+// cu_seqlens [N+1] i32, chunk_offsets [N+1] i32, scalars T, C and G -> tasks [G, 3] i32: row j
+// is {sequence, row_begin, row_end} of chunk j (ragged::chunk_task, eagle/ragged/schedule.hpp),
+// {-1, 0, 0} past the batch's chunks. With G = chunk_capacity(T, N, C) it is the flat schedule's
+// task list as the device sees it (for inspection and tests; kernels call chunk_task directly).
+const Kernel& chunk_tasks();
+
 // cu_seqlens [N+1] i32, scalar T -> mask [T] u8: 1 for the active rows [0, L), 0 for the padding
 // rows (L = the clamped cu_seqlens[N]).
 const Kernel& active_rows();

@@ -42,6 +42,9 @@ EmbeddingLauncher embedding_launcher(int, DType) {
 RowReduceLauncher row_reduce_launcher(DType, const RowGeometry&) {
   return nullptr;
 }
+ColumnReduceLauncher column_reduce_launcher(DType, int) {
+  return nullptr;
+}
 StridedReduceLauncher strided_reduce_launcher(DType) {
   return nullptr;
 }
