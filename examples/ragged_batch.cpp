@@ -1,8 +1,10 @@
 // One graph captured for a capacity (T token rows, N sequence slots) serves every smaller packed
 // batch: bind a new cu_seqlens and the kernels read the real batch from the device.
-// Shows: chunk_capacity, validate_cu_seqlens + throw_if_invalid, chunk_offsets, mask_rows.
+// Shows: chunk_capacity, ragged::validate (g() throws for a broken batch), chunk_offsets,
+// mask_rows.
 // Pitfalls: padding rows (past cu_seqlens[N]) hold anything, NaN included: mask them before an
-// op that mixes rows; a bad cu_seqlens never reads out of bounds, but only the error word says so.
+// op that mixes rows; a bad cu_seqlens never reads out of bounds, but only g() says so (launch()
+// checks nothing).
 #include <cmath>
 #include <cstdio>
 #include <vector>
@@ -23,27 +25,29 @@ bool run(Device device) {
   std::printf("chunk capacity %lld\n", static_cast<long long>(ragged::chunk_capacity(T, N, C)));
   Graph g = Graph::record([&](Recorder& r) {
     const Value cu = r.param("cu_seqlens", cu0);
-    const Value error = r.call(ragged::validate_cu_seqlens(), {cu, T});
+    ragged::validate(r, cu, T);  // g() throws for a broken batch
     const Value offsets = r.call(ragged::chunk_offsets(), {cu, T, C});
     const Value masked = r.call(ragged::mask_rows(), {r.param("x", x), cu});
-    r.result({error, offsets, masked});
+    r.result({offsets, masked});
   });
   g.build(device);
-  ragged::throw_if_invalid(g()[0]);                          // lengths 3, 4, 0: valid
-  std::vector<int32_t> first = g()[1].to_vector<int32_t>();  // {0, 1, 2, 2}
+  std::vector<int32_t> first = g()[0].to_vector<int32_t>();  // lengths 3, 4, 0: {0, 1, 2, 2}
   g.bind("cu_seqlens", Array::from(std::vector<int32_t>{0, 9, 5, 9}, {N + 1}, device));
   try {
-    ragged::throw_if_invalid(g()[0]);
+    g();
   } catch (const InvalidArgument& e) {
     std::printf("refused: %s\n", e.what());  // entry 2 is less than the one before
   }
   // [/readme]
-  const std::vector<float> masked = g()[2].to_vector<float>();
+  // The graph still replays the broken batch, clamped: the results are in bounds.
+  g.launch();
+  g.synchronize();
+  const std::vector<float> masked = g.results()[1].to_vector<float>();
   bool ok = first == std::vector<int32_t>{0, 1, 2, 2};
   // The clamped batch ends at row 9: rows 0-6 are x, rows 7-8 its NaN, rows 9-11 zero.
   for (int64_t i = 9 * width; i < T * width; ++i) ok = ok && masked[i] == 0.0f;
   for (int64_t i = 0; i < 7 * width; ++i) ok = ok && masked[i] == rows[i];
-  return ok && g()[1].to_vector<int32_t>() == std::vector<int32_t>{0, 3, 3, 3};
+  return ok && g.results()[0].to_vector<int32_t>() == std::vector<int32_t>{0, 3, 3, 3};
 }
 
 int main() {

@@ -13,7 +13,7 @@ declare -A allowed=(
   [op]="core util op"
   [plan]="core util kernel op plan"
   [engines]="core util kernel op plan engines"
-  [ragged]="core util kernel ragged"
+  [ragged]="core util kernel graph ragged"
 )
 bad=0
 for layer in "${!allowed[@]}"; do

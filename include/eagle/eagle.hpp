@@ -24,3 +24,4 @@
 #include "eagle/ragged/capacity.hpp"
 #include "eagle/ragged/kernels.hpp"
 #include "eagle/ragged/schedule.hpp"
+#include "eagle/ragged/validate.hpp"

@@ -17,6 +17,7 @@ struct Graph::State {
   detail::Plan plan;
   std::vector<std::vector<int>> nodes_of_buffer;  // which planned nodes touch each buffer
   std::vector<Array> results;
+  std::vector<Array> checks;  // per device check of the recording: the flags array
   std::unique_ptr<detail::Executor> executor;
   std::size_t allocated = 0;
   int rebuilds = 0;
@@ -214,10 +215,12 @@ void Graph::build(Device device, const BuildOptions& options) {
       if (list.empty() || list.back() != static_cast<int>(i)) list.push_back(static_cast<int>(i));
     }
   }
-  for (const NodeArgInfo& r : rec_->results())
-    next->results.push_back(
-        Array::on_storage(next->buffers[r.buffer].storage(), r.shape, r.dtype,
-                          next->buffers[r.buffer].byte_offset() + r.byte_offset));
+  auto view_of = [&](const NodeArgInfo& r) {
+    return Array::on_storage(next->buffers[r.buffer].storage(), r.shape, r.dtype,
+                             next->buffers[r.buffer].byte_offset() + r.byte_offset);
+  };
+  for (const NodeArgInfo& r : rec_->results()) next->results.push_back(view_of(r));
+  for (const Recording::DeviceCheck& c : rec_->checks()) next->checks.push_back(view_of(c.flags));
   next->plan.top = rec_->top();
   next->plan.control_flow = rec_->has_control_flow();
   next->stream.emplace(device);
@@ -336,6 +339,9 @@ const std::vector<Array>& Graph::operator()(int n) {
   if (n < 0) throw InvalidArgument("Graph::operator(): n must be >= 0, got " + std::to_string(n));
   state_->executor->launch(n);
   state_->executor->synchronize();
+  // What the device found wrong (the last launch's flags): the first check that raises throws.
+  const auto& checks = rec_->checks();
+  for (std::size_t i = 0; i < checks.size(); ++i) checks[i].raise(state_->checks[i]);
   return state_->results;
 }
 

@@ -135,6 +135,13 @@ void Recording::State::finish() {
     results.push_back({"result", Access::read, v.buffer, v.byte_offset,
                        view_span_bytes(v.shape, v.strides, v.dtype), v.shape, v.dtype, v.strides});
   }
+  for (auto& [id, raise] : check_values) {
+    const ValueData& v = values[static_cast<std::size_t>(id)];
+    checks.push_back({{"check", Access::read, v.buffer, v.byte_offset,
+                       view_span_bytes(v.shape, v.strides, v.dtype), v.shape, v.dtype},
+                      std::move(raise)});
+  }
+  check_values.clear();
   shadow_written_params();
   renumber();
   infer_edges(top);

@@ -26,6 +26,9 @@ const std::vector<std::string>& Recording::param_names() const {
 const std::vector<NodeArgInfo>& Recording::results() const {
   return s_->results;
 }
+const std::vector<Recording::DeviceCheck>& Recording::checks() const {
+  return s_->checks;
+}
 bool Recording::finished() const {
   return s_->finished;
 }
@@ -119,6 +122,27 @@ void Recorder::result(const std::vector<Value>& values) {
   }
   for (const Value& v : values) s.result_values.push_back(v.id());
   s.results_set = true;
+}
+
+void Recorder::check(const Value& flags, std::function<void(const Array&)> raise) {
+  Recording::State& s = *rec_->s_;
+  s.check_open("Recorder::check");
+  const std::string who = "Recorder::check";
+  if (!raise) throw InvalidArgument(who + ": raise is empty");
+  if (!s.open.empty())
+    throw InvalidArgument(who +
+                          ": call it at the top level of the recording, not inside a "
+                          "device construct or fork branch (the flags are read where the graph "
+                          "ends)");
+  const auto& v = s.value(flags, who + ": flags");
+  if (s.buffers[static_cast<std::size_t>(v.buffer)].kind != BufferKind::internal)
+    throw InvalidArgument(who +
+                          ": flags must be written by a call of this recording, not a "
+                          "param or external array");
+  s.check_readable(v.buffer, who + ": flags");
+  if (!v.strides.empty())
+    throw InvalidArgument(who + ": flags is a strided view; check a contiguous array");
+  s.check_values.emplace_back(flags.id(), std::move(raise));
 }
 
 }  // namespace eagle

@@ -52,7 +52,7 @@ struct Recording::State {
     std::size_t size;
   };
   struct Checkpoint {
-    std::size_t values, buffers, nodes, params, results, journal;
+    std::size_t values, buffers, nodes, params, results, checks, journal;
     std::vector<std::pair<int, int>> open;
     std::vector<LoopFrame> loops;
     std::vector<int> pending_waits;
@@ -122,6 +122,8 @@ struct Recording::State {
   std::vector<NodeArgInfo> results;
   std::vector<int> result_values;
   bool results_set = false;
+  std::vector<DeviceCheck> checks;  // resolved at finish, from check_values
+  std::vector<std::pair<int, std::function<void(const Array&)>>> check_values;
   bool finished = false;
   void shadow_written_params();
   int shadow_param(int param, int first, const std::vector<int>& item_of);

@@ -17,9 +17,17 @@ void Recording::State::check_open(const char* who) const {
 }
 
 Recording::State::Checkpoint Recording::State::checkpoint() const {
-  return Checkpoint{values.size(),        buffers.size(), nodes.size(), param_names.size(),
-                    result_values.size(), journal.size(), open,         loops,
-                    pending_waits,        results_set};
+  return Checkpoint{values.size(),
+                    buffers.size(),
+                    nodes.size(),
+                    param_names.size(),
+                    result_values.size(),
+                    check_values.size(),
+                    journal.size(),
+                    open,
+                    loops,
+                    pending_waits,
+                    results_set};
 }
 
 namespace {
@@ -94,6 +102,7 @@ void Recording::State::rollback(const Checkpoint& c) {
     it = ids.empty() ? externals_by_data.erase(it) : std::next(it);
   }
   result_values.resize(c.results);
+  check_values.resize(c.checks);
   results_set = c.results_set;
   open = c.open;
   loops = c.loops;

@@ -7,6 +7,7 @@
 
 #include "eagle/ragged/capacity.hpp"
 #include "eagle/ragged/kernels.hpp"
+#include "eagle/ragged/validate.hpp"
 #include "test_util.hpp"
 
 namespace eagle::test {
@@ -146,6 +147,28 @@ TEST_P(Ragged, AGraphReadsTheBatchBoundAtEachReplay) {
     else
       EXPECT_NO_THROW(ragged::throw_if_invalid(out[0]));
   }
+  EXPECT_EQ(g.rebuild_count(), 0);
+}
+
+// ragged::validate makes g() itself throw for a broken batch; the graph stays usable.
+TEST_P(Ragged, GThrowsTheRuleABrokenBatchBreaks) {
+  const int64_t tokens = 16;
+  const Array cu0 = cu_array({0, 4, 9}, device());
+  Graph g = Graph::record([&](Recorder& r) {
+    const Value cu = r.param("cu_seqlens", cu0);
+    ragged::validate(r, cu, tokens, "batch 7 cu_seqlens");
+    r.result(r.call(ragged::active_rows(), {cu, tokens}));
+  });
+  g.build(device());
+  EXPECT_EQ(g()[0].to_vector<uint8_t>()[8], 1);
+  g.bind("cu_seqlens", cu_array({0, 4, 17}, device()));
+  expect_invalid([&] { g(); }, {"batch 7 cu_seqlens", "the last entry must be <= T", "index 2"});
+  g.bind("cu_seqlens", cu_array({1, 4, 9}, device()));
+  expect_invalid([&] { g(3); }, "the first entry must be 0");
+  g.bind("cu_seqlens", cu_array({0, 2, 3}, device()));
+  const std::vector<uint8_t> m = g()[0].to_vector<uint8_t>();
+  EXPECT_EQ(m[2], 1);
+  EXPECT_EQ(m[3], 0);
   EXPECT_EQ(g.rebuild_count(), 0);
 }
 

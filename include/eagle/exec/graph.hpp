@@ -65,9 +65,11 @@ class Graph {
   void* native_graph_exec() const;
 
   // ---- run
-  // launch(1), wait, and the results. Nothing is recorded, allocated or compiled here.
+  // launch(1), wait, and the results. Nothing is recorded, allocated or compiled here. Then each
+  // device check of the recording (Recorder::check) reads its flags and may throw what it found
+  // (e.g. ragged::validate's InvalidArgument); the graph stays built and runs again.
   const std::vector<Array>& operator()();
-  // n launches and one wait.
+  // n launches and one wait; the checks read the last launch's flags.
   const std::vector<Array>& operator()(int n);
   void launch(int n = 1);  // issue n launches on the graph's stream; does not wait
   void synchronize();

@@ -210,6 +210,13 @@ class Recorder {
   // What the graph returns from g().
   void result(const std::vector<Value>& values);
   void result(const Value& value) { result(std::vector<Value>{value}); }
+  // A device check: a graph cannot throw from the device, so a kernel writes what it found wrong
+  // into `flags` and, after each g() (which waits anyway), the graph hands `raise` the array
+  // `flags` holds (on the graph's device); `raise` throws to report it. `flags` must be written
+  // by a call of this recording (not a param or external array) and contiguous; call check at
+  // the top level (not inside a device construct or fork branch). Checks run in the order they
+  // were recorded.
+  void check(const Value& flags, std::function<void(const Array&)> raise);
 
  private:
   friend class Recording;
@@ -242,6 +249,12 @@ class Recording : public std::enable_shared_from_this<Recording> {
   const Array& caller_array(int buffer) const;
   // Results as (buffer, byte offset, shape, dtype).
   const std::vector<NodeArgInfo>& results() const;
+  // Device checks (Recorder::check): the array each reads and what raises its finding.
+  struct DeviceCheck {
+    NodeArgInfo flags;
+    std::function<void(const Array&)> raise;
+  };
+  const std::vector<DeviceCheck>& checks() const;
   // The kernel and implementation of a kernel node.
   const Kernel& kernel_of(int node) const;
   const KernelImpl& impl_of(int node) const;
