@@ -142,5 +142,6 @@ void run_gemm_sections(const Options& options, Report& report);
 void run_structured_sections(const Options& options, Report& report);
 // Section 9, recording and building at scale on the CPU (bench_scale.cpp).
 void run_scale_sections(const Options& options, Report& report);
+void run_ragged_sections(const Options& options, Report& report);
 
 }  // namespace eagle::bench

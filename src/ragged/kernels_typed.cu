@@ -17,11 +17,11 @@ EAGLE_HD int64_t clamped_end(int64_t raw, int64_t previous, int64_t tokens) {
   return b > tokens ? tokens : b;
 }
 
-// The clamped active end L = b[N].
+// The active end L = cu_seqlens[N] clamped to [0, T]: O(1) per element (each element of a row
+// kernel reads it), in bounds whatever the metadata.
 EAGLE_HD int64_t active_end(const In<int32_t>& cu, int64_t tokens) {
-  int64_t b = 0;
-  for (int64_t s = 1; s < cu.numel(); ++s) b = clamped_end(cu[s], b, tokens);
-  return b;
+  const int64_t end = cu[cu.numel() - 1];
+  return end < 0 ? 0 : (end > tokens ? tokens : end);
 }
 
 ArrayMeta cells(int64_t n, DType d) {

@@ -2,6 +2,7 @@
 // cu_seqlens is bound anew between replays.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -140,7 +141,7 @@ TEST_P(Ragged, AGraphReadsTheBatchBoundAtEachReplay) {
     const std::vector<Array>& out = g();
     EXPECT_EQ(out[1].to_vector<int32_t>(), want_offsets(cu, tokens, chunk));
     const std::vector<uint8_t> m = out[2].to_vector<uint8_t>();
-    const int64_t active = clamped(cu, tokens).back();
+    const int64_t active = std::clamp<int64_t>(cu.back(), 0, tokens);
     for (int64_t i = 0; i < tokens; ++i) EXPECT_EQ(m[i], i < active ? 1 : 0) << i;
     if (cu == broken)
       expect_invalid([&] { ragged::throw_if_invalid(out[0]); }, "entry 2 is less than");

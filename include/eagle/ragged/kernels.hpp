@@ -4,9 +4,10 @@
 // recorded into a graph like any kernel, so a captured graph reads the real batch from the device
 // at every replay.
 //
-// Bad metadata never makes a ragged kernel read or write out of bounds: every kernel reads the
-// boundaries clamped, b[s] = min(max(cu_seqlens[s], b[s - 1]), T) with b[0] = 0 (so lengths are
-// >= 0 and sum to at most T), and validate_cu_seqlens says what was wrong.
+// Bad metadata never makes a ragged kernel read or write out of bounds: every kernel clamps what
+// it reads to [0, T] (chunk_offsets also keeps the boundaries non-decreasing, so its lengths are
+// >= 0 and sum to at most T), and validate_cu_seqlens says what was wrong. With valid metadata
+// the clamps change nothing.
 #pragma once
 
 #include <cstdint>
@@ -29,7 +30,8 @@ enum class Rule : uint32_t { ok = 0, first_not_zero = 1, decreasing = 2, past_ca
 void throw_if_invalid(const Array& error, const std::string& what = "cu_seqlens");
 
 // cu_seqlens [N+1] i32, scalars T and C -> chunk_offsets [N+1] i32: the exclusive scan of each
-// sequence's chunk count ceil(len / C) over the clamped lengths (never ceil(cu_seqlens / C)).
+// sequence's chunk count ceil(len / C) (never ceil(cu_seqlens / C)), over lengths read with the
+// boundaries b[s] = min(max(cu_seqlens[s], b[s - 1]), T), b[0] = 0.
 // The batch's chunks are [0, chunk_offsets[N]); chunk j belongs to sequence
 // upper_bound(chunk_offsets, j) - 1 (empty sequences own none). chunk_offsets[N] never exceeds
 // chunk_capacity(T, N, C).
@@ -42,7 +44,7 @@ const Kernel& chunk_offsets();
 const Kernel& chunk_tasks();
 
 // cu_seqlens [N+1] i32, scalar T -> mask [T] u8: 1 for the active rows [0, L), 0 for the padding
-// rows (L = the clamped cu_seqlens[N]).
+// rows (L = cu_seqlens[N] clamped to [0, T]).
 const Kernel& active_rows();
 
 // x [T, ...] (f32, f64, f16, bf16), cu_seqlens [N+1] i32 -> y like x: the active rows of x, and
