@@ -130,17 +130,9 @@ void Recording::State::renumber() {
 void Recording::State::finish() {
   check_open("RecordingBuilder::finish");
   if (!open.empty()) throw RecordError("Recording: a device construct was left open");
-  for (int id : result_values) {
-    const ValueData& v = values[static_cast<std::size_t>(id)];
-    results.push_back({"result", Access::read, v.buffer, v.byte_offset,
-                       view_span_bytes(v.shape, v.strides, v.dtype), v.shape, v.dtype, v.strides});
-  }
-  for (auto& [id, raise] : check_values) {
-    const ValueData& v = values[static_cast<std::size_t>(id)];
-    checks.push_back({{"check", Access::read, v.buffer, v.byte_offset,
-                       view_span_bytes(v.shape, v.strides, v.dtype), v.shape, v.dtype},
-                      std::move(raise)});
-  }
+  for (int id : result_values) results.push_back(arg_info("result", Access::read, id));
+  for (auto& [id, raise] : check_values)
+    checks.push_back({arg_info("check", Access::read, id), std::move(raise)});
   check_values.clear();
   shadow_written_params();
   renumber();

@@ -11,17 +11,10 @@ namespace eagle::ragged {
 
 namespace {
 
-// Sequence s's clamped end b[s + 1], given b[s] (see kernels.hpp).
-EAGLE_HD int64_t clamped_end(int64_t raw, int64_t previous, int64_t tokens) {
-  const int64_t b = raw < previous ? previous : raw;
-  return b > tokens ? tokens : b;
-}
-
 // The active end L = cu_seqlens[N] clamped to [0, T]: O(1) per element (each element of a row
 // kernel reads it), in bounds whatever the metadata.
 EAGLE_HD int64_t active_end(const In<int32_t>& cu, int64_t tokens) {
-  const int64_t end = cu[cu.numel() - 1];
-  return end < 0 ? 0 : (end > tokens ? tokens : end);
+  return clamp_row(cu[cu.numel() - 1], 0, tokens);
 }
 
 ArrayMeta cells(int64_t n, DType d) {
@@ -100,7 +93,7 @@ struct ChunkOffsets {
     int64_t b = 0, total = 0;
     offsets[0] = 0;
     for (int64_t s = 1; s < cu.numel(); ++s) {
-      const int64_t end = clamped_end(cu[s], b, tokens);
+      const int64_t end = clamp_row(cu[s], b, tokens);  // b[s] (kernels.hpp); b <= T
       total += (end - b + chunk - 1) / chunk;
       offsets[s] = static_cast<int32_t>(total);
       b = end;

@@ -15,6 +15,11 @@
 
 namespace eagle::ragged {
 
+// v clamped to [lo, hi] (lo <= hi): how every ragged kernel reads a row index it did not make.
+EAGLE_HD int64_t clamp_row(int64_t v, int64_t lo, int64_t hi) {
+  return v < lo ? lo : (v > hi ? hi : v);
+}
+
 struct ChunkTask {
   int64_t sequence = -1;  // the slot s, or -1 past the batch's chunks
   int64_t row_begin = 0;  // the chunk's rows [row_begin, row_end), within the sequence's rows
@@ -44,12 +49,11 @@ EAGLE_HD ChunkTask chunk_task(const int32_t* cu_seqlens, const int32_t* offsets,
   ChunkTask t;
   if (j < 0 || j >= offsets[slots]) return t;
   const int64_t s = sequence_of_chunk(offsets, slots, j);
-  auto clamp = [](int64_t v, int64_t lo, int64_t hi) { return v < lo ? lo : (v > hi ? hi : v); };
-  const int64_t begin = clamp(cu_seqlens[s], 0, tokens);
-  const int64_t end = clamp(cu_seqlens[s + 1], begin, tokens);
+  const int64_t begin = clamp_row(cu_seqlens[s], 0, tokens);
+  const int64_t end = clamp_row(cu_seqlens[s + 1], begin, tokens);
   t.sequence = s;
-  t.row_begin = clamp(begin + (j - offsets[s]) * chunk, begin, end);
-  t.row_end = clamp(t.row_begin + chunk, t.row_begin, end);
+  t.row_begin = clamp_row(begin + (j - offsets[s]) * chunk, begin, end);
+  t.row_end = clamp_row(t.row_begin + chunk, t.row_begin, end);
   return t;
 }
 
