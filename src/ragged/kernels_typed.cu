@@ -90,14 +90,7 @@ struct ChunkOffsets {
   template <class T>
   EAGLE_HD static void point(int64_t, In<T> cu, Out<int32_t> offsets, int64_t tokens,
                              int64_t chunk) {
-    int64_t b = 0, total = 0;
-    offsets[0] = 0;
-    for (int64_t s = 1; s < cu.numel(); ++s) {
-      const int64_t end = clamp_row(cu[s], b, tokens);  // b[s] (kernels.hpp); b <= T
-      total += (end - b + chunk - 1) / chunk;
-      offsets[s] = static_cast<int32_t>(total);
-      b = end;
-    }
+    scan_chunk_offsets(cu.data(), cu.numel() - 1, tokens, chunk, offsets.data());
   }
 };
 

@@ -20,6 +20,22 @@ EAGLE_HD int64_t clamp_row(int64_t v, int64_t lo, int64_t hi) {
   return v < lo ? lo : (v > hi ? hi : v);
 }
 
+// The chunk offsets of a batch (ragged::chunk_offsets, eagle/ragged/kernels.hpp): offsets[s] is
+// the exclusive scan of ceil(len / C) over the lengths read with the clamped, non-decreasing
+// boundaries b[s] = min(max(cu_seqlens[s], b[s - 1]), T), b[0] = 0. One thread, N + 1 entries:
+// what the chunk_offsets kernel and every ragged engine's own offsets launch run.
+EAGLE_HD void scan_chunk_offsets(const int32_t* cu_seqlens, int64_t slots, int64_t tokens,
+                                 int64_t chunk, int32_t* offsets) {
+  int64_t b = 0, total = 0;
+  offsets[0] = 0;
+  for (int64_t s = 1; s <= slots; ++s) {
+    const int64_t end = clamp_row(cu_seqlens[s], b, tokens);
+    total += (end - b + chunk - 1) / chunk;
+    offsets[s] = static_cast<int32_t>(total);
+    b = end;
+  }
+}
+
 struct ChunkTask {
   int64_t sequence = -1;  // the slot s, or -1 past the batch's chunks
   int64_t row_begin = 0;  // the chunk's rows [row_begin, row_end), within the sequence's rows
