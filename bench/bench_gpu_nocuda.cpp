@@ -20,4 +20,8 @@ void run_structured_sections(const Options&, Report& report) {
   report.section("11. native structured engines skipped: this build of eagle has no CUDA");
 }
 
+void run_attention_sections(const Options&, Report& report) {
+  report.section("13. varlen attention skipped: this build of eagle has no CUDA");
+}
+
 }  // namespace eagle::bench

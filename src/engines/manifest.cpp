@@ -4,6 +4,7 @@
 #include "engines/analyzers.hpp"
 #include "engines/cublaslt/cublaslt_engine.hpp"
 #include "engines/cudnn/backend.hpp"
+#include "engines/native/attention_engine.hpp"
 #include "engines/native/embedding_engine.hpp"
 #include "engines/native/fused_engine.hpp"
 #include "engines/native/loss_engine.hpp"
@@ -134,24 +135,57 @@ std::vector<PlanConfig> rank_gemm(const plan::RankInput& in) {
   return out;
 }
 
-// Attention ranking (sdpa, sdpa_bwd): the cuDNN backend's entries mode by mode, in the order
-// cuDNN ranked them, then its delegating entry, then our engines at their first knob point.
-// cuDNN leads because it is the only GPU engine of these families; the reference (CPU, float64)
-// is the default where cuDNN offers nothing. No cell has been timed: this is the default order.
-// The delegating entry would build the same config as the first mode-A entry that builds, so
-// it follows the concrete configs (a built plan then names what runs), and it is placed only
-// beside entries of the backend's own: those say the device can run cuDNN at all.
+// Every point of an engine's knob domains, the first knob varying slowest and each domain in
+// its declared order (so the first point leads).
+std::vector<plan::Knobs> knob_points(const plan::Capabilities& caps) {
+  std::vector<plan::Knobs> points = {{}};
+  for (const auto& [knob, values] : caps.knobs) {
+    std::vector<plan::Knobs> next;
+    for (const plan::Knobs& p : points)
+      for (int64_t v : values) {
+        plan::Knobs q = p;
+        q[knob] = v;
+        next.push_back(q);
+      }
+    points = std::move(next);
+  }
+  return points;
+}
+
+// Attention ranking (sdpa, sdpa_bwd).
+// - THD (cu_seqlens): our varlen engine first, every point of its knobs (schedule 0 flat, 1
+//   persistent; the backward's deterministic 0 before 1), then cuDNN's entries mode by mode in
+//   the order cuDNN ranked them, then its delegating entry. Ours leads because its grids follow
+//   the capacity bound where cuDNN's THD graph is sized by S = T (a max_seqlen of the whole
+//   buffer); default order, untimed until bench section 13 measures it.
+// - Dense: cuDNN's entries first (ours declines dense).
+// The reference (CPU, float64) serves where no GPU engine does. The delegating entry would
+// build the same config as the first mode-A entry that builds, so it follows the concrete
+// configs, and it is placed only beside entries of the backend's own.
 std::vector<PlanConfig> rank_attention(const plan::RankInput& in) {
-  std::vector<PlanConfig> out;
+  const auto& facts = static_cast<const AttentionFacts&>(*in.facts);
+  std::vector<PlanConfig> ours, backend, rest;
+  for (const plan::Engine* e : in.offered) {
+    const plan::Capabilities& caps = e->capabilities();
+    if (!caps.mismatch(*in.facts, *in.device).empty()) continue;
+    if (e->name().rfind("native_", 0) == 0) {
+      for (const plan::Knobs& k : knob_points(caps))
+        ours.push_back({e->id(), k, in.modes.front(), ""});
+    } else {
+      rest.push_back({e->id(), caps.first_point(), in.modes.front(), ""});
+    }
+  }
   for (HeurMode mode : in.modes)
     for (const PlanConfig& b : in.backend)
-      if (b.mode == mode) out.push_back(b);
-  if (!out.empty())
+      if (b.mode == mode) backend.push_back(b);
+  if (!backend.empty())
     for (const PlanConfig& b : in.backend)
-      if (!b.mode) out.push_back(b);
-  for (const plan::Engine* e : in.offered)
-    if (e->capabilities().mismatch(*in.facts, *in.device).empty())
-      out.push_back({e->id(), e->capabilities().first_point(), in.modes.front(), ""});
+      if (!b.mode) backend.push_back(b);
+  std::vector<PlanConfig> out;
+  const std::vector<PlanConfig>* order[2] = {&ours, &backend};
+  if (!facts.packed) std::swap(order[0], order[1]);
+  for (const auto* part : order) out.insert(out.end(), part->begin(), part->end());
+  out.insert(out.end(), rest.begin(), rest.end());
   plan::dedupe(out);
   return out;
 }
@@ -196,8 +230,18 @@ plan::ManifestSpec builtin_spec() {
        nullptr,
        &rank_native_first,
        {reference_slot(), {"native_loss", &native::make_loss_engine, false}}},
-      {"sdpa", 5, {"sdpa"}, &analyze_attention, &rank_attention, {reference_slot()}},
-      {"sdpa_bwd", 6, {"sdpa_bwd"}, &analyze_attention, &rank_attention, {reference_slot()}},
+      {"sdpa",
+       5,
+       {"sdpa"},
+       &analyze_attention,
+       &rank_attention,
+       {reference_slot(), {"native_attention", &native::make_attention_engine, false}}},
+      {"sdpa_bwd",
+       6,
+       {"sdpa_bwd"},
+       &analyze_attention,
+       &rank_attention,
+       {reference_slot(), {"native_attention_bwd", &native::make_attention_bwd_engine, false}}},
       {"linear_attention", 7, {"gdn", "kda", "gdn2"}, &analyze_delta, nullptr, {reference_slot()}},
       {"linear_attention_bwd",
        8,

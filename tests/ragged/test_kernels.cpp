@@ -153,6 +153,7 @@ TEST_P(Ragged, AGraphReadsTheBatchBoundAtEachReplay) {
 
 // ragged::validate makes g() itself throw for a broken batch; the graph stays usable.
 TEST_P(Ragged, GThrowsTheRuleABrokenBatchBreaks) {
+  if (!ragged::checks_enabled()) GTEST_SKIP() << "built with EAGLE_RAGGED_CHECKS=OFF";
   const int64_t tokens = 16;
   const Array cu0 = cu_array({0, 4, 9}, device());
   Graph g = Graph::record([&](Recorder& r) {
@@ -171,6 +172,18 @@ TEST_P(Ragged, GThrowsTheRuleABrokenBatchBreaks) {
   EXPECT_EQ(m[2], 1);
   EXPECT_EQ(m[3], 0);
   EXPECT_EQ(g.rebuild_count(), 0);
+}
+
+// The build option: with the checks on, validate records one node and returns its error word;
+// with EAGLE_RAGGED_CHECKS=OFF it records nothing and returns an undefined Value.
+TEST(RaggedKernels, ValidateRecordsItsCheckOnlyWhenTheBuildKeepsIt) {
+  Value error;
+  Graph g = Graph::record([&](Recorder& r) {
+    const Value cu = r.param("cu_seqlens", cu_array({0, 4, 9}, Device::cpu()));
+    error = ragged::validate(r, cu, 16);
+    r.result(r.call(ragged::active_rows(), {cu, int64_t{16}}));
+  });
+  EXPECT_EQ(g.nodes().size(), ragged::checks_enabled() ? 2u : 1u);
 }
 
 TEST(RaggedKernels, BadArgumentsAreRefusedByName) {

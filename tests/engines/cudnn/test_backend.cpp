@@ -16,7 +16,7 @@
 namespace eagle {
 namespace {
 
-using test::cudnn::SdpaShape;
+using test::sdpa::SdpaShape;
 
 // A build without CUDA has no cuDNN backend to test (its status says so, below).
 #ifdef EAGLE_HAVE_CUDA
@@ -40,7 +40,7 @@ TEST(CudnnBackend, HiddenCudnnOffersNothingAndPlanningStillSucceeds) {
   EXPECT_EQ(status.find("loaded from"), std::string::npos) << status;
   SdpaShape s;
   // For a GPU (a stand-in descriptor: nothing is queried): no backend entry, no delegate.
-  const op::Graph gpu_graph = test::cudnn::sdpa_graph(s);
+  const op::Graph gpu_graph = test::sdpa::sdpa_graph(s);
   const plan::ExecutionPlans gpu =
       plan::ExecutionPlans::create(gpu_graph, engines::builtin_manifest(), test::stand_in_gpu(90),
                                    {plan::HeurMode::A, plan::HeurMode::FALLBACK});
@@ -51,7 +51,7 @@ TEST(CudnnBackend, HiddenCudnnOffersNothingAndPlanningStillSucceeds) {
   EXPECT_NE(why.find("mode FALLBACK"), std::string::npos) << why;
   // On the CPU the reference plans, builds and is the whole list.
   plan::ExecutionPlans cpu =
-      engines::create_execution_plans(test::cudnn::sdpa_graph(s), Device::cpu());
+      engines::create_execution_plans(test::sdpa::sdpa_graph(s), Device::cpu());
   EXPECT_FALSE(has_backend_entry(cpu)) << cpu.describe();
   ASSERT_GE(cpu.count(), 1);
   EXPECT_EQ(cpu.build_plans(), 0);
@@ -87,7 +87,7 @@ TEST(CudnnBackend, WithoutAGpuEntriesAreEmptyAndTheReasonIsRecorded) {
   if (cuda_available()) GTEST_SKIP() << "a GPU is attached: the GPU tests cover entries";
   if (!cudnn::cudnn_library().loaded) GTEST_SKIP() << engines::cudnn_backend_status();
   const plan::ExecutionPlans plans = plan::ExecutionPlans::create(
-      test::cudnn::sdpa_graph(SdpaShape{}), engines::builtin_manifest(), test::stand_in_gpu(90));
+      test::sdpa::sdpa_graph(SdpaShape{}), engines::builtin_manifest(), test::stand_in_gpu(90));
   EXPECT_FALSE(has_backend_entry(plans)) << plans.describe();
   const std::string why = engines::cudnn_decline_reason(plans.graph());
   EXPECT_NE(why.find("no cuDNN handle on cuda:0"), std::string::npos) << why;
@@ -123,10 +123,10 @@ TEST_F(CudnnValidation, DenseAndRaggedForwardAndBackwardValidate) {
         s.value_dim = 64;
         SCOPED_TRACE(std::string(ragged ? "THD" : "dense") + (causal ? " causal " : " ") +
                      std::string(dtype_name(d)));
-        validates(test::cudnn::sdpa_graph(s));
+        validates(test::sdpa::sdpa_graph(s));
         s.stats = false;
-        validates(test::cudnn::sdpa_graph(s));
-        validates(test::cudnn::sdpa_bwd_graph(s));
+        validates(test::sdpa::sdpa_graph(s));
+        validates(test::sdpa::sdpa_bwd_graph(s));
       }
 }
 
@@ -143,8 +143,8 @@ TEST_F(CudnnValidation, TheGpuTestShapesValidate) {
     s.head_dim = s.value_dim = c.d;
     s.causal = c.causal;
     SCOPED_TRACE("dense S " + std::to_string(c.sq) + "/" + std::to_string(c.skv));
-    validates(test::cudnn::sdpa_graph(s));
-    validates(test::cudnn::sdpa_bwd_graph(s));
+    validates(test::sdpa::sdpa_graph(s));
+    validates(test::sdpa::sdpa_bwd_graph(s));
   }
 }
 
@@ -179,7 +179,7 @@ TEST_F(CudnnValidation, CudnnsOwnDeclineIsNotSupportedWithItsReason) {
   SdpaShape s;
   s.head_dim = 12;  // cuDNN's fused attention wants head dims in multiples of 8
   s.value_dim = 12;
-  const cudnn::Lowered L = cudnn::lower(test::cudnn::sdpa_graph(s));
+  const cudnn::Lowered L = cudnn::lower(test::sdpa::sdpa_graph(s));
   test::expect_throw_with<NotSupported>([&] { cudnn::validate(L, test::stand_in_gpu(90)); },
                                         {"cudnn", "does not take", "multiple of 8"});
 }

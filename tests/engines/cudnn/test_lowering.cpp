@@ -15,7 +15,7 @@ namespace {
 
 using cudnn::lower;
 using cudnn::Lowered;
-using test::cudnn::SdpaShape;
+using test::sdpa::SdpaShape;
 
 std::set<int64_t> eagle_uids(const op::Graph& g) {
   std::set<int64_t> out;
@@ -26,7 +26,7 @@ std::set<int64_t> eagle_uids(const op::Graph& g) {
 TEST(CudnnLowering, DenseForwardPermutesToBhsdAndKeepsEagleUids) {
   SdpaShape s;
   s.batch = 3, s.s_q = 5, s.s_kv = 7, s.heads = 4, s.kv_heads = 2, s.head_dim = 16, s.value_dim = 8;
-  const op::Graph g = test::cudnn::sdpa_graph(s);
+  const op::Graph g = test::sdpa::sdpa_graph(s);
   const Lowered L = lower(g);
   EXPECT_EQ(L.op, Lowered::Op::sdpa);
   EXPECT_FALSE(L.ragged);
@@ -58,7 +58,7 @@ TEST(CudnnLowering, ExplicitScaleAndCausalAreCarried) {
   s.scale = 0.25;
   s.causal = true;
   s.s_q = 4, s.s_kv = 9;
-  const Lowered L = lower(test::cudnn::sdpa_graph(s));
+  const Lowered L = lower(test::sdpa::sdpa_graph(s));
   EXPECT_DOUBLE_EQ(L.scale, 0.25);
   EXPECT_TRUE(L.causal);
 }
@@ -66,7 +66,7 @@ TEST(CudnnLowering, ExplicitScaleAndCausalAreCarried) {
 TEST(CudnnLowering, VirtualStatsAreNotGenerated) {
   SdpaShape s;
   op::Graph g("sdpa");
-  auto out = g.op("sdpa", test::cudnn::sdpa_inputs(g, s), test::cudnn::sdpa_attrs(s, true));
+  auto out = g.op("sdpa", test::sdpa::sdpa_inputs(g, s), test::sdpa::sdpa_attrs(s, true));
   out.at("o").set_output(true);  // stats stay virtual
   const Lowered L = lower(g);
   EXPECT_FALSE(L.stats);
@@ -78,7 +78,7 @@ TEST(CudnnLowering, RaggedForwardDerivesOffsetsOncePerRowSizeWithFreeUids) {
   s.ragged = true;
   s.batch = 3, s.s_q = 20, s.s_kv = 30, s.heads = 4, s.kv_heads = 2, s.head_dim = 16,
   s.value_dim = 16;
-  const op::Graph g = test::cudnn::sdpa_graph(s);
+  const op::Graph g = test::sdpa::sdpa_graph(s);
   const Lowered L = lower(g);
   EXPECT_TRUE(L.ragged);
   EXPECT_EQ(L.batch, 3);
@@ -115,7 +115,7 @@ TEST(CudnnLowering, RaggedForwardDerivesOffsetsOncePerRowSizeWithFreeUids) {
 TEST(CudnnLowering, UserUidsAreKeptAndAddedUidsAvoidThem) {
   SdpaShape s;
   s.ragged = true;
-  op::Graph g = test::cudnn::sdpa_graph(s);
+  op::Graph g = test::sdpa::sdpa_graph(s);
   // Renumber every tensor to 1..n: the added uids must start past them.
   int64_t next = 1;
   for (op::Tensor t : g.tensors()) t.set_uid(next++);
@@ -127,7 +127,7 @@ TEST(CudnnLowering, UserUidsAreKeptAndAddedUidsAvoidThem) {
 TEST(CudnnLowering, DenseBackwardCopiesStatisticsToPackedBhs) {
   SdpaShape s;
   s.batch = 2, s.s_q = 6, s.s_kv = 6, s.heads = 3, s.kv_heads = 3, s.head_dim = 8, s.value_dim = 8;
-  const op::Graph g = test::cudnn::sdpa_bwd_graph(s);
+  const op::Graph g = test::sdpa::sdpa_bwd_graph(s);
   const Lowered L = lower(g);
   EXPECT_EQ(L.op, Lowered::Op::sdpa_bwd);
   const op::Node n = g.nodes()[0];
@@ -150,7 +150,7 @@ TEST(CudnnLowering, DenseBackwardCopiesStatisticsToPackedBhs) {
 TEST(CudnnLowering, RaggedBackwardReadsThdStatisticsInPlace) {
   SdpaShape s;
   s.ragged = true;
-  const Lowered L = lower(test::cudnn::sdpa_bwd_graph(s));
+  const Lowered L = lower(test::sdpa::sdpa_bwd_graph(s));
   EXPECT_EQ(L.stats_copy_uid, -1);
   const auto* st = L.find("stats");
   EXPECT_FALSE(st->in_workspace);
@@ -166,18 +166,18 @@ TEST(CudnnLowering, DeclinesNameTheirReason) {
   {
     SdpaShape s;
     s.dtype = DType::f32;
-    declines(test::cudnn::sdpa_graph(s), {"cudnn", "f16 or bf16", "f32"});
+    declines(test::sdpa::sdpa_graph(s), {"cudnn", "f16 or bf16", "f32"});
   }
   {
     SdpaShape s;
     s.causal = true;
     s.s_q = 9, s.s_kv = 4;
-    declines(test::cudnn::sdpa_graph(s), {"causal", "S_q 9 > S_kv 4", "9.19"});
+    declines(test::sdpa::sdpa_graph(s), {"causal", "S_q 9 > S_kv 4", "9.19"});
   }
   {
     SdpaShape s;
     op::Graph g("virtual_o");
-    g.op("sdpa", test::cudnn::sdpa_inputs(g, s), test::cudnn::sdpa_attrs(s, true));
+    g.op("sdpa", test::sdpa::sdpa_inputs(g, s), test::sdpa::sdpa_attrs(s, true));
     declines(g, {"o is virtual"});
   }
   {
@@ -188,7 +188,7 @@ TEST(CudnnLowering, DeclinesNameTheirReason) {
   {
     SdpaShape s;
     op::Graph g("two_nodes");
-    op::Tensor o = g.op("sdpa", test::cudnn::sdpa_inputs(g, s), {}).at("o");
+    op::Tensor o = g.op("sdpa", test::sdpa::sdpa_inputs(g, s), {}).at("o");
     g.pointwise("exp", o).set_output(true);
     declines(g, {"one sdpa or sdpa_bwd node", "2 nodes"});
   }
@@ -196,7 +196,7 @@ TEST(CudnnLowering, DeclinesNameTheirReason) {
     SdpaShape s;
     s.ragged = true;
     op::Graph g("strided");
-    op::Ports p = test::cudnn::sdpa_inputs(g, s);
+    op::Ports p = test::sdpa::sdpa_inputs(g, s);
     const op::Dims d = p[0].second.dims();
     p[0].second.set_strides({d[1] * d[2] * 2, d[2], 1});  // rows twice apart
     g.op("sdpa", p).at("o").set_output(true);
@@ -206,7 +206,7 @@ TEST(CudnnLowering, DeclinesNameTheirReason) {
     SdpaShape s;
     s.ragged = true;
     op::Graph g("cu_dtypes");
-    op::Ports p = test::cudnn::sdpa_inputs(g, s);
+    op::Ports p = test::sdpa::sdpa_inputs(g, s);
     p[4].second.set_dtype(DType::i64);  // cu_seqlens_kv i64, cu_seqlens_q i32
     g.op("sdpa", p).at("o").set_output(true);
     declines(g, {"both be i32 or both i64"});

@@ -22,6 +22,7 @@
 #include "eagle/engines/cudnn.hpp"
 #include "engines/cudnn/loader.hpp"
 #include "gpu_runs.hpp"
+#include "sdpa_check.hpp"
 #include "sdpa_graphs.hpp"
 #include "test_util.hpp"
 
@@ -35,92 +36,12 @@ using test::cudnn::execute;
 using test::cudnn::kGpu;
 using test::cudnn::outputs;
 using test::cudnn::reference;
-using test::cudnn::SdpaShape;
-
-// Where the sequences of a THD case sit (q side and kv side); dense cases have none.
-struct Layout {
-  bool ragged = false;
-  test::RaggedRows q, kv;
-  std::vector<int64_t> cu_q, cu_kv;
-};
-
-// A THD case: sequences of the given lengths packed from row 0, then `pad` padding rows.
-Layout thd(const std::vector<int64_t>& len_q, const std::vector<int64_t>& len_kv, int64_t pad) {
-  Layout l;
-  l.ragged = true;
-  l.cu_q = {0};
-  l.cu_kv = {0};
-  for (std::size_t b = 0; b < len_q.size(); ++b) {
-    l.cu_q.push_back(l.cu_q.back() + len_q[b]);
-    l.cu_kv.push_back(l.cu_kv.back() + len_kv[b]);
-  }
-  l.q = test::rows_of(l.cu_q);
-  l.kv = test::rows_of(l.cu_kv);
-  l.q.rows += pad;
-  l.kv.rows += pad;
-  return l;
-}
-
-SdpaShape shape_for(SdpaShape s, const Layout& l) {
-  if (l.ragged) {
-    s.ragged = true;
-    s.batch = static_cast<int64_t>(l.cu_q.size()) - 1;
-    s.s_q = l.q.rows;
-    s.s_kv = l.kv.rows;
-  }
-  return s;
-}
-
-// Fresh random host arrays for the graph's floating inputs (padding rows NaN) and cu_seqlens.
-Arrays random_inputs(const op::Graph& g, const Layout& l) {
-  Arrays in;
-  const op::Node n = g.nodes()[0];
-  for (const auto& [port, t] : n.inputs()) {
-    if (port == "cu_seqlens_q" || port == "cu_seqlens_kv") {
-      const auto& cu = port == "cu_seqlens_q" ? l.cu_q : l.cu_kv;
-      in[t.uid()] = test::from_ints(cu, t.dims(), t.dtype(), Device::cpu());
-      continue;
-    }
-    Array a = test::random_array(t.dims(), t.dtype(), Device::cpu());
-    if (l.ragged) {
-      const bool kv = port == "k" || port == "v";
-      test::poison_padding(a, kv ? l.kv : l.q);
-    }
-    in[t.uid()] = a;
-  }
-  return in;
-}
-
-// The values of the rows of `a` ([rows, ...], or all of it when dense) that belong to sequences.
-std::vector<double> active(const Array& a, const test::RaggedRows* rows) {
-  std::vector<double> v = test::values(a);
-  if (!rows) return v;
-  const int64_t per_row = a.numel() / a.shape()[0];
-  std::vector<double> out;
-  for (int64_t r = 0; r < a.shape()[0]; ++r)
-    if (!rows->is_padding(r))
-      out.insert(out.end(), v.begin() + r * per_row, v.begin() + (r + 1) * per_row);
-  return out;
-}
-
-void compare(const op::Graph& g, const Layout& l, const Arrays& got, const Arrays& want,
-             double tol_scale) {
-  const op::Node n = g.nodes()[0];
-  for (const op::Tensor& t : outputs(g)) {
-    std::string port;
-    for (const auto& [p, u] : n.outputs())
-      if (u.uid() == t.uid()) port = p;
-    SCOPED_TRACE("output " + port);
-    const bool kv = port == "dk" || port == "dv";
-    const test::RaggedRows* rows = l.ragged ? (kv ? &l.kv : &l.q) : nullptr;
-    const std::vector<double> w = active(want.at(t.uid()), rows);
-    const std::vector<double> x = active(got.at(t.uid()), rows);
-    const double tol = port == "stats" ? 1e-4 : test::tolerance(t.dtype()) * tol_scale;
-    for (std::size_t i = 0; i < w.size(); ++i)
-      ASSERT_TRUE(std::isfinite(w[i])) << "the reference gives " << w[i] << " at " << i;
-    EXPECT_CLOSE(x, w, tol);
-  }
-}
+using test::sdpa::compare;
+using test::sdpa::Layout;
+using test::sdpa::random_inputs;
+using test::sdpa::SdpaShape;
+using test::sdpa::shape_for;
+using test::sdpa::thd;
 
 struct Case {
   const char* name;
@@ -175,7 +96,7 @@ TEST_F(CudnnGpu, ForwardMatchesTheReference) {
   for (DType d : {DType::f16, DType::bf16})
     for (const Case& c : forward_cases(d)) {
       SCOPED_TRACE(std::string(c.name) + " " + std::string(dtype_name(d)));
-      const op::Graph g = test::cudnn::sdpa_graph(c.shape);
+      const op::Graph g = test::sdpa::sdpa_graph(c.shape);
       const Arrays in = random_inputs(g, c.layout);
       const plan::ExecutionPlans plans = cudnn_plans(g);
       compare(g, c.layout, execute(plans, in, kGpu), reference(g, in), 1.0);
@@ -188,10 +109,10 @@ TEST_F(CudnnGpu, BackwardMatchesTheReference) {
       if (!c.shape.stats) continue;
       SCOPED_TRACE(std::string(c.name) + " " + std::string(dtype_name(d)));
       // o and stats from the reference forward of the same inputs, as a training step has them.
-      const op::Graph fwd = test::cudnn::sdpa_graph(c.shape);
+      const op::Graph fwd = test::sdpa::sdpa_graph(c.shape);
       const Arrays fin = random_inputs(fwd, c.layout);
       const Arrays fout = reference(fwd, fin);
-      const op::Graph g = test::cudnn::sdpa_bwd_graph(c.shape);
+      const op::Graph g = test::sdpa::sdpa_bwd_graph(c.shape);
       const op::Node f = fwd.nodes()[0], n = g.nodes()[0];
       Arrays in = random_inputs(g, c.layout);  // d_o fresh, padding NaN
       for (const char* p : {"q", "k", "v", "cu_seqlens_q", "cu_seqlens_kv"})
@@ -210,7 +131,7 @@ TEST_F(CudnnGpu, CausalRowsThatSeeNoKeyGiveZeroAndMinusInfinity) {
   SdpaShape s;
   s.causal = true;
   const Layout l = thd({10, 4}, {6, 4}, 2);  // sequence 0: q rows 0..3 see no key
-  const op::Graph g = test::cudnn::sdpa_graph(shape_for(s, l));
+  const op::Graph g = test::sdpa::sdpa_graph(shape_for(s, l));
   const Arrays in = random_inputs(g, l);
   const plan::ExecutionPlans plans = cudnn_plans(g);
   const Arrays got = execute(plans, in, kGpu), want = reference(g, in);
@@ -229,7 +150,7 @@ TEST_F(CudnnGpu, PlanListIsTaggedByModeInTheHooksOrderWithoutDuplicates) {
   SdpaShape s;
   s.s_q = s.s_kv = 128;
   const plan::ExecutionPlans plans = engines::create_execution_plans(
-      test::cudnn::sdpa_graph(s), kGpu, {plan::HeurMode::A, plan::HeurMode::FALLBACK});
+      test::sdpa::sdpa_graph(s), kGpu, {plan::HeurMode::A, plan::HeurMode::FALLBACK});
   ASSERT_GE(plans.count(), 2) << plans.describe();
   int last_mode = -1;
   bool delegate_seen = false;
@@ -255,7 +176,7 @@ TEST_F(CudnnGpu, PlanListIsTaggedByModeInTheHooksOrderWithoutDuplicates) {
 TEST_F(CudnnGpu, AConfigReplaysByEngineIdAndKnobs) {
   SdpaShape s;
   s.s_q = 33, s.s_kv = 65;
-  const op::Graph g = test::cudnn::sdpa_graph(s);
+  const op::Graph g = test::sdpa::sdpa_graph(s);
   const plan::ExecutionPlans listed = cudnn_plans(g);
   const plan::PlanConfig& chosen = listed.at(listed.selected());
   plan::ExecutionPlans replay =
@@ -268,7 +189,7 @@ TEST_F(CudnnGpu, AConfigReplaysByEngineIdAndKnobs) {
 
 TEST_F(CudnnGpu, TheDelegatingEntryLetsCudnnPick) {
   SdpaShape s;
-  const op::Graph g = test::cudnn::sdpa_graph(s);
+  const op::Graph g = test::sdpa::sdpa_graph(s);
   plan::ExecutionPlans plans = engines::create_execution_plans(g.clone(), kGpu);
   int delegate = -1;
   for (int i = 0; i < plans.count(); ++i)
@@ -285,7 +206,7 @@ TEST_F(CudnnGpu, TheDelegatingEntryLetsCudnnPick) {
 // instantiate and launch it; then new operand addresses, update_cuda_graph, cudaGraphExecUpdate
 // and launch again. Both launches match the reference of their inputs.
 void populates_and_updates(const SdpaShape& shape, const Layout& l) {
-  const op::Graph g = test::cudnn::sdpa_graph(shape);
+  const op::Graph g = test::sdpa::sdpa_graph(shape);
   const plan::ExecutionPlans plans = cudnn_plans(g);
   const std::shared_ptr<const plan::CompiledPlan> compiled = plans.compiled();
   const Stream stream(kGpu);
@@ -363,7 +284,7 @@ TEST_F(CudnnGpu, ThdPlanPopulatesAndUpdatesItsCudaGraph) {
 void recorded_graph_binds(const SdpaShape& shape, const Layout& l) {
   SdpaShape s = shape;
   s.stats = false;  // one output
-  const op::Graph og = test::cudnn::sdpa_graph(s);
+  const op::Graph og = test::sdpa::sdpa_graph(s);
   const Kernel k = engines::planned_kernel(og, {plan::HeurMode::A, plan::HeurMode::FALLBACK});
   const Arrays in0 = random_inputs(og, l), in1 = random_inputs(og, l);
   std::vector<std::pair<std::string, int64_t>> params;  // read operands in uid order

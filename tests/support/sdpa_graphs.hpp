@@ -1,12 +1,12 @@
-// One-node sdpa and sdpa_bwd graphs for the cuDNN backend's tests: dense [B, S, H, D] or THD
-// [T, H, D] with cu_seqlens (i32), every output marked an output.
+// One-node sdpa and sdpa_bwd graphs for the attention engines' tests (cuDNN, native): dense [B, S,
+// H, D] or THD [T, H, D] with cu_seqlens (i32), every output marked an output.
 #pragma once
 
 #include <optional>
 
 #include "eagle/eagle.hpp"
 
-namespace eagle::test::cudnn {
+namespace eagle::test::sdpa {
 
 struct SdpaShape {
   bool ragged = false;
@@ -61,4 +61,4 @@ inline op::Graph sdpa_bwd_graph(const SdpaShape& s) {
   return g;
 }
 
-}  // namespace eagle::test::cudnn
+}  // namespace eagle::test::sdpa
