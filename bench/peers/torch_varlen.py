@@ -7,13 +7,17 @@ H = Hk = 32, D = 128, THD layout with cu_seqlens.
 Two families (--only exact,overcapture):
 - exact: T tokens in N zipf sequences, (T, N) in (4096, 32), (16384, 64), (16384, 8), causal and
   not; the forward, and forward + backward (torch.autograd.grad(out, (q, k, v), grad): the
-  backward of out.backward(grad) without accumulating into .grad), eager calls. FLOPs: forward
+  backward of out.backward(grad) without accumulating into .grad): eager calls
+  (varlen_T{T}_N{N}_{full|causal}_{fwd|fwdbwd}), and the same call captured in a CUDA graph and
+  replayed (the same name + _graph: device time without the custom op's Python dispatch, which
+  the smallest cases may not hide). max_seqlen = the real longest. FLOPs: forward
   4 * H * D * (visible (query, key) pairs; causal counts j <= i within a sequence), forward +
   backward 3.5x that (the FlashAttention convention).
 - overcapture: the seed's three sweeps (shared/seeds/ragged-cuda-graphs.txt), causal forward +
   backward captured in CUDA graphs: a "worst" graph captured for capacity (T rows, N slots,
   cu_seqlens of N + 1 entries whose tail repeats the end, max_seqlen = T) and an "exact" graph
-  (L rows, cu_seqlens of M + 1 entries, max_seqlen = the real longest); the ratio worst / exact.
+  (L rows, cu_seqlens of M + 1 entries, max_seqlen = the real longest); the ratio worst / exact
+  in the JSON. Names overcapture_a_M{M}, overcapture_b_L{L}, overcapture_c_M{M}, + _worst/_exact.
   (a) T = L = 8192, N = 256, M in 1, 4, 16, 64, 256; (b) T = 16384, N = 256, M = 64, L in
   16384 .. 1024; (c) every sequence 128 tokens, T = 16384, N = 128, M in 128 .. 8 (L = 128 M).
 
@@ -28,7 +32,12 @@ so a batch lasts about 25 ms. The worst and exact graphs of a point are timed in
 batches. Inputs are torch.randn (never zeros: zeros make tensor cores run cooler and faster).
 Writes {case: {"ms", "min_ms", ...}} as JSON and, with --table, one line per case for
 eagle_bench --peers: 'name median_ms min_ms', or 'name error: reason'. A case torch cannot run
-here is written with an error, never a guess; the script goes on with the next case.
+here is written with an error, never a guess; the script goes on with the next case. Names hold
+no spaces (eagle_bench's --peers reader splits a line at its first space). Before timing, a tiny
+batch checks varlen_attn against per-sequence SDPA, causal and not (a causal flag that silently
+did not apply would fail every case); each over-capture point checks that the worst graph's
+active rows equal the exact graph's output (out_max_abs_diff_vs_exact). Past 210 s the remaining
+cases are written as skipped. The whole run takes about a minute on an H200 (--quick: less).
 
 `--lengths L,M,SEED` prints zipf_lengths(L, M, SEED) and exits (no torch needed): the check
 against the C++ twin."""
@@ -276,10 +285,11 @@ def exact_family(r, out, table_shapes):
         if shape not in table_shapes:
             table_shapes[shape] = cu_seqlens(lengths, n)
         if r.varlen is None:
-            out[name] = {"error": r.varlen_error}
+            out[name] = out[name + "_graph"] = {"error": r.varlen_error}
             continue
         if r.over_budget():
-            out[name] = {"error": f"skipped: the run passed its {BUDGET_S} s budget"}
+            out[name] = out[name + "_graph"] = {
+                "error": f"skipped: the run passed its {BUDGET_S} s budget"}
             continue
         try:
             if shape not in inputs:
@@ -295,15 +305,30 @@ def exact_family(r, out, table_shapes):
                 def fn():
                     with torch.no_grad():
                         return r.attn(q, k, v, cu, mx, causal)
-            (ms, mn, reps), = r.timed([fn])
             flops = forward_flops(lengths, causal) * (3.5 if bwd else 1.0)
-            out[name] = {"ms": ms, "min_ms": mn, "reps": reps, "tflops": flops / ms / 1e9,
-                         "flops": flops, "T": t, "N": n, "causal": causal,
-                         "max_seqlen": mx, "seed": seed, "shape": shape,
-                         "what": "varlen_attn " + ("forward + backward" if bwd else "forward")
-                                 + ", eager"}
+            what = "varlen_attn " + ("forward + backward" if bwd else "forward")
+            common = {"flops": flops, "T": t, "N": n, "causal": causal, "max_seqlen": mx,
+                      "seed": seed, "shape": shape}
+            # The same call captured in a CUDA graph as well: the device time without the
+            # Python dispatch of the custom op, which the smallest cases may not hide.
+            graph, graph_error = None, None
+            try:
+                graph = r.capture(fn)
+            except Exception as e:  # noqa: BLE001
+                graph_error = f"capture failed: {type(e).__name__}: {e}"[:300]
+                r.cleanup()
+            fns = [fn] + ([graph[0].replay] if graph else [])
+            res = r.timed(fns)
+            for key, (ms, mn, reps) in zip((name, name + "_graph"), res):
+                out[key] = dict(common, ms=ms, min_ms=mn, reps=reps, tflops=flops / ms / 1e9,
+                                what=what + (", eager" if key == name else ", CUDA graph replay"))
+            if graph_error:
+                out[name + "_graph"] = {"error": graph_error}
+            del graph, fns
         except Exception as e:  # noqa: BLE001 - write it, go on
-            out[name] = {"error": f"{type(e).__name__}: {e}"[:300]}
+            for key in (name, name + "_graph"):
+                if "ms" not in out.get(key, {}):
+                    out[key] = {"error": f"{type(e).__name__}: {e}"[:300]}
             r.cleanup()
     inputs.clear()
     r.cleanup()
@@ -433,7 +458,7 @@ def main():
         for name, shape, t, n, lengths, *_ in exact_cases():
             shapes.setdefault(shape, cu_seqlens(lengths, n))
             if "exact" in parts:
-                out[name] = {"error": why}
+                out[name] = out[name + "_graph"] = {"error": why}
         for point, _, t, n, lengths, _ in overcapture_points():
             shapes[point + "_worst"] = cu_seqlens(lengths, n)
             shapes[point + "_exact"] = cu_seqlens(lengths, len(lengths))
