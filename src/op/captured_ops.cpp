@@ -83,7 +83,9 @@ void infer_sdpa_bwd(InferContext& ctx) {
   for (const char* p : {"q", "k", "v"}) ctx.outputs[std::string("d") + p] = ctx.in(p);
 }
 
-// Linear attention: q, k [T, H, K], v [T, HV, V], HV % H == 0; gates per rule.
+// Linear attention: q, k [T, H, K], v [T, HV, V], HV % H == 0; gates per rule. gdn and kda
+// erase and write with one beta per token and head; gdn2 erases with b per key channel and
+// writes with w per value channel (fla's chunk_gdn2 names).
 enum class Rule : uint8_t { gdn, kda, gdn2 };
 
 // gdn's safe_gate: when set, a_log and dt_bias [HV] are required, else they must be absent.
@@ -109,9 +111,12 @@ void infer_delta(InferContext& ctx) {
   if (h < 1 || hv % h != 0) ctx.fail("v", "heads must be a multiple of q's " + std::to_string(h));
   const Dims per_token = R == Rule::gdn ? Dims{t, hv} : Dims{t, hv, k};
   ctx.expect_dims("g", per_token, R == Rule::gdn ? "[T, HV]" : "[T, HV, K]");
-  ctx.expect_dims("beta", R == Rule::gdn2 ? Dims{t, hv, k} : Dims{t, hv},
-                  R == Rule::gdn2 ? "[T, HV, K]" : "[T, HV]");
-  if constexpr (R == Rule::gdn2) ctx.expect_dims("w", {t, hv, v}, "[T, HV, V]");
+  if constexpr (R == Rule::gdn2) {
+    ctx.expect_dims("b", {t, hv, k}, "[T, HV, K]");
+    ctx.expect_dims("w", {t, hv, v}, "[T, HV, V]");
+  } else {
+    ctx.expect_dims("beta", {t, hv}, "[T, HV]");
+  }
   const int64_t b = sequences(ctx, "cu_seqlens");
   const Dims state = {b, hv, k, v};
   if (ctx.has("initial_state")) ctx.expect_dims("initial_state", state, "[B, HV, K, V]");
@@ -124,10 +129,14 @@ void infer_delta(InferContext& ctx) {
   } else {
     ctx.expect_dims("d_o", {t, hv, v}, "[T, HV, V]");
     if (ctx.has("d_final_state")) ctx.expect_dims("d_final_state", state, "[B, HV, K, V]");
-    for (const char* p : {"q", "k", "v", "g", "beta"})
-      ctx.outputs[std::string("d") + p] = ctx.in(p);
+    for (const char* p : {"q", "k", "v", "g"}) ctx.outputs[std::string("d") + p] = ctx.in(p);
     ctx.outputs["dg"].dtype = DType::f32;
-    if constexpr (R == Rule::gdn2) ctx.outputs["dw"] = ctx.in("w");
+    if constexpr (R == Rule::gdn2) {
+      ctx.outputs["db"] = ctx.in("b");
+      ctx.outputs["dw"] = ctx.in("w");
+    } else {
+      ctx.outputs["dbeta"] = ctx.in("beta");
+    }
     if (ctx.has("initial_state")) ctx.outputs["d_initial_state"] = {state, DType::f32};
     if (safe_gate) {
       ctx.outputs["d_a_log"] = {{hv}, DType::f32};
@@ -137,12 +146,14 @@ void infer_delta(InferContext& ctx) {
 }
 
 std::vector<InputPort> delta_inputs(Rule r, bool backward) {
-  std::vector<InputPort> in = {{"q", true, kFloat},
-                               {"k", true, kFloat},
-                               {"v", true, kFloat},
-                               {"g", true, kFloat},
-                               {"beta", true, kFloat}};
-  if (r == Rule::gdn2) in.push_back({"w", true, kFloat});
+  std::vector<InputPort> in = {
+      {"q", true, kFloat}, {"k", true, kFloat}, {"v", true, kFloat}, {"g", true, kFloat}};
+  if (r == Rule::gdn2) {
+    in.push_back({"b", true, kFloat});
+    in.push_back({"w", true, kFloat});
+  } else {
+    in.push_back({"beta", true, kFloat});
+  }
   in.push_back({"cu_seqlens", true, kInt});
   in.push_back({"initial_state", false, kFloat});
   if (r == Rule::gdn) {
@@ -158,8 +169,13 @@ std::vector<InputPort> delta_inputs(Rule r, bool backward) {
 
 std::vector<OutputPort> delta_outputs(Rule r, bool backward) {
   if (!backward) return {{"o"}, {"final_state", When::attr_true, "output_final_state"}};
-  std::vector<OutputPort> out = {{"dq"}, {"dk"}, {"dv"}, {"dg"}, {"dbeta"}};
-  if (r == Rule::gdn2) out.push_back({"dw"});
+  std::vector<OutputPort> out = {{"dq"}, {"dk"}, {"dv"}, {"dg"}};
+  if (r == Rule::gdn2) {
+    out.push_back({"db"});
+    out.push_back({"dw"});
+  } else {
+    out.push_back({"dbeta"});
+  }
   out.push_back({"d_initial_state", When::input_wired, "initial_state"});
   if (r == Rule::gdn) {
     out.push_back({"d_a_log", When::attr_true, "safe_gate"});
@@ -182,16 +198,16 @@ std::vector<AttrSpec> delta_attrs(Rule r, bool backward) {
 // The shape rule of infer_delta in words.
 std::string delta_shape_rule(Rule r, bool backward) {
   std::string in = "q, k [T, H, K], v [T, HV, V] with HV a multiple of H, g " +
-                   std::string(r == Rule::gdn ? "[T, HV]" : "[T, HV, K]") + ", beta " +
-                   (r == Rule::gdn2 ? "[T, HV, K], w [T, HV, V]" : "[T, HV]") +
+                   std::string(r == Rule::gdn ? "[T, HV]" : "[T, HV, K]") +
+                   (r == Rule::gdn2 ? ", b [T, HV, K], w [T, HV, V]" : ", beta [T, HV]") +
                    ", cu_seqlens [B+1], initial_state [B, HV, K, V]" +
                    (r == Rule::gdn ? ", a_log and dt_bias [HV]" : "");
   if (!backward)
     return in +
            " -> o [T, HV, V] (dtype of v), final_state [B, HV, K, V] (initial_state's dtype, "
            "else f32)";
-  return in + ", d_o [T, HV, V], d_final_state [B, HV, K, V] -> dq, dk, dv, dg, dbeta" +
-         (r == Rule::gdn2 ? ", dw" : "") +
+  return in + ", d_o [T, HV, V], d_final_state [B, HV, K, V] -> dq, dk, dv, dg" +
+         (r == Rule::gdn2 ? ", db, dw" : ", dbeta") +
          " with their input's dims and dtype (dg f32), d_initial_state [B, HV, K, V] f32" +
          (r == Rule::gdn ? ", d_a_log and d_dt_bias [HV] f32" : "");
 }
@@ -245,8 +261,10 @@ std::vector<OpSchema> make_captured() {
                  "dims without the last -> dq, dk, dv with the dims and dtypes of q, k, v"});
   add_delta_pair<Rule::gdn>(ops, "gdn", "gated delta rule, scalar decay per token and head");
   add_delta_pair<Rule::kda>(ops, "kda", "gated delta rule, decay per key channel");
-  add_delta_pair<Rule::gdn2>(ops, "gdn2",
-                             "gated delta rule, channel-wise decay and beta, per-value write gate");
+  add_delta_pair<Rule::gdn2>(
+      ops, "gdn2",
+      "gated delta rule 2 (fla's GDN-2), channel-wise decay, key-channel erase gate b, "
+      "value-channel write gate w");
   return ops;
 }
 

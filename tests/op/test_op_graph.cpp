@@ -702,9 +702,12 @@ Ports delta_ports(Graph& g, const std::string& rule, bool backward, const DeltaD
   p.emplace_back("v", in(g, {d.t, d.hv, d.v}, DType::bf16, "v"));
   p.emplace_back("g",
                  in(g, rule == "gdn" ? Dims{d.t, d.hv} : Dims{d.t, d.hv, d.k}, DType::f32, "g"));
-  p.emplace_back(
-      "beta", in(g, rule == "gdn2" ? Dims{d.t, d.hv, d.k} : Dims{d.t, d.hv}, DType::bf16, "beta"));
-  if (rule == "gdn2") p.emplace_back("w", in(g, {d.t, d.hv, d.v}, DType::bf16, "w"));
+  if (rule == "gdn2") {
+    p.emplace_back("b", in(g, {d.t, d.hv, d.k}, DType::bf16, "b"));
+    p.emplace_back("w", in(g, {d.t, d.hv, d.v}, DType::bf16, "w"));
+  } else {
+    p.emplace_back("beta", in(g, {d.t, d.hv}, DType::bf16, "beta"));
+  }
   p.emplace_back("cu_seqlens", in(g, {d.b + 1}, DType::i32, "cu"));
   if (backward) p.emplace_back("d_o", in(g, {d.t, d.hv, d.v}, DType::bf16, "d_o"));
   return p;
@@ -743,8 +746,13 @@ TEST_P(OpGraphDelta, BackwardOutputsFollowTheWiredInputs) {
   const DeltaDims d;
   const Ports p = delta_ports(g, rule(), true);
   auto outs = g.op(bwd(), p);
-  std::vector<std::string> want = {"dbeta", "dg", "dk", "dq", "dv"};
-  if (rule() == "gdn2") want.push_back("dw");
+  std::vector<std::string> want = {"dg", "dk", "dq", "dv"};
+  if (rule() == "gdn2") {
+    want.push_back("db");
+    want.push_back("dw");
+  } else {
+    want.push_back("dbeta");
+  }
   std::sort(want.begin(), want.end());
   EXPECT_EQ(keys(outs), want);
   for (const auto& [port, t] : p) {
@@ -786,8 +794,9 @@ TEST_P(OpGraphDelta, BadShapesAreNamed) {
                      {op + ": v dims [10,3,16]", "heads must be a multiple of q's 2"});
   expect_op_rejected(g, op, with(p, "g", in(g, {d.t, d.hv + 1, d.k})), {},
                      {op + ": g dims [10,5,8]", "expected"});
-  expect_op_rejected(g, op, with(p, "beta", in(g, {d.t, d.hv, d.k, 1})), {},
-                     {op + ": beta dims [10,4,8,1]", "expected"});
+  const std::string gate = op == "gdn2" ? "b" : "beta";  // the erase gate
+  expect_op_rejected(g, op, with(p, gate, in(g, {d.t, d.hv, d.k, 1})), {},
+                     {op + ": " + gate + " dims [10,4,8,1]", "expected"});
   expect_op_rejected(g, op, with(p, "cu_seqlens", in(g, {d.b + 1, 1}, DType::i32)), {},
                      {op + ": cu_seqlens dims [4,1]", "[B+1] cumulative sequence lengths"});
   expect_op_rejected(g, op, with(p, "cu_seqlens", in(g, {d.b + 1}, DType::f32, "fcu")), {},
@@ -796,7 +805,7 @@ TEST_P(OpGraphDelta, BadShapesAreNamed) {
       g, op, with(p, "initial_state", in(g, {d.b + 1, d.hv, d.k, d.v})), {},
       {op + ": initial_state dims [4,4,8,16]", "expected [B, HV, K, V] = [3,4,8,16]"});
   expect_op_rejected(g, op, p, {{"scale", -0.5}}, {op, "scale must be > 0"});
-  expect_op_rejected(g, op, without(p, "beta"), {}, {op + ": input 'beta' is required"});
+  expect_op_rejected(g, op, without(p, gate), {}, {op + ": input '" + gate + "' is required"});
   expect_op_rejected(g, op, without(p, "cu_seqlens"), {},
                      {op + ": input 'cu_seqlens' is required"});
   if (op == "gdn") {
@@ -816,14 +825,19 @@ TEST_P(OpGraphDelta, BadShapesAreNamed) {
     expect_op_rejected(g, op, with(p, "beta", in(g, {d.t, d.hv, d.k})), {},
                        {"kda: beta dims [10,4,8]", "expected [T, HV] = [10,4]"});
   if (op == "gdn2") {
+    expect_op_rejected(g, op, with(p, "b", in(g, {d.t, d.hv})), {},
+                       {"gdn2: b dims [10,4]", "expected [T, HV, K] = [10,4,8]"});
+    // gdn2 erases with b and writes with w; it has no beta.
     expect_op_rejected(g, op, with(p, "beta", in(g, {d.t, d.hv})), {},
-                       {"gdn2: beta dims [10,4]", "expected [T, HV, K] = [10,4,8]"});
+                       {"gdn2: unknown input port 'beta'"});
     expect_op_rejected(g, op, with(p, "w", in(g, {d.t, d.hv, d.k})), {},
                        {"gdn2: w dims [10,4,8]", "expected [T, HV, V] = [10,4,16]"});
     expect_op_rejected(g, op, without(p, "w"), {}, {"gdn2: input 'w' is required"});
   } else {
     expect_op_rejected(g, op, with(p, "w", in(g, {d.t, d.hv, d.v})), {},
                        {op + ": unknown input port 'w'"});
+    expect_op_rejected(g, op, with(p, "b", in(g, {d.t, d.hv, d.k})), {},
+                       {op + ": unknown input port 'b'"});
   }
 }
 
@@ -906,18 +920,21 @@ TEST(OpGraphGdn, BackwardGateGradientsOnlyWithSafeGate) {
                   {"gdn_bwd: a_log", "is only read when safe_gate"});
 }
 
-TEST(OpGraphGdn2, BackwardHasDwAndNoGateGradients) {
+TEST(OpGraphGdn2, BackwardHasDbDwAndNoGateGradients) {
   Graph g;
   const DeltaDims d;
   const Ports p = delta_ports(g, "gdn2", true);
   auto outs = g.op("gdn2_bwd", with(p, "initial_state", in(g, {d.b, d.hv, d.k, d.v})));
   EXPECT_EQ(port_names(g.nodes().back().outputs()),
-            (std::vector<std::string>{"dq", "dk", "dv", "dg", "dbeta", "dw", "d_initial_state"}));
+            (std::vector<std::string>{"dq", "dk", "dv", "dg", "db", "dw", "d_initial_state"}));
   EXPECT_EQ(outs.at("dw").dims(), Dims({d.t, d.hv, d.v}));
-  EXPECT_EQ(outs.at("dbeta").dims(), Dims({d.t, d.hv, d.k}));
+  EXPECT_EQ(outs.at("db").dims(), Dims({d.t, d.hv, d.k}));
+  EXPECT_EQ(outs.at("db").dtype(), DType::bf16);  // b's dtype
+  EXPECT_EQ(outs.count("dbeta"), 0u);
   Graph k;
   outs = k.op("kda_bwd", delta_ports(k, "kda", true));
   EXPECT_EQ(outs.count("dw"), 0u);
+  EXPECT_EQ(outs.count("db"), 0u);
   EXPECT_EQ(outs.at("dg").dims(), Dims({d.t, d.hv, d.k}));
 }
 

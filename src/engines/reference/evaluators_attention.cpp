@@ -165,8 +165,9 @@ DeltaCall delta_call(const op::Node& node, const Env& env) {
   c.in.k = &input(node, env, "k");
   c.in.v = &input(node, env, "v");
   c.in.g = &input(node, env, "g");
-  c.in.beta = &input(node, env, "beta");
-  c.in.w = optional_input(node, env, "w");
+  c.in.beta = optional_input(node, env, "beta");  // gdn, kda
+  c.in.b = optional_input(node, env, "b");        // gdn2
+  c.in.w = optional_input(node, env, "w");        // gdn2
   c.in.initial_state = optional_input(node, env, "initial_state");
   c.in.a_log = optional_input(node, env, "a_log");
   c.in.dt_bias = optional_input(node, env, "dt_bias");
@@ -197,6 +198,7 @@ void eval_delta_bwd(const op::Node& node, Env& env) {
   store(node, env, "dv", std::move(r.dv));
   store(node, env, "dg", std::move(r.dg));
   store(node, env, "dbeta", std::move(r.dbeta));
+  store(node, env, "db", std::move(r.db));
   store(node, env, "dw", std::move(r.dw));
   store(node, env, "d_initial_state", std::move(r.d_initial_state));
   store(node, env, "d_a_log", std::move(r.d_a_log));

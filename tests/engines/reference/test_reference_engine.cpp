@@ -212,9 +212,13 @@ TEST(ReferenceEnginePlanning, EveryFamilyClassifiesAndBuildsTheReference) {
                  {"k", input(g, "k", {4, 1, 3})},
                  {"v", input(g, "v", {4, 2, 2})},
                  {"g", input(g, "g", gate)},
-                 {"beta", input(g, "beta", rule == "gdn2" ? op::Dims{4, 2, 3} : op::Dims{4, 2})},
                  {"cu_seqlens", input(g, "cu", {2}, DType::i32)}};
-      if (rule == "gdn2") p.emplace_back("w", input(g, "w", {4, 2, 2}));
+      if (rule == "gdn2") {
+        p.emplace_back("b", input(g, "b", {4, 2, 3}));
+        p.emplace_back("w", input(g, "w", {4, 2, 2}));
+      } else {
+        p.emplace_back("beta", input(g, "beta", {4, 2}));
+      }
       if (bwd) p.emplace_back("d_o", input(g, "d_o", {4, 2, 2}));
       for (auto& [port, t] : g.op(rule + (bwd ? "_bwd" : ""), p)) t.set_output(true);
       expect_reference_plan(g, bwd ? "linear_attention_bwd" : "linear_attention");
@@ -1334,9 +1338,12 @@ std::map<std::string, Array> delta_inputs(const DeltaCase& c) {
   in["v"] = random({t, c.hv, c.v}, -1, 1, dt);
   const Shape gate = gdn ? Shape{t, c.hv} : Shape{t, c.hv, c.k};
   in["g"] = c.safe_gate ? random(gate, -1, 1, dt) : random(gate, -0.7, -0.05, dt);
-  in["beta"] = c.beta_sigmoid ? random(c.rule == "gdn2" ? gate : Shape{t, c.hv}, -2, 2, dt)
-                              : random(c.rule == "gdn2" ? gate : Shape{t, c.hv}, 0.1, 0.9, dt);
-  if (c.rule == "gdn2") in["w"] = random({t, c.hv, c.v}, 0.2, 1, dt);
+  if (c.rule == "gdn2") {
+    in["b"] = random(gate, 0.1, 0.9, dt);
+    in["w"] = random({t, c.hv, c.v}, 0.2, 1, dt);
+  } else {
+    in["beta"] = c.beta_sigmoid ? random({t, c.hv}, -2, 2, dt) : random({t, c.hv}, 0.1, 0.9, dt);
+  }
   if (c.initial_state) in["initial_state"] = random({c.b(), c.hv, c.k, c.v}, -0.5, 0.5, dt);
   if (c.safe_gate) {
     in["a_log"] = random({c.hv}, -1, 0, dt);
@@ -1390,7 +1397,8 @@ test::oracle::DeltaOut delta_formula(const DeltaCase& c, const std::map<std::str
     return it == in.end() ? test::Dense() : to_dense(it->second);
   };
   const test::oracle::DeltaOperands ops{
-      get("q"),     get("k"),       get("v"), get("g"), get("beta"), get("w"), get("initial_state"),
+      get("q"),     get("k"),       get("v"), get("g"),
+      get("beta"),  get("b"),       get("w"), get("initial_state"),
       get("a_log"), get("dt_bias"), c.cu};
   return test::oracle::delta_rule(c.rule, ops,
                                   {c.scale_value(), c.l2, c.safe_gate, c.beta_sigmoid});
@@ -1475,7 +1483,7 @@ TEST(ReferenceEngineLinearAttention, BackwardGraphsProduceEveryConditionalOutput
   const std::vector<Case> cases = {
       {gdn, true, {"d_a_log", "d_dt_bias", "d_initial_state", "dbeta", "dg", "dk", "dq", "dv"}},
       {kda, false, {"dbeta", "dg", "dk", "dq", "dv"}},
-      {gdn2, true, {"d_initial_state", "dbeta", "dg", "dk", "dq", "dv", "dw"}},
+      {gdn2, true, {"d_initial_state", "db", "dg", "dk", "dq", "dv", "dw"}},
   };
   for (const Case& cs : cases) {
     SCOPED_TRACE(cs.c.rule + "_bwd");
@@ -1554,7 +1562,13 @@ TEST(ReferenceEngineLinearAttention, BackwardMatchesFiniteDifferences) {
   DeltaCase gdn2("gdn2");
   gdn2.dtype = DType::f64;
   gdn2.l2 = true;
-  check_delta_gradients(gdn2, {{"k", "dk"}, {"beta", "dbeta"}, {"w", "dw"}});
+  check_delta_gradients(gdn2, {{"q", "dq"},
+                               {"k", "dk"},
+                               {"v", "dv"},
+                               {"g", "dg"},
+                               {"b", "db"},
+                               {"w", "dw"},
+                               {"initial_state", "d_initial_state"}});
 }
 
 // ---- errors --------------------------------------------------------------------------------

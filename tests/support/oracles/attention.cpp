@@ -92,30 +92,38 @@ DeltaOut delta_rule(const std::string& rule, const DeltaOperands& in, const Delt
         const int64_t hq = hv / group;
         std::vector<double> q = unit(in.q, (t * H + hq) * K), k = unit(in.k, (t * H + hq) * K);
         for (double& e : q) e *= opt.scale;
-        std::vector<double> decay(K), beta(K), w(V, 1.0);
+        // The decay per key channel (gdn: one per head).
+        std::vector<double> decay(K);
         for (int64_t i = 0; i < K; ++i) {
-          if (rule == "gdn") {
-            double g = in.g.data[t * HV + hv];
-            if (opt.safe_gate) g = -std::exp(in.a_log.data[hv]) * softplus(g + in.dt_bias.data[hv]);
-            decay[i] = std::exp(g);
-            const double bt = in.beta.data[t * HV + hv];
-            beta[i] = opt.use_beta_sigmoid ? sigmoid(bt) : bt;
-          } else {
-            decay[i] = std::exp(in.g.data[(t * HV + hv) * K + i]);
-            beta[i] =
-                rule == "gdn2" ? in.beta.data[(t * HV + hv) * K + i] : in.beta.data[t * HV + hv];
-          }
+          double g = rule == "gdn" ? in.g.data[t * HV + hv] : in.g.data[(t * HV + hv) * K + i];
+          if (rule == "gdn" && opt.safe_gate)
+            g = -std::exp(in.a_log.data[hv]) * softplus(g + in.dt_bias.data[hv]);
+          decay[i] = std::exp(g);
         }
-        if (rule == "gdn2")
-          for (int64_t j = 0; j < V; ++j) w[j] = in.w.data[(t * HV + hv) * V + j];
         for (int64_t i = 0; i < K; ++i)
           for (int64_t j = 0; j < V; ++j) S[i * V + j] *= decay[i];
-        for (int64_t j = 0; j < V; ++j) {
-          double e = 0;
-          for (int64_t i = 0; i < K; ++i) e += S[i * V + j] * k[i];
-          const double u = w[j] * (in.v.data[(t * HV + hv) * V + j] - e);
-          for (int64_t i = 0; i < K; ++i) S[i * V + j] += beta[i] * k[i] * u;
+        // The row written at k: v_new, from the decayed state.
+        const double* v = &in.v.data[(t * HV + hv) * V];
+        std::vector<double> v_new(V);
+        if (rule == "gdn2") {
+          const double* erase_gate = &in.b.data[(t * HV + hv) * K];
+          const double* write_gate = &in.w.data[(t * HV + hv) * V];
+          for (int64_t j = 0; j < V; ++j) {
+            double erase = 0;
+            for (int64_t i = 0; i < K; ++i) erase += erase_gate[i] * k[i] * S[i * V + j];
+            v_new[j] = write_gate[j] * v[j] - erase;
+          }
+        } else {
+          double beta = in.beta.data[t * HV + hv];
+          if (opt.use_beta_sigmoid) beta = sigmoid(beta);
+          for (int64_t j = 0; j < V; ++j) {
+            double read = 0;
+            for (int64_t i = 0; i < K; ++i) read += k[i] * S[i * V + j];
+            v_new[j] = beta * (v[j] - read);
+          }
         }
+        for (int64_t i = 0; i < K; ++i)
+          for (int64_t j = 0; j < V; ++j) S[i * V + j] += k[i] * v_new[j];
         for (int64_t j = 0; j < V; ++j) {
           double o = 0;
           for (int64_t i = 0; i < K; ++i) o += S[i * V + j] * q[i];

@@ -39,8 +39,9 @@ struct DeltaOperands {
   Dense q, k;           // [T, H, K]
   Dense v;              // [T, HV, V]
   Dense g;              // gdn: [T, HV] (log decay, or a raw logit under safe_gate); else [T, HV, K]
-  Dense beta;           // gdn, kda: [T, HV]; gdn2: [T, HV, K]
-  Dense w;              // gdn2: [T, HV, V]
+  Dense beta;           // gdn, kda: [T, HV]
+  Dense b;              // gdn2: [T, HV, K], the erase gate
+  Dense w;              // gdn2: [T, HV, V], the write gate
   Dense initial_state;  // [B, HV, K, V] or absent (zero)
   Dense a_log, dt_bias;             // [HV], safe_gate only
   std::vector<int64_t> cu_seqlens;  // [B + 1]
@@ -56,9 +57,12 @@ struct DeltaOut {
   Dense final_state;  // [B, HV, K, V]
 };
 // Per sequence and value head (reading q/k head hv / (HV / H)), S [K, V] from initial_state or 0,
-// each token: S = diag(decay) S; e = S^T k; S += (beta * k) (w * (v - e))^T; o = S^T (scale * q).
-// gdn: decay = exp(g) and beta broadcast over K; kda: decay = exp(g) per key channel; gdn2 also
-// beta per key channel and w; gdn and kda have w = 1.
+// each token as flash-linear-attention 0.6's naive recurrences write it:
+//   gdn, kda (naive_recurrent_gated_delta_rule, naive_recurrent_kda):
+//     S = S * exp(g); v' = beta * (v - S^T k); S = S + k v'^T; o = S^T (scale * q)
+//   gdn2 (naive_recurrent_gdn2):
+//     S = S * exp(g); erase = S^T (b * k); v' = w * v - erase; S = S + k v'^T; o = S^T (scale * q)
+// with exp(g) scaling S's rows (one value for gdn, one per key channel for kda and gdn2).
 DeltaOut delta_rule(const std::string& rule, const DeltaOperands& in, const DeltaOptions& opt);
 
 }  // namespace eagle::test::oracle

@@ -119,12 +119,14 @@ Sizes validate(DeltaRule rule, const DeltaInputs& in, const DeltaOptions& opt) {
   } else {
     expect_dims(rule, "g", g, {s.T, s.HV, s.K}, "[T, HV, K]");
   }
-  const Dense& beta = required(rule, "beta", in.beta);
   if (gdn2) {
-    expect_dims(rule, "beta", beta, {s.T, s.HV, s.K}, "[T, HV, K]");
+    if (in.beta != nullptr)
+      fail(rule, "beta: gdn2 takes the erase gate b and write gate w instead");
+    expect_dims(rule, "b", required(rule, "b", in.b), {s.T, s.HV, s.K}, "[T, HV, K]");
     expect_dims(rule, "w", required(rule, "w", in.w), {s.T, s.HV, s.V}, "[T, HV, V]");
   } else {
-    expect_dims(rule, "beta", beta, {s.T, s.HV}, "[T, HV]");
+    expect_dims(rule, "beta", required(rule, "beta", in.beta), {s.T, s.HV}, "[T, HV]");
+    if (in.b != nullptr) fail(rule, "b: only gdn2 takes an erase gate");
     if (in.w != nullptr) fail(rule, "w: only gdn2 takes a write gate");
   }
   if (in.initial_state != nullptr) {
@@ -196,9 +198,9 @@ Dense transform_rows_backward(const Dense& x, const Sizes& s, bool l2, double mu
 // ---- per-rule gates: the only place the three rules differ ----
 
 // What the recurrence reads per token and value head, the same for every rule: decay a and
-// write strength b per key channel [T, HV, K], write gate u per value channel [T, HV, V].
+// erase gate c per key channel [T, HV, K], write gate u per value channel [T, HV, V].
 struct Coefs {
-  std::vector<double> a, b, u;
+  std::vector<double> a, c, u;
 };
 
 // gdn's log-decay for row i = t * HV + h: g itself, or under safe_gate the gate of logit g.
@@ -254,46 +256,51 @@ void decay_backward(DeltaRule rule, const DeltaInputs& in, const DeltaOptions& o
   }
 }
 
-// gdn2's beta is per key channel; gdn and kda broadcast one per head over K.
-std::vector<double> strength(DeltaRule rule, const DeltaInputs& in, const DeltaOptions& opt,
-                             const Sizes& s) {
-  if (rule == DeltaRule::gdn2) return in.beta->data;
-  std::vector<double> b(at(s.T * s.HV * s.K));
+// gdn and kda erase and write with one beta per token and head (c = u = beta); gdn2 erases with
+// b per key channel and writes with w per value channel.
+std::vector<double> erase_gate(DeltaRule rule, const DeltaInputs& in, const DeltaOptions& opt,
+                               const Sizes& s) {
+  if (rule == DeltaRule::gdn2) return in.b->data;
+  std::vector<double> c(at(s.T * s.HV * s.K));
   for (int64_t i = 0; i < s.T * s.HV; ++i) {
-    for (int64_t c = 0; c < s.K; ++c) b[at(i * s.K + c)] = gdn_beta(in, opt, i);
+    for (int64_t e = 0; e < s.K; ++e) c[at(i * s.K + e)] = gdn_beta(in, opt, i);
   }
-  return b;
+  return c;
 }
 
-void strength_backward(DeltaRule rule, const DeltaInputs& in, const DeltaOptions& opt,
-                       const Sizes& s, const std::vector<double>& db, DeltaBackward& out) {
-  out.dbeta = Dense(in.beta->dims);
+std::vector<double> write_gate(DeltaRule rule, const DeltaInputs& in, const DeltaOptions& opt,
+                               const Sizes& s) {
+  if (rule == DeltaRule::gdn2) return in.w->data;
+  std::vector<double> u(at(s.T * s.HV * s.V));
+  for (int64_t i = 0; i < s.T * s.HV; ++i) {
+    for (int64_t j = 0; j < s.V; ++j) u[at(i * s.V + j)] = gdn_beta(in, opt, i);
+  }
+  return u;
+}
+
+// dc [T, HV, K] and du [T, HV, V] to db and dw (gdn2), or to dbeta: beta feeds every channel of
+// both gates, so its gradient sums them (then through the sigmoid when on).
+void gates_backward(DeltaRule rule, const DeltaInputs& in, const DeltaOptions& opt, const Sizes& s,
+                    const std::vector<double>& dc, const std::vector<double>& du,
+                    DeltaBackward& out) {
   if (rule == DeltaRule::gdn2) {
-    out.dbeta.data = db;
+    out.db = Dense(in.b->dims);
+    out.db.data = dc;
+    out.dw = Dense(in.w->dims);
+    out.dw.data = du;
     return;
   }
+  out.dbeta = Dense(in.beta->dims);
   for (int64_t i = 0; i < s.T * s.HV; ++i) {
     double d = 0;
-    for (int64_t c = 0; c < s.K; ++c) d += db[at(i * s.K + c)];
+    for (int64_t e = 0; e < s.K; ++e) d += dc[at(i * s.K + e)];
+    for (int64_t j = 0; j < s.V; ++j) d += du[at(i * s.V + j)];
     if (opt.use_beta_sigmoid) {
       const double p = sigmoid(in.beta->data[at(i)]);
       d *= p * (1 - p);
     }
     out.dbeta.data[at(i)] = d;
   }
-}
-
-// Only gdn2 gates the write per value channel.
-std::vector<double> write_gate(DeltaRule rule, const DeltaInputs& in, const Sizes& s) {
-  if (rule == DeltaRule::gdn2) return in.w->data;
-  return std::vector<double>(at(s.T * s.HV * s.V), 1.0);
-}
-
-void write_gate_backward(DeltaRule rule, const DeltaInputs& in, const std::vector<double>& du,
-                         DeltaBackward& out) {
-  if (rule != DeltaRule::gdn2) return;
-  out.dw = Dense(in.w->dims);
-  out.dw.data = du;
 }
 
 // ---- the shared recurrence ----
@@ -310,12 +317,12 @@ Prepared prepare(DeltaRule rule, const DeltaInputs& in, const DeltaOptions& opt)
   return {s,
           transform_rows(*in.q, s, opt.use_qk_l2norm, opt.scale),
           transform_rows(*in.k, s, opt.use_qk_l2norm, 1.0),
-          {decay(rule, in, opt, s), strength(rule, in, opt, s), write_gate(rule, in, s)}};
+          {decay(rule, in, opt, s), erase_gate(rule, in, opt, s), write_gate(rule, in, opt, s)}};
 }
 
 // One token's operands for value head h.
 struct Token {
-  const double *q, *k, *v, *a, *b, *u;
+  const double *q, *k, *v, *a, *c, *u;
 };
 
 Token token(const Prepared& p, const Dense& v, int64_t t, int64_t h) {
@@ -323,22 +330,22 @@ Token token(const Prepared& p, const Dense& v, int64_t t, int64_t h) {
   const int64_t qk = (t * s.H + h / s.group) * s.K, key = (t * s.HV + h) * s.K,
                 val = (t * s.HV + h) * s.V;
   return {&p.q.y[at(qk)],      &p.k.y[at(qk)],      &v.data[at(val)],
-          &p.coefs.a[at(key)], &p.coefs.b[at(key)], &p.coefs.u[at(val)]};
+          &p.coefs.a[at(key)], &p.coefs.c[at(key)], &p.coefs.u[at(val)]};
 }
 
-// Applies one token to S [K, V] in place: decay, then the gated delta write. Leaves the
-// residual r = v - S^T k (taken after the decay) for the backward.
-void step(const Sizes& s, const Token& x, double* S, double* r) {
+// Applies one token to S [K, V] in place: decay, erase at c * k, write u * v at k. Leaves the
+// written row n = u * v - S'^T (c * k) (S' the decayed state) for the backward.
+void step(const Sizes& s, const Token& x, double* S, double* n) {
   for (int64_t i = 0; i < s.K; ++i) {
     for (int64_t j = 0; j < s.V; ++j) S[i * s.V + j] *= x.a[i];
   }
   for (int64_t j = 0; j < s.V; ++j) {
     double e = 0;
-    for (int64_t i = 0; i < s.K; ++i) e += S[i * s.V + j] * x.k[i];
-    r[j] = x.v[j] - e;
+    for (int64_t i = 0; i < s.K; ++i) e += S[i * s.V + j] * x.c[i] * x.k[i];
+    n[j] = x.u[j] * x.v[j] - e;
   }
   for (int64_t i = 0; i < s.K; ++i) {
-    for (int64_t j = 0; j < s.V; ++j) S[i * s.V + j] += x.b[i] * x.k[i] * x.u[j] * r[j];
+    for (int64_t j = 0; j < s.V; ++j) S[i * s.V + j] += x.k[i] * n[j];
   }
 }
 
@@ -348,7 +355,7 @@ DeltaForward run(const Prepared& p, const DeltaInputs& in, std::vector<double>* 
   const Sizes& s = p.s;
   const int64_t kv = s.K * s.V;
   DeltaForward out{Dense({s.T, s.HV, s.V}), Dense({s.B, s.HV, s.K, s.V})};
-  std::vector<double> S(at(kv)), r(at(s.V));
+  std::vector<double> S(at(kv)), n(at(s.V));
   for (int64_t b = 0; b < s.B; ++b) {
     for (int64_t h = 0; h < s.HV; ++h) {
       const int64_t state = (b * s.HV + h) * kv;
@@ -358,7 +365,7 @@ DeltaForward run(const Prepared& p, const DeltaInputs& in, std::vector<double>* 
       for (int64_t t = in.cu_seqlens[at(b)]; t < in.cu_seqlens[at(b + 1)]; ++t) {
         if (history) std::copy(S.begin(), S.end(), history->begin() + (t * s.HV + h) * kv);
         const Token x = token(p, *in.v, t, h);
-        step(s, x, S.data(), r.data());
+        step(s, x, S.data(), n.data());
         double* o = &out.o.data[at((t * s.HV + h) * s.V)];
         for (int64_t j = 0; j < s.V; ++j) {
           for (int64_t i = 0; i < s.K; ++i) o[j] += S[at(i * s.V + j)] * x.q[i];
@@ -372,11 +379,11 @@ DeltaForward run(const Prepared& p, const DeltaInputs& in, std::vector<double>* 
 
 // What the backward of every step adds to: the gradients w.r.t. what the recurrence reads.
 struct StepGrads {
-  std::vector<double> dq, dk, da, db, du;
+  std::vector<double> dq, dk, da, dc, du;
 };
 // Per-step scratch; dS carries the state's gradient from step to step, backwards.
 struct StepScratch {
-  std::vector<double> S, dS, r, dkb, dr;
+  std::vector<double> S, dS, n, dn;
 };
 
 // The backward of token t's step of value head h: on entry dS is the gradient w.r.t. the state
@@ -389,7 +396,7 @@ void step_backward(const Prepared& p, const DeltaInputs& in, int64_t t, int64_t 
   const int64_t qk = (t * s.H + h / s.group) * s.K, key = (t * s.HV + h) * s.K,
                 val = (t * s.HV + h) * s.V;
   std::copy(prev, prev + kv, w.S.begin());
-  step(s, x, w.S.data(), w.r.data());
+  step(s, x, w.S.data(), w.n.data());
   // o = S^T q
   const double* d_out = &d_o.data[at(val)];
   for (int64_t i = 0; i < s.K; ++i) {
@@ -398,30 +405,28 @@ void step_backward(const Prepared& p, const DeltaInputs& in, int64_t t, int64_t 
       w.dS[at(i * s.V + j)] += x.q[i] * d_out[j];
     }
   }
-  // S = S' + (b k) (u r)^T
-  for (int64_t i = 0; i < s.K; ++i) {
-    w.dkb[at(i)] = 0;
-    for (int64_t j = 0; j < s.V; ++j) w.dkb[at(i)] += w.dS[at(i * s.V + j)] * x.u[j] * w.r[at(j)];
-    g.db[at(key + i)] = w.dkb[at(i)] * x.k[i];
-    g.dk[at(qk + i)] += w.dkb[at(i)] * x.b[i];
-  }
+  // S = S' + k n^T
   for (int64_t j = 0; j < s.V; ++j) {
-    double dc = 0;
-    for (int64_t i = 0; i < s.K; ++i) dc += w.dS[at(i * s.V + j)] * x.b[i] * x.k[i];
-    g.du[at(val + j)] = dc * w.r[at(j)];
-    w.dr[at(j)] = dc * x.u[j];
-    dv.data[at(val + j)] = w.dr[at(j)];
+    double dn = 0;
+    for (int64_t i = 0; i < s.K; ++i) dn += w.dS[at(i * s.V + j)] * x.k[i];
+    w.dn[at(j)] = dn;
+    // n = u * v - e
+    g.du[at(val + j)] = dn * x.v[j];
+    dv.data[at(val + j)] = dn * x.u[j];
   }
-  // r = v - S'^T k, with S' = diag(a) prev
+  // e = S'^T (c * k) with S' = diag(a) prev: S' gets -(c * k) dn^T besides dS
   for (int64_t i = 0; i < s.K; ++i) {
-    double da_i = 0;
+    double dk_i = 0, dck_i = 0, da_i = 0;
     for (int64_t j = 0; j < s.V; ++j) {
       const int64_t ij = i * s.V + j;
-      g.dk[at(qk + i)] -= x.a[i] * prev[ij] * w.dr[at(j)];
-      w.dS[at(ij)] -= x.k[i] * w.dr[at(j)];
+      dk_i += w.dS[at(ij)] * w.n[at(j)];
+      dck_i -= x.a[i] * prev[ij] * w.dn[at(j)];
+      w.dS[at(ij)] -= x.c[i] * x.k[i] * w.dn[at(j)];
       da_i += w.dS[at(ij)] * prev[ij];
       w.dS[at(ij)] *= x.a[i];
     }
+    g.dk[at(qk + i)] += dk_i + dck_i * x.c[i];
+    g.dc[at(key + i)] = dck_i * x.k[i];
     g.da[at(key + i)] = da_i;
   }
 }
@@ -449,11 +454,10 @@ DeltaBackward delta_backward(DeltaRule rule, const DeltaInputs& in, const Dense&
   if (in.initial_state) out.d_initial_state = Dense(in.initial_state->dims);
   // Gradients w.r.t. what the recurrence reads; the transforms chain them to the raw inputs.
   StepGrads g{std::vector<double>(p.q.y.size()), std::vector<double>(p.k.y.size()),
-              std::vector<double>(p.coefs.a.size()), std::vector<double>(p.coefs.b.size()),
+              std::vector<double>(p.coefs.a.size()), std::vector<double>(p.coefs.c.size()),
               std::vector<double>(p.coefs.u.size())};
   StepScratch w{std::vector<double>(at(kv)), std::vector<double>(at(kv)),
-                std::vector<double>(at(s.V)), std::vector<double>(at(s.K)),
-                std::vector<double>(at(s.V))};
+                std::vector<double>(at(s.V)), std::vector<double>(at(s.V))};
   for (int64_t b = 0; b < s.B; ++b) {
     for (int64_t h = 0; h < s.HV; ++h) {
       const int64_t state = (b * s.HV + h) * kv;
@@ -465,12 +469,10 @@ DeltaBackward delta_backward(DeltaRule rule, const DeltaInputs& in, const Dense&
         std::copy(w.dS.begin(), w.dS.end(), out.d_initial_state.data.begin() + state);
     }
   }
-  const std::vector<double>&dq = g.dq, &dk = g.dk, &da = g.da, &db = g.db, &du = g.du;
-  out.dq = transform_rows_backward(*in.q, s, opt.use_qk_l2norm, opt.scale, p.q, dq);
-  out.dk = transform_rows_backward(*in.k, s, opt.use_qk_l2norm, 1.0, p.k, dk);
-  decay_backward(rule, in, opt, s, p.coefs, da, out);
-  strength_backward(rule, in, opt, s, db, out);
-  write_gate_backward(rule, in, du, out);
+  out.dq = transform_rows_backward(*in.q, s, opt.use_qk_l2norm, opt.scale, p.q, g.dq);
+  out.dk = transform_rows_backward(*in.k, s, opt.use_qk_l2norm, 1.0, p.k, g.dk);
+  decay_backward(rule, in, opt, s, p.coefs, g.da, out);
+  gates_backward(rule, in, opt, s, g.dc, g.du, out);
   return out;
 }
 

@@ -1,6 +1,6 @@
 // Tests of the float64 reference gated delta-rule ops (gdn, kda, gdn2): hand-worked tiny cases,
-// independent formula checks, backward against central finite differences, and every
-// InvalidArgument path.
+// independent formula checks (against the support library's oracle of fla's naive recurrences),
+// backward against central finite differences, and every InvalidArgument path.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -59,14 +59,19 @@ Dense take(const Dense& x, std::size_t axis, int64_t index) {
 // An owned problem; inputs() lends it to the ops.
 struct Problem {
   DeltaRule rule = DeltaRule::gdn;
-  Dense q, k, v, g, beta, w, initial_state, a_log, dt_bias;
+  Dense q, k, v, g, beta, b, w, initial_state, a_log, dt_bias;  // beta: gdn, kda; b, w: gdn2
   bool has_initial = false;
   std::vector<int64_t> cu;
   DeltaOptions opt;
 
   DeltaInputs inputs() const {
-    DeltaInputs in{.q = &q, .k = &k, .v = &v, .g = &g, .beta = &beta};
-    if (rule == DeltaRule::gdn2) in.w = &w;
+    DeltaInputs in{.q = &q, .k = &k, .v = &v, .g = &g};
+    if (rule == DeltaRule::gdn2) {
+      in.b = &b;
+      in.w = &w;
+    } else {
+      in.beta = &beta;
+    }
     if (has_initial) in.initial_state = &initial_state;
     if (opt.safe_gate) {
       in.a_log = &a_log;
@@ -84,7 +89,9 @@ struct Config {
   bool l2 = false, safe_gate = false, sigmoid = false, initial = true;
 };
 
-// Random inputs in the ranges the ops see in practice: decays below 1, beta in (0, 1).
+// Random inputs in the ranges the ops see in practice: decays below 1, beta in (0, 1), gdn2's
+// erase gate b in (0, 1.5) (fla's chunk_gdn2 docstring: typically [0, 2]), write gate w in
+// (0.2, 1.5).
 Problem random_problem(DeltaRule rule, const Config& c) {
   const int64_t T = c.cu.back();
   const bool gdn = rule == DeltaRule::gdn, gdn2 = rule == DeltaRule::gdn2;
@@ -96,9 +103,12 @@ Problem random_problem(DeltaRule rule, const Config& c) {
   p.v = random_dense({T, c.HV, c.V}, -1, 1);
   const Dims gate_dims = gdn ? Dims{T, c.HV} : Dims{T, c.HV, c.K};
   p.g = c.safe_gate ? random_dense(gate_dims, -1.5, 1.5) : random_dense(gate_dims, -1, -0.05);
-  const Dims beta_dims = gdn2 ? Dims{T, c.HV, c.K} : Dims{T, c.HV};
-  p.beta = c.sigmoid ? random_dense(beta_dims, -2, 2) : random_dense(beta_dims, 0.05, 0.95);
-  if (gdn2) p.w = random_dense({T, c.HV, c.V}, 0.2, 1.5);
+  if (gdn2) {
+    p.b = random_dense({T, c.HV, c.K}, 0.05, 1.5);
+    p.w = random_dense({T, c.HV, c.V}, 0.2, 1.5);
+  } else {
+    p.beta = c.sigmoid ? random_dense({T, c.HV}, -2, 2) : random_dense({T, c.HV}, 0.05, 0.95);
+  }
   p.has_initial = c.initial;
   if (c.initial) p.initial_state = random_dense({int64_t(c.cu.size()) - 1, c.HV, c.K, c.V}, -1, 1);
   p.a_log = random_dense({c.HV}, -1, 0.5);
@@ -176,25 +186,47 @@ TEST(DeltaForwardByHand, KdaTwoChannels) {
                   "final_state");
 }
 
-// gdn2, K = V = 2, scale 1, no initial state:
-//   t1: r = v = [2,4], c = w*r = [2,2], b*k = [.5,.5], S = [[1,1],[1,1]], o1 = S^T [1,1] = [2,2]
-//   t2 a = [.5,.25]: S' = [[.5,.5],[.25,.25]], e = S'^T [2,4] = [2,2], r = [1,2] - e = [-1,0],
-//      c = [2,1]*r = [-2,0], b*k = [.5*2, .125*4] = [1,.5], S = [[-1.5,.5],[-.75,.25]],
-//      o2 = S^T [1,2] = [-3,1]
-TEST(DeltaForwardByHand, Gdn2ChannelGates) {
+// gdn2 (fla's naive_recurrent_gdn2: S' = diag(exp g) S, v' = w * v - S'^T (b * k),
+// S = S' + k v'^T, o = S^T q), K = V = 2, scale 1, no initial state:
+//   t1: S' = 0, v' = [1,1.5] * [2,4] = [2,6], S = [1,2]^T [2,6] = [[2,6],[4,12]],
+//       o1 = S^T [1,1] = [6,18]
+//   t2 a = [.5,.25]: S' = [[1,3],[1,3]], b * k = [.5*2, .25*1] = [1,.25],
+//       erase = S'^T [1,.25] = [1.25,3.75], v' = [2,1] * [1,3] - erase = [.75,-.75],
+//       S = S' + [2,1]^T [.75,-.75] = [[2.5,1.5],[1.75,2.25]], o2 = S^T [2,1] = [6.75,5.25]
+// (eagle's earlier rule, S += (b * k)(w * (v - S'^T k))^T, gave o = [2,6, .125,2.0625].)
+TEST(DeltaForwardByHand, Gdn2EraseAndWriteGates) {
   Problem p;
   p.rule = DeltaRule::gdn2;
-  p.q = make_dense({2, 1, 2}, {1, 1, 1, 2});
-  p.k = make_dense({2, 1, 2}, {1, 2, 2, 4});
-  p.v = make_dense({2, 1, 2}, {2, 4, 1, 2});
+  p.q = make_dense({2, 1, 2}, {1, 1, 2, 1});
+  p.k = make_dense({2, 1, 2}, {1, 2, 2, 1});
+  p.v = make_dense({2, 1, 2}, {2, 4, 1, 3});
   p.g = make_dense({2, 1, 2}, {std::log(0.5), std::log(0.5), std::log(0.5), std::log(0.25)});
-  p.beta = make_dense({2, 1, 2}, {0.5, 0.25, 0.5, 0.125});
-  p.w = make_dense({2, 1, 2}, {1, 0.5, 2, 1});
+  p.b = make_dense({2, 1, 2}, {0.5, 0.25, 0.5, 0.25});
+  p.w = make_dense({2, 1, 2}, {1, 1.5, 2, 1});
   p.cu = {0, 2};
   DeltaForward f = p.forward();
-  expect_all_near(f.o, make_dense({2, 1, 2}, {2, 2, -3, 1}), 1e-14, "o");
-  expect_all_near(f.final_state, make_dense({1, 1, 2, 2}, {-1.5, 0.5, -0.75, 0.25}), 1e-14,
-                  "final");
+  expect_all_near(f.o, make_dense({2, 1, 2}, {6, 18, 6.75, 5.25}), 1e-14, "o");
+  expect_all_near(f.final_state, make_dense({1, 1, 2, 2}, {2.5, 1.5, 1.75, 2.25}), 1e-14, "final");
+
+  // From S0 = [[1,0],[0,2]] one token (t2's operands): S' = [[.5,0],[0,.5]],
+  // erase = S'^T [1,.25] = [.5,.125], v' = [2,3] - erase = [1.5,2.875],
+  // S = S' + [2,1]^T v' = [[3.5,5.75],[1.5,3.375]], o = S^T [2,1] = [8.5,14.875].
+  Problem one = p;
+  for (auto [dst, src] : {std::pair{&one.q, &p.q},
+                          {&one.k, &p.k},
+                          {&one.v, &p.v},
+                          {&one.g, &p.g},
+                          {&one.b, &p.b},
+                          {&one.w, &p.w}}) {
+    *dst = test::dense_rows(*src, 1, 2);
+  }
+  one.cu = {0, 1};
+  one.has_initial = true;
+  one.initial_state = make_dense({1, 1, 2, 2}, {1, 0, 0, 2});
+  f = one.forward();
+  expect_all_near(f.o, make_dense({1, 1, 2}, {8.5, 14.875}), 1e-14, "o with S0");
+  expect_all_near(f.final_state, make_dense({1, 1, 2, 2}, {3.5, 5.75, 1.5, 3.375}), 1e-14,
+                  "final with S0");
 }
 
 // ---- independent formula checks ----
@@ -215,16 +247,17 @@ TEST(DeltaForwardFormula, MatchesTheOracle) {
                        .sigmoid = gdn && !initial,
                        .initial = initial};
         const Problem p = random_problem(rule, c);
-        const test::oracle::DeltaOperands ops{p.q,
-                                              p.k,
-                                              p.v,
-                                              p.g,
-                                              p.beta,
-                                              rule == DeltaRule::gdn2 ? p.w : Dense(),
-                                              initial ? p.initial_state : Dense(),
-                                              c.safe_gate ? p.a_log : Dense(),
-                                              c.safe_gate ? p.dt_bias : Dense(),
-                                              p.cu};
+        const test::oracle::DeltaOperands ops{.q = p.q,
+                                              .k = p.k,
+                                              .v = p.v,
+                                              .g = p.g,
+                                              .beta = p.beta,
+                                              .b = p.b,
+                                              .w = p.w,
+                                              .initial_state = initial ? p.initial_state : Dense(),
+                                              .a_log = c.safe_gate ? p.a_log : Dense(),
+                                              .dt_bias = c.safe_gate ? p.dt_bias : Dense(),
+                                              .cu_seqlens = p.cu};
         const auto want = test::oracle::delta_rule(
             name(rule), ops,
             {p.opt.scale, p.opt.use_qk_l2norm, p.opt.safe_gate, p.opt.use_beta_sigmoid});
@@ -291,20 +324,37 @@ TEST(DeltaForwardFormula, KdaWithConstantGateIsGdn) {
   expect_all_near(dg_summed, bg.dg, 1e-12, "dg");
 }
 
-// gdn2 with beta constant across K and w = 1 is kda.
-TEST(DeltaForwardFormula, Gdn2WithConstantBetaAndUnitWriteGateIsKda) {
-  const Config c{.cu = {0, 3, 5}};
-  Problem kda = random_problem(DeltaRule::kda, c);
+// gdn2 with b = beta on every key channel and w = beta on every value channel is kda (fla's
+// chunk_gdn2 docstring: "Setting b = w = beta (scalar) recovers KDA"), forward and backward
+// (kda's dbeta sums gdn2's db over K and dw over V).
+TEST(DeltaForwardFormula, Gdn2WithBAndWEqualToBetaIsKda) {
+  const Config c{.cu = {0, 3, 5}, .l2 = true};
+  const Problem kda = random_problem(DeltaRule::kda, c);
   Problem gdn2 = kda;
   gdn2.rule = DeltaRule::gdn2;
-  gdn2.beta = Dense({5, c.HV, c.K});
-  for (std::size_t i = 0; i < gdn2.beta.data.size(); ++i) {
-    gdn2.beta.data[i] = kda.beta.data[i / c.K];
-  }
-  gdn2.w = Dense({5, c.HV, c.V}, 1.0);
+  gdn2.beta = Dense();
+  gdn2.b = Dense({5, c.HV, c.K});
+  for (std::size_t i = 0; i < gdn2.b.data.size(); ++i) gdn2.b.data[i] = kda.beta.data[i / c.K];
+  gdn2.w = Dense({5, c.HV, c.V});
+  for (std::size_t i = 0; i < gdn2.w.data.size(); ++i) gdn2.w.data[i] = kda.beta.data[i / c.V];
   const DeltaForward fk = kda.forward(), f2 = gdn2.forward();
   expect_all_near(f2.o, fk.o, 1e-12, "o");
   expect_all_near(f2.final_state, fk.final_state, 1e-12, "final_state");
+
+  const Dense d_o = random_dense(fk.o.dims, -1, 1), dS = random_dense(fk.final_state.dims, -1, 1);
+  const DeltaBackward bk = delta_backward(DeltaRule::kda, kda.inputs(), d_o, &dS, kda.opt);
+  const DeltaBackward b2 = delta_backward(DeltaRule::gdn2, gdn2.inputs(), d_o, &dS, gdn2.opt);
+  for (auto [got, want, what] : {std::tuple{&b2.dq, &bk.dq, "dq"},
+                                 {&b2.dk, &bk.dk, "dk"},
+                                 {&b2.dv, &bk.dv, "dv"},
+                                 {&b2.dg, &bk.dg, "dg"},
+                                 {&b2.d_initial_state, &bk.d_initial_state, "d_initial_state"}}) {
+    expect_all_near(*got, *want, 1e-12, what);
+  }
+  Dense dbeta(bk.dbeta.dims);
+  for (std::size_t i = 0; i < b2.db.data.size(); ++i) dbeta.data[i / c.K] += b2.db.data[i];
+  for (std::size_t i = 0; i < b2.dw.data.size(); ++i) dbeta.data[i / c.V] += b2.dw.data[i];
+  expect_all_near(dbeta, bk.dbeta, 1e-12, "dbeta");
 }
 
 // With HV = 2H, value head h equals a run of that head alone with q/k head h / 2.
@@ -320,8 +370,12 @@ TEST(DeltaForwardFormula, GroupedValueHeadsReadTheirQkHead) {
       one.k = take(p.k, 1, h / 2);
       one.v = take(p.v, 1, h);
       one.g = take(p.g, 1, h);
-      one.beta = take(p.beta, 1, h);
-      if (rule == DeltaRule::gdn2) one.w = take(p.w, 1, h);
+      if (rule == DeltaRule::gdn2) {
+        one.b = take(p.b, 1, h);
+        one.w = take(p.w, 1, h);
+      } else {
+        one.beta = take(p.beta, 1, h);
+      }
       one.initial_state = take(p.initial_state, 1, h);
       one.a_log = take(p.a_log, 0, h);
       one.dt_bias = take(p.dt_bias, 0, h);
@@ -343,14 +397,16 @@ TEST(DeltaForwardFormula, PackedSequencesAreIndependent) {
       const int64_t t0 = c.cu[b], t1 = c.cu[b + 1];
       Problem one = p;
       one.cu = {0, t1 - t0};
-      for (auto [dst, src] : {std::pair{&one.q, &p.q},
-                              {&one.k, &p.k},
-                              {&one.v, &p.v},
-                              {&one.g, &p.g},
-                              {&one.beta, &p.beta}}) {
+      for (auto [dst, src] :
+           {std::pair{&one.q, &p.q}, {&one.k, &p.k}, {&one.v, &p.v}, {&one.g, &p.g}}) {
         *dst = test::dense_rows(*src, t0, t1);
       }
-      if (rule == DeltaRule::gdn2) one.w = test::dense_rows(p.w, t0, t1);
+      if (rule == DeltaRule::gdn2) {
+        one.b = test::dense_rows(p.b, t0, t1);
+        one.w = test::dense_rows(p.w, t0, t1);
+      } else {
+        one.beta = test::dense_rows(p.beta, t0, t1);
+      }
       one.initial_state = take(p.initial_state, 0, int64_t(b));
       const DeltaForward alone = one.forward();
       expect_all_near(alone.o, test::dense_rows(f.o, t0, t1), 1e-12,
@@ -425,7 +481,8 @@ void check_gradients(DeltaRule rule, const Config& c, bool with_d_final) {
       {"dk", &p.k, grad.dk},
       {"dv", &p.v, grad.dv},
       {"dg", &p.g, grad.dg},
-      {"dbeta", &p.beta, grad.dbeta},
+      {"dbeta", gdn2 ? nullptr : &p.beta, grad.dbeta},
+      {"db", gdn2 ? &p.b : nullptr, grad.db},
       {"dw", gdn2 ? &p.w : nullptr, grad.dw},
       {"d_initial_state", c.initial ? &p.initial_state : nullptr, grad.d_initial_state},
       {"d_a_log", c.safe_gate ? &p.a_log : nullptr, grad.d_a_log},
@@ -513,13 +570,18 @@ TEST(DeltaErrors, MissingRequiredOperands) {
   for (auto [field, arg] : {std::pair<Field, const char*>{&DeltaInputs::q, "q: required"},
                             {&DeltaInputs::k, "k: required"},
                             {&DeltaInputs::v, "v: required"},
-                            {&DeltaInputs::g, "g: required"},
-                            {&DeltaInputs::beta, "beta: required"}}) {
+                            {&DeltaInputs::g, "g: required"}}) {
     for (DeltaRule rule : kRules) {
       expect_rejected(rule, [f = field](Problem&, DeltaInputs& in) { in.*f = nullptr; },
                       {name(rule), arg});
     }
   }
+  for (DeltaRule rule : {DeltaRule::gdn, DeltaRule::kda}) {
+    expect_rejected(rule, [](Problem&, DeltaInputs& in) { in.beta = nullptr; },
+                    {name(rule), "beta: required"});
+  }
+  expect_rejected(DeltaRule::gdn2, [](Problem&, DeltaInputs& in) { in.b = nullptr; },
+                  {"gdn2", "b: required"});
   expect_rejected(DeltaRule::gdn2, [](Problem&, DeltaInputs& in) { in.w = nullptr; },
                   {"gdn2", "w: required"});
   const Config safe{.safe_gate = true};
@@ -535,7 +597,11 @@ TEST(DeltaErrors, OperandsThatDoNotApply) {
   for (DeltaRule rule : {DeltaRule::gdn, DeltaRule::kda}) {
     expect_rejected(rule, [](Problem& p, DeltaInputs& in) { in.w = &p.v; },
                     {name(rule), "w: only gdn2"});
+    expect_rejected(rule, [](Problem& p, DeltaInputs& in) { in.b = &p.g; },
+                    {name(rule), "b: only gdn2 takes an erase gate"});
   }
+  expect_rejected(DeltaRule::gdn2, [](Problem& p, DeltaInputs& in) { in.beta = &p.b; },
+                  {"gdn2", "beta", "erase gate b and write gate w instead"});
   expect_rejected(DeltaRule::gdn, [](Problem& p, DeltaInputs& in) { in.a_log = &p.a_log; },
                   {"gdn", "a_log: given without safe_gate"});
   expect_rejected(DeltaRule::gdn, [](Problem& p, DeltaInputs& in) { in.dt_bias = &p.dt_bias; },
@@ -594,8 +660,8 @@ TEST(DeltaErrors, GateShapes) {
   }
   expect_rejected(DeltaRule::kda, with(&Problem::beta, Dense({4, 2, 3})),
                   {"kda: beta dims [4,2,3]: expected [T, HV] = [4,2]"});
-  expect_rejected(DeltaRule::gdn2, with(&Problem::beta, Dense({4, 2})),
-                  {"gdn2: beta dims [4,2]: expected [T, HV, K] = [4,2,3]"});
+  expect_rejected(DeltaRule::gdn2, with(&Problem::b, Dense({4, 2})),
+                  {"gdn2: b dims [4,2]: expected [T, HV, K] = [4,2,3]"});
   expect_rejected(DeltaRule::gdn2, with(&Problem::w, Dense({4, 2, 3})),
                   {"gdn2: w dims [4,2,3]: expected [T, HV, V] = [4,2,2]"});
   for (DeltaRule rule : kRules) {
