@@ -1,0 +1,318 @@
+// The Hopper varlen forward kernel: one CTA = a producer warpgroup (one thread issues TMA loads
+// of Q and of the K/V tiles into 2-stage mbarrier rings) and two consumer warpgroups (64 q rows
+// each: S = Q K^T by wgmma, online softmax in registers, O += P V by wgmma with P in registers).
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+
+#include <cutlass/arch/barrier.h>
+#include <cutlass/arch/reg_reconfig.h>
+#include <cutlass/numeric_conversion.h>
+#include <cute/arch/cluster_sm90.hpp>
+#include <cute/tensor.hpp>
+
+#include "engines/native/attention/fwd_softmax.cuh"
+#include "engines/native/attention/fwd_traits.cuh"
+#include "engines/native/attention/tasks.cuh"
+
+namespace eagle::native::attention::fwd {
+
+using namespace cute;
+using Barrier = cutlass::arch::ClusterTransactionBarrier;
+
+template <class Traits>
+struct FwdParams {
+  VarlenShape shape;
+  TaskGrid grid;
+  typename Traits::Element* o;
+  float* lse;
+  float scale_log2;  // scale * log2(e)
+  typename Traits::TmaQ tma_q;
+  typename Traits::TmaKV tma_k;
+  typename Traits::TmaKV tma_v;
+};
+
+// Where a ring of kStages slots stands: the slot, and the parity of its barriers' phase.
+template <int kStages>
+struct RingState {
+  int stage = 0;
+  uint32_t phase = 0;
+  __device__ __forceinline__ void advance() {
+    if (++stage == kStages) {
+      stage = 0;
+      phase ^= 1u;
+    }
+  }
+};
+
+// One task's geometry as both roles see it (they must agree on `kv_blocks`).
+template <class Traits>
+struct TileWork {
+  int64_t row_begin, row_end;  // the q tile's rows
+  int q_first;                 // sequence-local index of the tile's first q row
+  int q_len, kv_len;
+  int64_t kv_begin;
+  int kv_blocks;  // kv tiles this q tile reads: [0, kv_blocks)
+
+  __device__ __forceinline__ explicit TileWork(const Task& t, bool causal) {
+    row_begin = t.row_begin;
+    row_end = t.row_end;
+    q_first = int(t.row_begin - t.q_begin);
+    q_len = int(t.q_end - t.q_begin);
+    kv_len = int(t.kv_end - t.kv_begin);
+    kv_begin = t.kv_begin;
+    int64_t blocks = (int64_t(kv_len) + Traits::kBlockN - 1) / Traits::kBlockN;
+    if (causal) {
+      // The tile's last row sees keys up to last_q + kv_len - q_len.
+      const int64_t last_key = (t.row_end - 1 - t.q_begin) + int64_t(kv_len) - q_len;
+      const int64_t causal_blocks = last_key < 0 ? 0 : last_key / Traits::kBlockN + 1;
+      blocks = blocks < causal_blocks ? blocks : causal_blocks;
+    }
+    kv_blocks = t.seq < 0 || t.row_end <= t.row_begin ? 0 : int(blocks);
+  }
+
+  // Whether kv tile n holds keys past the sequence or past the diagonal of the tile's first row.
+  __device__ __forceinline__ bool needs_mask(int n, bool causal) const {
+    const int64_t last_col = int64_t(n + 1) * Traits::kBlockN - 1;
+    return last_col >= kv_len || (causal && last_col > int64_t(q_first) + kv_len - q_len);
+  }
+  __device__ __forceinline__ bool partial(int n) const {
+    return int64_t(n + 1) * Traits::kBlockN > kv_len;
+  }
+};
+
+// Calls f(task) for each task of this CTA, in the same order for every role.
+template <class F>
+__device__ __forceinline__ void for_each_task(const VarlenShape& s, const TaskGrid& g, int block,
+                                              F&& f) {
+  const int64_t active = active_tiles(s, g);
+  if (g.schedule == Schedule::flat) {
+    if (int64_t(blockIdx.x) < active) f(make_task(s, g, block, true, blockIdx.x, blockIdx.y));
+    return;
+  }
+  const int64_t tasks = active * s.heads;
+  for (int64_t i = blockIdx.x; i < tasks; i += gridDim.x) {
+    int64_t tile;
+    int head;
+    decode_task(i, active, tile, head);
+    f(make_task(s, g, block, true, tile, head));
+  }
+}
+
+template <class Traits>
+__device__ __forceinline__ void produce(const FwdParams<Traits>& p,
+                                        typename Traits::SharedStorage& smem) {
+  using Element = typename Traits::Element;
+  constexpr int kBlockM = Traits::kBlockM, kBlockN = Traits::kBlockN;
+  prefetch_tma_descriptor(p.tma_q.get_tma_descriptor());
+  prefetch_tma_descriptor(p.tma_k.get_tma_descriptor());
+  prefetch_tma_descriptor(p.tma_v.get_tma_descriptor());
+
+  Tensor sQ = make_tensor(make_smem_ptr(smem.q.data()), typename Traits::SmemLayoutQ{});
+  Tensor sK = make_tensor(make_smem_ptr(smem.k.data()), typename Traits::SmemLayoutKV{});
+  Tensor sV = make_tensor(make_smem_ptr(smem.v.data()), typename Traits::SmemLayoutKV{});
+  const int32_t rows_q = int32_t(p.shape.rows_q), rows_kv = int32_t(p.shape.rows_kv);
+  Tensor mQ = p.tma_q.get_tma_tensor(
+      make_shape(rows_q, typename Traits::HeadDim{}, int32_t(p.shape.heads)));
+  Tensor mK = p.tma_k.get_tma_tensor(
+      make_shape(rows_kv, typename Traits::HeadDim{}, int32_t(p.shape.kv_heads)));
+  Tensor mV = p.tma_v.get_tma_tensor(
+      make_shape(rows_kv, typename Traits::HeadDim{}, int32_t(p.shape.kv_heads)));
+  const int group = p.shape.heads / p.shape.kv_heads;
+
+  RingState<Traits::kStages> k_ring, v_ring;
+  uint32_t q_phase = 0;
+  for_each_task(p.shape, p.grid, kBlockM, [&](const Task& task) {
+    const TileWork<Traits> work(task, p.shape.causal);
+    if (work.kv_blocks == 0) return;
+    const int kv_head = task.head / group;
+
+    // Q: wait until the consumers finished the previous task's S products.
+    Tensor gQ =
+        local_tile(domain_offset(make_coord(int32_t(work.row_begin), _0{}), mQ(_, _, task.head)),
+                   Shape<Int<kBlockM>, typename Traits::HeadDim>{}, make_coord(_0{}, _0{}));
+    auto [tQg, tQs] = tma_partition(p.tma_q, group_modes<0, 2>(sQ), group_modes<0, 2>(gQ));
+    Barrier::wait(&smem.q_empty, q_phase ^ 1u);
+    Barrier::arrive_and_expect_tx(&smem.q_full, Traits::kQBytes);
+    copy(p.tma_q.with(smem.q_full), tQg, tQs);
+    q_phase ^= 1u;
+
+    const auto kv_origin = make_coord(int32_t(work.kv_begin), _0{});
+    Tensor gK = local_tile(domain_offset(kv_origin, mK(_, _, kv_head)),
+                           Shape<Int<kBlockN>, typename Traits::HeadDim>{}, make_coord(_, _0{}));
+    Tensor gV = local_tile(domain_offset(kv_origin, mV(_, _, kv_head)),
+                           Shape<Int<kBlockN>, typename Traits::HeadDim>{}, make_coord(_, _0{}));
+    auto [tKg, tKs] = tma_partition(p.tma_k, group_modes<0, 2>(sK), group_modes<0, 2>(gK));
+    auto [tVg, tVs] = tma_partition(p.tma_v, group_modes<0, 2>(sV), group_modes<0, 2>(gV));
+    // Last kv tile first: the masked tiles (sequence end, diagonal) come first.
+    for (int n = work.kv_blocks - 1; n >= 0; --n) {
+      Barrier::wait(&smem.k_empty[k_ring.stage], k_ring.phase ^ 1u);
+      Barrier::arrive_and_expect_tx(&smem.k_full[k_ring.stage], Traits::kKVBytes);
+      copy(p.tma_k.with(smem.k_full[k_ring.stage]), tKg(_, n), tKs(_, k_ring.stage));
+      k_ring.advance();
+      Barrier::wait(&smem.v_empty[v_ring.stage], v_ring.phase ^ 1u);
+      Barrier::arrive_and_expect_tx(&smem.v_full[v_ring.stage], Traits::kKVBytes);
+      copy(p.tma_v.with(smem.v_full[v_ring.stage]), tVg(_, n), tVs(_, v_ring.stage));
+      v_ring.advance();
+    }
+  });
+  (void)sizeof(Element);
+}
+
+template <class Traits>
+__device__ __forceinline__ void consume(const FwdParams<Traits>& p,
+                                        typename Traits::SharedStorage& smem, int tid) {
+  using Element = typename Traits::Element;
+  constexpr int kBlockM = Traits::kBlockM, kBlockN = Traits::kBlockN;
+  constexpr int kHeadDim = Traits::kHeadDim;
+  constexpr int kThreads = Traits::kConsumerThreads;
+
+  Tensor sQ = make_tensor(make_smem_ptr(smem.q.data()), typename Traits::SmemLayoutQ{});
+  Tensor sK = make_tensor(make_smem_ptr(smem.k.data()), typename Traits::SmemLayoutKV{});
+  Tensor sV = make_tensor(make_smem_ptr(smem.v.data()), typename Traits::SmemLayoutKV{});
+  Tensor sVt = make_tensor(make_smem_ptr(smem.v.data()), typename Traits::SmemLayoutVt{});
+
+  typename Traits::MmaS mma_s;
+  typename Traits::MmaO mma_o;
+  auto thr_s = mma_s.get_thread_slice(tid);
+  auto thr_o = mma_o.get_thread_slice(tid);
+  Tensor tSrQ = thr_s.partition_fragment_A(sQ);   // (MMA, MMA_M, MMA_K)
+  Tensor tSrK = thr_s.partition_fragment_B(sK);   // (MMA, MMA_N, MMA_K, stage)
+  Tensor tOrV = thr_o.partition_fragment_B(sVt);  // (MMA, MMA_N, MMA_K, stage)
+  Tensor tSrS = partition_fragment_C(mma_s, Shape<Int<kBlockM>, Int<kBlockN>>{});
+  Tensor tOrO = partition_fragment_C(mma_o, Shape<Int<kBlockM>, Int<kHeadDim>>{});
+  // (row, col) of each accumulator element within the tile.
+  Tensor tScS =
+      rowcol(thr_s.partition_C(make_identity_tensor(Shape<Int<kBlockM>, Int<kBlockN>>{})));
+  Tensor tOcO =
+      rowcol(thr_o.partition_C(make_identity_tensor(Shape<Int<kBlockM>, Int<kHeadDim>>{})));
+  Tensor S = rowcol(tSrS);
+  Tensor O = rowcol(tOrO);
+  constexpr int kRows = decltype(size<0>(S))::value;
+  static_assert(kRows == 2);
+
+  const bool causal = p.shape.causal;
+  const int heads = p.shape.heads;
+  RingState<Traits::kStages> k_ring, v_ring;
+  uint32_t q_phase = 0;
+  for_each_task(p.shape, p.grid, kBlockM, [&](const Task& task) {
+    const TileWork<Traits> work(task, causal);
+    OnlineSoftmax<kRows> softmax(p.scale_log2);
+    clear(tOrO);
+    if (work.kv_blocks > 0) Barrier::wait(&smem.q_full, q_phase);
+
+    for (int n = work.kv_blocks - 1; n >= 0; --n) {
+      Barrier::wait(&smem.k_full[k_ring.stage], k_ring.phase);
+      wgmma_chain<true, false>(mma_s, tSrQ, tSrK(_, _, _, k_ring.stage), tSrS);
+      warpgroup_wait<0>();
+      Barrier::arrive(&smem.k_empty[k_ring.stage]);
+      k_ring.advance();
+      if (n == 0) {  // the task's last read of Q
+        Barrier::arrive(&smem.q_empty);
+        q_phase ^= 1u;
+      }
+
+      if (work.needs_mask(n, causal)) {
+        // Replace (never add): keys past the sequence may be NaN padding.
+        const int64_t key0 = int64_t(n) * kBlockN;
+        CUTE_UNROLL
+        for (int r = 0; r < kRows; ++r) {
+          const int64_t q_row = work.q_first + get<0>(tScS(r, 0));
+          int64_t limit = work.kv_len;
+          if (causal) {
+            const int64_t diag = q_row + work.kv_len - work.q_len + 1;
+            limit = diag < limit ? diag : limit;
+          }
+          CUTE_UNROLL
+          for (int c = 0; c < size<1>(S); ++c)
+            if (key0 + get<1>(tScS(0, c)) >= limit) S(r, c) = -INFINITY;
+        }
+      }
+
+      float correction[kRows];
+      softmax.update(S, correction);
+      CUTE_UNROLL
+      for (int r = 0; r < kRows; ++r) {
+        CUTE_UNROLL
+        for (int c = 0; c < size<1>(O); ++c) O(r, c) *= correction[r];
+      }
+      // P in the element type, as the A operand of the P V product.
+      constexpr int kSize = decltype(size(tSrS))::value;
+      cutlass::NumericArrayConverter<Element, float, kSize> convert;
+      auto p_values = convert(*reinterpret_cast<const cutlass::Array<float, kSize>*>(tSrS.data()));
+      Tensor tOrP =
+          make_tensor(make_rmem_ptr<Element>(p_values.data()), acc_as_operand_a(tSrS.layout()));
+
+      Barrier::wait(&smem.v_full[v_ring.stage], v_ring.phase);
+      if (work.partial(n)) {
+        // V rows past the sequence may be NaN and 0 * NaN = NaN: zero them (16 bytes at a time;
+        // the swizzle keeps 8-element runs contiguous), then hand them to the tensor cores.
+        constexpr int kChunks = kHeadDim / 8;
+        const int first = work.kv_len - n * kBlockN;
+        for (int i = first * kChunks + tid; i < kBlockN * kChunks; i += kThreads) {
+          Element* dst = &sV(i / kChunks, (i % kChunks) * 8, v_ring.stage);
+          *reinterpret_cast<uint4*>(dst) = make_uint4(0, 0, 0, 0);
+        }
+        cutlass::arch::fence_view_async_shared();
+        cutlass::arch::NamedBarrier::sync(kThreads, 0);
+      }
+      wgmma_chain<false, true>(mma_o, tOrP, tOrV(_, _, _, v_ring.stage), tOrO);
+      warpgroup_wait<0>();
+      Barrier::arrive(&smem.v_empty[v_ring.stage]);
+      v_ring.advance();
+    }
+
+    // Epilogue: normalise, then store the rows of this sequence only (the tile may run into the
+    // next sequence's rows).
+    float inv_sum[kRows], lse[kRows];
+    softmax.finish(inv_sum, lse, p.scale_log2 * float(M_LN2));
+    const bool writes_lse = p.lse != nullptr && (tid % 4) == 0;
+    CUTE_UNROLL
+    for (int r = 0; r < kRows; ++r) {
+      const int64_t row = work.row_begin + get<0>(tOcO(r, 0));
+      if (row >= work.row_end) continue;
+      Element* out = p.o + (row * heads + task.head) * kHeadDim;
+      CUTE_UNROLL
+      for (int c = 0; c < size<1>(O); c += 2) {
+        cutlass::Array<float, 2> pair;
+        pair[0] = O(r, c) * inv_sum[r];
+        pair[1] = O(r, c + 1) * inv_sum[r];
+        cutlass::NumericArrayConverter<Element, float, 2> to_element;
+        *reinterpret_cast<cutlass::Array<Element, 2>*>(out + get<1>(tOcO(r, c))) = to_element(pair);
+      }
+      if (writes_lse) p.lse[row * heads + task.head] = lse[r];
+    }
+  });
+}
+
+template <class Traits>
+__global__ void __launch_bounds__(Traits::kThreads, 1)
+    varlen_fwd_kernel(const __grid_constant__ FwdParams<Traits> params) {
+  extern __shared__ __align__(1024) unsigned char smem_bytes[];
+  auto& smem = *reinterpret_cast<typename Traits::SharedStorage*>(smem_bytes);
+  const int warpgroup = int(threadIdx.x) / 128;
+
+  if (threadIdx.x == 0) {
+    Barrier::init(&smem.q_full, 1);
+    Barrier::init(&smem.q_empty, Traits::kConsumerThreads);
+    for (int s = 0; s < Traits::kStages; ++s) {
+      Barrier::init(&smem.k_full[s], 1);
+      Barrier::init(&smem.v_full[s], 1);
+      Barrier::init(&smem.k_empty[s], Traits::kConsumerThreads);
+      Barrier::init(&smem.v_empty[s], Traits::kConsumerThreads);
+    }
+    cutlass::arch::fence_barrier_init();
+  }
+  __syncthreads();
+
+  if (warpgroup == 0) {
+    cutlass::arch::warpgroup_reg_dealloc<Traits::kProducerRegisters>();
+    if (threadIdx.x == 0) produce<Traits>(params, smem);
+  } else {
+    cutlass::arch::warpgroup_reg_alloc<Traits::kConsumerRegisters>();
+    consume<Traits>(params, smem, int(threadIdx.x) - 128);
+  }
+}
+
+}  // namespace eagle::native::attention::fwd
