@@ -82,23 +82,30 @@ struct TileWork {
   }
 };
 
-// Calls f(task) for each task of this CTA, in the same order for every role.
-template <class F>
-__device__ __forceinline__ void for_each_task(const VarlenShape& s, const TaskGrid& g, int block,
-                                              F&& f) {
-  const int64_t active = active_tiles(s, g);
-  if (g.schedule == Schedule::flat) {
-    if (int64_t(blockIdx.x) < active) f(make_task(s, g, block, true, blockIdx.x, blockIdx.y));
-    return;
+// The tasks of this CTA, in the same order for every role (a loop, not a callback: the consumer
+// body must inline into the kernel for ptxas to keep wgmma accumulators in flight).
+struct TaskCursor {
+  int64_t index, stride, count, active;
+  bool flat;
+
+  __device__ __forceinline__ TaskCursor(const VarlenShape& s, const TaskGrid& g) {
+    active = active_tiles(s, g);
+    flat = g.schedule == Schedule::flat;
+    index = blockIdx.x;
+    stride = flat ? active : int64_t(gridDim.x);  // flat: one task, tile blockIdx.x
+    count = flat ? active : active * s.heads;
   }
-  const int64_t tasks = active * s.heads;
-  for (int64_t i = blockIdx.x; i < tasks; i += gridDim.x) {
-    int64_t tile;
-    int head;
-    decode_task(i, active, tile, head);
-    f(make_task(s, g, block, true, tile, head));
+  __device__ __forceinline__ bool next(const VarlenShape& s, const TaskGrid& g, int block,
+                                       Task& task) {
+    if (index >= count) return false;
+    int64_t tile = index;
+    int head = int(blockIdx.y);
+    if (!flat) decode_task(index, active, tile, head);
+    index += stride;
+    task = make_task(s, g, block, true, tile, head);
+    return true;
   }
-}
+};
 
 template <class Traits>
 __device__ __forceinline__ void produce(const FwdParams<Traits>& p,
@@ -123,9 +130,11 @@ __device__ __forceinline__ void produce(const FwdParams<Traits>& p,
 
   RingState<Traits::kStages> k_ring, v_ring;
   uint32_t q_phase = 0;
-  for_each_task(p.shape, p.grid, kBlockM, [&](const Task& task) {
+  TaskCursor tasks(p.shape, p.grid);
+  Task task;
+  while (tasks.next(p.shape, p.grid, kBlockM, task)) {
     const TileWork<Traits> work(task, p.shape.causal);
-    if (work.kv_blocks == 0) return;
+    if (work.kv_blocks == 0) continue;
     const int kv_head = task.head / group;
 
     // Q: wait until the consumers finished the previous task's S products.
@@ -156,7 +165,7 @@ __device__ __forceinline__ void produce(const FwdParams<Traits>& p,
       copy(p.tma_v.with(smem.v_full[v_ring.stage]), tVg(_, n), tVs(_, v_ring.stage));
       v_ring.advance();
     }
-  });
+  }
   (void)sizeof(Element);
 }
 
@@ -192,75 +201,120 @@ __device__ __forceinline__ void consume(const FwdParams<Traits>& p,
   constexpr int kRows = decltype(size<0>(S))::value;
   static_assert(kRows == 2);
 
+  constexpr int kSize = decltype(size(tSrS))::value;
+  // P in the element type, laid out as the A operand of the P V product.
+  Tensor tOrP = make_tensor<Element>(acc_as_operand_a(tSrS.layout()));
+
   const bool causal = p.shape.causal;
   const int heads = p.shape.heads;
   RingState<Traits::kStages> k_ring, v_ring;
   uint32_t q_phase = 0;
-  for_each_task(p.shape, p.grid, kBlockM, [&](const Task& task) {
+
+  // S = Q K^T of the next K stage, left in flight.
+  auto issue_s = [&] {
+    Barrier::wait(&smem.k_full[k_ring.stage], k_ring.phase);
+    wgmma_chain<true, false>(mma_s, tSrQ, tSrK(_, _, _, k_ring.stage), tSrS);
+  };
+  // Once S is complete: hand its K stage (and, after the task's last S, Q) back.
+  auto release_k = [&](bool last_of_task) {
+    Barrier::arrive(&smem.k_empty[k_ring.stage]);
+    k_ring.advance();
+    if (last_of_task) {
+      Barrier::arrive(&smem.q_empty);
+      q_phase ^= 1u;
+    }
+  };
+  // O += P V of kv tile n (the next V stage), left in flight.
+  auto issue_pv = [&](const TileWork<Traits>& work, int n) {
+    Barrier::wait(&smem.v_full[v_ring.stage], v_ring.phase);
+    if (work.partial(n)) {
+      // V rows past the sequence may be NaN and 0 * NaN = NaN: zero them (16 bytes at a time;
+      // the swizzle keeps 8-element runs contiguous), then hand them to the tensor cores.
+      constexpr int kChunks = kHeadDim / 8;
+      const int first = work.kv_len - n * kBlockN;
+      for (int i = first * kChunks + tid; i < kBlockN * kChunks; i += kThreads) {
+        Element* dst = &sV(i / kChunks, (i % kChunks) * 8, v_ring.stage);
+        *reinterpret_cast<uint4*>(dst) = make_uint4(0, 0, 0, 0);
+      }
+      cutlass::arch::fence_view_async_shared();
+      cutlass::arch::NamedBarrier::sync(kThreads, 0);
+    }
+    wgmma_chain<false, true>(mma_o, tOrP, tOrV(_, _, _, v_ring.stage), tOrO);
+  };
+  auto release_v = [&] {
+    Barrier::arrive(&smem.v_empty[v_ring.stage]);
+    v_ring.advance();
+  };
+  // Masks kv tile n's scores where needed and folds them into the running softmax.
+  auto softmax_step = [&](const TileWork<Traits>& work, OnlineSoftmax<kRows>& softmax, int n,
+                          float(&correction)[kRows]) {
+    if (work.needs_mask(n, causal)) {
+      // Replace (never add): keys past the sequence may be NaN padding. Column c of the tile
+      // is key n * kBlockN + c; a row sees the columns below its limit.
+      const int64_t key0 = int64_t(n) * kBlockN;
+      CUTE_UNROLL
+      for (int r = 0; r < kRows; ++r) {
+        int64_t limit = work.kv_len;
+        if (causal) {
+          const int64_t q_row = work.q_first + get<0>(tScS(r, 0));
+          const int64_t diag = q_row + work.kv_len - work.q_len + 1;
+          limit = diag < limit ? diag : limit;
+        }
+        limit -= key0;
+        const int col_limit = int(limit < 0 ? 0 : (limit > kBlockN ? kBlockN : limit));
+        CUTE_UNROLL
+        for (int c = 0; c < size<1>(S); ++c)
+          if (int(get<1>(tScS(0, c))) >= col_limit) S(r, c) = -INFINITY;
+      }
+    }
+    softmax.update(S, correction);
+  };
+  auto convert_p = [&] {
+    cutlass::NumericArrayConverter<Element, float, kSize> convert;
+    *reinterpret_cast<cutlass::Array<Element, kSize>*>(tOrP.data()) =
+        convert(*reinterpret_cast<const cutlass::Array<float, kSize>*>(tSrS.data()));
+  };
+
+  TaskCursor tasks(p.shape, p.grid);
+  Task task;
+  while (tasks.next(p.shape, p.grid, kBlockM, task)) {
     const TileWork<Traits> work(task, causal);
     OnlineSoftmax<kRows> softmax(p.scale_log2);
     clear(tOrO);
-    if (work.kv_blocks > 0) Barrier::wait(&smem.q_full, q_phase);
-
-    for (int n = work.kv_blocks - 1; n >= 0; --n) {
-      Barrier::wait(&smem.k_full[k_ring.stage], k_ring.phase);
-      wgmma_chain<true, false>(mma_s, tSrQ, tSrK(_, _, _, k_ring.stage), tSrS);
+    if (work.kv_blocks > 0) {
+      Barrier::wait(&smem.q_full, q_phase);
+      // Last kv tile first (the masked ones); O is still zero, nothing to rescale.
+      int n = work.kv_blocks - 1;
+      float correction[kRows];
+      issue_s();
       warpgroup_wait<0>();
-      Barrier::arrive(&smem.k_empty[k_ring.stage]);
-      k_ring.advance();
-      if (n == 0) {  // the task's last read of Q
-        Barrier::arrive(&smem.q_empty);
-        q_phase ^= 1u;
-      }
-
-      if (work.needs_mask(n, causal)) {
-        // Replace (never add): keys past the sequence may be NaN padding.
-        const int64_t key0 = int64_t(n) * kBlockN;
+      warpgroup_fence_operand(tSrS);
+      release_k(n == 0);
+      softmax_step(work, softmax, n, correction);
+      convert_p();
+      // Steady state: S of tile n runs on the tensor cores while P V of tile n + 1 does too,
+      // and the softmax of tile n overlaps the P V product.
+      for (--n; n >= 0; --n) {
+        issue_s();
+        issue_pv(work, n + 1);
+        warpgroup_wait<1>();
+        warpgroup_fence_operand(tSrS);
+        release_k(n == 0);
+        softmax_step(work, softmax, n, correction);
+        warpgroup_wait<0>();
+        warpgroup_fence_operand(tOrO);
+        release_v();
         CUTE_UNROLL
         for (int r = 0; r < kRows; ++r) {
-          const int64_t q_row = work.q_first + get<0>(tScS(r, 0));
-          int64_t limit = work.kv_len;
-          if (causal) {
-            const int64_t diag = q_row + work.kv_len - work.q_len + 1;
-            limit = diag < limit ? diag : limit;
-          }
           CUTE_UNROLL
-          for (int c = 0; c < size<1>(S); ++c)
-            if (key0 + get<1>(tScS(0, c)) >= limit) S(r, c) = -INFINITY;
+          for (int c = 0; c < size<1>(O); ++c) O(r, c) *= correction[r];
         }
+        convert_p();
       }
-
-      float correction[kRows];
-      softmax.update(S, correction);
-      CUTE_UNROLL
-      for (int r = 0; r < kRows; ++r) {
-        CUTE_UNROLL
-        for (int c = 0; c < size<1>(O); ++c) O(r, c) *= correction[r];
-      }
-      // P in the element type, as the A operand of the P V product.
-      constexpr int kSize = decltype(size(tSrS))::value;
-      cutlass::NumericArrayConverter<Element, float, kSize> convert;
-      auto p_values = convert(*reinterpret_cast<const cutlass::Array<float, kSize>*>(tSrS.data()));
-      Tensor tOrP =
-          make_tensor(make_rmem_ptr<Element>(p_values.data()), acc_as_operand_a(tSrS.layout()));
-
-      Barrier::wait(&smem.v_full[v_ring.stage], v_ring.phase);
-      if (work.partial(n)) {
-        // V rows past the sequence may be NaN and 0 * NaN = NaN: zero them (16 bytes at a time;
-        // the swizzle keeps 8-element runs contiguous), then hand them to the tensor cores.
-        constexpr int kChunks = kHeadDim / 8;
-        const int first = work.kv_len - n * kBlockN;
-        for (int i = first * kChunks + tid; i < kBlockN * kChunks; i += kThreads) {
-          Element* dst = &sV(i / kChunks, (i % kChunks) * 8, v_ring.stage);
-          *reinterpret_cast<uint4*>(dst) = make_uint4(0, 0, 0, 0);
-        }
-        cutlass::arch::fence_view_async_shared();
-        cutlass::arch::NamedBarrier::sync(kThreads, 0);
-      }
-      wgmma_chain<false, true>(mma_o, tOrP, tOrV(_, _, _, v_ring.stage), tOrO);
+      issue_pv(work, 0);
       warpgroup_wait<0>();
-      Barrier::arrive(&smem.v_empty[v_ring.stage]);
-      v_ring.advance();
+      warpgroup_fence_operand(tOrO);
+      release_v();
     }
 
     // Epilogue: normalise, then store the rows of this sequence only (the tile may run into the
@@ -283,7 +337,7 @@ __device__ __forceinline__ void consume(const FwdParams<Traits>& p,
       }
       if (writes_lse) p.lse[row * heads + task.head] = lse[r];
     }
-  });
+  }
 }
 
 template <class Traits>
@@ -292,6 +346,10 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
   extern __shared__ __align__(1024) unsigned char smem_bytes[];
   auto& smem = *reinterpret_cast<typename Traits::SharedStorage*>(smem_bytes);
   const int warpgroup = int(threadIdx.x) / 128;
+  // Flat grids are sized for the capacity: CTAs past the batch's tiles leave at once.
+  if (params.grid.schedule == Schedule::flat &&
+      int64_t(blockIdx.x) >= active_tiles(params.shape, params.grid))
+    return;
 
   if (threadIdx.x == 0) {
     Barrier::init(&smem.q_full, 1);
