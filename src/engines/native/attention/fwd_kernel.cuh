@@ -176,6 +176,8 @@ __device__ __forceinline__ void consume(const FwdParams<Traits>& p,
   constexpr int kBlockM = Traits::kBlockM, kBlockN = Traits::kBlockN;
   constexpr int kHeadDim = Traits::kHeadDim;
   constexpr int kThreads = Traits::kConsumerThreads;
+  // Named barriers among the consumers (ids after CUTLASS's reserved ones).
+  constexpr int kZeroBarrier = 0, kTurnBarrier = 1;
 
   Tensor sQ = make_tensor(make_smem_ptr(smem.q.data()), typename Traits::SmemLayoutQ{});
   Tensor sK = make_tensor(make_smem_ptr(smem.k.data()), typename Traits::SmemLayoutKV{});
@@ -224,22 +226,37 @@ __device__ __forceinline__ void consume(const FwdParams<Traits>& p,
       q_phase ^= 1u;
     }
   };
-  // O += P V of kv tile n (the next V stage), left in flight.
-  auto issue_pv = [&](const TileWork<Traits>& work, int n) {
+  // Waits for kv tile n's V (the next V stage) and zeroes its rows past the sequence: they may
+  // be NaN and 0 * NaN = NaN. Both consumer warpgroups take part (a barrier among them), so this
+  // never runs inside a warpgroup's tensor-core turn.
+  auto prepare_v = [&](const TileWork<Traits>& work, int n) {
     Barrier::wait(&smem.v_full[v_ring.stage], v_ring.phase);
     if (work.partial(n)) {
-      // V rows past the sequence may be NaN and 0 * NaN = NaN: zero them (16 bytes at a time;
-      // the swizzle keeps 8-element runs contiguous), then hand them to the tensor cores.
+      // 16 bytes at a time: the swizzle keeps 8-element runs contiguous.
       constexpr int kChunks = kHeadDim / 8;
       const int first = work.kv_len - n * kBlockN;
       for (int i = first * kChunks + tid; i < kBlockN * kChunks; i += kThreads) {
         Element* dst = &sV(i / kChunks, (i % kChunks) * 8, v_ring.stage);
         *reinterpret_cast<uint4*>(dst) = make_uint4(0, 0, 0, 0);
       }
+      // The tensor cores read through the async proxy.
       cutlass::arch::fence_view_async_shared();
-      cutlass::arch::NamedBarrier::sync(kThreads, 0);
+      cutlass::arch::NamedBarrier::sync(kThreads, kZeroBarrier);
     }
-    wgmma_chain<false, true>(mma_o, tOrP, tOrV(_, _, _, v_ring.stage), tOrO);
+  };
+  // O += P V of the V stage prepare_v waited for, left in flight.
+  auto issue_pv = [&] { wgmma_chain<false, true>(mma_o, tOrP, tOrV(_, _, _, v_ring.stage), tOrO); };
+  // Ping-pong: the two warpgroups take turns issuing their products, so one's softmax runs
+  // while the other's products occupy the tensor cores. Warpgroup w waits on turn barrier w,
+  // which the other warpgroup's arrival completes.
+  const int warpgroup = tid / 128;
+  auto wait_turn = [&] {
+    if constexpr (Traits::kPingpong)
+      cutlass::arch::NamedBarrier::sync(kThreads, kTurnBarrier + warpgroup);
+  };
+  auto pass_turn = [&] {
+    if constexpr (Traits::kPingpong)
+      cutlass::arch::NamedBarrier::arrive(kThreads, kTurnBarrier + (1 - warpgroup));
   };
   auto release_v = [&] {
     Barrier::arrive(&smem.v_empty[v_ring.stage]);
@@ -275,6 +292,12 @@ __device__ __forceinline__ void consume(const FwdParams<Traits>& p,
         convert(*reinterpret_cast<const cutlass::Array<float, kSize>*>(tSrS.data()));
   };
 
+  // Warpgroup 0 takes the first turn. Every turn ends with one arrival on the other's barrier;
+  // with this one, barrier 0 gets one arrival more than warpgroup 0 waits in its turns, which its
+  // last wait below takes, so no arrival is left pending at exit.
+  if constexpr (Traits::kPingpong)
+    if (warpgroup == 1) cutlass::arch::NamedBarrier::arrive(kThreads, kTurnBarrier + 0);
+
   TaskCursor tasks(p.shape, p.grid);
   Task task;
   while (tasks.next(p.shape, p.grid, kBlockM, task)) {
@@ -286,7 +309,9 @@ __device__ __forceinline__ void consume(const FwdParams<Traits>& p,
       // Last kv tile first (the masked ones); O is still zero, nothing to rescale.
       int n = work.kv_blocks - 1;
       float correction[kRows];
+      wait_turn();
       issue_s();
+      pass_turn();
       warpgroup_wait<0>();
       warpgroup_fence_operand(tSrS);
       release_k(n == 0);
@@ -295,8 +320,11 @@ __device__ __forceinline__ void consume(const FwdParams<Traits>& p,
       // Steady state: S of tile n runs on the tensor cores while P V of tile n + 1 does too,
       // and the softmax of tile n overlaps the P V product.
       for (--n; n >= 0; --n) {
+        prepare_v(work, n + 1);
+        wait_turn();
         issue_s();
-        issue_pv(work, n + 1);
+        issue_pv();
+        pass_turn();
         warpgroup_wait<1>();
         warpgroup_fence_operand(tSrS);
         release_k(n == 0);
@@ -311,7 +339,10 @@ __device__ __forceinline__ void consume(const FwdParams<Traits>& p,
         }
         convert_p();
       }
-      issue_pv(work, 0);
+      prepare_v(work, 0);
+      wait_turn();
+      issue_pv();
+      pass_turn();
       warpgroup_wait<0>();
       warpgroup_fence_operand(tOrO);
       release_v();
@@ -338,6 +369,8 @@ __device__ __forceinline__ void consume(const FwdParams<Traits>& p,
       if (writes_lse) p.lse[row * heads + task.head] = lse[r];
     }
   }
+  if constexpr (Traits::kPingpong)
+    if (warpgroup == 0) cutlass::arch::NamedBarrier::sync(kThreads, kTurnBarrier + 0);
 }
 
 template <class Traits>

@@ -22,6 +22,8 @@ struct FwdTraits {
   static constexpr int kStages = 2;
   static constexpr int kConsumerWarpgroups = kBlockM / 64;
   static constexpr int kConsumerThreads = 128 * kConsumerWarpgroups;
+  // The consumer warpgroups take turns on the tensor cores (fwd_kernel.cuh, consume).
+  static constexpr bool kPingpong = true;
   static constexpr int kThreads = kConsumerThreads + 128;  // warpgroup 0 produces
   // setmaxnreg budgets: 24 * 128 + 240 * 256 <= 64 K registers of the SM.
   static constexpr int kProducerRegisters = 24;
