@@ -73,11 +73,15 @@ bool varlen_fwd(const FwdArgs& a, void* stream) noexcept {
     return false;
   if (!a.q || !a.k || !a.v || !a.o || !s.cu_q || !s.cu_kv || !a.grid.tile_offsets) return false;
   if (!aligned16(a.q) || !aligned16(a.k) || !aligned16(a.v) || !aligned16(a.o)) return false;
-  // TMA coordinates and the grid are 32-bit; heads also index gridDim.y.
+  // TMA coordinates and grid sizes are 32-bit.
   if (s.rows_q < 0 || s.rows_kv < 0 || s.rows_q > kInt32Max || s.rows_kv > kInt32Max ||
-      s.heads > 65535 || a.grid.capacity_tiles < 0 || a.grid.capacity_tiles > kInt32Max)
+      a.grid.capacity_tiles < 0 || a.grid.capacity_tiles > kInt32Max)
     return false;
-  if (a.grid.schedule != Schedule::flat && a.grid.schedule != Schedule::persistent) return false;
+  if (a.grid.schedule == Schedule::flat) {
+    if (s.heads > 65535) return false;  // gridDim.y
+  } else if (a.grid.schedule != Schedule::persistent) {
+    return false;
+  }
   if (a.grid.capacity_tiles == 0) return true;
   const auto st = static_cast<cudaStream_t>(stream);
   if (s.dtype == DType::bf16) return dispatch_dim<cutlass::bfloat16_t>(a, st);
