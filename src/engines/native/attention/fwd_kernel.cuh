@@ -286,6 +286,13 @@ __device__ __forceinline__ void consume(const FwdParams<Traits>& p,
     }
     softmax.update(S, correction);
   };
+  auto rescale_o = [&](const float(&correction)[kRows]) {
+    CUTE_UNROLL
+    for (int r = 0; r < kRows; ++r) {
+      CUTE_UNROLL
+      for (int c = 0; c < size<1>(O); ++c) O(r, c) *= correction[r];
+    }
+  };
   auto convert_p = [&] {
     cutlass::NumericArrayConverter<Element, float, kSize> convert;
     *reinterpret_cast<cutlass::Array<Element, kSize>*>(tOrP.data()) =
@@ -306,7 +313,7 @@ __device__ __forceinline__ void consume(const FwdParams<Traits>& p,
     clear(tOrO);
     if (work.kv_blocks > 0) {
       Barrier::wait(&smem.q_full, q_phase);
-      // Last kv tile first (the masked ones); O is still zero, nothing to rescale.
+      // Last kv tile first (the masked ones). O is still zero: its first rescale is harmless.
       int n = work.kv_blocks - 1;
       float correction[kRows];
       wait_turn();
@@ -318,11 +325,13 @@ __device__ __forceinline__ void consume(const FwdParams<Traits>& p,
       softmax_step(work, softmax, n, correction);
       convert_p();
       // Steady state: S of tile n runs on the tensor cores while P V of tile n + 1 does too,
-      // and the softmax of tile n overlaps the P V product.
+      // and the softmax of tile n overlaps the P V product. O takes tile n + 1's correction
+      // while S runs, before P V of tile n + 1 adds to it.
       for (--n; n >= 0; --n) {
         prepare_v(work, n + 1);
         wait_turn();
         issue_s();
+        rescale_o(correction);
         issue_pv();
         pass_turn();
         warpgroup_wait<1>();
@@ -332,15 +341,11 @@ __device__ __forceinline__ void consume(const FwdParams<Traits>& p,
         warpgroup_wait<0>();
         warpgroup_fence_operand(tOrO);
         release_v();
-        CUTE_UNROLL
-        for (int r = 0; r < kRows; ++r) {
-          CUTE_UNROLL
-          for (int c = 0; c < size<1>(O); ++c) O(r, c) *= correction[r];
-        }
         convert_p();
       }
       prepare_v(work, 0);
       wait_turn();
+      rescale_o(correction);
       issue_pv();
       pass_turn();
       warpgroup_wait<0>();
