@@ -177,7 +177,7 @@ __device__ __forceinline__ void consume(const FwdParams<Traits>& p,
   constexpr int kHeadDim = Traits::kHeadDim;
   constexpr int kThreads = Traits::kConsumerThreads;
   // Named barriers among the consumers (ids after CUTLASS's reserved ones).
-  constexpr int kZeroBarrier = 0, kTurnBarrier = 1;
+  constexpr int kZeroBarrier = 0, kTurnBarrier = 1, kEpilogueBarrier = 3;
 
   Tensor sQ = make_tensor(make_smem_ptr(smem.q.data()), typename Traits::SmemLayoutQ{});
   Tensor sK = make_tensor(make_smem_ptr(smem.k.data()), typename Traits::SmemLayoutKV{});
@@ -353,25 +353,38 @@ __device__ __forceinline__ void consume(const FwdParams<Traits>& p,
       release_v();
     }
 
-    // Epilogue: normalise, then store the rows of this sequence only (the tile may run into the
+    // Epilogue: normalise, stage this warpgroup's 64 rows in shared memory, then store them 16
+    // bytes a thread, coalesced, for the rows of this sequence only (the tile may run into the
     // next sequence's rows).
     float inv_sum[kRows], lse[kRows];
     softmax.finish(inv_sum, lse, p.scale_log2 * float(M_LN2));
+    // The previous task's rows are out of the staging rows before they are overwritten.
+    cutlass::arch::NamedBarrier::sync(128, kEpilogueBarrier + warpgroup);
     const bool writes_lse = p.lse != nullptr && (tid % 4) == 0;
     CUTE_UNROLL
     for (int r = 0; r < kRows; ++r) {
-      const int64_t row = work.row_begin + get<0>(tOcO(r, 0));
-      if (row >= work.row_end) continue;
-      Element* out = p.o + (row * heads + task.head) * kHeadDim;
+      const int tile_row = get<0>(tOcO(r, 0));
       CUTE_UNROLL
       for (int c = 0; c < size<1>(O); c += 2) {
         cutlass::Array<float, 2> pair;
         pair[0] = O(r, c) * inv_sum[r];
         pair[1] = O(r, c + 1) * inv_sum[r];
         cutlass::NumericArrayConverter<Element, float, 2> to_element;
-        *reinterpret_cast<cutlass::Array<Element, 2>*>(out + get<1>(tOcO(r, c))) = to_element(pair);
+        *reinterpret_cast<cutlass::Array<Element, 2>*>(
+            &smem.o[tile_row * Traits::kOStride + get<1>(tOcO(r, c))]) = to_element(pair);
       }
-      if (writes_lse) p.lse[row * heads + task.head] = lse[r];
+      const int64_t row = work.row_begin + tile_row;
+      if (writes_lse && row < work.row_end) p.lse[row * heads + task.head] = lse[r];
+    }
+    cutlass::arch::NamedBarrier::sync(128, kEpilogueBarrier + warpgroup);
+    constexpr int kChunks = kHeadDim / 8;
+    for (int i = tid % 128; i < 64 * kChunks; i += 128) {
+      const int tile_row = warpgroup * 64 + i / kChunks;
+      const int col = (i % kChunks) * 8;
+      const int64_t row = work.row_begin + tile_row;
+      if (row < work.row_end)
+        *reinterpret_cast<uint4*>(p.o + (row * heads + task.head) * kHeadDim + col) =
+            *reinterpret_cast<const uint4*>(&smem.o[tile_row * Traits::kOStride + col]);
     }
   }
   if constexpr (Traits::kPingpong)

@@ -53,6 +53,8 @@ struct FwdTraits {
       SmemLayoutKV{},
       make_ordered_layout(Shape<HeadDim, BlockN, Int<kStages>>{}, Step<_2, _1, _3>{})));
 
+  static constexpr int kOStride = kHeadDim + 8;  // elements per staged output row
+
   static constexpr int kQBytes = kBlockM * kHeadDim * int(sizeof(Element));
   static constexpr int kKVBytes = kBlockN * kHeadDim * int(sizeof(Element));
 
@@ -78,6 +80,8 @@ struct FwdTraits {
     alignas(1024) cute::array_aligned<Element, cosize_v<SmemLayoutQ>> q;
     alignas(1024) cute::array_aligned<Element, cosize_v<SmemLayoutKV>> k;
     alignas(1024) cute::array_aligned<Element, cosize_v<SmemLayoutKV>> v;
+    // The output tile on its way out, rows padded by 16 bytes (no bank conflicts either way).
+    alignas(128) Element o[kBlockM * kOStride];
     uint64_t q_full, q_empty;
     uint64_t k_full[kStages], k_empty[kStages];
     uint64_t v_full[kStages], v_empty[kStages];
