@@ -159,8 +159,9 @@ struct DkdvCfg {
   static constexpr int kBr = kD == 64 ? 64 : 32;  // q rows per inner block (registers)
   static constexpr int kLd = kD + 8;              // padded rows: conflict-free ldmatrix
   static constexpr int kLds = kBr + 8;
+  // K, V; two buffers of Q, dO; dS^T; two buffers of lse, delta.
   static constexpr std::size_t kSmem =
-      2 * (2 * kBc * kLd + 2 * kBr * kLd + (kDq ? kBc * kLds : 0)) + 2 * kBr * sizeof(float);
+      2 * (2 * kBc * kLd + 4 * kBr * kLd + (kDq ? kBc * kLds : 0)) + 4 * kBr * sizeof(float);
 };
 
 template <bool kBf16, int kD, bool kDq>
@@ -172,11 +173,11 @@ __global__ void __launch_bounds__(DkdvCfg<kD, kDq>::kThreads, 1) dkdv_kernel(con
   extern __shared__ __align__(16) unsigned char smem[];
   T* sK = reinterpret_cast<T*>(smem);
   T* sV = sK + kBc * kLd;
-  T* sQ = sV + kBc * kLd;
-  T* sdO = sQ + kBr * kLd;
-  T* sdS = sdO + kBr * kLd;  // dS^T [kBc][kLds], only with kDq
-  float* sL = reinterpret_cast<float*>(sdS + (kDq ? kBc * kLds : 0));
-  float* sDl = sL + kBr;
+  T* sQ = sV + kBc * kLd;        // [2][kBr][kLd]
+  T* sdO = sQ + 2 * kBr * kLd;   // [2][kBr][kLd]
+  T* sdS = sdO + 2 * kBr * kLd;  // dS^T [kBc][kLds], only with kDq
+  float* sL = reinterpret_cast<float*>(sdS + (kDq ? kBc * kLds : 0));  // [2][kBr]
+  float* sDl = sL + 2 * kBr;                                           // [2][kBr]
 
   const VarlenShape& s = p.a.shape;
   const int H = s.heads, Hk = s.kv_heads, G = H / Hk;
@@ -197,12 +198,35 @@ __global__ void __launch_bounds__(DkdvCfg<kD, kDq>::kThreads, 1) dkdv_kernel(con
     const int64_t q_hi = covered_q_rows(p, t);
     // The first query that sees this tile's first key.
     const int64_t i_start = s.causal ? (j0 - off > 0 ? j0 - off : 0) : 0;
+    // Blocks of kBr q rows per query head, then the group's heads one after another.
+    const int64_t nb = q_hi > i_start ? (q_hi - i_start + kBr - 1) / kBr : 0;
+    const int64_t blocks = nb * G;
 
     bwd::load_tile<kBc, kD, kLd, kThreads>(sK, k + (t.row_begin * Hk + hk) * kD,
                                            static_cast<int64_t>(Hk) * kD, nkv);
     bwd::load_tile<kBc, kD, kLd, kThreads>(sV, v + (t.row_begin * Hk + hk) * kD,
                                            static_cast<int64_t>(Hk) * kD, nkv);
     bwd::cp_async_commit();
+
+    // Copies of block b (its Q, dO rows, lse, delta; zeros past the end) into buffer b % 2.
+    auto issue = [&](int64_t b) {
+      const int h = hk * G + static_cast<int>(b / nb);
+      const int64_t i0 = i_start + (b % nb) * kBr;
+      const int nq = static_cast<int>(q_hi - i0 < kBr ? q_hi - i0 : kBr);
+      const int64_t qrow0 = t.q_begin + i0;
+      const int buf = static_cast<int>(b % 2);
+      bwd::load_tile<kBr, kD, kLd, kThreads>(sQ + buf * kBr * kLd, q + (qrow0 * H + h) * kD,
+                                             static_cast<int64_t>(H) * kD, nq);
+      bwd::load_tile<kBr, kD, kLd, kThreads>(sdO + buf * kBr * kLd, d_o + (qrow0 * H + h) * kD,
+                                             static_cast<int64_t>(H) * kD, nq);
+      if (tid < kBr) {
+        const bool ok = tid < nq;
+        const int64_t at = ok ? (qrow0 + tid) * H + h : 0;
+        bwd::cp_async4(sL + buf * kBr + tid, p.a.lse + at, ok ? 4 : 0);
+        bwd::cp_async4(sDl + buf * kBr + tid, p.delta + at, ok ? 4 : 0);
+      }
+      bwd::cp_async_commit();
+    };
 
     float dk[kD / 8][4], dv[kD / 8][4];
 #pragma unroll
@@ -212,135 +236,130 @@ __global__ void __launch_bounds__(DkdvCfg<kD, kDq>::kThreads, 1) dkdv_kernel(con
     }
     const int kv_r = w * 16 + g;  // this thread's kv rows kv_r, kv_r + 8 in the tile
 
-    for (int hh = 0; hh < G; ++hh) {
-      const int h = hk * G + hh;
-      for (int64_t i0 = i_start; i0 < q_hi; i0 += kBr) {
-        const int nq = static_cast<int>(q_hi - i0 < kBr ? q_hi - i0 : kBr);
-        const int64_t qrow0 = t.q_begin + i0;
-        bwd::load_tile<kBr, kD, kLd, kThreads>(sQ, q + (qrow0 * H + h) * kD,
-                                               static_cast<int64_t>(H) * kD, nq);
-        bwd::load_tile<kBr, kD, kLd, kThreads>(sdO, d_o + (qrow0 * H + h) * kD,
-                                               static_cast<int64_t>(H) * kD, nq);
-        bwd::cp_async_commit();
-        if (tid < kBr) {
-          // +inf makes exp2(x - L) exactly 0: rows past the end, and rows that see no key.
-          float L = INFINITY, dl = 0.f;
-          if (tid < nq) {
-            const float l = p.a.lse[(qrow0 + tid) * H + h];
-            L = l == -INFINITY ? INFINITY : l * kLog2e;
-            dl = p.delta[(qrow0 + tid) * H + h];
-          }
-          sL[tid] = L;
-          sDl[tid] = dl;
-        }
+    if (blocks > 0) issue(0);
+    for (int64_t b = 0; b < blocks; ++b) {
+      if (b + 1 < blocks) {
+        issue(b + 1);  // its buffer was last read in block b - 1, before that block's barrier
+        bwd::cp_async_wait_prev();
+      } else {
         bwd::cp_async_wait_all();
-        __syncthreads();
+      }
+      __syncthreads();
+      const int h = hk * G + static_cast<int>(b / nb);
+      const int64_t i0 = i_start + (b % nb) * kBr;
+      const int nq = static_cast<int>(q_hi - i0 < kBr ? q_hi - i0 : kBr);
+      const int64_t qrow0 = t.q_begin + i0;
+      const int buf = static_cast<int>(b % 2);
+      const T* bQ = sQ + buf * kBr * kLd;
+      const T* bdO = sdO + buf * kBr * kLd;
+      const float* bL = sL + buf * kBr;
+      const float* bDl = sDl + buf * kBr;
 
-        // S^T = K Q^T and dP^T = V dO^T for this warp's 16 kv rows.
-        float sacc[kBr / 8][4], dpacc[kBr / 8][4];
+      // S^T = K Q^T and dP^T = V dO^T for this warp's 16 kv rows.
+      float sacc[kBr / 8][4], dpacc[kBr / 8][4];
 #pragma unroll
-        for (int n = 0; n < kBr / 8; ++n) {
+      for (int n = 0; n < kBr / 8; ++n) {
 #pragma unroll
-          for (int e = 0; e < 4; ++e) sacc[n][e] = dpacc[n][e] = 0.f;
+        for (int e = 0; e < 4; ++e) sacc[n][e] = dpacc[n][e] = 0.f;
+      }
+#pragma unroll
+      for (int kk = 0; kk < kD / 16; ++kk) {
+        uint32_t ak[4], av[4];
+        bwd::ldsm_x4(ak, smem_addr(sK + (w * 16 + a_row(lane)) * kLd + kk * 16 + a_col(lane)));
+        bwd::ldsm_x4(av, smem_addr(sV + (w * 16 + a_row(lane)) * kLd + kk * 16 + a_col(lane)));
+#pragma unroll
+        for (int nn = 0; nn < kBr / 16; ++nn) {
+          uint32_t bq[4], bd[4];
+          bwd::ldsm_x4(bq, smem_addr(bQ + (nn * 16 + b_row(lane)) * kLd + kk * 16 + b_col(lane)));
+          bwd::ldsm_x4(bd, smem_addr(bdO + (nn * 16 + b_row(lane)) * kLd + kk * 16 + b_col(lane)));
+          bwd::mma<kBf16>(sacc[2 * nn], ak, bq[0], bq[1]);
+          bwd::mma<kBf16>(sacc[2 * nn + 1], ak, bq[2], bq[3]);
+          bwd::mma<kBf16>(dpacc[2 * nn], av, bd[0], bd[1]);
+          bwd::mma<kBf16>(dpacc[2 * nn + 1], av, bd[2], bd[3]);
+        }
+      }
+
+      // P^T and dS^T = P^T * (dP^T - delta), masked entries selected to 0, packed as A tiles.
+      // lse = -inf (a row that sees no key) or NaN fails `lv > -inf`: such a row adds nothing.
+      uint32_t pa[kBr / 16][4], dsa[kBr / 16][4];
+#pragma unroll
+      for (int n = 0; n < kBr / 8; ++n) {
+        float pv[4], dsv[4];
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int r = kv_r + (e / 2) * 8;
+          const int c = n * 8 + 2 * tq + (e % 2);
+          const float lv = bL[c];
+          bool ok = r < nkv && c < nq && lv > -INFINITY;
+          if (s.causal) ok = ok && j0 + r <= i0 + c + off;
+          const float pe = ok ? bwd::exp2_approx(sacc[n][e] * sl2 - lv * kLog2e) : 0.f;
+          pv[e] = pe;
+          dsv[e] = ok ? pe * (dpacc[n][e] - bDl[c]) : 0.f;
+        }
+        pa[n / 2][(n % 2) * 2] = Io<kBf16>::pack(pv[0], pv[1]);
+        pa[n / 2][(n % 2) * 2 + 1] = Io<kBf16>::pack(pv[2], pv[3]);
+        dsa[n / 2][(n % 2) * 2] = Io<kBf16>::pack(dsv[0], dsv[1]);
+        dsa[n / 2][(n % 2) * 2 + 1] = Io<kBf16>::pack(dsv[2], dsv[3]);
+        if constexpr (kDq) {
+          *reinterpret_cast<uint32_t*>(sdS + kv_r * kLds + n * 8 + 2 * tq) =
+              dsa[n / 2][(n % 2) * 2];
+          *reinterpret_cast<uint32_t*>(sdS + (kv_r + 8) * kLds + n * 8 + 2 * tq) =
+              dsa[n / 2][(n % 2) * 2 + 1];
+        }
+      }
+
+      // dV += P^T dO, dK += dS^T Q (k = the block's q rows).
+#pragma unroll
+      for (int kk = 0; kk < kBr / 16; ++kk) {
+#pragma unroll
+        for (int nn = 0; nn < kD / 16; ++nn) {
+          uint32_t bd[4], bq[4];
+          bwd::ldsm_x4_t(bd,
+                         smem_addr(bdO + (kk * 16 + a_row(lane)) * kLd + nn * 16 + a_col(lane)));
+          bwd::ldsm_x4_t(bq, smem_addr(bQ + (kk * 16 + a_row(lane)) * kLd + nn * 16 + a_col(lane)));
+          bwd::mma<kBf16>(dv[2 * nn], pa[kk], bd[0], bd[1]);
+          bwd::mma<kBf16>(dv[2 * nn + 1], pa[kk], bd[2], bd[3]);
+          bwd::mma<kBf16>(dk[2 * nn], dsa[kk], bq[0], bq[1]);
+          bwd::mma<kBf16>(dk[2 * nn + 1], dsa[kk], bq[2], bq[3]);
+        }
+      }
+
+      if constexpr (kDq) {
+        __syncthreads();  // all of dS^T is in shared memory
+        // dQ = dS K over the block: warps split q rows (16 each) and the head dim.
+        constexpr int kRb = kBr / 16, kDs = C::kWarps / kRb, kNc = kD / kDs;
+        const int wr = w % kRb, wd = w / kRb;
+        float dqa[kNc / 8][4];
+#pragma unroll
+        for (int n = 0; n < kNc / 8; ++n) {
+#pragma unroll
+          for (int e = 0; e < 4; ++e) dqa[n][e] = 0.f;
         }
 #pragma unroll
-        for (int kk = 0; kk < kD / 16; ++kk) {
-          uint32_t ak[4], av[4];
-          bwd::ldsm_x4(ak, smem_addr(sK + (w * 16 + a_row(lane)) * kLd + kk * 16 + a_col(lane)));
-          bwd::ldsm_x4(av, smem_addr(sV + (w * 16 + a_row(lane)) * kLd + kk * 16 + a_col(lane)));
+        for (int kk = 0; kk < kBc / 16; ++kk) {
+          uint32_t a[4];
+          bwd::ldsm_x4_t(a,
+                         smem_addr(sdS + (kk * 16 + at_row(lane)) * kLds + wr * 16 + at_col(lane)));
 #pragma unroll
-          for (int nn = 0; nn < kBr / 16; ++nn) {
-            uint32_t b[4];
-            bwd::ldsm_x4(b, smem_addr(sQ + (nn * 16 + b_row(lane)) * kLd + kk * 16 + b_col(lane)));
-            bwd::mma<kBf16>(sacc[2 * nn], ak, b[0], b[1]);
-            bwd::mma<kBf16>(sacc[2 * nn + 1], ak, b[2], b[3]);
-            bwd::ldsm_x4(b, smem_addr(sdO + (nn * 16 + b_row(lane)) * kLd + kk * 16 + b_col(lane)));
-            bwd::mma<kBf16>(dpacc[2 * nn], av, b[0], b[1]);
-            bwd::mma<kBf16>(dpacc[2 * nn + 1], av, b[2], b[3]);
+          for (int nn = 0; nn < kNc / 16; ++nn) {
+            uint32_t bk[4];
+            bwd::ldsm_x4_t(bk, smem_addr(sK + (kk * 16 + a_row(lane)) * kLd + wd * kNc + nn * 16 +
+                                         a_col(lane)));
+            bwd::mma<kBf16>(dqa[2 * nn], a, bk[0], bk[1]);
+            bwd::mma<kBf16>(dqa[2 * nn + 1], a, bk[2], bk[3]);
           }
         }
-
-        // P^T and dS^T = P^T * (dP^T - delta), masked entries selected to 0, packed as A tiles.
-        uint32_t pa[kBr / 16][4], dsa[kBr / 16][4];
 #pragma unroll
-        for (int n = 0; n < kBr / 8; ++n) {
-          float pv[4], dsv[4];
+        for (int n = 0; n < kNc / 8; ++n) {
 #pragma unroll
           for (int e = 0; e < 4; ++e) {
-            const int r = kv_r + (e / 2) * 8;
-            const int c = n * 8 + 2 * tq + (e % 2);
-            bool ok = r < nkv && c < nq;
-            if (s.causal) ok = ok && j0 + r <= i0 + c + off;
-            const float pe = ok ? exp2f(sacc[n][e] * sl2 - sL[c]) : 0.f;
-            pv[e] = pe;
-            dsv[e] = ok ? pe * (dpacc[n][e] - sDl[c]) : 0.f;
-          }
-          pa[n / 2][(n % 2) * 2] = Io<kBf16>::pack(pv[0], pv[1]);
-          pa[n / 2][(n % 2) * 2 + 1] = Io<kBf16>::pack(pv[2], pv[3]);
-          dsa[n / 2][(n % 2) * 2] = Io<kBf16>::pack(dsv[0], dsv[1]);
-          dsa[n / 2][(n % 2) * 2 + 1] = Io<kBf16>::pack(dsv[2], dsv[3]);
-          if constexpr (kDq) {
-            *reinterpret_cast<uint32_t*>(sdS + kv_r * kLds + n * 8 + 2 * tq) =
-                dsa[n / 2][(n % 2) * 2];
-            *reinterpret_cast<uint32_t*>(sdS + (kv_r + 8) * kLds + n * 8 + 2 * tq) =
-                dsa[n / 2][(n % 2) * 2 + 1];
+            const int r = wr * 16 + g + (e / 2) * 8;
+            const int c = wd * kNc + n * 8 + 2 * tq + (e % 2);
+            if (r < nq) atomicAdd(p.acc + ((qrow0 + r) * H + h) * kD + c, dqa[n][e]);
           }
         }
-
-        // dV += P^T dO, dK += dS^T Q (k = the block's q rows).
-#pragma unroll
-        for (int kk = 0; kk < kBr / 16; ++kk) {
-#pragma unroll
-          for (int nn = 0; nn < kD / 16; ++nn) {
-            uint32_t b[4];
-            bwd::ldsm_x4_t(b,
-                           smem_addr(sdO + (kk * 16 + a_row(lane)) * kLd + nn * 16 + a_col(lane)));
-            bwd::mma<kBf16>(dv[2 * nn], pa[kk], b[0], b[1]);
-            bwd::mma<kBf16>(dv[2 * nn + 1], pa[kk], b[2], b[3]);
-            bwd::ldsm_x4_t(b,
-                           smem_addr(sQ + (kk * 16 + a_row(lane)) * kLd + nn * 16 + a_col(lane)));
-            bwd::mma<kBf16>(dk[2 * nn], dsa[kk], b[0], b[1]);
-            bwd::mma<kBf16>(dk[2 * nn + 1], dsa[kk], b[2], b[3]);
-          }
-        }
-
-        if constexpr (kDq) {
-          __syncthreads();  // all of dS^T is in shared memory
-          // dQ = dS K over the block: warps split q rows (16 each) and the head dim.
-          constexpr int kRb = kBr / 16, kDs = C::kWarps / kRb, kNc = kD / kDs;
-          const int wr = w % kRb, wd = w / kRb;
-          float dqa[kNc / 8][4];
-#pragma unroll
-          for (int n = 0; n < kNc / 8; ++n) {
-#pragma unroll
-            for (int e = 0; e < 4; ++e) dqa[n][e] = 0.f;
-          }
-#pragma unroll
-          for (int kk = 0; kk < kBc / 16; ++kk) {
-            uint32_t a[4];
-            bwd::ldsm_x4_t(
-                a, smem_addr(sdS + (kk * 16 + at_row(lane)) * kLds + wr * 16 + at_col(lane)));
-#pragma unroll
-            for (int nn = 0; nn < kNc / 16; ++nn) {
-              uint32_t b[4];
-              bwd::ldsm_x4_t(b, smem_addr(sK + (kk * 16 + a_row(lane)) * kLd + wd * kNc + nn * 16 +
-                                          a_col(lane)));
-              bwd::mma<kBf16>(dqa[2 * nn], a, b[0], b[1]);
-              bwd::mma<kBf16>(dqa[2 * nn + 1], a, b[2], b[3]);
-            }
-          }
-#pragma unroll
-          for (int n = 0; n < kNc / 8; ++n) {
-#pragma unroll
-            for (int e = 0; e < 4; ++e) {
-              const int r = wr * 16 + g + (e / 2) * 8;
-              const int c = wd * kNc + n * 8 + 2 * tq + (e % 2);
-              if (r < nq) atomicAdd(p.acc + ((qrow0 + r) * H + h) * kD + c, dqa[n][e]);
-            }
-          }
-        }
-        __syncthreads();  // the next block overwrites Q, dO, dS^T, L, delta
       }
+      __syncthreads();  // block b + 2 overwrites this buffer; block b + 1 rewrites dS^T
     }
 
     // dK (times scale) and dV of the tile's rows; rows no query sees hold zeros.
@@ -371,7 +390,8 @@ template <int kD>
 struct DqCfg {
   static constexpr int kBr = kQBlock, kBc = 64, kWarps = kBr / 16, kThreads = kWarps * 32;
   static constexpr int kLd = kD + 8;
-  static constexpr std::size_t kSmem = 2 * (2 * kBr * kLd + 2 * kBc * kLd);
+  // Q, dO; two buffers of K, V.
+  static constexpr std::size_t kSmem = 2 * (2 * kBr * kLd + 4 * kBc * kLd);
 };
 
 template <bool kBf16, int kD>
@@ -382,8 +402,8 @@ __global__ void __launch_bounds__(DqCfg<kD>::kThreads) dq_kernel(const Params p)
   extern __shared__ __align__(16) unsigned char smem[];
   T* sQ = reinterpret_cast<T*>(smem);
   T* sdO = sQ + kBr * kLd;
-  T* sK = sdO + kBr * kLd;
-  T* sV = sK + kBc * kLd;
+  T* sK = sdO + kBr * kLd;     // [2][kBc][kLd]
+  T* sV = sK + 2 * kBc * kLd;  // [2][kBc][kLd]
 
   const VarlenShape& s = p.a.shape;
   const int H = s.heads, Hk = s.kv_heads, G = H / Hk;
@@ -406,6 +426,7 @@ __global__ void __launch_bounds__(DqCfg<kD>::kThreads) dq_kernel(const Params p)
       kv_hi = i0 + nq + off;
       kv_hi = kv_hi < 0 ? 0 : (kv_hi > kv_len ? kv_len : kv_hi);
     }
+    const int64_t blocks = (kv_hi + kBc - 1) / kBc;
 
     bwd::load_tile<kBr, kD, kLd, kThreads>(sQ, q + (t.row_begin * H + h) * kD,
                                            static_cast<int64_t>(H) * kD, nq);
@@ -413,15 +434,32 @@ __global__ void __launch_bounds__(DqCfg<kD>::kThreads) dq_kernel(const Params p)
                                            static_cast<int64_t>(H) * kD, nq);
     bwd::cp_async_commit();
 
+    // Copies of kv block b (zeros past the sequence's end) into buffer b % 2.
+    auto issue = [&](int64_t b) {
+      const int64_t jb = b * kBc;
+      const int nk = static_cast<int>(kv_len - jb < kBc ? kv_len - jb : kBc);
+      const int64_t krow0 = t.kv_begin + jb;
+      const int buf = static_cast<int>(b % 2);
+      bwd::load_tile<kBc, kD, kLd, kThreads>(sK + buf * kBc * kLd, k + (krow0 * Hk + hk) * kD,
+                                             static_cast<int64_t>(Hk) * kD, nk);
+      bwd::load_tile<kBc, kD, kLd, kThreads>(sV + buf * kBc * kLd, v + (krow0 * Hk + hk) * kD,
+                                             static_cast<int64_t>(Hk) * kD, nk);
+      bwd::cp_async_commit();
+    };
+
+    // This thread's rows w * 16 + g and + 8: their lse (as log2) and delta.
     float L[2], dl[2];
+    bool live[2];
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
       const int r = w * 16 + g + half * 8;
-      L[half] = INFINITY;
+      L[half] = 0.f;
       dl[half] = 0.f;
+      live[half] = false;
       if (r < nq) {
         const float l = p.a.lse[(t.row_begin + r) * H + h];
-        L[half] = l == -INFINITY ? INFINITY : l * kLog2e;
+        live[half] = l > -INFINITY;  // a row that sees no key (lse = -inf) adds nothing
+        L[half] = l * kLog2e;
         dl[half] = p.delta[(t.row_begin + r) * H + h];
       }
     }
@@ -433,16 +471,19 @@ __global__ void __launch_bounds__(DqCfg<kD>::kThreads) dq_kernel(const Params p)
       for (int e = 0; e < 4; ++e) dqa[n][e] = 0.f;
     }
 
-    for (int64_t j0 = 0; j0 < kv_hi; j0 += kBc) {
-      const int nk = static_cast<int>(kv_len - j0 < kBc ? kv_len - j0 : kBc);
-      const int64_t krow0 = t.kv_begin + j0;
-      bwd::load_tile<kBc, kD, kLd, kThreads>(sK, k + (krow0 * Hk + hk) * kD,
-                                             static_cast<int64_t>(Hk) * kD, nk);
-      bwd::load_tile<kBc, kD, kLd, kThreads>(sV, v + (krow0 * Hk + hk) * kD,
-                                             static_cast<int64_t>(Hk) * kD, nk);
-      bwd::cp_async_commit();
-      bwd::cp_async_wait_all();
+    if (blocks > 0) issue(0);
+    for (int64_t b = 0; b < blocks; ++b) {
+      if (b + 1 < blocks) {
+        issue(b + 1);  // its buffer was last read in block b - 1, before that block's barrier
+        bwd::cp_async_wait_prev();
+      } else {
+        bwd::cp_async_wait_all();
+      }
       __syncthreads();
+      const int64_t jb = b * kBc;
+      const int nk = static_cast<int>(kv_len - jb < kBc ? kv_len - jb : kBc);
+      const T* bK = sK + (b % 2) * kBc * kLd;
+      const T* bV = sV + (b % 2) * kBc * kLd;
 
       float sacc[kBc / 8][4], dpacc[kBc / 8][4];
 #pragma unroll
@@ -457,13 +498,13 @@ __global__ void __launch_bounds__(DqCfg<kD>::kThreads) dq_kernel(const Params p)
         bwd::ldsm_x4(ad, smem_addr(sdO + (w * 16 + a_row(lane)) * kLd + kk * 16 + a_col(lane)));
 #pragma unroll
         for (int nn = 0; nn < kBc / 16; ++nn) {
-          uint32_t b[4];
-          bwd::ldsm_x4(b, smem_addr(sK + (nn * 16 + b_row(lane)) * kLd + kk * 16 + b_col(lane)));
-          bwd::mma<kBf16>(sacc[2 * nn], aq, b[0], b[1]);
-          bwd::mma<kBf16>(sacc[2 * nn + 1], aq, b[2], b[3]);
-          bwd::ldsm_x4(b, smem_addr(sV + (nn * 16 + b_row(lane)) * kLd + kk * 16 + b_col(lane)));
-          bwd::mma<kBf16>(dpacc[2 * nn], ad, b[0], b[1]);
-          bwd::mma<kBf16>(dpacc[2 * nn + 1], ad, b[2], b[3]);
+          uint32_t bk[4], bv[4];
+          bwd::ldsm_x4(bk, smem_addr(bK + (nn * 16 + b_row(lane)) * kLd + kk * 16 + b_col(lane)));
+          bwd::ldsm_x4(bv, smem_addr(bV + (nn * 16 + b_row(lane)) * kLd + kk * 16 + b_col(lane)));
+          bwd::mma<kBf16>(sacc[2 * nn], aq, bk[0], bk[1]);
+          bwd::mma<kBf16>(sacc[2 * nn + 1], aq, bk[2], bk[3]);
+          bwd::mma<kBf16>(dpacc[2 * nn], ad, bv[0], bv[1]);
+          bwd::mma<kBf16>(dpacc[2 * nn + 1], ad, bv[2], bv[3]);
         }
       }
 
@@ -475,9 +516,9 @@ __global__ void __launch_bounds__(DqCfg<kD>::kThreads) dq_kernel(const Params p)
         for (int e = 0; e < 4; ++e) {
           const int r = w * 16 + g + (e / 2) * 8;
           const int c = n * 8 + 2 * tq + (e % 2);
-          bool ok = r < nq && c < nk;
-          if (s.causal) ok = ok && j0 + c <= i0 + r + off;
-          const float pe = ok ? exp2f(sacc[n][e] * sl2 - L[e / 2]) : 0.f;
+          bool ok = live[e / 2] && c < nk;
+          if (s.causal) ok = ok && jb + c <= i0 + r + off;
+          const float pe = ok ? bwd::exp2_approx(sacc[n][e] * sl2 - L[e / 2]) : 0.f;
           dsv[e] = ok ? pe * (dpacc[n][e] - dl[e / 2]) : 0.f;
         }
         dsa[n / 2][(n % 2) * 2] = Io<kBf16>::pack(dsv[0], dsv[1]);
@@ -489,13 +530,13 @@ __global__ void __launch_bounds__(DqCfg<kD>::kThreads) dq_kernel(const Params p)
       for (int kk = 0; kk < kBc / 16; ++kk) {
 #pragma unroll
         for (int nn = 0; nn < kD / 16; ++nn) {
-          uint32_t b[4];
-          bwd::ldsm_x4_t(b, smem_addr(sK + (kk * 16 + a_row(lane)) * kLd + nn * 16 + a_col(lane)));
-          bwd::mma<kBf16>(dqa[2 * nn], dsa[kk], b[0], b[1]);
-          bwd::mma<kBf16>(dqa[2 * nn + 1], dsa[kk], b[2], b[3]);
+          uint32_t bk[4];
+          bwd::ldsm_x4_t(bk, smem_addr(bK + (kk * 16 + a_row(lane)) * kLd + nn * 16 + a_col(lane)));
+          bwd::mma<kBf16>(dqa[2 * nn], dsa[kk], bk[0], bk[1]);
+          bwd::mma<kBf16>(dqa[2 * nn + 1], dsa[kk], bk[2], bk[3]);
         }
       }
-      __syncthreads();  // the next block overwrites K, V
+      __syncthreads();  // block b + 2 overwrites this buffer
     }
     bwd::cp_async_wait_all();  // Q, dO still in flight when no kv block ran
 
