@@ -115,6 +115,31 @@ __device__ __forceinline__ void load_tile(T* dst, const T* src, int64_t stride, 
   }
 }
 
+// The same tile in 128-byte swizzle atoms (the wgmma operand layout): column block cb of 64
+// elements holds rows at 128-byte pitch from cb * kRows * 128; 16-byte chunk c of row r sits at
+// chunk (c ^ r % 8). `dst` is 1024-byte aligned.
+template <int kRows, int kD, int kThreads, class T>
+__device__ __forceinline__ void load_tile_sw128(T* dst, const T* src, int64_t stride, int valid) {
+  constexpr int kChunks = kD / 8;
+  unsigned char* base = reinterpret_cast<unsigned char*>(dst);
+#pragma unroll
+  for (int idx = static_cast<int>(threadIdx.x); idx < kRows * kChunks; idx += kThreads) {
+    const int r = idx / kChunks, c = idx % kChunks;
+    const bool ok = r < valid;
+    const T* s = ok ? src + r * stride + c * 8 : src;
+    cp_async16(base + (c / 8) * kRows * 128 + r * 128 + (((c % 8) ^ (r % 8)) * 16), s, ok ? 16 : 0);
+  }
+}
+// Byte offset of element (r, c) of a [kRows][64] swizzled tile.
+__device__ __forceinline__ int sw128_offset(int r, int c) {
+  return r * 128 + ((((c / 8) ^ (r % 8))) * 16) + (c % 8) * 2;
+}
+// Orders this thread's generic-proxy shared-memory writes (stores, cp.async) before later
+// async-proxy reads (wgmma); a barrier must follow.
+__device__ __forceinline__ void fence_proxy_async() {
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+}
+
 // ldmatrix addresses of one lane (l = lane) for a 16x16 block at (r0, c0) of a row-major tile:
 // `a_rows` gives the A operand / the trans-B operand (K x N stored) pattern, `b_rows` the
 // non-trans B operand (N x K stored) pattern of two n8 tiles.

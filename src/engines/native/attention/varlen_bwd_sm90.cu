@@ -19,8 +19,10 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 
 #include "engines/native/attention/bwd_mma.cuh"
+#include "engines/native/attention/bwd_wgmma.cuh"
 #include "engines/native/attention/tasks.cuh"
 #include "engines/native/attention/varlen_kernels.hpp"
 
@@ -384,6 +386,270 @@ __global__ void __launch_bounds__(DkdvCfg<kD, kDq>::kThreads, 1) dkdv_kernel(con
   });
 }
 
+// ---- dK, dV (and dQ by atomics) over kv tiles, wgmma ------------------------------------------
+//
+// Two warpgroups, warpgroup i owns kv rows [64 i, 64 i + 64) of the 128-row tile. Per block of
+// 64 q rows: S^T = K Q^T and dP^T = V dO^T (SS, both K-major), P^T and dS^T in registers,
+// dV += P^T dO and dK += dS^T Q (RS, B MN-major), and with kDq dQ = dS K from dS^T staged in
+// shared memory (SS, both MN-major): split over the head dim (D = 128) or over the kv rows
+// (D = 64, both warpgroups add into the accumulator). All tiles in 128-byte swizzle atoms.
+
+template <int kD, bool kDq>
+struct WgCfg {
+  static constexpr int kBc = kKvBlock, kBr = 64, kThreads = 256;
+  static constexpr int kTileKv = kBc * kD * 2, kTileQ = kBr * kD * 2, kTileS = kBc * kBr * 2;
+  static constexpr int kOffV = kTileKv, kOffQ = 2 * kTileKv, kOffDo = kOffQ + 2 * kTileQ;
+  static constexpr int kOffS = kOffDo + 2 * kTileQ;
+  // dQ partials of the block (f32, rows padded by 8 floats): one [kBr][kD] for D = 128 (each
+  // warpgroup its half of the columns), one per warpgroup for D = 64 (k split), summed on read.
+  static constexpr int kLdq = kD + 8, kDqParts = kD == 128 ? 1 : 2;
+  static constexpr int kOffDq = kOffS + (kDq ? kTileS : 0);
+  static constexpr int kOffL = kOffDq + (kDq ? kDqParts * kBr * kLdq * 4 : 0);
+  static constexpr int kOffDl = kOffL + 2 * kBr * 4;
+  // + 1024: the base is aligned up to a swizzle atom.
+  static constexpr std::size_t kSmem = kOffDl + 2 * kBr * 4 + 1024;
+};
+
+template <bool kBf16, int kD, bool kDq>
+__global__ void __launch_bounds__(256, 1) dkdv_wgmma_kernel(const Params p) {
+  using C = WgCfg<kD, kDq>;
+  using T = typename Io<kBf16>::T;
+  constexpr int kBc = C::kBc, kBr = C::kBr, kThreads = C::kThreads;
+  extern __shared__ __align__(1024) unsigned char smem_raw[];
+  unsigned char* smem = smem_raw + ((1024 - (smem_addr(smem_raw) & 1023)) & 1023);
+  T* sK = reinterpret_cast<T*>(smem);
+  T* sV = reinterpret_cast<T*>(smem + C::kOffV);
+  T* sQ = reinterpret_cast<T*>(smem + C::kOffQ);            // [2] tiles
+  T* sdO = reinterpret_cast<T*>(smem + C::kOffDo);          // [2] tiles
+  unsigned char* sdS = smem + C::kOffS;                     // dS^T [kBc][kBr], only with kDq
+  float* sL = reinterpret_cast<float*>(smem + C::kOffL);    // [2][kBr]
+  float* sDl = reinterpret_cast<float*>(smem + C::kOffDl);  // [2][kBr]
+  float* sdQ = reinterpret_cast<float*>(smem + C::kOffDq);  // [kDqParts][kBr][kLdq], kDq
+  const uint32_t aK = smem_addr(sK), aV = smem_addr(sV), aQ = smem_addr(sQ), adO = smem_addr(sdO),
+                 adS = smem_addr(sdS);
+
+  const VarlenShape& s = p.a.shape;
+  const int H = s.heads, Hk = s.kv_heads, G = H / Hk;
+  const int tid = static_cast<int>(threadIdx.x), lane = tid % 32, w = tid / 32;
+  const int wg = w / 4, wl = w % 4;
+  const int g = lane / 4, tq = lane % 4;
+  const T* q = static_cast<const T*>(p.a.q);
+  const T* k = static_cast<const T*>(p.a.k);
+  const T* v = static_cast<const T*>(p.a.v);
+  const T* d_o = static_cast<const T*>(p.a.d_o);
+  const float sl2 = s.scale * kLog2e;
+
+  for_each_task(s, p.a.kv_grid, kBc, false, Hk, [&](const Task& t) {
+    const int hk = t.head;
+    const int64_t kv_len = t.kv_end - t.kv_begin, q_len = t.q_end - t.q_begin;
+    const int64_t off = kv_len - q_len;  // bottom-right causal: i sees j iff j <= i + off
+    const int64_t j0 = t.row_begin - t.kv_begin;
+    const int nkv = static_cast<int>(t.row_end - t.row_begin);
+    const int64_t q_hi = covered_q_rows(p, t);
+    const int64_t i_start = s.causal ? (j0 - off > 0 ? j0 - off : 0) : 0;
+    const int64_t nb = q_hi > i_start ? (q_hi - i_start + kBr - 1) / kBr : 0;
+    const int64_t blocks = nb * G;
+
+    bwd::load_tile_sw128<kBc, kD, kThreads>(sK, k + (t.row_begin * Hk + hk) * kD,
+                                            static_cast<int64_t>(Hk) * kD, nkv);
+    bwd::load_tile_sw128<kBc, kD, kThreads>(sV, v + (t.row_begin * Hk + hk) * kD,
+                                            static_cast<int64_t>(Hk) * kD, nkv);
+    bwd::cp_async_commit();
+
+    auto issue = [&](int64_t b) {
+      const int h = hk * G + static_cast<int>(b / nb);
+      const int64_t i0 = i_start + (b % nb) * kBr;
+      const int nq = static_cast<int>(q_hi - i0 < kBr ? q_hi - i0 : kBr);
+      const int64_t qrow0 = t.q_begin + i0;
+      const int buf = static_cast<int>(b % 2);
+      bwd::load_tile_sw128<kBr, kD, kThreads>(sQ + buf * kBr * kD, q + (qrow0 * H + h) * kD,
+                                              static_cast<int64_t>(H) * kD, nq);
+      bwd::load_tile_sw128<kBr, kD, kThreads>(sdO + buf * kBr * kD, d_o + (qrow0 * H + h) * kD,
+                                              static_cast<int64_t>(H) * kD, nq);
+      if (tid < kBr) {
+        const bool ok = tid < nq;
+        const int64_t at = ok ? (qrow0 + tid) * H + h : 0;
+        bwd::cp_async4(sL + buf * kBr + tid, p.a.lse + at, ok ? 4 : 0);
+        bwd::cp_async4(sDl + buf * kBr + tid, p.delta + at, ok ? 4 : 0);
+      }
+      bwd::cp_async_commit();
+    };
+
+    float dk[kD / 2], dv[kD / 2];
+#pragma unroll
+    for (int i = 0; i < kD / 2; ++i) dk[i] = dv[i] = 0.f;
+    const int kv_r = w * 16 + g;  // this thread's kv rows kv_r, kv_r + 8 in the tile
+
+    if (blocks > 0) issue(0);
+    for (int64_t b = 0; b < blocks; ++b) {
+      if (b + 1 < blocks) {
+        issue(b + 1);  // its buffer was last read in block b - 1, before that block's barrier
+        bwd::cp_async_wait_prev();
+      } else {
+        bwd::cp_async_wait_all();
+      }
+      bwd::fence_proxy_async();  // the copies are read by wgmma
+      __syncthreads();
+      const int h = hk * G + static_cast<int>(b / nb);
+      const int64_t i0 = i_start + (b % nb) * kBr;
+      const int nq = static_cast<int>(q_hi - i0 < kBr ? q_hi - i0 : kBr);
+      const int64_t qrow0 = t.q_begin + i0;
+      const int buf = static_cast<int>(b % 2);
+      const uint32_t bQ = aQ + buf * C::kTileQ, bdO = adO + buf * C::kTileQ;
+      const float* bL = sL + buf * kBr;
+      const float* bDl = sDl + buf * kBr;
+
+      // S^T = K Q^T, dP^T = V dO^T: 64 kv rows x 64 q rows per warpgroup, k = head dim.
+      float sacc[32], dpacc[32];
+#pragma unroll
+      for (int i = 0; i < 32; ++i) sacc[i] = dpacc[i] = 0.f;
+      bwd::wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < kD / 16; ++kk) {
+        const uint32_t ko = (kk / 4) * kBc * 128 + wg * 64 * 128 + (kk % 4) * 32;
+        const uint32_t qo = (kk / 4) * kBr * 128 + (kk % 4) * 32;
+        bwd::wgmma_ss<kBf16, 0, 0>(sacc, bwd::sw128_desc(aK + ko, 16, 1024),
+                                   bwd::sw128_desc(bQ + qo, 16, 1024));
+        bwd::wgmma_ss<kBf16, 0, 0>(dpacc, bwd::sw128_desc(aV + ko, 16, 1024),
+                                   bwd::sw128_desc(bdO + qo, 16, 1024));
+      }
+      bwd::wgmma_commit();
+      bwd::wgmma_wait_all();
+      bwd::fence_regs(sacc);
+      bwd::fence_regs(dpacc);
+
+      // P^T and dS^T = P^T * (dP^T - delta), masked entries selected to 0, packed as A tiles.
+      uint32_t pa[kBr / 16][4], dsa[kBr / 16][4];
+#pragma unroll
+      for (int n = 0; n < kBr / 8; ++n) {
+        float pv[4], dsv[4];
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int r = kv_r + (e / 2) * 8;
+          const int c = n * 8 + 2 * tq + (e % 2);
+          const float lv = bL[c];
+          bool ok = r < nkv && c < nq && lv > -INFINITY;
+          if (s.causal) ok = ok && j0 + r <= i0 + c + off;
+          const float pe = ok ? bwd::exp2_approx(sacc[4 * n + e] * sl2 - lv * kLog2e) : 0.f;
+          pv[e] = pe;
+          dsv[e] = ok ? pe * (dpacc[4 * n + e] - bDl[c]) : 0.f;
+        }
+        pa[n / 2][(n % 2) * 2] = Io<kBf16>::pack(pv[0], pv[1]);
+        pa[n / 2][(n % 2) * 2 + 1] = Io<kBf16>::pack(pv[2], pv[3]);
+        dsa[n / 2][(n % 2) * 2] = Io<kBf16>::pack(dsv[0], dsv[1]);
+        dsa[n / 2][(n % 2) * 2 + 1] = Io<kBf16>::pack(dsv[2], dsv[3]);
+      }
+      if constexpr (kDq) {
+        // dS^T rows kv_r and kv_r + 8 (both swizzled by g = kv_r % 8), q columns 8n + 2t.
+        unsigned char* row = sdS + kv_r * 128 + tq * 4;
+#pragma unroll
+        for (int n = 0; n < kBr / 8; ++n) {
+          unsigned char* at = row + ((n ^ g) << 4);
+          *reinterpret_cast<uint32_t*>(at) = dsa[n / 2][(n % 2) * 2];
+          *reinterpret_cast<uint32_t*>(at + 8 * 128) = dsa[n / 2][(n % 2) * 2 + 1];
+        }
+        bwd::fence_proxy_async();  // dS^T is read by wgmma
+      }
+
+      // dV += P^T dO, dK += dS^T Q: k = the block's q rows, B MN-major (head dim contiguous).
+      bwd::wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < kBr / 16; ++kk) {
+        const uint32_t o = kk * 16 * 128;
+        bwd::wgmma_rs<kBf16, 1>(dv, pa[kk], bwd::sw128_desc(bdO + o, kBr * 128, 1024));
+        bwd::wgmma_rs<kBf16, 1>(dk, dsa[kk], bwd::sw128_desc(bQ + o, kBr * 128, 1024));
+      }
+      bwd::wgmma_commit();
+      // Waiting here frees P^T and dS^T before dQ's accumulators go live (no spills at D = 128).
+      bwd::wgmma_wait_all();
+      bwd::fence_regs(dk);
+      bwd::fence_regs(dv);
+#pragma unroll
+      for (int kk = 0; kk < kBr / 16; ++kk) {
+        bwd::fence_regs(pa[kk]);
+        bwd::fence_regs(dsa[kk]);
+      }
+
+      if constexpr (kDq) {
+        __syncthreads();  // all of dS^T is in shared memory
+        float dqa[32];
+#pragma unroll
+        for (int i = 0; i < 32; ++i) dqa[i] = 0.f;
+        bwd::wgmma_fence();
+        if constexpr (kD == 128) {
+          // dQ[:, 64 wg + 0..63] = dS K[:, 64 wg + 0..63], k = all 128 kv rows.
+#pragma unroll
+          for (int kk = 0; kk < kBc / 16; ++kk) {
+            const uint32_t o = kk * 16 * 128;
+            bwd::wgmma_ss<kBf16, 1, 1>(dqa, bwd::sw128_desc(adS + o, kBc * 128, 1024),
+                                       bwd::sw128_desc(aK + wg * kBc * 128 + o, kBc * 128, 1024));
+          }
+        } else {
+          // dQ partial = dS[:, kv 64 wg..] K[kv 64 wg.., :], k = this warpgroup's kv rows.
+#pragma unroll
+          for (int kk = 0; kk < 4; ++kk) {
+            const uint32_t o = (wg * 64 + kk * 16) * 128;
+            bwd::wgmma_ss<kBf16, 1, 1>(dqa, bwd::sw128_desc(adS + o, kBc * 128, 1024),
+                                       bwd::sw128_desc(aK + o, kBc * 128, 1024));
+          }
+        }
+        bwd::wgmma_commit();
+        bwd::wgmma_wait_all();
+        bwd::fence_regs(dqa);
+        // Through shared memory, so that the accumulator gets coalesced 16-byte atomics.
+        float* part = sdQ + (kD == 128 ? 0 : wg * kBr * C::kLdq) + (kD == 128 ? wg * 64 : 0);
+#pragma unroll
+        for (int n = 0; n < 8; ++n) {
+#pragma unroll
+          for (int half = 0; half < 2; ++half) {
+            const int r = wl * 16 + g + half * 8;
+            *reinterpret_cast<float2*>(part + r * C::kLdq + n * 8 + 2 * tq) =
+                make_float2(dqa[4 * n + 2 * half], dqa[4 * n + 2 * half + 1]);
+          }
+        }
+        __syncthreads();
+        constexpr int kC4 = kD / 4;
+#pragma unroll
+        for (int idx = tid; idx < kBr * kC4; idx += kThreads) {
+          const int r = idx / kC4, c = (idx % kC4) * 4;
+          if (r < nq) {
+            float4 x = *reinterpret_cast<const float4*>(sdQ + r * C::kLdq + c);
+            if constexpr (C::kDqParts == 2) {
+              const float4 y = *reinterpret_cast<const float4*>(sdQ + (kBr + r) * C::kLdq + c);
+              x.x += y.x;
+              x.y += y.y;
+              x.z += y.z;
+              x.w += y.w;
+            }
+            atomicAdd(reinterpret_cast<float4*>(p.acc + ((qrow0 + r) * H + h) * kD + c), x);
+          }
+        }
+      }
+      __syncthreads();  // block b + 2 overwrites this buffer; block b + 1 rewrites dS^T, dQ
+    }
+
+    // dK (times scale) and dV of the tile's rows; rows no query sees hold zeros.
+    T* dk_out = static_cast<T*>(p.a.dk);
+    T* dv_out = static_cast<T*>(p.a.dv);
+#pragma unroll
+    for (int n = 0; n < kD / 8; ++n) {
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const int r = kv_r + half * 8;
+        if (r < nkv) {
+          const int64_t at = ((t.row_begin + r) * Hk + hk) * kD + n * 8 + 2 * tq;
+          *reinterpret_cast<uint32_t*>(dk_out + at) =
+              Io<kBf16>::pack(dk[4 * n + 2 * half] * s.scale, dk[4 * n + 2 * half + 1] * s.scale);
+          *reinterpret_cast<uint32_t*>(dv_out + at) =
+              Io<kBf16>::pack(dv[4 * n + 2 * half], dv[4 * n + 2 * half + 1]);
+        }
+      }
+    }
+    bwd::cp_async_wait_all();  // K, V still in flight when no q block ran
+    __syncthreads();
+  });
+}
+
 // ---- dQ over q tiles (deterministic mode) -----------------------------------------------------
 
 template <int kD>
@@ -602,6 +868,26 @@ bool launch(Kernel kernel, const TaskGrid& g, int heads, int threads, std::size_
   return cudaPeekAtLastError() == cudaSuccess;
 }
 
+// The dkdv kernel: the mma.sync one, or the wgmma one with EAGLE_BWD_WGMMA=1 in the environment
+// (read once; a development switch while the wgmma kernel is being validated).
+bool dkdv_wgmma() {
+  static const bool on = [] {
+    const char* e = std::getenv("EAGLE_BWD_WGMMA");
+    return e != nullptr && e[0] == '1';
+  }();
+  return on;
+}
+
+template <bool kBf16, int kD, bool kDq>
+bool launch_dkdv(const TaskGrid& g, int heads, cudaStream_t stream, const Params& p) {
+  if (dkdv_wgmma()) {
+    using C = WgCfg<kD, kDq>;
+    return launch(dkdv_wgmma_kernel<kBf16, kD, kDq>, g, heads, C::kThreads, C::kSmem, stream, p);
+  }
+  using C = DkdvCfg<kD, kDq>;
+  return launch(dkdv_kernel<kBf16, kD, kDq>, g, heads, C::kThreads, C::kSmem, stream, p);
+}
+
 template <bool kBf16, int kD>
 bool run(const BwdArgs& a, void* workspace, cudaStream_t stream) {
   const VarlenShape& s = a.shape;
@@ -615,17 +901,11 @@ bool run(const BwdArgs& a, void* workspace, cudaStream_t stream) {
   const int H = s.heads, Hk = s.kv_heads;
   if (!launch(preprocess_kernel<kBf16, kD>, a.q_grid, H, kRowThreads, 0, stream, p)) return false;
   if (a.deterministic) {
-    using C = DkdvCfg<kD, false>;
-    if (!launch(dkdv_kernel<kBf16, kD, false>, a.kv_grid, Hk, C::kThreads, C::kSmem, stream, p)) {
-      return false;
-    }
+    if (!launch_dkdv<kBf16, kD, false>(a.kv_grid, Hk, stream, p)) return false;
     return launch(dq_kernel<kBf16, kD>, a.q_grid, H, DqCfg<kD>::kThreads, DqCfg<kD>::kSmem, stream,
                   p);
   }
-  using C = DkdvCfg<kD, true>;
-  if (!launch(dkdv_kernel<kBf16, kD, true>, a.kv_grid, Hk, C::kThreads, C::kSmem, stream, p)) {
-    return false;
-  }
+  if (!launch_dkdv<kBf16, kD, true>(a.kv_grid, Hk, stream, p)) return false;
   return launch(postprocess_kernel<kBf16, kD>, a.q_grid, H, kRowThreads, 0, stream, p);
 }
 
