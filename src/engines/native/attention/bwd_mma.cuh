@@ -140,6 +140,19 @@ __device__ __forceinline__ void fence_proxy_async() {
   asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
 }
 
+// x, opaque to the compiler: addresses derived from it are recomputed where used instead of
+// being hoisted out of the block loop into registers the accumulators need.
+__device__ __forceinline__ uint32_t opaque(uint32_t x) {
+  asm volatile("mov.b32 %0, %0;\n" : "+r"(x));
+  return x;
+}
+__device__ __forceinline__ void st_shared_b32(uint32_t addr, uint32_t v) {
+  asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(addr), "r"(v) : "memory");
+}
+__device__ __forceinline__ void st_shared_v2(uint32_t addr, float x, float y) {
+  asm volatile("st.shared.v2.f32 [%0], {%1, %2};\n" ::"r"(addr), "f"(x), "f"(y) : "memory");
+}
+
 // ldmatrix addresses of one lane (l = lane) for a 16x16 block at (r0, c0) of a row-major tile:
 // `a_rows` gives the A operand / the trans-B operand (K x N stored) pattern, `b_rows` the
 // non-trans B operand (N x K stored) pattern of two n8 tiles.

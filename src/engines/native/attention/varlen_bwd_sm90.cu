@@ -495,7 +495,10 @@ __global__ void __launch_bounds__(256, 1) dkdv_wgmma_kernel(const Params p) {
       const int nq = static_cast<int>(q_hi - i0 < kBr ? q_hi - i0 : kBr);
       const int64_t qrow0 = t.q_begin + i0;
       const int buf = static_cast<int>(b % 2);
-      const uint32_t bQ = aQ + buf * C::kTileQ, bdO = adO + buf * C::kTileQ;
+      // Opaque bases: the descriptors are rebuilt per block, not held in registers across it.
+      const uint32_t bK = bwd::opaque(aK), bV = bwd::opaque(aV);
+      const uint32_t bQ = bwd::opaque(aQ) + buf * C::kTileQ,
+                     bdO = bwd::opaque(adO) + buf * C::kTileQ;
       const float* bL = sL + buf * kBr;
       const float* bDl = sDl + buf * kBr;
 
@@ -508,9 +511,9 @@ __global__ void __launch_bounds__(256, 1) dkdv_wgmma_kernel(const Params p) {
       for (int kk = 0; kk < kD / 16; ++kk) {
         const uint32_t ko = (kk / 4) * kBc * 128 + wg * 64 * 128 + (kk % 4) * 32;
         const uint32_t qo = (kk / 4) * kBr * 128 + (kk % 4) * 32;
-        bwd::wgmma_ss<kBf16, 0, 0>(sacc, bwd::sw128_desc(aK + ko, 16, 1024),
+        bwd::wgmma_ss<kBf16, 0, 0>(sacc, bwd::sw128_desc(bK + ko, 16, 1024),
                                    bwd::sw128_desc(bQ + qo, 16, 1024));
-        bwd::wgmma_ss<kBf16, 0, 0>(dpacc, bwd::sw128_desc(aV + ko, 16, 1024),
+        bwd::wgmma_ss<kBf16, 0, 0>(dpacc, bwd::sw128_desc(bV + ko, 16, 1024),
                                    bwd::sw128_desc(bdO + qo, 16, 1024));
       }
       bwd::wgmma_commit();
@@ -541,12 +544,13 @@ __global__ void __launch_bounds__(256, 1) dkdv_wgmma_kernel(const Params p) {
       }
       if constexpr (kDq) {
         // dS^T rows kv_r and kv_r + 8 (both swizzled by g = kv_r % 8), q columns 8n + 2t.
-        unsigned char* row = sdS + kv_r * 128 + tq * 4;
+        // Bits 4..6 of `row` are g: chunk n lands at chunk n ^ g by one XOR.
+        const uint32_t row = bwd::opaque(adS) + kv_r * 128 + tq * 4 + (g << 4);
 #pragma unroll
         for (int n = 0; n < kBr / 8; ++n) {
-          unsigned char* at = row + ((n ^ g) << 4);
-          *reinterpret_cast<uint32_t*>(at) = dsa[n / 2][(n % 2) * 2];
-          *reinterpret_cast<uint32_t*>(at + 8 * 128) = dsa[n / 2][(n % 2) * 2 + 1];
+          const uint32_t at = row ^ (n << 4);
+          bwd::st_shared_b32(at, dsa[n / 2][(n % 2) * 2]);
+          bwd::st_shared_b32(at + 8 * 128, dsa[n / 2][(n % 2) * 2 + 1]);
         }
         bwd::fence_proxy_async();  // dS^T is read by wgmma
       }
@@ -572,6 +576,7 @@ __global__ void __launch_bounds__(256, 1) dkdv_wgmma_kernel(const Params p) {
 
       if constexpr (kDq) {
         __syncthreads();  // all of dS^T is in shared memory
+        const uint32_t bdS = bwd::opaque(adS);
         float dqa[32];
 #pragma unroll
         for (int i = 0; i < 32; ++i) dqa[i] = 0.f;
@@ -581,35 +586,36 @@ __global__ void __launch_bounds__(256, 1) dkdv_wgmma_kernel(const Params p) {
 #pragma unroll
           for (int kk = 0; kk < kBc / 16; ++kk) {
             const uint32_t o = kk * 16 * 128;
-            bwd::wgmma_ss<kBf16, 1, 1>(dqa, bwd::sw128_desc(adS + o, kBc * 128, 1024),
-                                       bwd::sw128_desc(aK + wg * kBc * 128 + o, kBc * 128, 1024));
+            bwd::wgmma_ss<kBf16, 1, 1>(dqa, bwd::sw128_desc(bdS + o, kBc * 128, 1024),
+                                       bwd::sw128_desc(bK + wg * kBc * 128 + o, kBc * 128, 1024));
           }
         } else {
           // dQ partial = dS[:, kv 64 wg..] K[kv 64 wg.., :], k = this warpgroup's kv rows.
 #pragma unroll
           for (int kk = 0; kk < 4; ++kk) {
             const uint32_t o = (wg * 64 + kk * 16) * 128;
-            bwd::wgmma_ss<kBf16, 1, 1>(dqa, bwd::sw128_desc(adS + o, kBc * 128, 1024),
-                                       bwd::sw128_desc(aK + o, kBc * 128, 1024));
+            bwd::wgmma_ss<kBf16, 1, 1>(dqa, bwd::sw128_desc(bdS + o, kBc * 128, 1024),
+                                       bwd::sw128_desc(bK + o, kBc * 128, 1024));
           }
         }
         bwd::wgmma_commit();
         bwd::wgmma_wait_all();
         bwd::fence_regs(dqa);
         // Through shared memory, so that the accumulator gets coalesced 16-byte atomics.
-        float* part = sdQ + (kD == 128 ? 0 : wg * kBr * C::kLdq) + (kD == 128 ? wg * 64 : 0);
+        const uint32_t part =
+            bwd::opaque(smem_addr(sdQ)) +
+            4 * ((kD == 128 ? wg * 64 : wg * kBr * C::kLdq) + (wl * 16 + g) * C::kLdq + 2 * tq);
 #pragma unroll
         for (int n = 0; n < 8; ++n) {
 #pragma unroll
           for (int half = 0; half < 2; ++half) {
-            const int r = wl * 16 + g + half * 8;
-            *reinterpret_cast<float2*>(part + r * C::kLdq + n * 8 + 2 * tq) =
-                make_float2(dqa[4 * n + 2 * half], dqa[4 * n + 2 * half + 1]);
+            bwd::st_shared_v2(part + 4 * (half * 8 * C::kLdq + n * 8), dqa[4 * n + 2 * half],
+                              dqa[4 * n + 2 * half + 1]);
           }
         }
         __syncthreads();
         constexpr int kC4 = kD / 4;
-#pragma unroll
+#pragma unroll 2  // few registers: the accumulators of dK, dV stay live
         for (int idx = tid; idx < kBr * kC4; idx += kThreads) {
           const int r = idx / kC4, c = (idx % kC4) * 4;
           if (r < nq) {
