@@ -161,9 +161,11 @@ struct DkdvCfg {
   static constexpr int kBr = kD == 64 ? 64 : 32;  // q rows per inner block (registers)
   static constexpr int kLd = kD + 8;              // padded rows: conflict-free ldmatrix
   static constexpr int kLds = kBr + 8;
-  // K, V; two buffers of Q, dO; dS^T; two buffers of lse, delta.
+  static constexpr int kLdq = kD + 8;  // f32 dQ rows of the block, staged for the atomics
+  // K, V; two buffers of Q, dO; dS^T; two buffers of lse, delta; dQ.
   static constexpr std::size_t kSmem =
-      2 * (2 * kBc * kLd + 4 * kBr * kLd + (kDq ? kBc * kLds : 0)) + 4 * kBr * sizeof(float);
+      2 * (2 * kBc * kLd + 4 * kBr * kLd + (kDq ? kBc * kLds : 0)) + 4 * kBr * sizeof(float) +
+      (kDq ? kBr * kLdq * sizeof(float) : 0);
 };
 
 template <bool kBf16, int kD, bool kDq>
@@ -180,6 +182,7 @@ __global__ void __launch_bounds__(DkdvCfg<kD, kDq>::kThreads, 1) dkdv_kernel(con
   T* sdS = sdO + 2 * kBr * kLd;  // dS^T [kBc][kLds], only with kDq
   float* sL = reinterpret_cast<float*>(sdS + (kDq ? kBc * kLds : 0));  // [2][kBr]
   float* sDl = sL + 2 * kBr;                                           // [2][kBr]
+  float* sdQ = sDl + 2 * kBr;                                          // [kBr][kLdq], kDq
 
   const VarlenShape& s = p.a.shape;
   const int H = s.heads, Hk = s.kv_heads, G = H / Hk;
@@ -351,17 +354,28 @@ __global__ void __launch_bounds__(DkdvCfg<kD, kDq>::kThreads, 1) dkdv_kernel(con
             bwd::mma<kBf16>(dqa[2 * nn + 1], a, bk[2], bk[3]);
           }
         }
+        // Through shared memory, so that the accumulator gets coalesced 16-byte atomics.
 #pragma unroll
         for (int n = 0; n < kNc / 8; ++n) {
 #pragma unroll
-          for (int e = 0; e < 4; ++e) {
-            const int r = wr * 16 + g + (e / 2) * 8;
-            const int c = wd * kNc + n * 8 + 2 * tq + (e % 2);
-            if (r < nq) atomicAdd(p.acc + ((qrow0 + r) * H + h) * kD + c, dqa[n][e]);
+          for (int half = 0; half < 2; ++half) {
+            const int r = wr * 16 + g + half * 8;
+            *reinterpret_cast<float2*>(sdQ + r * C::kLdq + wd * kNc + n * 8 + 2 * tq) =
+                make_float2(dqa[n][2 * half], dqa[n][2 * half + 1]);
+          }
+        }
+        __syncthreads();
+        constexpr int kC4 = kD / 4;
+#pragma unroll 2
+        for (int idx = tid; idx < kBr * kC4; idx += kThreads) {
+          const int r = idx / kC4, c = (idx % kC4) * 4;
+          if (r < nq) {
+            atomicAdd(reinterpret_cast<float4*>(p.acc + ((qrow0 + r) * H + h) * kD + c),
+                      *reinterpret_cast<const float4*>(sdQ + r * C::kLdq + c));
           }
         }
       }
-      __syncthreads();  // block b + 2 overwrites this buffer; block b + 1 rewrites dS^T
+      __syncthreads();  // block b + 2 overwrites this buffer; block b + 1 rewrites dS^T, dQ
     }
 
     // dK (times scale) and dV of the tile's rows; rows no query sees hold zeros.
