@@ -1064,13 +1064,15 @@ bool launch(Kernel kernel, const TaskGrid& g, int heads, int threads, std::size_
   return cudaPeekAtLastError() == cudaSuccess;
 }
 
-// Which products: the mma.sync kernels (default), or the wgmma ones (dkdv, and dq in deterministic
-// mode) with EAGLE_BWD_WGMMA=1 in the environment (read once; a development switch while the
-// wgmma kernels are validated on the device).
+// Which products: the mma.sync kernels or the wgmma ones (dkdv, and dq in deterministic mode).
+// kWgmmaDefault until the wgmma kernels are validated on the device; EAGLE_BWD_WGMMA=0 or 1 in
+// the environment overrides it (read once).
+constexpr bool kWgmmaDefault = false;
 bool use_wgmma() {
   static const bool on = [] {
     const char* e = std::getenv("EAGLE_BWD_WGMMA");
-    return e != nullptr && e[0] == '1';
+    if (e == nullptr || (e[0] != '0' && e[0] != '1')) return kWgmmaDefault;
+    return e[0] == '1';
   }();
   return on;
 }
