@@ -523,25 +523,30 @@ __global__ void __launch_bounds__(256, 1) dkdv_wgmma_kernel(const Params p) {
 #pragma unroll
       for (int i = 0; i < 32; ++i) sacc[i] = dpacc[i] = 0.f;
       bwd::wgmma_fence();
+      // Two groups: P^T is computed while dP^T is still in the tensor cores.
 #pragma unroll
       for (int kk = 0; kk < kD / 16; ++kk) {
         const uint32_t ko = (kk / 4) * kBc * 128 + wg * 64 * 128 + (kk % 4) * 32;
         const uint32_t qo = (kk / 4) * kBr * 128 + (kk % 4) * 32;
         bwd::wgmma_ss<kBf16, 0, 0>(sacc, bwd::sw128_desc(bK + ko, 16, 1024),
                                    bwd::sw128_desc(bQ + qo, 16, 1024));
+      }
+      bwd::wgmma_commit();
+#pragma unroll
+      for (int kk = 0; kk < kD / 16; ++kk) {
+        const uint32_t ko = (kk / 4) * kBc * 128 + wg * 64 * 128 + (kk % 4) * 32;
+        const uint32_t qo = (kk / 4) * kBr * 128 + (kk % 4) * 32;
         bwd::wgmma_ss<kBf16, 0, 0>(dpacc, bwd::sw128_desc(bV + ko, 16, 1024),
                                    bwd::sw128_desc(bdO + qo, 16, 1024));
       }
       bwd::wgmma_commit();
-      bwd::wgmma_wait_all();
+      bwd::wgmma_wait_prev();
       bwd::fence_regs(sacc);
-      bwd::fence_regs(dpacc);
 
-      // P^T and dS^T = P^T * (dP^T - delta), masked entries selected to 0, packed as A tiles.
-      uint32_t pa[kBr / 16][4], dsa[kBr / 16][4];
+      // P^T, masked entries selected to 0 (lse = -inf or NaN fails `lv > -inf`).
+      float pv[32];
 #pragma unroll
       for (int n = 0; n < kBr / 8; ++n) {
-        float pv[4], dsv[4];
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
           const int r = kv_r + (e / 2) * 8;
@@ -549,12 +554,24 @@ __global__ void __launch_bounds__(256, 1) dkdv_wgmma_kernel(const Params p) {
           const float lv = bL[c];
           bool ok = r < nkv && c < nq && lv > -INFINITY;
           if (s.causal) ok = ok && j0 + r <= i0 + c + off;
-          const float pe = ok ? bwd::exp2_approx(sacc[4 * n + e] * sl2 - lv * kLog2e) : 0.f;
-          pv[e] = pe;
-          dsv[e] = ok ? pe * (dpacc[4 * n + e] - bDl[c]) : 0.f;
+          pv[4 * n + e] = ok ? bwd::exp2_approx(sacc[4 * n + e] * sl2 - lv * kLog2e) : 0.f;
         }
-        pa[n / 2][(n % 2) * 2] = Io<kBf16>::pack(pv[0], pv[1]);
-        pa[n / 2][(n % 2) * 2 + 1] = Io<kBf16>::pack(pv[2], pv[3]);
+      }
+      bwd::wgmma_wait_all();
+      bwd::fence_regs(dpacc);
+
+      // dS^T = P^T * (dP^T - delta) (masked P^T is 0, so is dS^T), both packed as A tiles.
+      uint32_t pa[kBr / 16][4], dsa[kBr / 16][4];
+#pragma unroll
+      for (int n = 0; n < kBr / 8; ++n) {
+        float dsv[4];
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int c = n * 8 + 2 * tq + (e % 2);
+          dsv[e] = pv[4 * n + e] * (dpacc[4 * n + e] - bDl[c]);
+        }
+        pa[n / 2][(n % 2) * 2] = Io<kBf16>::pack(pv[4 * n], pv[4 * n + 1]);
+        pa[n / 2][(n % 2) * 2 + 1] = Io<kBf16>::pack(pv[4 * n + 2], pv[4 * n + 3]);
         dsa[n / 2][(n % 2) * 2] = Io<kBf16>::pack(dsv[0], dsv[1]);
         dsa[n / 2][(n % 2) * 2 + 1] = Io<kBf16>::pack(dsv[2], dsv[3]);
       }
@@ -956,18 +973,38 @@ __global__ void __launch_bounds__(128) dq_wgmma_kernel(const Params p) {
 #pragma unroll
       for (int i = 0; i < 32; ++i) sacc[i] = dpacc[i] = 0.f;
       bwd::wgmma_fence();
+      // Two groups: P is computed while dP is still in the tensor cores.
 #pragma unroll
       for (int kk = 0; kk < kD / 16; ++kk) {
         const uint32_t qo = (kk / 4) * kBr * 128 + (kk % 4) * 32;
         const uint32_t ko = (kk / 4) * kBc * 128 + (kk % 4) * 32;
         bwd::wgmma_ss<kBf16, 0, 0>(sacc, bwd::sw128_desc(bQ + qo, 16, 1024),
                                    bwd::sw128_desc(bK + ko, 16, 1024));
+      }
+      bwd::wgmma_commit();
+#pragma unroll
+      for (int kk = 0; kk < kD / 16; ++kk) {
+        const uint32_t qo = (kk / 4) * kBr * 128 + (kk % 4) * 32;
+        const uint32_t ko = (kk / 4) * kBc * 128 + (kk % 4) * 32;
         bwd::wgmma_ss<kBf16, 0, 0>(dpacc, bwd::sw128_desc(bdO + qo, 16, 1024),
                                    bwd::sw128_desc(bV + ko, 16, 1024));
       }
       bwd::wgmma_commit();
-      bwd::wgmma_wait_all();
+      bwd::wgmma_wait_prev();
       bwd::fence_regs(sacc);
+      float pv[32];
+#pragma unroll
+      for (int n = 0; n < kBc / 8; ++n) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int r = w * 16 + g + (e / 2) * 8;
+          const int c = n * 8 + 2 * tq + (e % 2);
+          bool ok = live[e / 2] && c < nk;
+          if (s.causal) ok = ok && jb + c <= i0 + r + off;
+          pv[4 * n + e] = ok ? bwd::exp2_approx(sacc[4 * n + e] * sl2 - L[e / 2]) : 0.f;
+        }
+      }
+      bwd::wgmma_wait_all();
       bwd::fence_regs(dpacc);
 
       uint32_t dsa[kBc / 16][4];
@@ -975,14 +1012,7 @@ __global__ void __launch_bounds__(128) dq_wgmma_kernel(const Params p) {
       for (int n = 0; n < kBc / 8; ++n) {
         float dsv[4];
 #pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int r = w * 16 + g + (e / 2) * 8;
-          const int c = n * 8 + 2 * tq + (e % 2);
-          bool ok = live[e / 2] && c < nk;
-          if (s.causal) ok = ok && jb + c <= i0 + r + off;
-          const float pe = ok ? bwd::exp2_approx(sacc[4 * n + e] * sl2 - L[e / 2]) : 0.f;
-          dsv[e] = ok ? pe * (dpacc[4 * n + e] - dl[e / 2]) : 0.f;
-        }
+        for (int e = 0; e < 4; ++e) dsv[e] = pv[4 * n + e] * (dpacc[4 * n + e] - dl[e / 2]);
         dsa[n / 2][(n % 2) * 2] = Io<kBf16>::pack(dsv[0], dsv[1]);
         dsa[n / 2][(n % 2) * 2 + 1] = Io<kBf16>::pack(dsv[2], dsv[3]);
       }
