@@ -130,10 +130,6 @@ __device__ __forceinline__ void load_tile_sw128(T* dst, const T* src, int64_t st
     cp_async16(base + (c / 8) * kRows * 128 + r * 128 + (((c % 8) ^ (r % 8)) * 16), s, ok ? 16 : 0);
   }
 }
-// Byte offset of element (r, c) of a [kRows][64] swizzled tile.
-__device__ __forceinline__ int sw128_offset(int r, int c) {
-  return r * 128 + ((((c / 8) ^ (r % 8))) * 16) + (c % 8) * 2;
-}
 // Orders this thread's generic-proxy shared-memory writes (stores, cp.async) before later
 // async-proxy reads (wgmma); a barrier must follow.
 __device__ __forceinline__ void fence_proxy_async() {

@@ -26,6 +26,10 @@ __device__ __forceinline__ void wgmma_commit() {
 __device__ __forceinline__ void wgmma_wait_all() {
   asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
 }
+// All but the newest committed group complete.
+__device__ __forceinline__ void wgmma_wait_prev() {
+  asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
+}
 // Pins registers an in-flight wgmma reads or writes: no instruction moves across this point.
 template <int kN>
 __device__ __forceinline__ void fence_regs(float (&r)[kN]) {

@@ -10,9 +10,11 @@
 //   postprocess q tiles x q heads: dq = accumulator * scale in the io dtype.
 //   dq          (deterministic mode, replaces the dQ part of dkdv and postprocess) q tiles x q
 //               heads looping over the kv blocks they see, dQ in registers: bitwise repeatable.
-// Products are mma.sync m16n8k16 (bf16/f16 in, f32 accumulate) from ldmatrix; tiles arrive by
-// cp.async with zero fill for rows past the sequence's end, and masked scores are selected to
-// zero (never added), so NaN in padding rows never reaches an active gradient.
+// Two implementations of dkdv and dq: mma.sync m16n8k16 from ldmatrix (padded tiles; the
+// default), and wgmma (128-byte swizzled tiles, EAGLE_BWD_WGMMA=1; see use_wgmma). bf16/f16 in,
+// f32 accumulate. Tiles arrive by cp.async, double-buffered, with zero fill for rows past the
+// sequence's end, and masked scores are selected to zero (never added), so NaN in padding rows
+// never reaches an active gradient.
 #include <cuda_runtime.h>
 
 #include <climits>
@@ -521,25 +523,30 @@ __global__ void __launch_bounds__(256, 1) dkdv_wgmma_kernel(const Params p) {
 #pragma unroll
       for (int i = 0; i < 32; ++i) sacc[i] = dpacc[i] = 0.f;
       bwd::wgmma_fence();
+      // Two groups: P^T is computed while dP^T is still in the tensor cores.
 #pragma unroll
       for (int kk = 0; kk < kD / 16; ++kk) {
         const uint32_t ko = (kk / 4) * kBc * 128 + wg * 64 * 128 + (kk % 4) * 32;
         const uint32_t qo = (kk / 4) * kBr * 128 + (kk % 4) * 32;
         bwd::wgmma_ss<kBf16, 0, 0>(sacc, bwd::sw128_desc(bK + ko, 16, 1024),
                                    bwd::sw128_desc(bQ + qo, 16, 1024));
+      }
+      bwd::wgmma_commit();
+#pragma unroll
+      for (int kk = 0; kk < kD / 16; ++kk) {
+        const uint32_t ko = (kk / 4) * kBc * 128 + wg * 64 * 128 + (kk % 4) * 32;
+        const uint32_t qo = (kk / 4) * kBr * 128 + (kk % 4) * 32;
         bwd::wgmma_ss<kBf16, 0, 0>(dpacc, bwd::sw128_desc(bV + ko, 16, 1024),
                                    bwd::sw128_desc(bdO + qo, 16, 1024));
       }
       bwd::wgmma_commit();
-      bwd::wgmma_wait_all();
+      bwd::wgmma_wait_prev();
       bwd::fence_regs(sacc);
-      bwd::fence_regs(dpacc);
 
-      // P^T and dS^T = P^T * (dP^T - delta), masked entries selected to 0, packed as A tiles.
-      uint32_t pa[kBr / 16][4], dsa[kBr / 16][4];
+      // P^T, masked entries selected to 0 (lse = -inf or NaN fails `lv > -inf`).
+      float pv[32];
 #pragma unroll
       for (int n = 0; n < kBr / 8; ++n) {
-        float pv[4], dsv[4];
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
           const int r = kv_r + (e / 2) * 8;
@@ -547,12 +554,24 @@ __global__ void __launch_bounds__(256, 1) dkdv_wgmma_kernel(const Params p) {
           const float lv = bL[c];
           bool ok = r < nkv && c < nq && lv > -INFINITY;
           if (s.causal) ok = ok && j0 + r <= i0 + c + off;
-          const float pe = ok ? bwd::exp2_approx(sacc[4 * n + e] * sl2 - lv * kLog2e) : 0.f;
-          pv[e] = pe;
-          dsv[e] = ok ? pe * (dpacc[4 * n + e] - bDl[c]) : 0.f;
+          pv[4 * n + e] = ok ? bwd::exp2_approx(sacc[4 * n + e] * sl2 - lv * kLog2e) : 0.f;
         }
-        pa[n / 2][(n % 2) * 2] = Io<kBf16>::pack(pv[0], pv[1]);
-        pa[n / 2][(n % 2) * 2 + 1] = Io<kBf16>::pack(pv[2], pv[3]);
+      }
+      bwd::wgmma_wait_all();
+      bwd::fence_regs(dpacc);
+
+      // dS^T = P^T * (dP^T - delta) (masked P^T is 0, so is dS^T), both packed as A tiles.
+      uint32_t pa[kBr / 16][4], dsa[kBr / 16][4];
+#pragma unroll
+      for (int n = 0; n < kBr / 8; ++n) {
+        float dsv[4];
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int c = n * 8 + 2 * tq + (e % 2);
+          dsv[e] = pv[4 * n + e] * (dpacc[4 * n + e] - bDl[c]);
+        }
+        pa[n / 2][(n % 2) * 2] = Io<kBf16>::pack(pv[4 * n], pv[4 * n + 1]);
+        pa[n / 2][(n % 2) * 2 + 1] = Io<kBf16>::pack(pv[4 * n + 2], pv[4 * n + 3]);
         dsa[n / 2][(n % 2) * 2] = Io<kBf16>::pack(dsv[0], dsv[1]);
         dsa[n / 2][(n % 2) * 2 + 1] = Io<kBf16>::pack(dsv[2], dsv[3]);
       }
@@ -843,6 +862,193 @@ __global__ void __launch_bounds__(DqCfg<kD>::kThreads) dq_kernel(const Params p)
   });
 }
 
+// ---- dQ over q tiles (deterministic mode), wgmma --------------------------------------------
+//
+// One warpgroup per (q tile of 64 rows, q head), looping over the kv blocks of 64 rows it sees:
+// S = Q K^T and dP = dO V^T (SS, both K-major), dS in registers, dQ += dS K (RS, K MN-major).
+// The order of the products is fixed: bitwise repeatable.
+
+template <int kD>
+struct WgDqCfg {
+  static constexpr int kBr = kQBlock, kBc = 64, kThreads = 128;
+  static constexpr int kTileQ = kBr * kD * 2, kTileKv = kBc * kD * 2;
+  static constexpr int kOffDo = kTileQ, kOffK = 2 * kTileQ, kOffV = kOffK + 2 * kTileKv;
+  static constexpr std::size_t kSmem = kOffV + 2 * kTileKv + 1024;
+};
+
+template <bool kBf16, int kD>
+__global__ void __launch_bounds__(128) dq_wgmma_kernel(const Params p) {
+  using C = WgDqCfg<kD>;
+  using T = typename Io<kBf16>::T;
+  constexpr int kBr = C::kBr, kBc = C::kBc, kThreads = C::kThreads;
+  extern __shared__ __align__(1024) unsigned char smem_dq[];
+  unsigned char* smem = smem_dq + ((1024 - (smem_addr(smem_dq) & 1023)) & 1023);
+  T* sQ = reinterpret_cast<T*>(smem);
+  T* sdO = reinterpret_cast<T*>(smem + C::kOffDo);
+  T* sK = reinterpret_cast<T*>(smem + C::kOffK);  // [2] tiles
+  T* sV = reinterpret_cast<T*>(smem + C::kOffV);  // [2] tiles
+  const uint32_t aQ = smem_addr(sQ), adO = smem_addr(sdO), aK = smem_addr(sK), aV = smem_addr(sV);
+
+  const VarlenShape& s = p.a.shape;
+  const int H = s.heads, Hk = s.kv_heads, G = H / Hk;
+  const int tid = static_cast<int>(threadIdx.x), lane = tid % 32, w = tid / 32;
+  const int g = lane / 4, tq = lane % 4;
+  const T* q = static_cast<const T*>(p.a.q);
+  const T* k = static_cast<const T*>(p.a.k);
+  const T* v = static_cast<const T*>(p.a.v);
+  const T* d_o = static_cast<const T*>(p.a.d_o);
+  const float sl2 = s.scale * kLog2e;
+
+  for_each_task(s, p.a.q_grid, kBr, true, H, [&](const Task& t) {
+    const int h = t.head, hk = h / G;
+    const int64_t kv_len = t.kv_end - t.kv_begin, q_len = t.q_end - t.q_begin;
+    const int64_t off = kv_len - q_len;
+    const int64_t i0 = t.row_begin - t.q_begin;
+    const int nq = static_cast<int>(t.row_end - t.row_begin);
+    int64_t kv_hi = kv_len;  // keys [0, kv_hi) are seen by some row of the tile
+    if (s.causal) {
+      kv_hi = i0 + nq + off;
+      kv_hi = kv_hi < 0 ? 0 : (kv_hi > kv_len ? kv_len : kv_hi);
+    }
+    const int64_t blocks = (kv_hi + kBc - 1) / kBc;
+
+    bwd::load_tile_sw128<kBr, kD, kThreads>(sQ, q + (t.row_begin * H + h) * kD,
+                                            static_cast<int64_t>(H) * kD, nq);
+    bwd::load_tile_sw128<kBr, kD, kThreads>(sdO, d_o + (t.row_begin * H + h) * kD,
+                                            static_cast<int64_t>(H) * kD, nq);
+    bwd::cp_async_commit();
+
+    auto issue = [&](int64_t b) {
+      const int64_t jb = b * kBc;
+      const int nk = static_cast<int>(kv_len - jb < kBc ? kv_len - jb : kBc);
+      const int64_t krow0 = t.kv_begin + jb;
+      const int buf = static_cast<int>(b % 2);
+      bwd::load_tile_sw128<kBc, kD, kThreads>(sK + buf * kBc * kD, k + (krow0 * Hk + hk) * kD,
+                                              static_cast<int64_t>(Hk) * kD, nk);
+      bwd::load_tile_sw128<kBc, kD, kThreads>(sV + buf * kBc * kD, v + (krow0 * Hk + hk) * kD,
+                                              static_cast<int64_t>(Hk) * kD, nk);
+      bwd::cp_async_commit();
+    };
+
+    // This thread's rows 16 w + g and + 8: their lse (as log2) and delta.
+    float L[2], dl[2];
+    bool live[2];
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int r = w * 16 + g + half * 8;
+      L[half] = 0.f;
+      dl[half] = 0.f;
+      live[half] = false;
+      if (r < nq) {
+        const float l = p.a.lse[(t.row_begin + r) * H + h];
+        live[half] = l > -INFINITY;  // a row that sees no key (lse = -inf) adds nothing
+        L[half] = l * kLog2e;
+        dl[half] = p.delta[(t.row_begin + r) * H + h];
+      }
+    }
+
+    float dqa[kD / 2];
+#pragma unroll
+    for (int i = 0; i < kD / 2; ++i) dqa[i] = 0.f;
+
+    if (blocks > 0) issue(0);
+    for (int64_t b = 0; b < blocks; ++b) {
+      if (b + 1 < blocks) {
+        issue(b + 1);  // its buffer was last read in block b - 1, before that block's barrier
+        bwd::cp_async_wait_prev();
+      } else {
+        bwd::cp_async_wait_all();
+      }
+      bwd::fence_proxy_async();  // the copies are read by wgmma
+      __syncthreads();
+      const int64_t jb = b * kBc;
+      const int nk = static_cast<int>(kv_len - jb < kBc ? kv_len - jb : kBc);
+      const int buf = static_cast<int>(b % 2);
+      const uint32_t bQ = bwd::opaque(aQ), bdO = bwd::opaque(adO);
+      const uint32_t bK = bwd::opaque(aK) + buf * C::kTileKv,
+                     bV = bwd::opaque(aV) + buf * C::kTileKv;
+
+      // S = Q K^T, dP = dO V^T: 64 q rows x 64 kv rows, k = head dim.
+      float sacc[32], dpacc[32];
+#pragma unroll
+      for (int i = 0; i < 32; ++i) sacc[i] = dpacc[i] = 0.f;
+      bwd::wgmma_fence();
+      // Two groups: P is computed while dP is still in the tensor cores.
+#pragma unroll
+      for (int kk = 0; kk < kD / 16; ++kk) {
+        const uint32_t qo = (kk / 4) * kBr * 128 + (kk % 4) * 32;
+        const uint32_t ko = (kk / 4) * kBc * 128 + (kk % 4) * 32;
+        bwd::wgmma_ss<kBf16, 0, 0>(sacc, bwd::sw128_desc(bQ + qo, 16, 1024),
+                                   bwd::sw128_desc(bK + ko, 16, 1024));
+      }
+      bwd::wgmma_commit();
+#pragma unroll
+      for (int kk = 0; kk < kD / 16; ++kk) {
+        const uint32_t qo = (kk / 4) * kBr * 128 + (kk % 4) * 32;
+        const uint32_t ko = (kk / 4) * kBc * 128 + (kk % 4) * 32;
+        bwd::wgmma_ss<kBf16, 0, 0>(dpacc, bwd::sw128_desc(bdO + qo, 16, 1024),
+                                   bwd::sw128_desc(bV + ko, 16, 1024));
+      }
+      bwd::wgmma_commit();
+      bwd::wgmma_wait_prev();
+      bwd::fence_regs(sacc);
+      float pv[32];
+#pragma unroll
+      for (int n = 0; n < kBc / 8; ++n) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int r = w * 16 + g + (e / 2) * 8;
+          const int c = n * 8 + 2 * tq + (e % 2);
+          bool ok = live[e / 2] && c < nk;
+          if (s.causal) ok = ok && jb + c <= i0 + r + off;
+          pv[4 * n + e] = ok ? bwd::exp2_approx(sacc[4 * n + e] * sl2 - L[e / 2]) : 0.f;
+        }
+      }
+      bwd::wgmma_wait_all();
+      bwd::fence_regs(dpacc);
+
+      uint32_t dsa[kBc / 16][4];
+#pragma unroll
+      for (int n = 0; n < kBc / 8; ++n) {
+        float dsv[4];
+#pragma unroll
+        for (int e = 0; e < 4; ++e) dsv[e] = pv[4 * n + e] * (dpacc[4 * n + e] - dl[e / 2]);
+        dsa[n / 2][(n % 2) * 2] = Io<kBf16>::pack(dsv[0], dsv[1]);
+        dsa[n / 2][(n % 2) * 2 + 1] = Io<kBf16>::pack(dsv[2], dsv[3]);
+      }
+
+      // dQ += dS K: k = the block's kv rows, K MN-major (head dim contiguous).
+      bwd::wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < kBc / 16; ++kk) {
+        bwd::wgmma_rs<kBf16, 1>(dqa, dsa[kk], bwd::sw128_desc(bK + kk * 16 * 128, kBc * 128, 1024));
+      }
+      bwd::wgmma_commit();
+      bwd::wgmma_wait_all();
+      bwd::fence_regs(dqa);
+#pragma unroll
+      for (int kk = 0; kk < kBc / 16; ++kk) bwd::fence_regs(dsa[kk]);
+      __syncthreads();  // block b + 2 overwrites this buffer
+    }
+    bwd::cp_async_wait_all();  // Q, dO still in flight when no kv block ran
+
+    T* dq = static_cast<T*>(p.a.dq);
+#pragma unroll
+    for (int n = 0; n < kD / 8; ++n) {
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const int r = w * 16 + g + half * 8;
+        if (r < nq) {
+          const int64_t at = ((t.row_begin + r) * H + h) * kD + n * 8 + 2 * tq;
+          *reinterpret_cast<uint32_t*>(dq + at) =
+              Io<kBf16>::pack(dqa[4 * n + 2 * half] * s.scale, dqa[4 * n + 2 * half + 1] * s.scale);
+        }
+      }
+    }
+    __syncthreads();
+  });
+}
+
 // ---- host side ----------------------------------------------------------------------------------
 
 bool supported(const VarlenShape& s) {
@@ -888,19 +1094,22 @@ bool launch(Kernel kernel, const TaskGrid& g, int heads, int threads, std::size_
   return cudaPeekAtLastError() == cudaSuccess;
 }
 
-// The dkdv kernel: the mma.sync one, or the wgmma one with EAGLE_BWD_WGMMA=1 in the environment
-// (read once; a development switch while the wgmma kernel is being validated).
-bool dkdv_wgmma() {
+// Which products: the mma.sync kernels or the wgmma ones (dkdv, and dq in deterministic mode).
+// kWgmmaDefault until the wgmma kernels are validated on the device; EAGLE_BWD_WGMMA=0 or 1 in
+// the environment overrides it (read once).
+constexpr bool kWgmmaDefault = false;
+bool use_wgmma() {
   static const bool on = [] {
     const char* e = std::getenv("EAGLE_BWD_WGMMA");
-    return e != nullptr && e[0] == '1';
+    if (e == nullptr || (e[0] != '0' && e[0] != '1')) return kWgmmaDefault;
+    return e[0] == '1';
   }();
   return on;
 }
 
 template <bool kBf16, int kD, bool kDq>
 bool launch_dkdv(const TaskGrid& g, int heads, cudaStream_t stream, const Params& p) {
-  if (dkdv_wgmma()) {
+  if (use_wgmma()) {
     using C = WgCfg<kD, kDq>;
     return launch(dkdv_wgmma_kernel<kBf16, kD, kDq>, g, heads, C::kThreads, C::kSmem, stream, p);
   }
@@ -922,6 +1131,10 @@ bool run(const BwdArgs& a, void* workspace, cudaStream_t stream) {
   if (!launch(preprocess_kernel<kBf16, kD>, a.q_grid, H, kRowThreads, 0, stream, p)) return false;
   if (a.deterministic) {
     if (!launch_dkdv<kBf16, kD, false>(a.kv_grid, Hk, stream, p)) return false;
+    if (use_wgmma()) {
+      return launch(dq_wgmma_kernel<kBf16, kD>, a.q_grid, H, WgDqCfg<kD>::kThreads,
+                    WgDqCfg<kD>::kSmem, stream, p);
+    }
     return launch(dq_kernel<kBf16, kD>, a.q_grid, H, DqCfg<kD>::kThreads, DqCfg<kD>::kSmem, stream,
                   p);
   }
