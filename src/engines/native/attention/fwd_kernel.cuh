@@ -46,6 +46,12 @@ struct RingState {
   }
 };
 
+// Keeps this thread's ordinary shared-memory accesses on their side of a barrier's asm statement
+// (CUTLASS's mbarrier and named-barrier asm carries no memory clobber).
+__device__ __forceinline__ void compiler_fence() {
+  asm volatile("" ::: "memory");
+}
+
 // One task's geometry as both roles see it (they must agree on `kv_blocks`).
 template <class Traits>
 struct TileWork {
@@ -232,6 +238,7 @@ __device__ __forceinline__ void consume(const FwdParams<Traits>& p,
   auto prepare_v = [&](const TileWork<Traits>& work, int n) {
     Barrier::wait(&smem.v_full[v_ring.stage], v_ring.phase);
     if (work.partial(n)) {
+      compiler_fence();
       // 16 bytes at a time: the swizzle keeps 8-element runs contiguous.
       constexpr int kChunks = kHeadDim / 8;
       const int first = work.kv_len - n * kBlockN;
@@ -240,6 +247,7 @@ __device__ __forceinline__ void consume(const FwdParams<Traits>& p,
         *reinterpret_cast<uint4*>(dst) = make_uint4(0, 0, 0, 0);
       }
       // The tensor cores read through the async proxy.
+      compiler_fence();
       cutlass::arch::fence_view_async_shared();
       cutlass::arch::NamedBarrier::sync(kThreads, kZeroBarrier);
     }
@@ -359,7 +367,9 @@ __device__ __forceinline__ void consume(const FwdParams<Traits>& p,
     float inv_sum[kRows], lse[kRows];
     softmax.finish(inv_sum, lse, p.scale_log2 * float(M_LN2));
     // The previous task's rows are out of the staging rows before they are overwritten.
+    compiler_fence();
     cutlass::arch::NamedBarrier::sync(128, kEpilogueBarrier + warpgroup);
+    compiler_fence();
     const bool writes_lse = p.lse != nullptr && (tid % 4) == 0;
     CUTE_UNROLL
     for (int r = 0; r < kRows; ++r) {
@@ -376,7 +386,9 @@ __device__ __forceinline__ void consume(const FwdParams<Traits>& p,
       const int64_t row = work.row_begin + tile_row;
       if (writes_lse && row < work.row_end) p.lse[row * heads + task.head] = lse[r];
     }
+    compiler_fence();
     cutlass::arch::NamedBarrier::sync(128, kEpilogueBarrier + warpgroup);
+    compiler_fence();
     constexpr int kChunks = kHeadDim / 8;
     for (int i = tid % 128; i < 64 * kChunks; i += 128) {
       const int tile_row = warpgroup * 64 + i / kChunks;
