@@ -1,6 +1,9 @@
 // The Hopper varlen forward kernel: one CTA = a producer warpgroup (one thread issues TMA loads
 // of Q and of the K/V tiles into 2-stage mbarrier rings) and two consumer warpgroups (64 q rows
 // each: S = Q K^T by wgmma, online softmax in registers, O += P V by wgmma with P in registers).
+// The consumers overlap the softmax of kv tile n with the P V product of tile n + 1 and take
+// turns on the tensor cores (ping-pong); kv tiles run last to first, so the masked ones (the
+// sequence's end, the causal diagonal) come first.
 #pragma once
 
 #include <cmath>
@@ -116,7 +119,6 @@ struct TaskCursor {
 template <class Traits>
 __device__ __forceinline__ void produce(const FwdParams<Traits>& p,
                                         typename Traits::SharedStorage& smem) {
-  using Element = typename Traits::Element;
   constexpr int kBlockM = Traits::kBlockM, kBlockN = Traits::kBlockN;
   prefetch_tma_descriptor(p.tma_q.get_tma_descriptor());
   prefetch_tma_descriptor(p.tma_k.get_tma_descriptor());
@@ -172,7 +174,6 @@ __device__ __forceinline__ void produce(const FwdParams<Traits>& p,
       v_ring.advance();
     }
   }
-  (void)sizeof(Element);
 }
 
 template <class Traits>
