@@ -1,6 +1,9 @@
 // The Hopper varlen forward kernel: one CTA = a producer warpgroup (one thread issues TMA loads
 // of Q and of the K/V tiles into 2-stage mbarrier rings) and two consumer warpgroups (64 q rows
 // each: S = Q K^T by wgmma, online softmax in registers, O += P V by wgmma with P in registers).
+// The consumers overlap the softmax of kv tile n with the P V product of tile n + 1 and take
+// turns on the tensor cores (ping-pong); kv tiles run last to first, so the masked ones (the
+// sequence's end, the causal diagonal) come first.
 #pragma once
 
 #include <cmath>
@@ -45,6 +48,12 @@ struct RingState {
     }
   }
 };
+
+// Keeps this thread's ordinary shared-memory accesses on their side of a barrier's asm statement
+// (CUTLASS's mbarrier and named-barrier asm carries no memory clobber).
+__device__ __forceinline__ void compiler_fence() {
+  asm volatile("" ::: "memory");
+}
 
 // One task's geometry as both roles see it (they must agree on `kv_blocks`).
 template <class Traits>
@@ -110,7 +119,6 @@ struct TaskCursor {
 template <class Traits>
 __device__ __forceinline__ void produce(const FwdParams<Traits>& p,
                                         typename Traits::SharedStorage& smem) {
-  using Element = typename Traits::Element;
   constexpr int kBlockM = Traits::kBlockM, kBlockN = Traits::kBlockN;
   prefetch_tma_descriptor(p.tma_q.get_tma_descriptor());
   prefetch_tma_descriptor(p.tma_k.get_tma_descriptor());
@@ -166,7 +174,6 @@ __device__ __forceinline__ void produce(const FwdParams<Traits>& p,
       v_ring.advance();
     }
   }
-  (void)sizeof(Element);
 }
 
 template <class Traits>
@@ -232,6 +239,7 @@ __device__ __forceinline__ void consume(const FwdParams<Traits>& p,
   auto prepare_v = [&](const TileWork<Traits>& work, int n) {
     Barrier::wait(&smem.v_full[v_ring.stage], v_ring.phase);
     if (work.partial(n)) {
+      compiler_fence();
       // 16 bytes at a time: the swizzle keeps 8-element runs contiguous.
       constexpr int kChunks = kHeadDim / 8;
       const int first = work.kv_len - n * kBlockN;
@@ -240,6 +248,7 @@ __device__ __forceinline__ void consume(const FwdParams<Traits>& p,
         *reinterpret_cast<uint4*>(dst) = make_uint4(0, 0, 0, 0);
       }
       // The tensor cores read through the async proxy.
+      compiler_fence();
       cutlass::arch::fence_view_async_shared();
       cutlass::arch::NamedBarrier::sync(kThreads, kZeroBarrier);
     }
@@ -359,7 +368,9 @@ __device__ __forceinline__ void consume(const FwdParams<Traits>& p,
     float inv_sum[kRows], lse[kRows];
     softmax.finish(inv_sum, lse, p.scale_log2 * float(M_LN2));
     // The previous task's rows are out of the staging rows before they are overwritten.
+    compiler_fence();
     cutlass::arch::NamedBarrier::sync(128, kEpilogueBarrier + warpgroup);
+    compiler_fence();
     const bool writes_lse = p.lse != nullptr && (tid % 4) == 0;
     CUTE_UNROLL
     for (int r = 0; r < kRows; ++r) {
@@ -376,7 +387,9 @@ __device__ __forceinline__ void consume(const FwdParams<Traits>& p,
       const int64_t row = work.row_begin + tile_row;
       if (writes_lse && row < work.row_end) p.lse[row * heads + task.head] = lse[r];
     }
+    compiler_fence();
     cutlass::arch::NamedBarrier::sync(128, kEpilogueBarrier + warpgroup);
+    compiler_fence();
     constexpr int kChunks = kHeadDim / 8;
     for (int i = tid % 128; i < 64 * kChunks; i += 128) {
       const int tile_row = warpgroup * 64 + i / kChunks;

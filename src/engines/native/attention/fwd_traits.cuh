@@ -4,10 +4,12 @@
 
 #include <cstdint>
 
+// cute/tensor.hpp first: the atom headers lean on what it declares.
+#include <cute/tensor.hpp>
+
 #include <cutlass/numeric_types.h>
 #include <cute/atom/copy_traits_sm90_tma.hpp>
 #include <cute/atom/mma_atom.hpp>
-#include <cute/tensor.hpp>
 
 namespace eagle::native::attention::fwd {
 

@@ -42,6 +42,7 @@ bool launch(const FwdArgs& a, cudaStream_t stream) {
       Traits::make_tma_kv(static_cast<const Element*>(a.v), rows_kv, s.kv_heads)};
 
   auto kernel = fwd::varlen_fwd_kernel<Traits>;
+  // Every call, not once: cheap, and right after a device reset or on another device too.
   if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                            Traits::kSmemBytes) != cudaSuccess)
     return false;
