@@ -260,42 +260,45 @@ void exact_shapes(const Options& o, Report& report, const Peers& peers) {
                                (causal ? "_causal" : "_full");
       const double fwd_flops = 4.0 * kHeads * kDim * pairs(len, causal);
       const int reps = sh.t > 8192 ? 5 : 20;
-      Stats st[2][2];  // [native, cudnn][fwd, fwd+bwd]
-      std::string plans[2];
-      bool ran[2] = {false, false};
-      for (int e = 0; e < 2; ++e) {
+      // [native flat, native persistent, cudnn][fwd, fwd+bwd]
+      const Engine engines[3] = {Engine::native_flat, Engine::native_persistent, Engine::cudnn};
+      Stats st[3][2];
+      std::string plans[3];
+      bool ran[3] = {false, false, false};
+      for (int e = 0; e < 3; ++e) {
         try {
-          Step step(e == 0 ? Engine::native_flat : Engine::cudnn, sh.t, cu, causal);
+          Step step(engines[e], sh.t, cu, causal);
           plans[e] = step.plan_names();
           st[e][0] = device_time(o, step.raw(), reps, [&] { step.forward(); });
           st[e][1] = device_time(o, step.raw(), reps, [&] { step.both(); });
           ran[e] = true;
         } catch (const std::exception& ex) {
-          report.note(name + ": " + (e == 0 ? "native" : "cudnn") + " did not run: " + ex.what());
+          report.note(name + ": " + engine_name(engines[e]) + " did not run: " + ex.what());
         }
       }
       for (int pass = 0; pass < 2; ++pass) {
         const double flops = fwd_flops * (pass ? 3.5 : 1.0);
         const std::string what = name + (pass ? " fwd+bwd" : " fwd");
         const std::string peer = name + (pass ? "_fwdbwd" : "_fwd");
+        std::string line = what + ":";
+        for (int e = 0; e < 3; ++e) {
+          if (!ran[e]) continue;
+          line +=
+              std::string(" ") + engine_name(engines[e]) + " " + tflops(flops, st[e][pass]) + ",";
+          std::printf("csv,exact,%s,%s,%.3f,%.3f\n", what.c_str(), engine_name(engines[e]),
+                      st[e][pass].median_ns * 1e-6, flops / st[e][pass].median_ns * 1e-3);
+        }
+        report.note(line + "  [" + plans[0] + "]");
         if (!ran[0]) continue;
-        report.note(what + ": native " + tflops(flops, st[0][pass]) +
-                    (ran[1] ? ", cudnn " + tflops(flops, st[1][pass]) : "") + "  [" + plans[0] +
-                    "]");
         // Goals as ratios of times: native / peer <= 1 / 1.5 (1.5x faster than varlen_attn),
         // native / cudnn <= 1 / 0.9.
         compare_with_peer(report, peers, what + " native vs torch varlen_attn", st[0][pass],
                           "varlen_attn", peer, 1.0 / 1.5, tflops(flops, st[0][pass]));
         compare_with_peer(report, peers, what + " native vs varlen_attn in a CUDA graph",
                           st[0][pass], "varlen_attn graph", peer + "_graph", std::nullopt);
-        if (ran[1])
-          report.compare(what + " native vs cudnn", st[0][pass], "cudnn", st[1][pass], 1.0 / 0.9,
-                         tflops(flops, st[1][pass]) + " cudnn");
-        std::printf("csv,exact,%s,%s,%.3f,%.3f\n", what.c_str(), "native",
-                    st[0][pass].median_ns * 1e-6, flops / st[0][pass].median_ns * 1e-3);
-        if (ran[1])
-          std::printf("csv,exact,%s,%s,%.3f,%.3f\n", what.c_str(), "cudnn",
-                      st[1][pass].median_ns * 1e-6, flops / st[1][pass].median_ns * 1e-3);
+        if (ran[2])
+          report.compare(what + " native vs cudnn", st[0][pass], "cudnn", st[2][pass], 1.0 / 0.9,
+                         tflops(flops, st[2][pass]) + " cudnn");
       }
     }
 }

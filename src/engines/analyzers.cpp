@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "eagle/ragged/capacity.hpp"
+
 namespace eagle::engines {
 
 namespace {
@@ -53,7 +55,8 @@ std::string AttentionFacts::describe() const {
   return Facts::describe() + ", " + (packed ? "THD" : "dense") + ", heads " +
          std::to_string(heads) + "/" + std::to_string(kv_heads) + ", dims " +
          std::to_string(head_dim) + "/" + std::to_string(value_dim) + ", causal " + yes(causal) +
-         ", ragged offsets " + yes(ragged_offsets);
+         ", ragged offsets " + yes(ragged_offsets) + ", rows " + std::to_string(rows) + ", slots " +
+         std::to_string(slots) + ", grid ratio " + std::to_string(grid_ratio);
 }
 
 std::shared_ptr<const plan::Facts> analyze_attention(const op::Graph& graph) {
@@ -71,7 +74,15 @@ std::shared_ptr<const plan::Facts> analyze_attention(const op::Graph& graph) {
     f->head_dim = q.dims()[r - 1];
     f->value_dim = v.dims()[r - 1];
     f->causal = n.attr("causal").as_bool("causal");
+    f->backward = n.op() == "sdpa_bwd";
     for (const op::Tensor& t : {q, k, v}) f->ragged_offsets |= t.ragged_offset().defined();
+    f->rows = q.dims()[f->packed ? 0 : 1];
+    f->slots = f->packed ? n.input("cu_seqlens_q").dims()[0] - 1 : q.dims()[0];
+    if (f->packed && f->rows > 0 && f->slots > 0) {
+      constexpr int64_t kTile = 128;
+      const double rect = static_cast<double>(f->slots) * ((f->rows + kTile - 1) / kTile);
+      f->grid_ratio = rect / static_cast<double>(ragged::chunk_capacity(f->rows, f->slots, kTile));
+    }
     break;
   }
   return f;

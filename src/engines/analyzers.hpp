@@ -26,7 +26,13 @@ struct AttentionFacts : plan::Facts {
   bool packed = false;  // THD with cu_seqlens (else dense BSHD)
   bool ragged_offsets = false;
   bool causal = false;
+  bool backward = false;  // sdpa_bwd
   int64_t heads = 0, kv_heads = 0, head_dim = 0, value_dim = 0;
+  // THD: the q side's capacity T (buffer rows) and slots N; dense: S and B.
+  int64_t rows = 0, slots = 0;
+  // The rectangular grid a max-seqlen kernel launches (N x ceil(S_max / 128), S_max = T: the
+  // op declares no tighter bound) over the flat capacity bound G_cap(T, N, 128); 1 when dense.
+  double grid_ratio = 1;
   std::string describe() const override;
 };
 std::shared_ptr<const plan::Facts> analyze_attention(const op::Graph& graph);

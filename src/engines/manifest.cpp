@@ -1,6 +1,8 @@
 // The built-in manifest: the only place an eagle engine comes into existence.
 #include "eagle/engines/builtin.hpp"
 
+#include <cmath>
+
 #include "engines/analyzers.hpp"
 #include "engines/cublaslt/cublaslt_engine.hpp"
 #include "engines/cudnn/backend.hpp"
@@ -152,13 +154,43 @@ std::vector<plan::Knobs> knob_points(const plan::Capabilities& caps) {
   return points;
 }
 
+// The measured cells of the attention ranking: our native engine's time over cuDNN's (flat
+// schedule; bf16, H = Hk = 32, D = 128, zipf lengths) at the grid ratio R of the shape
+// (AttentionFacts::grid_ratio: what a max-seqlen kernel's rectangular grid launches over the
+// flat capacity bound). bench section 13a, H200, 2026-12-03 (bench/RESULTS.md); the backward's
+// cells are forward+backward times. The cell nearest in R (same family and causal flag) decides.
+struct AttentionCell {
+  bool backward, causal;
+  double grid_ratio;
+  double native_over_cudnn;
+};
+constexpr AttentionCell kAttentionCells[] = {
+    // T=16384 N=8 (R 7.6), T=4096 N=32 (R 16.3), T=16384 N=64 (R 42.9)
+    {false, false, 7.6, 1.011}, {false, false, 16.3, 1.333}, {false, false, 42.9, 1.061},
+    {false, true, 7.6, 0.970},  {false, true, 16.3, 1.414},  {false, true, 42.9, 1.158},
+    {true, false, 7.6, 1.443},  {true, false, 16.3, 1.453},  {true, false, 42.9, 1.456},
+    {true, true, 7.6, 1.029},   {true, true, 16.3, 1.269},   {true, true, 42.9, 1.073},
+};
+// Native leads only where it was measured at least 5% faster than cuDNN (beyond the run-to-run
+// spread); cells of other head dims and dtypes are untimed and take the D = 128 bf16 cells.
+constexpr double kNativeLeadsBelow = 0.95;
+
+bool native_leads(const AttentionFacts& f) {
+  const AttentionCell* best = nullptr;
+  for (const AttentionCell& c : kAttentionCells)
+    if (c.backward == f.backward && c.causal == f.causal &&
+        (!best ||
+         std::abs(c.grid_ratio - f.grid_ratio) < std::abs(best->grid_ratio - f.grid_ratio)))
+      best = &c;
+  return best && best->native_over_cudnn < kNativeLeadsBelow;
+}
+
 // Attention ranking (sdpa, sdpa_bwd).
-// - THD (cu_seqlens): our varlen engine first, every point of its knobs (schedule 0 flat, 1
-//   persistent; the backward's deterministic 0 before 1), then cuDNN's entries mode by mode in
-//   the order cuDNN ranked them, then its delegating entry. Ours leads because its grids follow
-//   the capacity bound where cuDNN's THD graph is sized by S = T (a max_seqlen of the whole
-//   buffer); default order, untimed until bench section 13 measures it.
-// - Dense: cuDNN's entries first (ours declines dense).
+// - THD (cu_seqlens): cuDNN's entries mode by mode in the order cuDNN ranked them and its
+//   delegating entry, and our varlen engine with every point of its knobs (schedule 0 flat, 1
+//   persistent; the backward's deterministic 0 before 1); ours first only where
+//   native_leads() says the measurement favours it. Without cuDNN ours lead.
+// - Dense: cuDNN's entries (ours declines dense).
 // The reference (CPU, float64) serves where no GPU engine does. The delegating entry would
 // build the same config as the first mode-A entry that builds, so it follows the concrete
 // configs, and it is placed only beside entries of the backend's own.
@@ -183,7 +215,7 @@ std::vector<PlanConfig> rank_attention(const plan::RankInput& in) {
       if (!b.mode) backend.push_back(b);
   std::vector<PlanConfig> out;
   const std::vector<PlanConfig>* order[2] = {&ours, &backend};
-  if (!facts.packed) std::swap(order[0], order[1]);
+  if (!facts.packed || !native_leads(facts)) std::swap(order[0], order[1]);
   for (const auto* part : order) out.insert(out.end(), part->begin(), part->end());
   out.insert(out.end(), rest.begin(), rest.end());
   plan::dedupe(out);
