@@ -137,23 +137,6 @@ std::vector<PlanConfig> rank_gemm(const plan::RankInput& in) {
   return out;
 }
 
-// Every point of an engine's knob domains, the first knob varying slowest and each domain in
-// its declared order (so the first point leads).
-std::vector<plan::Knobs> knob_points(const plan::Capabilities& caps) {
-  std::vector<plan::Knobs> points = {{}};
-  for (const auto& [knob, values] : caps.knobs) {
-    std::vector<plan::Knobs> next;
-    for (const plan::Knobs& p : points)
-      for (int64_t v : values) {
-        plan::Knobs q = p;
-        q[knob] = v;
-        next.push_back(q);
-      }
-    points = std::move(next);
-  }
-  return points;
-}
-
 // The measured cells of the attention ranking: our native engine's time over cuDNN's (flat
 // schedule; bf16, H = Hk = 32, D = 128, zipf lengths) at the grid ratio R of the shape
 // (AttentionFacts::grid_ratio: what a max-seqlen kernel's rectangular grid launches over the
@@ -201,8 +184,7 @@ std::vector<PlanConfig> rank_attention(const plan::RankInput& in) {
     const plan::Capabilities& caps = e->capabilities();
     if (!caps.mismatch(*in.facts, *in.device).empty()) continue;
     if (e->name().rfind("native_", 0) == 0) {
-      for (const plan::Knobs& k : knob_points(caps))
-        ours.push_back({e->id(), k, in.modes.front(), ""});
+      for (const plan::Knobs& k : caps.points()) ours.push_back({e->id(), k, in.modes.front(), ""});
     } else {
       rest.push_back({e->id(), caps.first_point(), in.modes.front(), ""});
     }

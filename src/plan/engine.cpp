@@ -73,6 +73,21 @@ std::string Capabilities::knob_error(const Knobs& k) const {
   return "";
 }
 
+std::vector<Knobs> Capabilities::points() const {
+  std::vector<Knobs> out = {{}};
+  for (const auto& [name, domain] : knobs) {
+    std::vector<Knobs> next;
+    for (const Knobs& p : out)
+      for (int64_t v : domain) {
+        Knobs k = p;
+        k[name] = v;
+        next.push_back(std::move(k));
+      }
+    out = std::move(next);
+  }
+  return out;
+}
+
 Knobs Capabilities::first_point() const {
   Knobs k;
   for (const auto& [name, domain] : knobs)

@@ -160,18 +160,7 @@ std::vector<Case> cases(const plan::Manifest& manifest, int64_t id,
                         const std::vector<std::string>& ops) {
   const plan::Engine& e = engine_of(manifest, id);
   const plan::Capabilities& caps = e.capabilities();
-  // The cartesian product of the knob domains (std::map: axes in name order).
-  std::vector<plan::Knobs> points = {{}};
-  for (const auto& [knob, domain] : caps.knobs) {
-    std::vector<plan::Knobs> next;
-    for (const plan::Knobs& p : points)
-      for (int64_t v : domain) {
-        plan::Knobs k = p;
-        k[knob] = v;
-        next.push_back(k);
-      }
-    points = std::move(next);
-  }
+  const std::vector<plan::Knobs> points = caps.points();
   std::vector<Case> out;
   for (const std::string& op : ops)
     for (DType dtype : caps.dtypes)

@@ -95,4 +95,28 @@ void compare(const op::Graph& g, const Layout& l, const Arrays& got, const Array
   }
 }
 
+Arrays backward_inputs(const op::Graph& fwd, const Arrays& fin, const Arrays& fout,
+                       const op::Graph& bwd, const Layout& l) {
+  const op::Node f = fwd.nodes()[0], n = bwd.nodes()[0];
+  Arrays in = random_inputs(bwd, l);  // d_o fresh, padding NaN
+  for (const char* p : {"q", "k", "v", "cu_seqlens_q", "cu_seqlens_kv"})
+    if (n.input(p).defined()) in[n.input(p).uid()] = fin.at(f.input(p).uid());
+  in[n.input("o").uid()] = fout.at(f.output("o").uid());
+  in[n.input("stats").uid()] = fout.at(f.output("stats").uid());
+  return in;
+}
+
+void expect_rows_see_no_key(const op::Graph& g, const Arrays& got, const SdpaShape& s,
+                            int64_t rows) {
+  const op::Node n = g.nodes()[0];
+  const std::vector<double> o = test::values(got.at(n.output("o").uid()));
+  const std::vector<double> st = test::values(got.at(n.output("stats").uid()));
+  const int64_t per_row = s.heads * s.value_dim;
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t e = 0; e < per_row; ++e) EXPECT_EQ(o[r * per_row + e], 0.0) << "row " << r;
+    for (int64_t h = 0; h < s.heads; ++h)
+      EXPECT_EQ(st[r * s.heads + h], -std::numeric_limits<double>::infinity()) << "row " << r;
+  }
+}
+
 }  // namespace eagle::test::sdpa

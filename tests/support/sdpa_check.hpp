@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <vector>
 
 #include "planned_runs.hpp"
@@ -32,5 +33,15 @@ std::vector<double> active(const Array& a, const test::RaggedRows* rows);
 // Every output's active rows of `got` against `want` (the reference's, all finite).
 void compare(const op::Graph& g, const Layout& l, const Arrays& got, const Arrays& want,
              double tol_scale);
+
+// The backward's inputs for a forward case: q, k, v and the cu_seqlens of `fin`, o and stats
+// of the forward's outputs `fout` (as a training step has them), and a fresh d_o (padding NaN).
+Arrays backward_inputs(const op::Graph& fwd, const Arrays& fin, const Arrays& fout,
+                       const op::Graph& bwd, const Layout& l);
+
+// Rows [0, rows) of the forward's outputs `got` see no key: o = 0 and stats = -inf there (the
+// reference's definition).
+void expect_rows_see_no_key(const op::Graph& g, const Arrays& got, const SdpaShape& s,
+                            int64_t rows);
 
 }  // namespace eagle::test::sdpa

@@ -68,6 +68,9 @@ struct Capabilities {
   std::string knob_error(const Knobs& knobs) const;
   // The first point of every domain: the config that names each axis.
   Knobs first_point() const;
+  // Every point of the domains' cartesian product, knobs in name order with the first varying
+  // slowest and each domain in its declared order (so first_point() leads).
+  std::vector<Knobs> points() const;
 };
 
 // Explicit per-call resources (stream, the engine library's handle, workspace, threads): the

@@ -113,12 +113,7 @@ TEST_F(CudnnGpu, BackwardMatchesTheReference) {
       const Arrays fin = random_inputs(fwd, c.layout);
       const Arrays fout = reference(fwd, fin);
       const op::Graph g = test::sdpa::sdpa_bwd_graph(c.shape);
-      const op::Node f = fwd.nodes()[0], n = g.nodes()[0];
-      Arrays in = random_inputs(g, c.layout);  // d_o fresh, padding NaN
-      for (const char* p : {"q", "k", "v", "cu_seqlens_q", "cu_seqlens_kv"})
-        if (n.input(p).defined()) in[n.input(p).uid()] = fin.at(f.input(p).uid());
-      in[n.input("o").uid()] = fout.at(f.output("o").uid());
-      in[n.input("stats").uid()] = fout.at(f.output("stats").uid());
+      const Arrays in = test::sdpa::backward_inputs(fwd, fin, fout, g, c.layout);
       const plan::ExecutionPlans plans = cudnn_plans(g);
       compare(g, c.layout, execute(plans, in, kGpu), reference(g, in), 2.0);
     }
@@ -134,16 +129,7 @@ TEST_F(CudnnGpu, CausalRowsThatSeeNoKeyGiveZeroAndMinusInfinity) {
   const op::Graph g = test::sdpa::sdpa_graph(shape_for(s, l));
   const Arrays in = random_inputs(g, l);
   const plan::ExecutionPlans plans = cudnn_plans(g);
-  const Arrays got = execute(plans, in, kGpu), want = reference(g, in);
-  const op::Node n = g.nodes()[0];
-  const std::vector<double> o = test::values(got.at(n.output("o").uid()));
-  const std::vector<double> st = test::values(got.at(n.output("stats").uid()));
-  const int64_t per_row = s.heads * s.value_dim;
-  for (int64_t r = 0; r < 4; ++r) {
-    for (int64_t e = 0; e < per_row; ++e) EXPECT_EQ(o[r * per_row + e], 0.0) << "row " << r;
-    for (int64_t h = 0; h < s.heads; ++h)
-      EXPECT_EQ(st[r * s.heads + h], -std::numeric_limits<double>::infinity()) << "row " << r;
-  }
+  test::sdpa::expect_rows_see_no_key(g, execute(plans, in, kGpu), s, 4);
 }
 
 TEST_F(CudnnGpu, PlanListIsTaggedByModeInTheHooksOrderWithoutDuplicates) {

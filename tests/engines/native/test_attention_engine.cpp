@@ -107,12 +107,7 @@ TEST_F(NativeAttention, MatchesTheReferenceForwardAndBackward) {
             test::sdpa::compare(fwd, l, test::execute(p, fin, kGpu), fout, 1.0);
           }
           const op::Graph bwd = test::sdpa::sdpa_bwd_graph(s);
-          const op::Node f = fwd.nodes()[0], n = bwd.nodes()[0];
-          Arrays in = test::sdpa::random_inputs(bwd, l);  // d_o fresh, padding NaN
-          for (const char* p : {"q", "k", "v", "cu_seqlens_q", "cu_seqlens_kv"})
-            in[n.input(p).uid()] = fin.at(f.input(p).uid());
-          in[n.input("o").uid()] = fout.at(f.output("o").uid());
-          in[n.input("stats").uid()] = fout.at(f.output("stats").uid());
+          const Arrays in = test::sdpa::backward_inputs(fwd, fin, fout, bwd, l);
           const Arrays want = test::reference(bwd, in);
           for (int64_t schedule : {0, 1})
             for (int64_t det : {0, 1}) {
@@ -133,16 +128,8 @@ TEST_F(NativeAttention, RowsThatSeeNoKeyGiveZeroAndMinusInfinity) {
   const SdpaShape s = shape_of(c, l, DType::bf16, 64, true);
   const op::Graph g = test::sdpa::sdpa_graph(s);
   const Arrays in = test::sdpa::random_inputs(g, l);
-  const Arrays got = test::execute(native_plan(g, fwd_engine(), {{"schedule", 0}}), in, kGpu);
-  const op::Node n = g.nodes()[0];
-  const std::vector<double> o = test::values(got.at(n.output("o").uid()));
-  const std::vector<double> st = test::values(got.at(n.output("stats").uid()));
-  const int64_t per_row = s.heads * s.value_dim;
-  for (int64_t r = 0; r < 4; ++r) {
-    for (int64_t e = 0; e < per_row; ++e) EXPECT_EQ(o[r * per_row + e], 0.0) << "row " << r;
-    for (int64_t h = 0; h < s.heads; ++h)
-      EXPECT_EQ(st[r * s.heads + h], -std::numeric_limits<double>::infinity()) << "row " << r;
-  }
+  test::sdpa::expect_rows_see_no_key(
+      g, test::execute(native_plan(g, fwd_engine(), {{"schedule", 0}}), in, kGpu), s, 4);
 }
 
 // The deterministic backward gives bitwise the same gradients on every run.
@@ -154,12 +141,8 @@ TEST_F(NativeAttention, TheDeterministicBackwardRepeatsBitwise) {
   const Arrays fin = test::sdpa::random_inputs(fwd, l);
   const Arrays fout = test::reference(fwd, fin);
   const op::Graph bwd = test::sdpa::sdpa_bwd_graph(s);
-  const op::Node f = fwd.nodes()[0], n = bwd.nodes()[0];
-  Arrays in = test::sdpa::random_inputs(bwd, l);
-  for (const char* p : {"q", "k", "v", "cu_seqlens_q", "cu_seqlens_kv"})
-    in[n.input(p).uid()] = fin.at(f.input(p).uid());
-  in[n.input("o").uid()] = fout.at(f.output("o").uid());
-  in[n.input("stats").uid()] = fout.at(f.output("stats").uid());
+  const op::Node n = bwd.nodes()[0];
+  const Arrays in = test::sdpa::backward_inputs(fwd, fin, fout, bwd, l);
   const plan::ExecutionPlans p =
       native_plan(bwd, bwd_engine(), {{"deterministic", 1}, {"schedule", 1}});
   const Arrays a = test::execute(p, in, kGpu), b = test::execute(p, in, kGpu);
