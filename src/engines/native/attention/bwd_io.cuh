@@ -1,10 +1,6 @@
-// Warp-level tensor-core primitives of the varlen attention backward: mma.sync m16n8k16 (f32
-// accumulators) fed by ldmatrix from padded shared-memory tiles, cp.async tile loads with zero
-// fill, and the f32 <-> bf16/f16 packing.
-//
-// Fragment layouts (g = lane / 4, t = lane % 4): A 16x16 holds (g, 2t..2t+1), (g+8, 2t..),
-// (g, 2t+8..), (g+8, 2t+8..); B 16x8 holds (k 2t..2t+1, n g), (k 2t+8.., n g); C 16x8 holds
-// (g, 2t..2t+1), (g+8, 2t..2t+1). Two neighbouring C tiles (n 0..15) repack into one A tile.
+// Data movement of the varlen attention backward: the f32 <-> bf16/f16 packing, cp.async tile
+// loads with zero fill into 128-byte-swizzled shared memory (the wgmma operand layout of
+// bwd_wgmma.cuh), the proxy fence between them and wgmma, raw shared-memory stores and ex2.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -39,38 +35,8 @@ struct Io<false> {
   }
 };
 
-// c += a * b (16x8x16).
-template <bool kBf16>
-__device__ __forceinline__ void mma(float (&c)[4], const uint32_t (&a)[4], uint32_t b0,
-                                    uint32_t b1) {
-  if constexpr (kBf16) {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-        "{%8,%9}, {%0,%1,%2,%3};\n"
-        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-  } else {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-        "{%8,%9}, {%0,%1,%2,%3};\n"
-        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-  }
-}
-
 __device__ __forceinline__ uint32_t smem_addr(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
-
-__device__ __forceinline__ void ldsm_x4(uint32_t (&r)[4], uint32_t addr) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(addr));
-}
-__device__ __forceinline__ void ldsm_x4_t(uint32_t (&r)[4], uint32_t addr) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(addr));
 }
 
 // 16 bytes global -> shared; src_bytes 0 writes zeros and reads nothing.
@@ -100,24 +66,11 @@ __device__ __forceinline__ void cp_async_wait_all() {
   asm volatile("cp.async.wait_group 0;\n" ::: "memory");
 }
 
-// Rows [0, rows) of a tile of kRows rows x kD elements (row stride kLd in shared memory, `stride`
-// elements in global memory, `src` at row 0) into shared memory; rows >= valid become zeros
-// and are never read, so padding (NaN included) never enters a product.
-template <int kRows, int kD, int kLd, int kThreads, class T>
-__device__ __forceinline__ void load_tile(T* dst, const T* src, int64_t stride, int valid) {
-  constexpr int kChunks = kD / 8;
-#pragma unroll
-  for (int idx = static_cast<int>(threadIdx.x); idx < kRows * kChunks; idx += kThreads) {
-    const int r = idx / kChunks, c = idx % kChunks;
-    const bool ok = r < valid;
-    const T* s = ok ? src + r * stride + c * 8 : src;
-    cp_async16(dst + r * kLd + c * 8, s, ok ? 16 : 0);
-  }
-}
-
-// The same tile in 128-byte swizzle atoms (the wgmma operand layout): column block cb of 64
-// elements holds rows at 128-byte pitch from cb * kRows * 128; 16-byte chunk c of row r sits at
-// chunk (c ^ r % 8). `dst` is 1024-byte aligned.
+// Rows [0, rows) of a tile of kRows rows x kD elements (`stride` elements between rows in global
+// memory, `src` at row 0) into shared memory in 128-byte swizzle atoms (the wgmma operand
+// layout): column block cb of 64 elements holds rows at 128-byte pitch from cb * kRows * 128;
+// 16-byte chunk c of row r sits at chunk (c ^ r % 8). `dst` is 1024-byte aligned. Rows >= valid
+// become zeros and are never read, so padding (NaN included) never enters a product.
 template <int kRows, int kD, int kThreads, class T>
 __device__ __forceinline__ void load_tile_sw128(T* dst, const T* src, int64_t stride, int valid) {
   constexpr int kChunks = kD / 8;
@@ -147,30 +100,6 @@ __device__ __forceinline__ void st_shared_b32(uint32_t addr, uint32_t v) {
 }
 __device__ __forceinline__ void st_shared_v2(uint32_t addr, float x, float y) {
   asm volatile("st.shared.v2.f32 [%0], {%1, %2};\n" ::"r"(addr), "f"(x), "f"(y) : "memory");
-}
-
-// ldmatrix addresses of one lane (l = lane) for a 16x16 block at (r0, c0) of a row-major tile:
-// `a_rows` gives the A operand / the trans-B operand (K x N stored) pattern, `b_rows` the
-// non-trans B operand (N x K stored) pattern of two n8 tiles.
-__device__ __forceinline__ int a_row(int lane) {
-  return lane % 16;
-}
-__device__ __forceinline__ int a_col(int lane) {
-  return (lane / 16) * 8;
-}
-__device__ __forceinline__ int b_row(int lane) {
-  return lane % 8 + (lane / 16) * 8;
-}
-__device__ __forceinline__ int b_col(int lane) {
-  return ((lane / 8) % 2) * 8;
-}
-// A stored transposed (K x M): matrix lane/8 covers stored rows k0 + (mi / 2) * 8, cols m0 +
-// (mi % 2) * 8.
-__device__ __forceinline__ int at_row(int lane) {
-  return lane % 8 + ((lane / 8) / 2) * 8;
-}
-__device__ __forceinline__ int at_col(int lane) {
-  return ((lane / 8) % 2) * 8;
 }
 
 }  // namespace eagle::native::attention::bwd
