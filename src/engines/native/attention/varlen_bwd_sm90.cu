@@ -45,23 +45,30 @@ struct Params {
 };
 
 // Runs f(task) for each task of this CTA under the grid's schedule. `heads` is the head axis of
-// the grid; f must leave shared memory free for the next task (end with a barrier).
+// the grid; f must leave shared memory free for the next task (end with a barrier). One loop for
+// both schedules, so the kernel body is inlined once:
+//   flat        CTA (blockIdx.x, blockIdx.y) = (tile, head), at most one task
+//   persistent  worker w of W = gridDim.x runs task indices w, w + W, ... < active tiles * heads
+// Task index i = tile * heads + head (tile-major, unlike tasks.cuh's head-major decode_task): the
+// heads of one tile, tasks of the same cost, are consecutive, so the tiles of a long sequence go
+// to distinct workers. Head-major, a stride W sharing a factor d with the active tile count A
+// sends all heads of a tile to W / d workers only (A = 72, W = 132: 11 workers), and one long
+// sequence among short ones then serialises its tiles on those few workers, where the flat
+// grid's hardware dispatch spreads them. Resident CTAs still share a sequence's Q and dO (dkdv)
+// or K and V (dq) in L2: the W tasks in flight cover W / heads neighbouring tiles of every head.
 template <class F>
 __device__ __forceinline__ void for_each_task(const VarlenShape& s, const TaskGrid& g, int block,
                                               bool q_side, int heads, F&& f) {
   const int64_t active = active_tiles(s, g);
+  int64_t first = blockIdx.x, end = active * heads, stride = gridDim.x;
   if (g.schedule == Schedule::flat) {
-    const int64_t tile = blockIdx.x;
-    if (tile >= active) return;
-    const Task t = make_task(s, g, block, q_side, tile, static_cast<int>(blockIdx.y));
-    if (t.seq >= 0) f(t);
-    return;
+    first = static_cast<int64_t>(blockIdx.x) * heads + blockIdx.y;
+    end = static_cast<int64_t>(blockIdx.x) < active ? first + 1 : first;
+    stride = 1;
   }
-  const int64_t n = active * heads;
-  for (int64_t i = blockIdx.x; i < n; i += gridDim.x) {
-    int64_t tile;
-    int head;
-    decode_task(i, active, tile, head);
+  for (int64_t i = first; i < end; i += stride) {
+    const int64_t tile = i / heads;
+    const int head = static_cast<int>(i - tile * heads);
     const Task t = make_task(s, g, block, q_side, tile, head);
     if (t.seq >= 0) f(t);
   }
@@ -81,6 +88,11 @@ __device__ __forceinline__ int64_t covered_q_rows(const Params& p, const Task& t
 
 constexpr int kRowThreads = 128;
 
+// Both run under the grid's schedule like the heavy kernels: with no shared memory a CTA is
+// cheap, but a flat grid sized for the capacity still launches capacity tiles x H of them, and
+// persistent workers (every resident slot, about 12 per SM) cost nothing more at exact batches.
+// Each thread loads all of its rows of the tile before it stores anything: the stores could
+// alias the loads for the compiler, so a load-store loop would wait one memory latency per pass.
 template <bool kBf16, int kD>
 __global__ void __launch_bounds__(kRowThreads) preprocess_kernel(const Params p) {
   using T = typename Io<kBf16>::T;
@@ -89,25 +101,36 @@ __global__ void __launch_bounds__(kRowThreads) preprocess_kernel(const Params p)
   const T* o = static_cast<const T*>(p.a.o);
   const T* d_o = static_cast<const T*>(p.a.d_o);
   for_each_task(s, p.a.q_grid, kQBlock, true, H, [&](const Task& t) {
-    constexpr int kCpr = kD / 8;  // 16-byte chunks per row
-    constexpr int kRpp = kRowThreads / kCpr;
+    constexpr int kCpr = kD / 8;              // 16-byte chunks per row
+    constexpr int kRpp = kRowThreads / kCpr;  // rows per pass
+    constexpr int kPasses = kQBlock / kRpp;
     const int c = static_cast<int>(threadIdx.x) % kCpr;
+    const int r0 = static_cast<int>(threadIdx.x) / kCpr;
     const int n = static_cast<int>(t.row_end - t.row_begin);
-    for (int r0 = 0; r0 < kQBlock; r0 += kRpp) {
-      const int r = r0 + static_cast<int>(threadIdx.x) / kCpr;
+    uint4 a[kPasses], b[kPasses];
+#pragma unroll
+    for (int i = 0; i < kPasses; ++i) {
+      a[i] = b[i] = make_uint4(0u, 0u, 0u, 0u);  // rows past the tile: never read (NaN padding)
+      const int r = r0 + i * kRpp;
+      if (r < n) {
+        const int64_t base = ((t.row_begin + r) * H + t.head) * kD + c * 8;
+        a[i] = *reinterpret_cast<const uint4*>(d_o + base);
+        b[i] = *reinterpret_cast<const uint4*>(o + base);
+      }
+    }
+#pragma unroll
+    for (int i = 0; i < kPasses; ++i) {
+      const int r = r0 + i * kRpp;
       const bool ok = r < n;
       const int64_t row = t.row_begin + r;
       const int64_t base = (row * H + t.head) * kD + c * 8;
+      const uint32_t aw[4] = {a[i].x, a[i].y, a[i].z, a[i].w};
+      const uint32_t bw[4] = {b[i].x, b[i].y, b[i].z, b[i].w};
       float sum = 0.f;
-      if (ok) {
-        const uint4 a = *reinterpret_cast<const uint4*>(d_o + base);
-        const uint4 b = *reinterpret_cast<const uint4*>(o + base);
-        const uint32_t aw[4] = {a.x, a.y, a.z, a.w}, bw[4] = {b.x, b.y, b.z, b.w};
 #pragma unroll
-        for (int i = 0; i < 4; ++i) {
-          const float2 fa = Io<kBf16>::unpack(aw[i]), fb = Io<kBf16>::unpack(bw[i]);
-          sum += fa.x * fb.x + fa.y * fb.y;
-        }
+      for (int e = 0; e < 4; ++e) {
+        const float2 fa = Io<kBf16>::unpack(aw[e]), fb = Io<kBf16>::unpack(bw[e]);
+        sum += fa.x * fb.x + fa.y * fb.y;
       }
 #pragma unroll
       for (int m = kCpr / 2; m > 0; m >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, m);
@@ -130,19 +153,34 @@ __global__ void __launch_bounds__(kRowThreads) postprocess_kernel(const Params p
   for_each_task(s, p.a.q_grid, kQBlock, true, H, [&](const Task& t) {
     constexpr int kCpr = kD / 8;
     constexpr int kRpp = kRowThreads / kCpr;
+    constexpr int kPasses = kQBlock / kRpp;
     const int c = static_cast<int>(threadIdx.x) % kCpr;
+    const int r0 = static_cast<int>(threadIdx.x) / kCpr;
     const int n = static_cast<int>(t.row_end - t.row_begin);
-    for (int r = static_cast<int>(threadIdx.x) / kCpr; r < n; r += kRpp) {
-      const int64_t base = ((t.row_begin + r) * H + t.head) * kD + c * 8;
-      const float4 x = *reinterpret_cast<const float4*>(p.acc + base);
-      const float4 y = *reinterpret_cast<const float4*>(p.acc + base + 4);
-      const float sc = s.scale;
-      uint4 out;
-      out.x = Io<kBf16>::pack(x.x * sc, x.y * sc);
-      out.y = Io<kBf16>::pack(x.z * sc, x.w * sc);
-      out.z = Io<kBf16>::pack(y.x * sc, y.y * sc);
-      out.w = Io<kBf16>::pack(y.z * sc, y.w * sc);
-      *reinterpret_cast<uint4*>(dq + base) = out;
+    float4 x[kPasses], y[kPasses];
+#pragma unroll
+    for (int i = 0; i < kPasses; ++i) {
+      x[i] = y[i] = make_float4(0.f, 0.f, 0.f, 0.f);
+      const int r = r0 + i * kRpp;
+      if (r < n) {
+        const int64_t base = ((t.row_begin + r) * H + t.head) * kD + c * 8;
+        x[i] = *reinterpret_cast<const float4*>(p.acc + base);
+        y[i] = *reinterpret_cast<const float4*>(p.acc + base + 4);
+      }
+    }
+    const float sc = s.scale;
+#pragma unroll
+    for (int i = 0; i < kPasses; ++i) {
+      const int r = r0 + i * kRpp;
+      if (r < n) {
+        const int64_t base = ((t.row_begin + r) * H + t.head) * kD + c * 8;
+        uint4 out;
+        out.x = Io<kBf16>::pack(x[i].x * sc, x[i].y * sc);
+        out.y = Io<kBf16>::pack(x[i].z * sc, x[i].w * sc);
+        out.z = Io<kBf16>::pack(y[i].x * sc, y[i].y * sc);
+        out.w = Io<kBf16>::pack(y[i].z * sc, y[i].w * sc);
+        *reinterpret_cast<uint4*>(dq + base) = out;
+      }
     }
   });
 }
