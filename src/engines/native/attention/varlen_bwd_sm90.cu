@@ -300,6 +300,11 @@ __global__ void __launch_bounds__(256, 1) dkdv_kernel(const Params p) {
                      bdO = bwd::opaque(adO) + buf * C::kTileQ;
       const float* bL = sL + buf * kBr;
       const float* bDl = sDl + buf * kBr;
+      // Key j0 + r is seen by query i0 + c iff r - c <= i0 + off - j0 (causal). Clamped to
+      // [-kBr, kBc], where the answer is already the same for every r, c of the block, and kBc
+      // when not causal (always seen): the per-element test is one 32-bit compare.
+      const int64_t reach = s.causal ? i0 + off - j0 : kBc;
+      const int lim = static_cast<int>(reach < -kBr ? -kBr : (reach > kBc ? kBc : reach));
 
       // S^T = K Q^T, dP^T = V dO^T: 64 kv rows x 64 q rows per warpgroup, k = head dim.
       float sacc[32], dpacc[32];
@@ -335,8 +340,7 @@ __global__ void __launch_bounds__(256, 1) dkdv_kernel(const Params p) {
           const int r = kv_r + (e / 2) * 8;
           const int c = n * 8 + 2 * tq + (e % 2);
           const float lv = bL[c];
-          bool ok = r < nkv && c < nq && lv > -INFINITY;
-          if (s.causal) ok = ok && j0 + r <= i0 + c + off;
+          const bool ok = r < nkv && c < nq && r - c <= lim && lv > -INFINITY;
           pv[4 * n + e] = ok ? bwd::exp2_approx(sacc[4 * n + e] * sl2 - lv * kLog2e) : 0.f;
         }
       }
@@ -577,6 +581,10 @@ __global__ void __launch_bounds__(128) dq_kernel(const Params p) {
       const uint32_t bQ = bwd::opaque(aQ), bdO = bwd::opaque(adO);
       const uint32_t bK = bwd::opaque(aK) + buf * C::kTileKv,
                      bV = bwd::opaque(aV) + buf * C::kTileKv;
+      // Query i0 + r sees key jb + c iff c - r <= i0 + off - jb (causal); clamped to [-kBr, kBc]
+      // (the same answer for the whole block beyond), kBc when not causal: a 32-bit compare.
+      const int64_t reach = s.causal ? i0 + off - jb : kBc;
+      const int lim = static_cast<int>(reach < -kBr ? -kBr : (reach > kBc ? kBc : reach));
 
       // S = Q K^T, dP = dO V^T: 64 q rows x 64 kv rows, k = head dim.
       float sacc[32], dpacc[32];
@@ -609,8 +617,7 @@ __global__ void __launch_bounds__(128) dq_kernel(const Params p) {
         for (int e = 0; e < 4; ++e) {
           const int r = w * 16 + g + (e / 2) * 8;
           const int c = n * 8 + 2 * tq + (e % 2);
-          bool ok = live[e / 2] && c < nk;
-          if (s.causal) ok = ok && jb + c <= i0 + r + off;
+          const bool ok = live[e / 2] && c < nk && c - r <= lim;
           pv[4 * n + e] = ok ? bwd::exp2_approx(sacc[4 * n + e] * sl2 - L[e / 2]) : 0.f;
         }
       }
