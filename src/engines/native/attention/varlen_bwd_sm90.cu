@@ -281,14 +281,13 @@ __global__ void __launch_bounds__(256, 1) dkdv_kernel(const Params p) {
 
     if (blocks > 0) issue(0);
     for (int64_t b = 0; b < blocks; ++b) {
-      if (b + 1 < blocks) {
-        issue(b + 1);  // its buffer was last read in block b - 1, before that block's barrier
-        bwd::cp_async_wait_prev();
-      } else {
-        bwd::cp_async_wait_all();
-      }
+      // Block b's copies (issued during block b - 1) landed for every thread, and every thread
+      // is done with block b - 1: its buffer, the one block b + 1 fills, is free. The one
+      // barrier per block does both (no barrier at the end of a block).
+      bwd::cp_async_wait_all();
       bwd::fence_proxy_async();  // the copies are read by wgmma
       __syncthreads();
+      if (b + 1 < blocks) issue(b + 1);
       const int h = hk * G + static_cast<int>(b / nb);
       const int64_t i0 = i_start + (b % nb) * kBr;
       const int nq = static_cast<int>(q_hi - i0 < kBr ? q_hi - i0 : kBr);
@@ -451,7 +450,9 @@ __global__ void __launch_bounds__(256, 1) dkdv_kernel(const Params p) {
           }
         }
       }
-      __syncthreads();  // block b + 2 overwrites this buffer; block b + 1 rewrites dS^T, dQ
+      // No barrier: block b + 1 refills this block's buffer (issue(b + 2)) and rewrites dS^T and
+      // dQ only after its first barrier, which every thread reaches done with them (its wgmmas
+      // waited for, its atomics issued).
     }
 
     // dK (times scale) and dV of the tile's rows; rows no query sees hold zeros.
@@ -567,14 +568,13 @@ __global__ void __launch_bounds__(128) dq_kernel(const Params p) {
 
     if (blocks > 0) issue(0);
     for (int64_t b = 0; b < blocks; ++b) {
-      if (b + 1 < blocks) {
-        issue(b + 1);  // its buffer was last read in block b - 1, before that block's barrier
-        bwd::cp_async_wait_prev();
-      } else {
-        bwd::cp_async_wait_all();
-      }
+      // Block b's copies (issued during block b - 1) landed for every thread, and every thread
+      // is done with block b - 1: its buffer, the one block b + 1 fills, is free. The one
+      // barrier per block does both (no barrier at the end of a block).
+      bwd::cp_async_wait_all();
       bwd::fence_proxy_async();  // the copies are read by wgmma
       __syncthreads();
+      if (b + 1 < blocks) issue(b + 1);
       const int64_t jb = b * kBc;
       const int nk = static_cast<int>(kv_len - jb < kBc ? kv_len - jb : kBc);
       const int buf = static_cast<int>(b % 2);
@@ -645,7 +645,7 @@ __global__ void __launch_bounds__(128) dq_kernel(const Params p) {
       bwd::fence_regs(dqa);
 #pragma unroll
       for (int kk = 0; kk < kBc / 16; ++kk) bwd::fence_regs(dsa[kk]);
-      __syncthreads();  // block b + 2 overwrites this buffer
+      // No barrier: block b + 1 refills this buffer (issue(b + 2)) only after its first barrier.
     }
     bwd::cp_async_wait_all();  // Q, dO still in flight when no kv block ran
 
