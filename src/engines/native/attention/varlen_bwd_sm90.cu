@@ -10,20 +10,18 @@
 //   postprocess q tiles x q heads: dq = accumulator * scale in the io dtype.
 //   dq          (deterministic mode, replaces the dQ part of dkdv and postprocess) q tiles x q
 //               heads looping over the kv blocks they see, dQ in registers: bitwise repeatable.
-// Two implementations of dkdv and dq: mma.sync m16n8k16 from ldmatrix (padded tiles; the
-// default), and wgmma (128-byte swizzled tiles, EAGLE_BWD_WGMMA=1; see use_wgmma). bf16/f16 in,
-// f32 accumulate. Tiles arrive by cp.async, double-buffered, with zero fill for rows past the
-// sequence's end, and masked scores are selected to zero (never added), so NaN in padding rows
-// never reaches an active gradient.
+// dkdv and dq multiply with Hopper wgmma (bwd_wgmma.cuh) on 128-byte-swizzled shared-memory
+// tiles; bf16/f16 in, f32 accumulate. Tiles arrive by cp.async (bwd_io.cuh), double-buffered,
+// with zero fill for rows past the sequence's end, and masked scores are selected to zero (never
+// added), so NaN in padding rows never reaches an active gradient.
 #include <cuda_runtime.h>
 
 #include <climits>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
-#include <cstdlib>
 
-#include "engines/native/attention/bwd_mma.cuh"
+#include "engines/native/attention/bwd_io.cuh"
 #include "engines/native/attention/bwd_wgmma.cuh"
 #include "engines/native/attention/tasks.cuh"
 #include "engines/native/attention/varlen_kernels.hpp"
@@ -32,12 +30,6 @@ namespace eagle::native::attention {
 
 namespace {
 
-using bwd::a_col;
-using bwd::a_row;
-using bwd::at_col;
-using bwd::at_row;
-using bwd::b_col;
-using bwd::b_row;
 using bwd::Io;
 using bwd::smem_addr;
 
@@ -53,23 +45,30 @@ struct Params {
 };
 
 // Runs f(task) for each task of this CTA under the grid's schedule. `heads` is the head axis of
-// the grid; f must leave shared memory free for the next task (end with a barrier).
+// the grid; f must leave shared memory free for the next task (end with a barrier). One loop for
+// both schedules, so the kernel body is inlined once:
+//   flat        CTA (blockIdx.x, blockIdx.y) = (tile, head), at most one task
+//   persistent  worker w of W = gridDim.x runs task indices w, w + W, ... < active tiles * heads
+// Task index i = tile * heads + head (tile-major, unlike tasks.cuh's head-major decode_task): the
+// heads of one tile, tasks of the same cost, are consecutive, so the tiles of a long sequence go
+// to distinct workers. Head-major, a stride W sharing a factor d with the active tile count A
+// sends all heads of a tile to W / d workers only (A = 72, W = 132: 11 workers), and one long
+// sequence among short ones then serialises its tiles on those few workers, where the flat
+// grid's hardware dispatch spreads them. Resident CTAs still share a sequence's Q and dO (dkdv)
+// or K and V (dq) in L2: the W tasks in flight cover W / heads neighbouring tiles of every head.
 template <class F>
 __device__ __forceinline__ void for_each_task(const VarlenShape& s, const TaskGrid& g, int block,
                                               bool q_side, int heads, F&& f) {
   const int64_t active = active_tiles(s, g);
+  int64_t first = blockIdx.x, end = active * heads, stride = gridDim.x;
   if (g.schedule == Schedule::flat) {
-    const int64_t tile = blockIdx.x;
-    if (tile >= active) return;
-    const Task t = make_task(s, g, block, q_side, tile, static_cast<int>(blockIdx.y));
-    if (t.seq >= 0) f(t);
-    return;
+    first = static_cast<int64_t>(blockIdx.x) * heads + blockIdx.y;
+    end = static_cast<int64_t>(blockIdx.x) < active ? first + 1 : first;
+    stride = 1;
   }
-  const int64_t n = active * heads;
-  for (int64_t i = blockIdx.x; i < n; i += gridDim.x) {
-    int64_t tile;
-    int head;
-    decode_task(i, active, tile, head);
+  for (int64_t i = first; i < end; i += stride) {
+    const int64_t tile = i / heads;
+    const int head = static_cast<int>(i - tile * heads);
     const Task t = make_task(s, g, block, q_side, tile, head);
     if (t.seq >= 0) f(t);
   }
@@ -89,6 +88,11 @@ __device__ __forceinline__ int64_t covered_q_rows(const Params& p, const Task& t
 
 constexpr int kRowThreads = 128;
 
+// Both run under the grid's schedule like the heavy kernels: with no shared memory a CTA is
+// cheap, but a flat grid sized for the capacity still launches capacity tiles x H of them, and
+// persistent workers (every resident slot, about 12 per SM) cost nothing more at exact batches.
+// Each thread loads all of its rows of the tile before it stores anything: the stores could
+// alias the loads for the compiler, so a load-store loop would wait one memory latency per pass.
 template <bool kBf16, int kD>
 __global__ void __launch_bounds__(kRowThreads) preprocess_kernel(const Params p) {
   using T = typename Io<kBf16>::T;
@@ -97,25 +101,36 @@ __global__ void __launch_bounds__(kRowThreads) preprocess_kernel(const Params p)
   const T* o = static_cast<const T*>(p.a.o);
   const T* d_o = static_cast<const T*>(p.a.d_o);
   for_each_task(s, p.a.q_grid, kQBlock, true, H, [&](const Task& t) {
-    constexpr int kCpr = kD / 8;  // 16-byte chunks per row
-    constexpr int kRpp = kRowThreads / kCpr;
+    constexpr int kCpr = kD / 8;              // 16-byte chunks per row
+    constexpr int kRpp = kRowThreads / kCpr;  // rows per pass
+    constexpr int kPasses = kQBlock / kRpp;
     const int c = static_cast<int>(threadIdx.x) % kCpr;
+    const int r0 = static_cast<int>(threadIdx.x) / kCpr;
     const int n = static_cast<int>(t.row_end - t.row_begin);
-    for (int r0 = 0; r0 < kQBlock; r0 += kRpp) {
-      const int r = r0 + static_cast<int>(threadIdx.x) / kCpr;
+    uint4 a[kPasses], b[kPasses];
+#pragma unroll
+    for (int i = 0; i < kPasses; ++i) {
+      a[i] = b[i] = make_uint4(0u, 0u, 0u, 0u);  // rows past the tile: never read (NaN padding)
+      const int r = r0 + i * kRpp;
+      if (r < n) {
+        const int64_t base = ((t.row_begin + r) * H + t.head) * kD + c * 8;
+        a[i] = *reinterpret_cast<const uint4*>(d_o + base);
+        b[i] = *reinterpret_cast<const uint4*>(o + base);
+      }
+    }
+#pragma unroll
+    for (int i = 0; i < kPasses; ++i) {
+      const int r = r0 + i * kRpp;
       const bool ok = r < n;
       const int64_t row = t.row_begin + r;
       const int64_t base = (row * H + t.head) * kD + c * 8;
+      const uint32_t aw[4] = {a[i].x, a[i].y, a[i].z, a[i].w};
+      const uint32_t bw[4] = {b[i].x, b[i].y, b[i].z, b[i].w};
       float sum = 0.f;
-      if (ok) {
-        const uint4 a = *reinterpret_cast<const uint4*>(d_o + base);
-        const uint4 b = *reinterpret_cast<const uint4*>(o + base);
-        const uint32_t aw[4] = {a.x, a.y, a.z, a.w}, bw[4] = {b.x, b.y, b.z, b.w};
 #pragma unroll
-        for (int i = 0; i < 4; ++i) {
-          const float2 fa = Io<kBf16>::unpack(aw[i]), fb = Io<kBf16>::unpack(bw[i]);
-          sum += fa.x * fb.x + fa.y * fb.y;
-        }
+      for (int e = 0; e < 4; ++e) {
+        const float2 fa = Io<kBf16>::unpack(aw[e]), fb = Io<kBf16>::unpack(bw[e]);
+        sum += fa.x * fb.x + fa.y * fb.y;
       }
 #pragma unroll
       for (int m = kCpr / 2; m > 0; m >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, m);
@@ -138,271 +153,39 @@ __global__ void __launch_bounds__(kRowThreads) postprocess_kernel(const Params p
   for_each_task(s, p.a.q_grid, kQBlock, true, H, [&](const Task& t) {
     constexpr int kCpr = kD / 8;
     constexpr int kRpp = kRowThreads / kCpr;
+    constexpr int kPasses = kQBlock / kRpp;
     const int c = static_cast<int>(threadIdx.x) % kCpr;
+    const int r0 = static_cast<int>(threadIdx.x) / kCpr;
     const int n = static_cast<int>(t.row_end - t.row_begin);
-    for (int r = static_cast<int>(threadIdx.x) / kCpr; r < n; r += kRpp) {
-      const int64_t base = ((t.row_begin + r) * H + t.head) * kD + c * 8;
-      const float4 x = *reinterpret_cast<const float4*>(p.acc + base);
-      const float4 y = *reinterpret_cast<const float4*>(p.acc + base + 4);
-      const float sc = s.scale;
-      uint4 out;
-      out.x = Io<kBf16>::pack(x.x * sc, x.y * sc);
-      out.y = Io<kBf16>::pack(x.z * sc, x.w * sc);
-      out.z = Io<kBf16>::pack(y.x * sc, y.y * sc);
-      out.w = Io<kBf16>::pack(y.z * sc, y.w * sc);
-      *reinterpret_cast<uint4*>(dq + base) = out;
+    float4 x[kPasses], y[kPasses];
+#pragma unroll
+    for (int i = 0; i < kPasses; ++i) {
+      x[i] = y[i] = make_float4(0.f, 0.f, 0.f, 0.f);
+      const int r = r0 + i * kRpp;
+      if (r < n) {
+        const int64_t base = ((t.row_begin + r) * H + t.head) * kD + c * 8;
+        x[i] = *reinterpret_cast<const float4*>(p.acc + base);
+        y[i] = *reinterpret_cast<const float4*>(p.acc + base + 4);
+      }
+    }
+    const float sc = s.scale;
+#pragma unroll
+    for (int i = 0; i < kPasses; ++i) {
+      const int r = r0 + i * kRpp;
+      if (r < n) {
+        const int64_t base = ((t.row_begin + r) * H + t.head) * kD + c * 8;
+        uint4 out;
+        out.x = Io<kBf16>::pack(x[i].x * sc, x[i].y * sc);
+        out.y = Io<kBf16>::pack(x[i].z * sc, x[i].w * sc);
+        out.z = Io<kBf16>::pack(y[i].x * sc, y[i].y * sc);
+        out.w = Io<kBf16>::pack(y[i].z * sc, y[i].w * sc);
+        *reinterpret_cast<uint4*>(dq + base) = out;
+      }
     }
   });
 }
 
-// ---- dK, dV (and dQ by atomics) over kv tiles ---------------------------------------------------
-
-template <int kD, bool kDq>
-struct DkdvCfg {
-  static constexpr int kBc = kKvBlock, kWarps = kBc / 16, kThreads = kWarps * 32;
-  static constexpr int kBr = kD == 64 ? 64 : 32;  // q rows per inner block (registers)
-  static constexpr int kLd = kD + 8;              // padded rows: conflict-free ldmatrix
-  static constexpr int kLds = kBr + 8;
-  static constexpr int kLdq = kD + 8;  // f32 dQ rows of the block, staged for the atomics
-  // K, V; two buffers of Q, dO; dS^T; two buffers of lse, delta; dQ.
-  static constexpr std::size_t kSmem =
-      2 * (2 * kBc * kLd + 4 * kBr * kLd + (kDq ? kBc * kLds : 0)) + 4 * kBr * sizeof(float) +
-      (kDq ? kBr * kLdq * sizeof(float) : 0);
-};
-
-template <bool kBf16, int kD, bool kDq>
-__global__ void __launch_bounds__(DkdvCfg<kD, kDq>::kThreads, 1) dkdv_kernel(const Params p) {
-  using C = DkdvCfg<kD, kDq>;
-  using T = typename Io<kBf16>::T;
-  constexpr int kBc = C::kBc, kBr = C::kBr, kLd = C::kLd, kLds = C::kLds;
-  constexpr int kThreads = C::kThreads;
-  extern __shared__ __align__(16) unsigned char smem[];
-  T* sK = reinterpret_cast<T*>(smem);
-  T* sV = sK + kBc * kLd;
-  T* sQ = sV + kBc * kLd;        // [2][kBr][kLd]
-  T* sdO = sQ + 2 * kBr * kLd;   // [2][kBr][kLd]
-  T* sdS = sdO + 2 * kBr * kLd;  // dS^T [kBc][kLds], only with kDq
-  float* sL = reinterpret_cast<float*>(sdS + (kDq ? kBc * kLds : 0));  // [2][kBr]
-  float* sDl = sL + 2 * kBr;                                           // [2][kBr]
-  float* sdQ = sDl + 2 * kBr;                                          // [kBr][kLdq], kDq
-
-  const VarlenShape& s = p.a.shape;
-  const int H = s.heads, Hk = s.kv_heads, G = H / Hk;
-  const int tid = static_cast<int>(threadIdx.x), lane = tid % 32, w = tid / 32;
-  const int g = lane / 4, tq = lane % 4;
-  const T* q = static_cast<const T*>(p.a.q);
-  const T* k = static_cast<const T*>(p.a.k);
-  const T* v = static_cast<const T*>(p.a.v);
-  const T* d_o = static_cast<const T*>(p.a.d_o);
-  const float sl2 = s.scale * kLog2e;
-
-  for_each_task(s, p.a.kv_grid, kBc, false, Hk, [&](const Task& t) {
-    const int hk = t.head;
-    const int64_t kv_len = t.kv_end - t.kv_begin, q_len = t.q_end - t.q_begin;
-    const int64_t off = kv_len - q_len;  // bottom-right causal: i sees j iff j <= i + off
-    const int64_t j0 = t.row_begin - t.kv_begin;
-    const int nkv = static_cast<int>(t.row_end - t.row_begin);
-    const int64_t q_hi = covered_q_rows(p, t);
-    // The first query that sees this tile's first key.
-    const int64_t i_start = s.causal ? (j0 - off > 0 ? j0 - off : 0) : 0;
-    // Blocks of kBr q rows per query head, then the group's heads one after another.
-    const int64_t nb = q_hi > i_start ? (q_hi - i_start + kBr - 1) / kBr : 0;
-    const int64_t blocks = nb * G;
-
-    bwd::load_tile<kBc, kD, kLd, kThreads>(sK, k + (t.row_begin * Hk + hk) * kD,
-                                           static_cast<int64_t>(Hk) * kD, nkv);
-    bwd::load_tile<kBc, kD, kLd, kThreads>(sV, v + (t.row_begin * Hk + hk) * kD,
-                                           static_cast<int64_t>(Hk) * kD, nkv);
-    bwd::cp_async_commit();
-
-    // Copies of block b (its Q, dO rows, lse, delta; zeros past the end) into buffer b % 2.
-    auto issue = [&](int64_t b) {
-      const int h = hk * G + static_cast<int>(b / nb);
-      const int64_t i0 = i_start + (b % nb) * kBr;
-      const int nq = static_cast<int>(q_hi - i0 < kBr ? q_hi - i0 : kBr);
-      const int64_t qrow0 = t.q_begin + i0;
-      const int buf = static_cast<int>(b % 2);
-      bwd::load_tile<kBr, kD, kLd, kThreads>(sQ + buf * kBr * kLd, q + (qrow0 * H + h) * kD,
-                                             static_cast<int64_t>(H) * kD, nq);
-      bwd::load_tile<kBr, kD, kLd, kThreads>(sdO + buf * kBr * kLd, d_o + (qrow0 * H + h) * kD,
-                                             static_cast<int64_t>(H) * kD, nq);
-      if (tid < kBr) {
-        const bool ok = tid < nq;
-        const int64_t at = ok ? (qrow0 + tid) * H + h : 0;
-        bwd::cp_async4(sL + buf * kBr + tid, p.a.lse + at, ok ? 4 : 0);
-        bwd::cp_async4(sDl + buf * kBr + tid, p.delta + at, ok ? 4 : 0);
-      }
-      bwd::cp_async_commit();
-    };
-
-    float dk[kD / 8][4], dv[kD / 8][4];
-#pragma unroll
-    for (int n = 0; n < kD / 8; ++n) {
-#pragma unroll
-      for (int e = 0; e < 4; ++e) dk[n][e] = dv[n][e] = 0.f;
-    }
-    const int kv_r = w * 16 + g;  // this thread's kv rows kv_r, kv_r + 8 in the tile
-
-    if (blocks > 0) issue(0);
-    for (int64_t b = 0; b < blocks; ++b) {
-      if (b + 1 < blocks) {
-        issue(b + 1);  // its buffer was last read in block b - 1, before that block's barrier
-        bwd::cp_async_wait_prev();
-      } else {
-        bwd::cp_async_wait_all();
-      }
-      __syncthreads();
-      const int h = hk * G + static_cast<int>(b / nb);
-      const int64_t i0 = i_start + (b % nb) * kBr;
-      const int nq = static_cast<int>(q_hi - i0 < kBr ? q_hi - i0 : kBr);
-      const int64_t qrow0 = t.q_begin + i0;
-      const int buf = static_cast<int>(b % 2);
-      const T* bQ = sQ + buf * kBr * kLd;
-      const T* bdO = sdO + buf * kBr * kLd;
-      const float* bL = sL + buf * kBr;
-      const float* bDl = sDl + buf * kBr;
-
-      // S^T = K Q^T and dP^T = V dO^T for this warp's 16 kv rows.
-      float sacc[kBr / 8][4], dpacc[kBr / 8][4];
-#pragma unroll
-      for (int n = 0; n < kBr / 8; ++n) {
-#pragma unroll
-        for (int e = 0; e < 4; ++e) sacc[n][e] = dpacc[n][e] = 0.f;
-      }
-#pragma unroll
-      for (int kk = 0; kk < kD / 16; ++kk) {
-        uint32_t ak[4], av[4];
-        bwd::ldsm_x4(ak, smem_addr(sK + (w * 16 + a_row(lane)) * kLd + kk * 16 + a_col(lane)));
-        bwd::ldsm_x4(av, smem_addr(sV + (w * 16 + a_row(lane)) * kLd + kk * 16 + a_col(lane)));
-#pragma unroll
-        for (int nn = 0; nn < kBr / 16; ++nn) {
-          uint32_t bq[4], bd[4];
-          bwd::ldsm_x4(bq, smem_addr(bQ + (nn * 16 + b_row(lane)) * kLd + kk * 16 + b_col(lane)));
-          bwd::ldsm_x4(bd, smem_addr(bdO + (nn * 16 + b_row(lane)) * kLd + kk * 16 + b_col(lane)));
-          bwd::mma<kBf16>(sacc[2 * nn], ak, bq[0], bq[1]);
-          bwd::mma<kBf16>(sacc[2 * nn + 1], ak, bq[2], bq[3]);
-          bwd::mma<kBf16>(dpacc[2 * nn], av, bd[0], bd[1]);
-          bwd::mma<kBf16>(dpacc[2 * nn + 1], av, bd[2], bd[3]);
-        }
-      }
-
-      // P^T and dS^T = P^T * (dP^T - delta), masked entries selected to 0, packed as A tiles.
-      // lse = -inf (a row that sees no key) or NaN fails `lv > -inf`: such a row adds nothing.
-      uint32_t pa[kBr / 16][4], dsa[kBr / 16][4];
-#pragma unroll
-      for (int n = 0; n < kBr / 8; ++n) {
-        float pv[4], dsv[4];
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int r = kv_r + (e / 2) * 8;
-          const int c = n * 8 + 2 * tq + (e % 2);
-          const float lv = bL[c];
-          bool ok = r < nkv && c < nq && lv > -INFINITY;
-          if (s.causal) ok = ok && j0 + r <= i0 + c + off;
-          const float pe = ok ? bwd::exp2_approx(sacc[n][e] * sl2 - lv * kLog2e) : 0.f;
-          pv[e] = pe;
-          dsv[e] = ok ? pe * (dpacc[n][e] - bDl[c]) : 0.f;
-        }
-        pa[n / 2][(n % 2) * 2] = Io<kBf16>::pack(pv[0], pv[1]);
-        pa[n / 2][(n % 2) * 2 + 1] = Io<kBf16>::pack(pv[2], pv[3]);
-        dsa[n / 2][(n % 2) * 2] = Io<kBf16>::pack(dsv[0], dsv[1]);
-        dsa[n / 2][(n % 2) * 2 + 1] = Io<kBf16>::pack(dsv[2], dsv[3]);
-        if constexpr (kDq) {
-          *reinterpret_cast<uint32_t*>(sdS + kv_r * kLds + n * 8 + 2 * tq) =
-              dsa[n / 2][(n % 2) * 2];
-          *reinterpret_cast<uint32_t*>(sdS + (kv_r + 8) * kLds + n * 8 + 2 * tq) =
-              dsa[n / 2][(n % 2) * 2 + 1];
-        }
-      }
-
-      // dV += P^T dO, dK += dS^T Q (k = the block's q rows).
-#pragma unroll
-      for (int kk = 0; kk < kBr / 16; ++kk) {
-#pragma unroll
-        for (int nn = 0; nn < kD / 16; ++nn) {
-          uint32_t bd[4], bq[4];
-          bwd::ldsm_x4_t(bd,
-                         smem_addr(bdO + (kk * 16 + a_row(lane)) * kLd + nn * 16 + a_col(lane)));
-          bwd::ldsm_x4_t(bq, smem_addr(bQ + (kk * 16 + a_row(lane)) * kLd + nn * 16 + a_col(lane)));
-          bwd::mma<kBf16>(dv[2 * nn], pa[kk], bd[0], bd[1]);
-          bwd::mma<kBf16>(dv[2 * nn + 1], pa[kk], bd[2], bd[3]);
-          bwd::mma<kBf16>(dk[2 * nn], dsa[kk], bq[0], bq[1]);
-          bwd::mma<kBf16>(dk[2 * nn + 1], dsa[kk], bq[2], bq[3]);
-        }
-      }
-
-      if constexpr (kDq) {
-        __syncthreads();  // all of dS^T is in shared memory
-        // dQ = dS K over the block: warps split q rows (16 each) and the head dim.
-        constexpr int kRb = kBr / 16, kDs = C::kWarps / kRb, kNc = kD / kDs;
-        const int wr = w % kRb, wd = w / kRb;
-        float dqa[kNc / 8][4];
-#pragma unroll
-        for (int n = 0; n < kNc / 8; ++n) {
-#pragma unroll
-          for (int e = 0; e < 4; ++e) dqa[n][e] = 0.f;
-        }
-#pragma unroll
-        for (int kk = 0; kk < kBc / 16; ++kk) {
-          uint32_t a[4];
-          bwd::ldsm_x4_t(a,
-                         smem_addr(sdS + (kk * 16 + at_row(lane)) * kLds + wr * 16 + at_col(lane)));
-#pragma unroll
-          for (int nn = 0; nn < kNc / 16; ++nn) {
-            uint32_t bk[4];
-            bwd::ldsm_x4_t(bk, smem_addr(sK + (kk * 16 + a_row(lane)) * kLd + wd * kNc + nn * 16 +
-                                         a_col(lane)));
-            bwd::mma<kBf16>(dqa[2 * nn], a, bk[0], bk[1]);
-            bwd::mma<kBf16>(dqa[2 * nn + 1], a, bk[2], bk[3]);
-          }
-        }
-        // Through shared memory, so that the accumulator gets coalesced 16-byte atomics.
-#pragma unroll
-        for (int n = 0; n < kNc / 8; ++n) {
-#pragma unroll
-          for (int half = 0; half < 2; ++half) {
-            const int r = wr * 16 + g + half * 8;
-            *reinterpret_cast<float2*>(sdQ + r * C::kLdq + wd * kNc + n * 8 + 2 * tq) =
-                make_float2(dqa[n][2 * half], dqa[n][2 * half + 1]);
-          }
-        }
-        __syncthreads();
-        constexpr int kC4 = kD / 4;
-#pragma unroll 2
-        for (int idx = tid; idx < kBr * kC4; idx += kThreads) {
-          const int r = idx / kC4, c = (idx % kC4) * 4;
-          if (r < nq) {
-            atomicAdd(reinterpret_cast<float4*>(p.acc + ((qrow0 + r) * H + h) * kD + c),
-                      *reinterpret_cast<const float4*>(sdQ + r * C::kLdq + c));
-          }
-        }
-      }
-      __syncthreads();  // block b + 2 overwrites this buffer; block b + 1 rewrites dS^T, dQ
-    }
-
-    // dK (times scale) and dV of the tile's rows; rows no query sees hold zeros.
-    T* dk_out = static_cast<T*>(p.a.dk);
-    T* dv_out = static_cast<T*>(p.a.dv);
-#pragma unroll
-    for (int n = 0; n < kD / 8; ++n) {
-#pragma unroll
-      for (int half = 0; half < 2; ++half) {
-        const int r = kv_r + half * 8;
-        if (r < nkv) {
-          const int64_t at = ((t.row_begin + r) * Hk + hk) * kD + n * 8 + 2 * tq;
-          *reinterpret_cast<uint32_t*>(dk_out + at) =
-              Io<kBf16>::pack(dk[n][2 * half] * s.scale, dk[n][2 * half + 1] * s.scale);
-          *reinterpret_cast<uint32_t*>(dv_out + at) =
-              Io<kBf16>::pack(dv[n][2 * half], dv[n][2 * half + 1]);
-        }
-      }
-    }
-    bwd::cp_async_wait_all();  // K, V still in flight when no q block ran
-    __syncthreads();
-  });
-}
-
-// ---- dK, dV (and dQ by atomics) over kv tiles, wgmma ------------------------------------------
+// ---- dK, dV (and dQ by atomics) over kv tiles -------------------------------------------------
 //
 // Two warpgroups, warpgroup i owns kv rows [64 i, 64 i + 64) of the 128-row tile. Per block of
 // 64 q rows: S^T = K Q^T and dP^T = V dO^T (SS, both K-major), P^T and dS^T in registers,
@@ -411,7 +194,7 @@ __global__ void __launch_bounds__(DkdvCfg<kD, kDq>::kThreads, 1) dkdv_kernel(con
 // (D = 64, both warpgroups add into the accumulator). All tiles in 128-byte swizzle atoms.
 
 template <int kD, bool kDq>
-struct WgCfg {
+struct DkdvCfg {
   static constexpr int kBc = kKvBlock, kBr = 64, kThreads = 256;
   static constexpr int kTileKv = kBc * kD * 2, kTileQ = kBr * kD * 2, kTileS = kBc * kBr * 2;
   static constexpr int kOffV = kTileKv, kOffQ = 2 * kTileKv, kOffDo = kOffQ + 2 * kTileQ;
@@ -427,8 +210,8 @@ struct WgCfg {
 };
 
 template <bool kBf16, int kD, bool kDq>
-__global__ void __launch_bounds__(256, 1) dkdv_wgmma_kernel(const Params p) {
-  using C = WgCfg<kD, kDq>;
+__global__ void __launch_bounds__(256, 1) dkdv_kernel(const Params p) {
+  using C = DkdvCfg<kD, kDq>;
   using T = typename Io<kBf16>::T;
   constexpr int kBc = C::kBc, kBr = C::kBr, kThreads = C::kThreads;
   extern __shared__ __align__(1024) unsigned char smem_raw[];
@@ -498,14 +281,13 @@ __global__ void __launch_bounds__(256, 1) dkdv_wgmma_kernel(const Params p) {
 
     if (blocks > 0) issue(0);
     for (int64_t b = 0; b < blocks; ++b) {
-      if (b + 1 < blocks) {
-        issue(b + 1);  // its buffer was last read in block b - 1, before that block's barrier
-        bwd::cp_async_wait_prev();
-      } else {
-        bwd::cp_async_wait_all();
-      }
+      // Block b's copies (issued during block b - 1) landed for every thread, and every thread
+      // is done with block b - 1: its buffer, the one block b + 1 fills, is free. The one
+      // barrier per block does both (no barrier at the end of a block).
+      bwd::cp_async_wait_all();
       bwd::fence_proxy_async();  // the copies are read by wgmma
       __syncthreads();
+      if (b + 1 < blocks) issue(b + 1);
       const int h = hk * G + static_cast<int>(b / nb);
       const int64_t i0 = i_start + (b % nb) * kBr;
       const int nq = static_cast<int>(q_hi - i0 < kBr ? q_hi - i0 : kBr);
@@ -517,6 +299,11 @@ __global__ void __launch_bounds__(256, 1) dkdv_wgmma_kernel(const Params p) {
                      bdO = bwd::opaque(adO) + buf * C::kTileQ;
       const float* bL = sL + buf * kBr;
       const float* bDl = sDl + buf * kBr;
+      // Key j0 + r is seen by query i0 + c iff r - c <= i0 + off - j0 (causal). Clamped to
+      // [-kBr, kBc], where the answer is already the same for every r, c of the block, and kBc
+      // when not causal (always seen): the per-element test is one 32-bit compare.
+      const int64_t reach = s.causal ? i0 + off - j0 : kBc;
+      const int lim = static_cast<int>(reach < -kBr ? -kBr : (reach > kBc ? kBc : reach));
 
       // S^T = K Q^T, dP^T = V dO^T: 64 kv rows x 64 q rows per warpgroup, k = head dim.
       float sacc[32], dpacc[32];
@@ -552,8 +339,7 @@ __global__ void __launch_bounds__(256, 1) dkdv_wgmma_kernel(const Params p) {
           const int r = kv_r + (e / 2) * 8;
           const int c = n * 8 + 2 * tq + (e % 2);
           const float lv = bL[c];
-          bool ok = r < nkv && c < nq && lv > -INFINITY;
-          if (s.causal) ok = ok && j0 + r <= i0 + c + off;
+          const bool ok = r < nkv && c < nq && r - c <= lim && lv > -INFINITY;
           pv[4 * n + e] = ok ? bwd::exp2_approx(sacc[4 * n + e] * sl2 - lv * kLog2e) : 0.f;
         }
       }
@@ -664,7 +450,9 @@ __global__ void __launch_bounds__(256, 1) dkdv_wgmma_kernel(const Params p) {
           }
         }
       }
-      __syncthreads();  // block b + 2 overwrites this buffer; block b + 1 rewrites dS^T, dQ
+      // No barrier: block b + 1 refills this block's buffer (issue(b + 2)) and rewrites dS^T and
+      // dQ only after its first barrier, which every thread reaches done with them (its wgmmas
+      // waited for, its atomics issued).
     }
 
     // dK (times scale) and dV of the tile's rows; rows no query sees hold zeros.
@@ -690,186 +478,13 @@ __global__ void __launch_bounds__(256, 1) dkdv_wgmma_kernel(const Params p) {
 }
 
 // ---- dQ over q tiles (deterministic mode) -----------------------------------------------------
-
-template <int kD>
-struct DqCfg {
-  static constexpr int kBr = kQBlock, kBc = 64, kWarps = kBr / 16, kThreads = kWarps * 32;
-  static constexpr int kLd = kD + 8;
-  // Q, dO; two buffers of K, V.
-  static constexpr std::size_t kSmem = 2 * (2 * kBr * kLd + 4 * kBc * kLd);
-};
-
-template <bool kBf16, int kD>
-__global__ void __launch_bounds__(DqCfg<kD>::kThreads) dq_kernel(const Params p) {
-  using C = DqCfg<kD>;
-  using T = typename Io<kBf16>::T;
-  constexpr int kBr = C::kBr, kBc = C::kBc, kLd = C::kLd, kThreads = C::kThreads;
-  extern __shared__ __align__(16) unsigned char smem[];
-  T* sQ = reinterpret_cast<T*>(smem);
-  T* sdO = sQ + kBr * kLd;
-  T* sK = sdO + kBr * kLd;     // [2][kBc][kLd]
-  T* sV = sK + 2 * kBc * kLd;  // [2][kBc][kLd]
-
-  const VarlenShape& s = p.a.shape;
-  const int H = s.heads, Hk = s.kv_heads, G = H / Hk;
-  const int tid = static_cast<int>(threadIdx.x), lane = tid % 32, w = tid / 32;
-  const int g = lane / 4, tq = lane % 4;
-  const T* q = static_cast<const T*>(p.a.q);
-  const T* k = static_cast<const T*>(p.a.k);
-  const T* v = static_cast<const T*>(p.a.v);
-  const T* d_o = static_cast<const T*>(p.a.d_o);
-  const float sl2 = s.scale * kLog2e;
-
-  for_each_task(s, p.a.q_grid, kBr, true, H, [&](const Task& t) {
-    const int h = t.head, hk = h / G;
-    const int64_t kv_len = t.kv_end - t.kv_begin, q_len = t.q_end - t.q_begin;
-    const int64_t off = kv_len - q_len;
-    const int64_t i0 = t.row_begin - t.q_begin;
-    const int nq = static_cast<int>(t.row_end - t.row_begin);
-    int64_t kv_hi = kv_len;  // keys [0, kv_hi) are seen by some row of the tile
-    if (s.causal) {
-      kv_hi = i0 + nq + off;
-      kv_hi = kv_hi < 0 ? 0 : (kv_hi > kv_len ? kv_len : kv_hi);
-    }
-    const int64_t blocks = (kv_hi + kBc - 1) / kBc;
-
-    bwd::load_tile<kBr, kD, kLd, kThreads>(sQ, q + (t.row_begin * H + h) * kD,
-                                           static_cast<int64_t>(H) * kD, nq);
-    bwd::load_tile<kBr, kD, kLd, kThreads>(sdO, d_o + (t.row_begin * H + h) * kD,
-                                           static_cast<int64_t>(H) * kD, nq);
-    bwd::cp_async_commit();
-
-    // Copies of kv block b (zeros past the sequence's end) into buffer b % 2.
-    auto issue = [&](int64_t b) {
-      const int64_t jb = b * kBc;
-      const int nk = static_cast<int>(kv_len - jb < kBc ? kv_len - jb : kBc);
-      const int64_t krow0 = t.kv_begin + jb;
-      const int buf = static_cast<int>(b % 2);
-      bwd::load_tile<kBc, kD, kLd, kThreads>(sK + buf * kBc * kLd, k + (krow0 * Hk + hk) * kD,
-                                             static_cast<int64_t>(Hk) * kD, nk);
-      bwd::load_tile<kBc, kD, kLd, kThreads>(sV + buf * kBc * kLd, v + (krow0 * Hk + hk) * kD,
-                                             static_cast<int64_t>(Hk) * kD, nk);
-      bwd::cp_async_commit();
-    };
-
-    // This thread's rows w * 16 + g and + 8: their lse (as log2) and delta.
-    float L[2], dl[2];
-    bool live[2];
-#pragma unroll
-    for (int half = 0; half < 2; ++half) {
-      const int r = w * 16 + g + half * 8;
-      L[half] = 0.f;
-      dl[half] = 0.f;
-      live[half] = false;
-      if (r < nq) {
-        const float l = p.a.lse[(t.row_begin + r) * H + h];
-        live[half] = l > -INFINITY;  // a row that sees no key (lse = -inf) adds nothing
-        L[half] = l * kLog2e;
-        dl[half] = p.delta[(t.row_begin + r) * H + h];
-      }
-    }
-
-    float dqa[kD / 8][4];
-#pragma unroll
-    for (int n = 0; n < kD / 8; ++n) {
-#pragma unroll
-      for (int e = 0; e < 4; ++e) dqa[n][e] = 0.f;
-    }
-
-    if (blocks > 0) issue(0);
-    for (int64_t b = 0; b < blocks; ++b) {
-      if (b + 1 < blocks) {
-        issue(b + 1);  // its buffer was last read in block b - 1, before that block's barrier
-        bwd::cp_async_wait_prev();
-      } else {
-        bwd::cp_async_wait_all();
-      }
-      __syncthreads();
-      const int64_t jb = b * kBc;
-      const int nk = static_cast<int>(kv_len - jb < kBc ? kv_len - jb : kBc);
-      const T* bK = sK + (b % 2) * kBc * kLd;
-      const T* bV = sV + (b % 2) * kBc * kLd;
-
-      float sacc[kBc / 8][4], dpacc[kBc / 8][4];
-#pragma unroll
-      for (int n = 0; n < kBc / 8; ++n) {
-#pragma unroll
-        for (int e = 0; e < 4; ++e) sacc[n][e] = dpacc[n][e] = 0.f;
-      }
-#pragma unroll
-      for (int kk = 0; kk < kD / 16; ++kk) {
-        uint32_t aq[4], ad[4];
-        bwd::ldsm_x4(aq, smem_addr(sQ + (w * 16 + a_row(lane)) * kLd + kk * 16 + a_col(lane)));
-        bwd::ldsm_x4(ad, smem_addr(sdO + (w * 16 + a_row(lane)) * kLd + kk * 16 + a_col(lane)));
-#pragma unroll
-        for (int nn = 0; nn < kBc / 16; ++nn) {
-          uint32_t bk[4], bv[4];
-          bwd::ldsm_x4(bk, smem_addr(bK + (nn * 16 + b_row(lane)) * kLd + kk * 16 + b_col(lane)));
-          bwd::ldsm_x4(bv, smem_addr(bV + (nn * 16 + b_row(lane)) * kLd + kk * 16 + b_col(lane)));
-          bwd::mma<kBf16>(sacc[2 * nn], aq, bk[0], bk[1]);
-          bwd::mma<kBf16>(sacc[2 * nn + 1], aq, bk[2], bk[3]);
-          bwd::mma<kBf16>(dpacc[2 * nn], ad, bv[0], bv[1]);
-          bwd::mma<kBf16>(dpacc[2 * nn + 1], ad, bv[2], bv[3]);
-        }
-      }
-
-      uint32_t dsa[kBc / 16][4];
-#pragma unroll
-      for (int n = 0; n < kBc / 8; ++n) {
-        float dsv[4];
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int r = w * 16 + g + (e / 2) * 8;
-          const int c = n * 8 + 2 * tq + (e % 2);
-          bool ok = live[e / 2] && c < nk;
-          if (s.causal) ok = ok && jb + c <= i0 + r + off;
-          const float pe = ok ? bwd::exp2_approx(sacc[n][e] * sl2 - L[e / 2]) : 0.f;
-          dsv[e] = ok ? pe * (dpacc[n][e] - dl[e / 2]) : 0.f;
-        }
-        dsa[n / 2][(n % 2) * 2] = Io<kBf16>::pack(dsv[0], dsv[1]);
-        dsa[n / 2][(n % 2) * 2 + 1] = Io<kBf16>::pack(dsv[2], dsv[3]);
-      }
-
-      // dQ += dS K (k = the block's kv rows).
-#pragma unroll
-      for (int kk = 0; kk < kBc / 16; ++kk) {
-#pragma unroll
-        for (int nn = 0; nn < kD / 16; ++nn) {
-          uint32_t bk[4];
-          bwd::ldsm_x4_t(bk, smem_addr(bK + (kk * 16 + a_row(lane)) * kLd + nn * 16 + a_col(lane)));
-          bwd::mma<kBf16>(dqa[2 * nn], dsa[kk], bk[0], bk[1]);
-          bwd::mma<kBf16>(dqa[2 * nn + 1], dsa[kk], bk[2], bk[3]);
-        }
-      }
-      __syncthreads();  // block b + 2 overwrites this buffer
-    }
-    bwd::cp_async_wait_all();  // Q, dO still in flight when no kv block ran
-
-    T* dq = static_cast<T*>(p.a.dq);
-#pragma unroll
-    for (int n = 0; n < kD / 8; ++n) {
-#pragma unroll
-      for (int half = 0; half < 2; ++half) {
-        const int r = w * 16 + g + half * 8;
-        if (r < nq) {
-          const int64_t at = ((t.row_begin + r) * H + h) * kD + n * 8 + 2 * tq;
-          *reinterpret_cast<uint32_t*>(dq + at) =
-              Io<kBf16>::pack(dqa[n][2 * half] * s.scale, dqa[n][2 * half + 1] * s.scale);
-        }
-      }
-    }
-    __syncthreads();
-  });
-}
-
-// ---- dQ over q tiles (deterministic mode), wgmma --------------------------------------------
 //
 // One warpgroup per (q tile of 64 rows, q head), looping over the kv blocks of 64 rows it sees:
 // S = Q K^T and dP = dO V^T (SS, both K-major), dS in registers, dQ += dS K (RS, K MN-major).
 // The order of the products is fixed: bitwise repeatable.
 
 template <int kD>
-struct WgDqCfg {
+struct DqCfg {
   static constexpr int kBr = kQBlock, kBc = 64, kThreads = 128;
   static constexpr int kTileQ = kBr * kD * 2, kTileKv = kBc * kD * 2;
   static constexpr int kOffDo = kTileQ, kOffK = 2 * kTileQ, kOffV = kOffK + 2 * kTileKv;
@@ -877,8 +492,8 @@ struct WgDqCfg {
 };
 
 template <bool kBf16, int kD>
-__global__ void __launch_bounds__(128) dq_wgmma_kernel(const Params p) {
-  using C = WgDqCfg<kD>;
+__global__ void __launch_bounds__(128) dq_kernel(const Params p) {
+  using C = DqCfg<kD>;
   using T = typename Io<kBf16>::T;
   constexpr int kBr = C::kBr, kBc = C::kBc, kThreads = C::kThreads;
   extern __shared__ __align__(1024) unsigned char smem_dq[];
@@ -953,20 +568,23 @@ __global__ void __launch_bounds__(128) dq_wgmma_kernel(const Params p) {
 
     if (blocks > 0) issue(0);
     for (int64_t b = 0; b < blocks; ++b) {
-      if (b + 1 < blocks) {
-        issue(b + 1);  // its buffer was last read in block b - 1, before that block's barrier
-        bwd::cp_async_wait_prev();
-      } else {
-        bwd::cp_async_wait_all();
-      }
+      // Block b's copies (issued during block b - 1) landed for every thread, and every thread
+      // is done with block b - 1: its buffer, the one block b + 1 fills, is free. The one
+      // barrier per block does both (no barrier at the end of a block).
+      bwd::cp_async_wait_all();
       bwd::fence_proxy_async();  // the copies are read by wgmma
       __syncthreads();
+      if (b + 1 < blocks) issue(b + 1);
       const int64_t jb = b * kBc;
       const int nk = static_cast<int>(kv_len - jb < kBc ? kv_len - jb : kBc);
       const int buf = static_cast<int>(b % 2);
       const uint32_t bQ = bwd::opaque(aQ), bdO = bwd::opaque(adO);
       const uint32_t bK = bwd::opaque(aK) + buf * C::kTileKv,
                      bV = bwd::opaque(aV) + buf * C::kTileKv;
+      // Query i0 + r sees key jb + c iff c - r <= i0 + off - jb (causal); clamped to [-kBr, kBc]
+      // (the same answer for the whole block beyond), kBc when not causal: a 32-bit compare.
+      const int64_t reach = s.causal ? i0 + off - jb : kBc;
+      const int lim = static_cast<int>(reach < -kBr ? -kBr : (reach > kBc ? kBc : reach));
 
       // S = Q K^T, dP = dO V^T: 64 q rows x 64 kv rows, k = head dim.
       float sacc[32], dpacc[32];
@@ -999,8 +617,7 @@ __global__ void __launch_bounds__(128) dq_wgmma_kernel(const Params p) {
         for (int e = 0; e < 4; ++e) {
           const int r = w * 16 + g + (e / 2) * 8;
           const int c = n * 8 + 2 * tq + (e % 2);
-          bool ok = live[e / 2] && c < nk;
-          if (s.causal) ok = ok && jb + c <= i0 + r + off;
+          const bool ok = live[e / 2] && c < nk && c - r <= lim;
           pv[4 * n + e] = ok ? bwd::exp2_approx(sacc[4 * n + e] * sl2 - L[e / 2]) : 0.f;
         }
       }
@@ -1028,7 +645,7 @@ __global__ void __launch_bounds__(128) dq_wgmma_kernel(const Params p) {
       bwd::fence_regs(dqa);
 #pragma unroll
       for (int kk = 0; kk < kBc / 16; ++kk) bwd::fence_regs(dsa[kk]);
-      __syncthreads();  // block b + 2 overwrites this buffer
+      // No barrier: block b + 1 refills this buffer (issue(b + 2)) only after its first barrier.
     }
     bwd::cp_async_wait_all();  // Q, dO still in flight when no kv block ran
 
@@ -1094,20 +711,8 @@ bool launch(Kernel kernel, const TaskGrid& g, int heads, int threads, std::size_
   return cudaPeekAtLastError() == cudaSuccess;
 }
 
-// Which products: the mma.sync kernels or the wgmma ones (dkdv, and dq in deterministic mode).
-// The wgmma kernels: validated on the H200 (every NativeAttention test, memcheck, racecheck,
-// synccheck clean) and faster than the mma.sync ones (fwd+bwd at T=16384 N=64: 6.15 against
-// 9.26 ms, bench section 13, 2026-12-03).
-bool use_wgmma() {
-  return true;
-}
-
 template <bool kBf16, int kD, bool kDq>
 bool launch_dkdv(const TaskGrid& g, int heads, cudaStream_t stream, const Params& p) {
-  if (use_wgmma()) {
-    using C = WgCfg<kD, kDq>;
-    return launch(dkdv_wgmma_kernel<kBf16, kD, kDq>, g, heads, C::kThreads, C::kSmem, stream, p);
-  }
   using C = DkdvCfg<kD, kDq>;
   return launch(dkdv_kernel<kBf16, kD, kDq>, g, heads, C::kThreads, C::kSmem, stream, p);
 }
@@ -1126,10 +731,6 @@ bool run(const BwdArgs& a, void* workspace, cudaStream_t stream) {
   if (!launch(preprocess_kernel<kBf16, kD>, a.q_grid, H, kRowThreads, 0, stream, p)) return false;
   if (a.deterministic) {
     if (!launch_dkdv<kBf16, kD, false>(a.kv_grid, Hk, stream, p)) return false;
-    if (use_wgmma()) {
-      return launch(dq_wgmma_kernel<kBf16, kD>, a.q_grid, H, WgDqCfg<kD>::kThreads,
-                    WgDqCfg<kD>::kSmem, stream, p);
-    }
     return launch(dq_kernel<kBf16, kD>, a.q_grid, H, DqCfg<kD>::kThreads, DqCfg<kD>::kSmem, stream,
                   p);
   }
