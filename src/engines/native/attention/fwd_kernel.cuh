@@ -93,26 +93,46 @@ struct TileWork {
 
 // The tasks of this CTA, in the same order for every role (a loop, not a callback: the consumer
 // body must inline into the kernel for ptxas to keep wgmma accumulators in flight).
+// Tiles run in reverse order of index, so the expensive ones (the last tiles of each sequence,
+// which see the most keys under a causal mask) start first and the cheap ones fill the tail.
+// Persistent: round k hands tasks k * W .. k * W + W - 1 to the W workers, worker w taking
+// slot w in even rounds and slot W - 1 - w in odd ones (a snake: a worker that took an expensive
+// task early takes a cheap one next). Pure index arithmetic, no atomics: every role of a CTA
+// walks the same sequence of tasks.
 struct TaskCursor {
-  int64_t index, stride, count, active;
+  int64_t round, count, active;
+  int64_t workers, worker;
   bool flat;
 
   __device__ __forceinline__ TaskCursor(const VarlenShape& s, const TaskGrid& g) {
     active = active_tiles(s, g);
     flat = g.schedule == Schedule::flat;
-    index = blockIdx.x;
-    stride = flat ? active : int64_t(gridDim.x);  // flat: one task, tile blockIdx.x
-    count = flat ? active : active * s.heads;
+    round = 0;
+    workers = flat ? 1 : int64_t(gridDim.x);
+    worker = flat ? 0 : int64_t(blockIdx.x);
+    count = flat ? 1 : active * s.heads;  // flat: one task, tile blockIdx.x (< active)
   }
   __device__ __forceinline__ bool next(const VarlenShape& s, const TaskGrid& g, int block,
                                        Task& task) {
-    if (index >= count) return false;
-    int64_t tile = index;
-    int head = int(blockIdx.y);
-    if (!flat) decode_task(index, active, tile, head);
-    index += stride;
-    task = make_task(s, g, block, true, tile, head);
-    return true;
+    for (;;) {
+      const int64_t base = round * workers;
+      if (base >= count) return false;
+      const int64_t slot = (round & 1) != 0 ? workers - 1 - worker : worker;
+      ++round;
+      const int64_t i = base + slot;
+      if (i >= count) continue;  // the last, partial round (the next one ends the loop)
+      int64_t tile;
+      int head;
+      if (flat) {
+        tile = active - 1 - int64_t(blockIdx.x);
+        head = int(blockIdx.y);
+      } else {
+        decode_task(i, active, tile, head);
+        tile = active - 1 - tile;  // heads in order, tiles last to first within each
+      }
+      task = make_task(s, g, block, true, tile, head);
+      return true;
+    }
   }
 };
 
