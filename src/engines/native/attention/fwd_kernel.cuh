@@ -91,6 +91,49 @@ struct TileWork {
   }
 };
 
+// ragged::sequence_of_chunk (upper_bound(offsets[0..slots], j) - 1) searched 8-ary: each round
+// loads 8 offsets at once, so a task costs about log8 rather than log2 of N dependent loads (the
+// producer's search is on the way to a flat CTA's first Q load). The offsets are non-decreasing
+// (an exclusive scan); the result is clamped to [0, slots - 1] all the same.
+__device__ __forceinline__ int64_t tile_sequence(const int32_t* offsets, int64_t slots, int64_t j) {
+  // The first index whose offset exceeds j lies in [lo, hi]; [lo, hi) is still unread.
+  int64_t lo = 0, hi = slots + 1;
+  while (lo < hi) {
+    const int64_t step = (hi - lo + 7) / 8;
+    // Segment i is [lo + i * step, lo + (i + 1) * step); `below` counts the leading segments
+    // whose last offset is <= j (a prefix, the offsets being sorted).
+    int below = 0;
+    bool run = true;
+    CUTE_UNROLL
+    for (int i = 0; i < 8; ++i) {
+      const int64_t last = lo + (i + 1) * step - 1;
+      const bool le = last < hi && int64_t(offsets[last < hi ? last : lo]) <= j;
+      run = run && le;
+      below += run ? 1 : 0;
+    }
+    lo += below * step;
+    const int64_t end = lo + step - 1;  // segment `below`'s last index: its offset exceeds j
+    hi = end < hi ? end : hi;
+  }
+  const int64_t s = lo - 1;
+  return s < 0 ? 0 : (s > slots - 1 ? slots - 1 : s);
+}
+
+// make_task for the q side with tile_sequence: ragged::chunk_task's rows and clamps.
+__device__ __forceinline__ Task make_q_task(const VarlenShape& s, const TaskGrid& g, int block,
+                                            int64_t j, int head) {
+  Task t;
+  t.head = head;
+  if (j < 0 || j >= g.tile_offsets[s.slots]) return t;
+  t.seq = tile_sequence(g.tile_offsets, s.slots, j);
+  sequence_rows(s.cu_q, t.seq, s.rows_q, t.q_begin, t.q_end);
+  sequence_rows(s.cu_kv, t.seq, s.rows_kv, t.kv_begin, t.kv_end);
+  t.tile = j - g.tile_offsets[t.seq];
+  t.row_begin = ragged::clamp_row(t.q_begin + t.tile * block, t.q_begin, t.q_end);
+  t.row_end = ragged::clamp_row(t.row_begin + block, t.row_begin, t.q_end);
+  return t;
+}
+
 // The tasks of this CTA, in the same order for every role (a loop, not a callback: the consumer
 // body must inline into the kernel for ptxas to keep wgmma accumulators in flight).
 // Tiles run in reverse order of index, so the expensive ones (the last tiles of each sequence,
@@ -130,7 +173,7 @@ struct TaskCursor {
         decode_task(i, active, tile, head);
         tile = active - 1 - tile;  // heads in order, tiles last to first within each
       }
-      task = make_task(s, g, block, true, tile, head);
+      task = make_q_task(s, g, block, tile, head);
       return true;
     }
   }
