@@ -119,16 +119,19 @@ __device__ __forceinline__ int64_t tile_sequence(const int32_t* offsets, int64_t
   return s < 0 ? 0 : (s > slots - 1 ? slots - 1 : s);
 }
 
-// make_task for the q side with tile_sequence: ragged::chunk_task's rows and clamps.
+// make_task for the q side with tile_sequence: ragged::chunk_task's rows and clamps. With
+// `reverse`, j stands for the sequence's tiles counted from its last one (same sequence, same
+// set of tiles).
 __device__ __forceinline__ Task make_q_task(const VarlenShape& s, const TaskGrid& g, int block,
-                                            int64_t j, int head) {
+                                            int64_t j, int head, bool reverse) {
   Task t;
   t.head = head;
   if (j < 0 || j >= g.tile_offsets[s.slots]) return t;
   t.seq = tile_sequence(g.tile_offsets, s.slots, j);
   sequence_rows(s.cu_q, t.seq, s.rows_q, t.q_begin, t.q_end);
   sequence_rows(s.cu_kv, t.seq, s.rows_kv, t.kv_begin, t.kv_end);
-  t.tile = j - g.tile_offsets[t.seq];
+  const int64_t first = g.tile_offsets[t.seq], end = g.tile_offsets[t.seq + 1];
+  t.tile = reverse ? end - 1 - j : j - first;
   t.row_begin = ragged::clamp_row(t.q_begin + t.tile * block, t.q_begin, t.q_end);
   t.row_end = ragged::clamp_row(t.row_begin + block, t.row_begin, t.q_end);
   return t;
@@ -136,12 +139,13 @@ __device__ __forceinline__ Task make_q_task(const VarlenShape& s, const TaskGrid
 
 // The tasks of this CTA, in the same order for every role (a loop, not a callback: the consumer
 // body must inline into the kernel for ptxas to keep wgmma accumulators in flight).
-// Tiles run in reverse order of index, so the expensive ones (the last tiles of each sequence,
-// which see the most keys under a causal mask) start first and the cheap ones fill the tail.
-// Persistent: round k hands tasks k * W .. k * W + W - 1 to the W workers, worker w taking
-// slot w in even rounds and slot W - 1 - w in odd ones (a snake: a worker that took an expensive
-// task early takes a cheap one next). Pure index arithmetic, no atomics: every role of a CTA
-// walks the same sequence of tasks.
+// Flat: CTA x runs the sequence's tiles last to first, so the expensive ones (the last tiles of
+// a sequence see the most keys under a causal mask) are dispatched first and the cheap ones fill
+// the tail. Persistent: round k hands tasks k * W .. k * W + W - 1 to the W workers, worker w
+// taking slot w in even rounds and slot W - 1 - w in odd ones (a snake). A plain round-robin
+// gives a worker the same tile of every head when W is near a multiple of the active tiles (the
+// worker that draws a long sequence's tile draws it H times); the snake breaks that period.
+// Pure index arithmetic, no atomics: every role of a CTA walks the same sequence of tasks.
 struct TaskCursor {
   int64_t round, count, active;
   int64_t workers, worker;
@@ -167,13 +171,12 @@ struct TaskCursor {
       int64_t tile;
       int head;
       if (flat) {
-        tile = active - 1 - int64_t(blockIdx.x);
+        tile = int64_t(blockIdx.x);
         head = int(blockIdx.y);
       } else {
         decode_task(i, active, tile, head);
-        tile = active - 1 - tile;  // heads in order, tiles last to first within each
       }
-      task = make_q_task(s, g, block, tile, head);
+      task = make_q_task(s, g, block, tile, head, flat);
       return true;
     }
   }
