@@ -91,28 +91,94 @@ struct TileWork {
   }
 };
 
+// ragged::sequence_of_chunk (upper_bound(offsets[0..slots], j) - 1) searched 8-ary: each round
+// loads 8 offsets at once, so a task costs about log8 rather than log2 of N dependent loads (the
+// producer's search is on the way to a flat CTA's first Q load). The offsets are non-decreasing
+// (an exclusive scan); the result is clamped to [0, slots - 1] all the same.
+__device__ __forceinline__ int64_t tile_sequence(const int32_t* offsets, int64_t slots, int64_t j) {
+  // The first index whose offset exceeds j lies in [lo, hi]; [lo, hi) is still unread.
+  int64_t lo = 0, hi = slots + 1;
+  while (lo < hi) {
+    const int64_t step = (hi - lo + 7) / 8;
+    // Segment i is [lo + i * step, lo + (i + 1) * step); `below` counts the leading segments
+    // whose last offset is <= j (a prefix, the offsets being sorted).
+    int below = 0;
+    bool run = true;
+    CUTE_UNROLL
+    for (int i = 0; i < 8; ++i) {
+      const int64_t last = lo + (i + 1) * step - 1;
+      const bool le = last < hi && int64_t(offsets[last < hi ? last : lo]) <= j;
+      run = run && le;
+      below += run ? 1 : 0;
+    }
+    lo += below * step;
+    const int64_t end = lo + step - 1;  // segment `below`'s last index: its offset exceeds j
+    hi = end < hi ? end : hi;
+  }
+  const int64_t s = lo - 1;
+  return s < 0 ? 0 : (s > slots - 1 ? slots - 1 : s);
+}
+
+// make_task for the q side with tile_sequence: ragged::chunk_task's rows and clamps. With
+// `reverse`, j stands for the sequence's tiles counted from its last one (same sequence, same
+// set of tiles).
+__device__ __forceinline__ Task make_q_task(const VarlenShape& s, const TaskGrid& g, int block,
+                                            int64_t j, int head, bool reverse) {
+  Task t;
+  t.head = head;
+  if (j < 0 || j >= g.tile_offsets[s.slots]) return t;
+  t.seq = tile_sequence(g.tile_offsets, s.slots, j);
+  sequence_rows(s.cu_q, t.seq, s.rows_q, t.q_begin, t.q_end);
+  sequence_rows(s.cu_kv, t.seq, s.rows_kv, t.kv_begin, t.kv_end);
+  const int64_t first = g.tile_offsets[t.seq], end = g.tile_offsets[t.seq + 1];
+  t.tile = reverse ? end - 1 - j : j - first;
+  t.row_begin = ragged::clamp_row(t.q_begin + t.tile * block, t.q_begin, t.q_end);
+  t.row_end = ragged::clamp_row(t.row_begin + block, t.row_begin, t.q_end);
+  return t;
+}
+
 // The tasks of this CTA, in the same order for every role (a loop, not a callback: the consumer
 // body must inline into the kernel for ptxas to keep wgmma accumulators in flight).
+// Flat: CTA x runs the sequence's tiles last to first, so the expensive ones (the last tiles of
+// a sequence see the most keys under a causal mask) are dispatched first and the cheap ones fill
+// the tail. Persistent: round k hands tasks k * W .. k * W + W - 1 to the W workers, worker w
+// taking slot w in even rounds and slot W - 1 - w in odd ones (a snake). A plain round-robin
+// gives a worker the same tile of every head when W is near a multiple of the active tiles (the
+// worker that draws a long sequence's tile draws it H times); the snake breaks that period.
+// Pure index arithmetic, no atomics: every role of a CTA walks the same sequence of tasks.
 struct TaskCursor {
-  int64_t index, stride, count, active;
+  int64_t round, count, active;
+  int64_t workers, worker;
   bool flat;
 
   __device__ __forceinline__ TaskCursor(const VarlenShape& s, const TaskGrid& g) {
     active = active_tiles(s, g);
     flat = g.schedule == Schedule::flat;
-    index = blockIdx.x;
-    stride = flat ? active : int64_t(gridDim.x);  // flat: one task, tile blockIdx.x
-    count = flat ? active : active * s.heads;
+    round = 0;
+    workers = flat ? 1 : int64_t(gridDim.x);
+    worker = flat ? 0 : int64_t(blockIdx.x);
+    count = flat ? 1 : active * s.heads;  // flat: one task, tile blockIdx.x (< active)
   }
   __device__ __forceinline__ bool next(const VarlenShape& s, const TaskGrid& g, int block,
                                        Task& task) {
-    if (index >= count) return false;
-    int64_t tile = index;
-    int head = int(blockIdx.y);
-    if (!flat) decode_task(index, active, tile, head);
-    index += stride;
-    task = make_task(s, g, block, true, tile, head);
-    return true;
+    for (;;) {
+      const int64_t base = round * workers;
+      if (base >= count) return false;
+      const int64_t slot = (round & 1) != 0 ? workers - 1 - worker : worker;
+      ++round;
+      const int64_t i = base + slot;
+      if (i >= count) continue;  // the last, partial round (the next one ends the loop)
+      int64_t tile;
+      int head;
+      if (flat) {
+        tile = int64_t(blockIdx.x);
+        head = int(blockIdx.y);
+      } else {
+        decode_task(i, active, tile, head);
+      }
+      task = make_q_task(s, g, block, tile, head, flat);
+      return true;
+    }
   }
 };
 
@@ -220,8 +286,9 @@ __device__ __forceinline__ void consume(const FwdParams<Traits>& p,
   uint32_t q_phase = 0;
 
   // S = Q K^T of the next K stage, left in flight.
+  auto wait_k = [&] { Barrier::wait(&smem.k_full[k_ring.stage], k_ring.phase); };
   auto issue_s = [&] {
-    Barrier::wait(&smem.k_full[k_ring.stage], k_ring.phase);
+    wait_k();
     wgmma_chain<true, false>(mma_s, tSrQ, tSrK(_, _, _, k_ring.stage), tSrS);
   };
   // Once S is complete: hand its K stage (and, after the task's last S, Q) back.
@@ -318,9 +385,34 @@ __device__ __forceinline__ void consume(const FwdParams<Traits>& p,
   Task task;
   while (tasks.next(p.shape, p.grid, kBlockM, task)) {
     const TileWork<Traits> work(task, causal);
+    // A warpgroup whose 64 rows all lie past the tile's last row (a short sequence's partial
+    // tile) is idle for the task: it takes every barrier step the busy path takes, in the same
+    // order (its turns, the K/V/Q arrivals, the zeroing of V), but issues no product, runs no
+    // softmax and stores nothing, so the other warpgroup has the tensor cores to itself.
+    // Uniform over the warpgroup.
+    const bool idle = int64_t(warpgroup) * 64 >= work.row_end - work.row_begin;
     OnlineSoftmax<kRows> softmax(p.scale_log2);
     clear(tOrO);
-    if (work.kv_blocks > 0) {
+    if (work.kv_blocks > 0 && idle) {
+      Barrier::wait(&smem.q_full, q_phase);
+      int n = work.kv_blocks - 1;
+      wait_turn();
+      wait_k();
+      pass_turn();
+      release_k(n == 0);
+      for (--n; n >= 0; --n) {
+        prepare_v(work, n + 1);
+        wait_turn();
+        wait_k();
+        pass_turn();
+        release_k(n == 0);
+        release_v();
+      }
+      prepare_v(work, 0);
+      wait_turn();
+      pass_turn();
+      release_v();
+    } else if (work.kv_blocks > 0) {
       Barrier::wait(&smem.q_full, q_phase);
       // Last kv tile first (the masked ones). O is still zero: its first rescale is harmless.
       int n = work.kv_blocks - 1;
@@ -364,7 +456,9 @@ __device__ __forceinline__ void consume(const FwdParams<Traits>& p,
 
     // Epilogue: normalise, stage this warpgroup's 64 rows in shared memory, then store them 16
     // bytes a thread, coalesced, for the rows of this sequence only (the tile may run into the
-    // next sequence's rows).
+    // next sequence's rows). An idle warpgroup has no row to store: it skips both of its
+    // barriers (they are its own, 128 threads).
+    if (idle) continue;
     float inv_sum[kRows], lse[kRows];
     softmax.finish(inv_sum, lse, p.scale_log2 * float(M_LN2));
     // The previous task's rows are out of the staging rows before they are overwritten.
