@@ -286,9 +286,8 @@ __device__ __forceinline__ void consume(const FwdParams<Traits>& p,
   uint32_t q_phase = 0;
 
   // S = Q K^T of the next K stage, left in flight.
-  auto wait_k = [&] { Barrier::wait(&smem.k_full[k_ring.stage], k_ring.phase); };
   auto issue_s = [&] {
-    wait_k();
+    Barrier::wait(&smem.k_full[k_ring.stage], k_ring.phase);
     wgmma_chain<true, false>(mma_s, tSrQ, tSrK(_, _, _, k_ring.stage), tSrS);
   };
   // Once S is complete: hand its K stage (and, after the task's last S, Q) back.
@@ -385,34 +384,9 @@ __device__ __forceinline__ void consume(const FwdParams<Traits>& p,
   Task task;
   while (tasks.next(p.shape, p.grid, kBlockM, task)) {
     const TileWork<Traits> work(task, causal);
-    // A warpgroup whose 64 rows all lie past the tile's last row (a short sequence's partial
-    // tile) is idle for the task: it takes every barrier step the busy path takes, in the same
-    // order (its turns, the K/V/Q arrivals, the zeroing of V), but issues no product, runs no
-    // softmax and stores nothing, so the other warpgroup has the tensor cores to itself.
-    // Uniform over the warpgroup.
-    const bool idle = int64_t(warpgroup) * 64 >= work.row_end - work.row_begin;
     OnlineSoftmax<kRows> softmax(p.scale_log2);
     clear(tOrO);
-    if (work.kv_blocks > 0 && idle) {
-      Barrier::wait(&smem.q_full, q_phase);
-      int n = work.kv_blocks - 1;
-      wait_turn();
-      wait_k();
-      pass_turn();
-      release_k(n == 0);
-      for (--n; n >= 0; --n) {
-        prepare_v(work, n + 1);
-        wait_turn();
-        wait_k();
-        pass_turn();
-        release_k(n == 0);
-        release_v();
-      }
-      prepare_v(work, 0);
-      wait_turn();
-      pass_turn();
-      release_v();
-    } else if (work.kv_blocks > 0) {
+    if (work.kv_blocks > 0) {
       Barrier::wait(&smem.q_full, q_phase);
       // Last kv tile first (the masked ones). O is still zero: its first rescale is harmless.
       int n = work.kv_blocks - 1;
@@ -456,9 +430,7 @@ __device__ __forceinline__ void consume(const FwdParams<Traits>& p,
 
     // Epilogue: normalise, stage this warpgroup's 64 rows in shared memory, then store them 16
     // bytes a thread, coalesced, for the rows of this sequence only (the tile may run into the
-    // next sequence's rows). An idle warpgroup has no row to store: it skips both of its
-    // barriers (they are its own, 128 threads).
-    if (idle) continue;
+    // next sequence's rows).
     float inv_sum[kRows], lse[kRows];
     softmax.finish(inv_sum, lse, p.scale_log2 * float(M_LN2));
     // The previous task's rows are out of the staging rows before they are overwritten.
