@@ -80,7 +80,8 @@ std::shared_ptr<const plan::Facts> analyze_attention(const op::Graph& graph) {
     f->slots = f->packed ? n.input("cu_seqlens_q").dims()[0] - 1 : q.dims()[0];
     if (f->packed && f->rows > 0 && f->slots > 0) {
       constexpr int64_t kTile = 128;
-      const double rect = static_cast<double>(f->slots) * ((f->rows + kTile - 1) / kTile);
+      const int64_t tiles = (f->rows + kTile - 1) / kTile;  // ceil(T / 128)
+      const double rect = static_cast<double>(f->slots) * static_cast<double>(tiles);
       f->grid_ratio = rect / static_cast<double>(ragged::chunk_capacity(f->rows, f->slots, kTile));
     }
     break;
