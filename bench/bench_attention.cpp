@@ -98,16 +98,10 @@ plan::ExecutionPlans plans_for(const op::Graph& g, Engine engine, bool backward)
   throw NotSupported("bench: no cuDNN entry builds for " + g.nodes()[0].op());
 }
 
-// Uniform bf16 in [-1, 1) from a fixed LCG (never zeros).
+// bench_common's uniform [-1, 1] floats (never zeros) as bf16.
 void fill_random(const Array& a, uint32_t seed) {
-  std::vector<bfloat16> v;
-  v.reserve(static_cast<std::size_t>(a.numel()));
-  uint32_t s = seed;
-  for (int64_t i = 0; i < a.numel(); ++i) {
-    s = s * 1664525u + 1013904223u;
-    v.emplace_back(static_cast<float>(s >> 8) / 16777216.0f * 2.0f - 1.0f);
-  }
-  a.copy_from(Array::from(v, a.shape(), Device::cpu()));
+  const std::vector<float> f = random_floats(a.numel(), seed);
+  a.copy_from(Array::from(std::vector<bfloat16>(f.begin(), f.end()), a.shape(), Device::cpu()));
 }
 
 // One planned forward and backward over shared device operands, on one stream.
