@@ -24,9 +24,10 @@ for layer in "${!allowed[@]}"; do
       inc=$(sed -E 's/.*#include "([^"]+)".*/\1/' <<<"${line#*:}")
       target=${inc#eagle/}
       target=${target%%/*}
-      # The ragged layer's foundation (capacity bounds, schedules: core only) serves the engines'
-      # ragged kernels too.
-      if [[ $layer == engines && ( $inc == eagle/ragged/capacity.hpp || $inc == eagle/ragged/schedule.hpp ) ]]; then
+      # The ragged layer's foundation (capacity bounds, schedules and their block-wide scan: core
+      # and kernel only) serves the engines' ragged kernels too.
+      if [[ $layer == engines && ( $inc == eagle/ragged/capacity.hpp || $inc == eagle/ragged/schedule.hpp ||
+            $inc == ragged/block_schedule.cuh ) ]]; then
         continue
       fi
       case " ${allowed[$layer]} " in

@@ -7,6 +7,12 @@
 #include "eagle/ragged/kernels.hpp"
 #include "eagle/ragged/schedule.hpp"
 
+#ifdef __CUDACC__
+#include <climits>
+
+#include "ragged/block_schedule.cuh"
+#endif
+
 namespace eagle::ragged {
 
 namespace {
@@ -38,6 +44,35 @@ int64_t int_scalar(const std::vector<ScalarArg>& s, std::size_t at, const char* 
   return v;
 }
 
+#ifdef __CUDACC__
+// The cu_seqlens rules of ragged::validate_cu_seqlens over the n = N + 1 entries, into
+// error[0..1] = {rule, index}: 1 cu[0] != 0 (index 0); 2 the first i with cu[i] < cu[i - 1];
+// 3 cu[N] > T (index N); {0, 0} when they hold.
+__device__ void block_validate(const int32_t* cu, int64_t n, int64_t tokens, uint32_t* error) {
+  __shared__ unsigned first_bad;
+  if (threadIdx.x == 0) first_bad = UINT_MAX;
+  __syncthreads();
+  for (int64_t i = 1 + threadIdx.x; i < n; i += blockDim.x) {
+    if (cu[i] < cu[i - 1]) {  // this thread's first; the block keeps the least of them
+      atomicMin(&first_bad, static_cast<unsigned>(i));
+      break;
+    }
+  }
+  __syncthreads();
+  if (threadIdx.x != 0) return;
+  uint32_t rule = static_cast<uint32_t>(Rule::ok), index = 0;
+  if (cu[0] != 0) {
+    rule = static_cast<uint32_t>(Rule::first_not_zero);
+  } else if (first_bad != UINT_MAX) {
+    rule = static_cast<uint32_t>(Rule::decreasing), index = first_bad;
+  } else if (cu[n - 1] > tokens) {
+    rule = static_cast<uint32_t>(Rule::past_capacity), index = static_cast<uint32_t>(n - 1);
+  }
+  error[0] = rule;
+  error[1] = index;
+}
+#endif
+
 struct Validate {
   static constexpr const char* name = "ragged_validate_cu_seqlens";
   static constexpr std::array<const char*, 3> params = {"cu_seqlens", "error", "tokens"};
@@ -53,8 +88,11 @@ struct Validate {
   EAGLE_HD static int64_t extent(const Args&) {
     return 1;
   }
+  // One block on the GPU (block_validate); one pass on the CPU.
+  static constexpr bool one_block = true;
+  static constexpr unsigned block = 1024;
   template <class T>
-  EAGLE_HD static void point(int64_t, In<T> cu, Out<uint32_t> error, int64_t tokens) {
+  EAGLE_HD static void cpu_point(int64_t, In<T> cu, Out<uint32_t> error, int64_t tokens) {
     uint32_t rule = 0, index = 0;
     const int64_t n = cu.numel();
     if (cu[0] != 0) {
@@ -68,6 +106,12 @@ struct Validate {
     error[0] = rule;
     error[1] = index;
   }
+#ifdef __CUDACC__
+  template <class T>
+  __device__ static void cuda_point(int64_t, In<T> cu, Out<uint32_t> error, int64_t tokens) {
+    block_validate(cu.data(), cu.numel(), tokens, error.data());
+  }
+#endif
 };
 
 struct ChunkOffsets {
@@ -86,12 +130,21 @@ struct ChunkOffsets {
   EAGLE_HD static int64_t extent(const Args&) {
     return 1;
   }
-  // One thread scans the N + 1 boundaries: N is at most a few thousand slots.
+  // One block scans the N + 1 boundaries on the GPU (block_chunk_offsets), one pass on the CPU.
+  static constexpr bool one_block = true;
+  static constexpr unsigned block = 1024;
   template <class T>
-  EAGLE_HD static void point(int64_t, In<T> cu, Out<int32_t> offsets, int64_t tokens,
-                             int64_t chunk) {
+  EAGLE_HD static void cpu_point(int64_t, In<T> cu, Out<int32_t> offsets, int64_t tokens,
+                                 int64_t chunk) {
     scan_chunk_offsets(cu.data(), cu.numel() - 1, tokens, chunk, offsets.data());
   }
+#ifdef __CUDACC__
+  template <class T>
+  __device__ static void cuda_point(int64_t, In<T> cu, Out<int32_t> offsets, int64_t tokens,
+                                    int64_t chunk) {
+    block_chunk_offsets(cu.data(), cu.numel() - 1, tokens, chunk, offsets.data());
+  }
+#endif
 };
 
 struct ChunkTasks {

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <random>
 #include <vector>
 
 #include "eagle/ragged/capacity.hpp"
@@ -87,6 +88,44 @@ TEST_P(Ragged, ChunkOffsetsScanTheClampedLengths) {
       EXPECT_LE(got.back(), ragged::chunk_capacity(tokens, slots, c));
     }
   }
+}
+
+// Thousands of slots: the GPU scans them a block-wide tile at a time (1024 entries), so the
+// boundaries carried across tiles, a broken entry deep in a later tile and the first of two
+// broken entries (in different tiles) are checked against the host rules.
+TEST_P(Ragged, ScansOverManyTilesMatchTheHostRules) {
+  Rng& r = rng();
+  const int64_t slots = 3001, tokens = 50000;
+  std::vector<int32_t> cu(slots + 1, 0);
+  std::uniform_int_distribution<int32_t> len(0, 30);
+  for (int64_t s = 1; s <= slots; ++s) cu[s] = cu[s - 1] + len(r);
+  ASSERT_LE(cu[slots], tokens);
+  for (int64_t c : {1, 7, 64}) {
+    const Array out = launch(ragged::chunk_offsets(), {cu_array(cu, device())},
+                             {int64_t{tokens}, c}, stream(), team_)[0];
+    stream().synchronize();
+    EXPECT_EQ(out.to_vector<int32_t>(), want_offsets(cu, tokens, c)) << "C " << c;
+  }
+  // Bad metadata: a drop at 2500 and another at 1500 (the first wins), a jump past T at 2900.
+  std::vector<int32_t> bad = cu;
+  bad[2500] = bad[2499] - 5;
+  bad[2900] = static_cast<int32_t>(tokens + 7);
+  const auto check = [&](const std::vector<int32_t>& c, uint32_t rule, uint32_t index) {
+    const Array error = launch(ragged::validate_cu_seqlens(), {cu_array(c, device())},
+                               {int64_t{tokens}}, stream(), team_)[0];
+    const Array off = launch(ragged::chunk_offsets(), {cu_array(c, device())},
+                             {int64_t{tokens}, int64_t{16}}, stream(), team_)[0];
+    stream().synchronize();
+    EXPECT_EQ(error.to_vector<uint32_t>(), (std::vector<uint32_t>{rule, index}));
+    EXPECT_EQ(off.to_vector<int32_t>(), want_offsets(c, tokens, 16));
+  };
+  check(cu, 0, 0);
+  check(bad, 2, 2500);
+  bad[1500] = bad[1499] - 1;
+  check(bad, 2, 1500);
+  std::vector<int32_t> past = cu;
+  past[slots] = static_cast<int32_t>(tokens + 1);
+  check(past, 3, static_cast<uint32_t>(slots));
 }
 
 TEST_P(Ragged, MasksFollowTheActiveEnd) {

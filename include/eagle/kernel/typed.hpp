@@ -33,6 +33,9 @@
 //       side then has no implementation, and a graph built there is refused)
 //   static constexpr int64_t grain = ...;    CPU indices per task (default 16384)
 //   static constexpr unsigned block = ...;   GPU threads per block (default 256)
+//   static constexpr bool one_block = ...;   (default false) the GPU runs ONE block of `block`
+//       threads, each calling cuda_point(threadIdx.x, ...) once, so the body may use shared
+//       memory and synchronise the block (a block-wide scan); the CPU still runs [0, extent)
 //   static constexpr bool no_gradient = ...; the outputs carry no gradient (see Derivative)
 #pragma once
 
@@ -253,6 +256,14 @@ constexpr int64_t grain() {
   }
 }
 template <class Def>
+constexpr bool one_block() {
+  if constexpr (requires { Def::one_block; }) {
+    return Def::one_block;
+  } else {
+    return false;
+  }
+}
+template <class Def>
 constexpr unsigned block() {
   if constexpr (requires { Def::block; }) {
     return Def::block;
@@ -275,6 +286,10 @@ __global__ void cuda_entry(const __grid_constant__ KernelArgsN<count_arrays<para
                                                                count_scalars<params_of<Def, T>>()>
                                a) {
   constexpr auto seq = std::make_index_sequence<std::tuple_size_v<params_of<Def, T>>>();
+  if constexpr (one_block<Def>()) {
+    call_at<Def, T, Side::cuda>(threadIdx.x, a, seq);
+    return;
+  }
   const int64_t n = extent_of<Def, T>(a);
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride)
@@ -289,7 +304,8 @@ CudaLaunchShape cuda_shape(const KernelArgs& a, const DeviceProperties& device) 
   const int64_t cap =
       static_cast<int64_t>(device.multiprocessors > 0 ? device.multiprocessors : 1) * 16;
   CudaLaunchShape s;
-  s.grid[0] = static_cast<unsigned>(wanted < 1 ? 1 : (wanted < cap ? wanted : cap));
+  s.grid[0] =
+      one_block<Def>() ? 1u : static_cast<unsigned>(wanted < 1 ? 1 : (wanted < cap ? wanted : cap));
   s.block[0] = block<Def>();
   return s;
 }

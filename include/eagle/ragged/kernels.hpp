@@ -20,7 +20,8 @@ namespace eagle::ragged {
 
 // cu_seqlens [N+1] i32, scalar T -> error u32 [2]: {rule, index}, {0, 0} when the rules hold.
 // Rules in the order they are checked: 1 cu_seqlens[0] != 0; 2 cu_seqlens[i] < cu_seqlens[i-1]
-// (the first such i); 3 cu_seqlens[N] > T (index N). One thread walks the N + 1 entries.
+// (the first such i); 3 cu_seqlens[N] > T (index N). One block (1024 threads) checks the N + 1
+// entries on the GPU.
 const Kernel& validate_cu_seqlens();
 
 enum class Rule : uint32_t { ok = 0, first_not_zero = 1, decreasing = 2, past_capacity = 3 };

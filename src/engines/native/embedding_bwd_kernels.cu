@@ -1,9 +1,9 @@
 #include <cuda_runtime.h>
 
-#include "engines/native/block_scan.cuh"
 #include "engines/native/embedding_bwd_kernels.hpp"
 #include "engines/native/launch_status.hpp"
 #include "engines/native/rows.cuh"
+#include "kernel/block_scan.cuh"
 
 namespace eagle::native {
 
@@ -73,7 +73,7 @@ __global__ void __launch_bounds__(kScanThreads) bucket_scan_kernel(Sort k) {
   int32_t sum = 0;
   for (int64_t i = lo; i < hi; ++i) sum += k.s.counts[i];
   int32_t total = 0;
-  int32_t run = scan::block_exclusive(sum, scratch, &total);
+  int32_t run = block_scan::block_exclusive(sum, scratch, &total);
   for (int64_t i = lo; i < hi; ++i) {
     const int32_t n = k.s.counts[i];
     k.s.starts[i] = run;
@@ -146,7 +146,7 @@ __global__ void __launch_bounds__(kCountThreads) id_place_kernel(Sort k) {
   int32_t sum = 0;
   for (int64_t i = i0; i < i1; ++i) sum += cursor[i];
   int32_t total = 0;
-  int32_t run = static_cast<int32_t>(begin) + scan::block_exclusive(sum, scratch, &total);
+  int32_t run = static_cast<int32_t>(begin) + block_scan::block_exclusive(sum, scratch, &total);
   for (int64_t i = i0; i < i1; ++i) {
     const int32_t n = cursor[i];
     k.s.offsets[lo + i] = run;

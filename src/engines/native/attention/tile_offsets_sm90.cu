@@ -1,9 +1,9 @@
-// The schedules' tile offsets of the varlen attention kernels: one launch, one thread per
-// offsets array (N + 1 boundaries each), before the kernels that read them.
+// The schedules' tile offsets of the varlen attention kernels: one launch, one block per offsets
+// array (N + 1 boundaries each, ragged::block_chunk_offsets), before the kernels that read them.
 #include <cuda_runtime.h>
 
-#include "eagle/ragged/schedule.hpp"
 #include "engines/native/attention/varlen_kernels.hpp"
+#include "ragged/block_schedule.cuh"
 
 namespace eagle::native::attention {
 
@@ -15,11 +15,12 @@ struct Jobs {
   TileOffsetsJob job[kMaxJobs];
 };
 
-__global__ void tile_offsets_kernel(Jobs jobs, int count, int64_t slots) {
-  const int i = static_cast<int>(threadIdx.x);
-  if (i >= count) return;
-  const TileOffsetsJob& j = jobs.job[i];
-  ragged::scan_chunk_offsets(j.cu, slots, j.rows, j.block, j.out);
+constexpr int kThreads = 1024;
+
+__global__ void __launch_bounds__(kThreads)
+    tile_offsets_kernel(const __grid_constant__ Jobs jobs, int64_t slots) {
+  const TileOffsetsJob& j = jobs.job[blockIdx.x];
+  ragged::block_chunk_offsets(j.cu, slots, j.rows, j.block, j.out);
 }
 
 }  // namespace
@@ -32,7 +33,7 @@ bool tile_offsets_launch(const TileOffsetsJob* jobs, int count, int64_t slots,
     if (!jobs[i].cu || !jobs[i].out || jobs[i].block < 1 || jobs[i].rows < 0) return false;
     all.job[i] = jobs[i];
   }
-  tile_offsets_kernel<<<1, 32, 0, static_cast<cudaStream_t>(stream)>>>(all, count, slots);
+  tile_offsets_kernel<<<count, kThreads, 0, static_cast<cudaStream_t>(stream)>>>(all, slots);
   return cudaPeekAtLastError() == cudaSuccess;
 }
 
