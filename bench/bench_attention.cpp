@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "bench_common.hpp"
+#include "bench_cuda.hpp"
 #include "eagle/eagle.hpp"
 #include "util/cuda_check.hpp"
 #include "zipf_lengths.hpp"
@@ -201,31 +202,6 @@ class Step {
   cudaGraph_t graph_ = nullptr;
   cudaGraphExec_t exec_ = nullptr;
 };
-
-// Device nanoseconds per call of fn on `stream`: CUDA events around `reps` calls, median (and
-// min) over the batches.
-template <class Fn>
-Stats device_time(const Options& o, cudaStream_t stream, int reps, Fn&& fn) {
-  cudaEvent_t a, b;
-  EAGLE_CUDA_CHECK(cudaEventCreate(&a));
-  EAGLE_CUDA_CHECK(cudaEventCreate(&b));
-  for (int i = 0; i < 2; ++i) fn();
-  std::vector<double> ns;
-  const int batches = o.quick ? 5 : 15;
-  for (int s = 0; s < batches; ++s) {
-    EAGLE_CUDA_CHECK(cudaEventRecord(a, stream));
-    for (int i = 0; i < reps; ++i) fn();
-    EAGLE_CUDA_CHECK(cudaEventRecord(b, stream));
-    EAGLE_CUDA_CHECK(cudaEventSynchronize(b));
-    float ms = 0;
-    EAGLE_CUDA_CHECK(cudaEventElapsedTime(&ms, a, b));
-    ns.push_back(ms * 1e6 / reps);
-  }
-  cudaEventDestroy(a);
-  cudaEventDestroy(b);
-  std::sort(ns.begin(), ns.end());
-  return {ns[ns.size() / 2], ns.front()};
-}
 
 // Visible (query, key) pairs of a batch of equal q and kv lengths.
 double pairs(const std::vector<int64_t>& lengths, bool causal) {

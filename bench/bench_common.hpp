@@ -142,6 +142,8 @@ void run_gemm_sections(const Options& options, Report& report);
 void run_structured_sections(const Options& options, Report& report);
 // Section 13 (bench_attention.cpp, or the stub without CUDA): varlen attention.
 void run_attention_sections(const Options& o, Report& report);
+// Section 14 (bench_linear.cpp, or the stub without CUDA): chunked linear attention.
+void run_linear_sections(const Options& o, Report& report);
 // Section 9, recording and building at scale on the CPU (bench_scale.cpp).
 void run_scale_sections(const Options& options, Report& report);
 void run_ragged_sections(const Options& options, Report& report);

@@ -24,4 +24,8 @@ void run_attention_sections(const Options&, Report& report) {
   report.section("13. varlen attention skipped: this build of eagle has no CUDA");
 }
 
+void run_linear_sections(const Options&, Report& report) {
+  report.section("14. linear attention skipped: this build of eagle has no CUDA");
+}
+
 }  // namespace eagle::bench

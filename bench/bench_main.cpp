@@ -7,7 +7,8 @@
 // (bench_control.cpp) check their graphs on the CPU and time them on a CUDA device; section 10
 // (bench_gemm.cpp) times bf16 GEMMs through the cuBLASLt plan on a CUDA device; section 12
 // (bench_ragged.cpp) times ragged::validate on the CPU and a CUDA device; section 13
-// (bench_attention.cpp) times varlen attention and its over-capture on a CUDA device.
+// (bench_attention.cpp) times varlen attention and its over-capture on a CUDA device; section 14
+// (bench_linear.cpp) times chunked linear attention against fla on a CUDA device.
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -115,7 +116,7 @@ int usage(const char* argv0, int code) {
                "usage: %s [--cpu-only] [--quick] [--only N[,N...]] [--peers FILE]\n"
                "  --cpu-only  skip the GPU sections (1-4) and the GPU parts of 6-7\n"
                "  --quick     fewer and shorter batches\n"
-               "  --only      run only these sections (1-13)\n"
+               "  --only      run only these sections (1-14)\n"
                "  --peers     peer timings of the same device call (bench/peers/torch_ops.py "
                "--table)\n",
                argv0);
@@ -137,8 +138,8 @@ int main(int argc, char** argv) {
       for (const char* p = argv[++i]; *p;) {
         char* end = nullptr;
         const long n = std::strtol(p, &end, 10);
-        if (end == p || n < 1 || n > 13) {
-          std::fprintf(stderr, "eagle_bench: --only takes section numbers 1-13, got '%s'\n",
+        if (end == p || n < 1 || n > 14) {
+          std::fprintf(stderr, "eagle_bench: --only takes section numbers 1-14, got '%s'\n",
                        argv[i]);
           return usage(argv[0], 2);
         }
@@ -176,6 +177,7 @@ int main(int argc, char** argv) {
     if (!options.cpu_only && options.runs(11)) run_structured_sections(options, report);
     if (options.runs(12)) run_ragged_sections(options, report);
     if (!options.cpu_only && options.runs(13)) run_attention_sections(options, report);
+    if (!options.cpu_only && options.runs(14)) run_linear_sections(options, report);
   } catch (const std::exception& e) {
     std::fflush(stdout);
     std::fprintf(stderr, "eagle_bench: error: %s\n", e.what());

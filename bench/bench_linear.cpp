@@ -1,0 +1,204 @@
+// Section 14: chunked linear attention on the GPU, bf16, H = HV = 32, K = V = 128 (issue 11).
+//   a. Exact shapes, zipf lengths (bench/zipf_lengths.hpp): the forward of gdn and kda through
+//      the planner's first native plan, against fla 0.6's chunk_gated_delta_rule / chunk_kda
+//      (bench/peers/fla_linear.py, the same batch, timed in the same device call). Goal: eagle
+//      >= 1.5x fla (time ratio <= 0.67).
+//   b. Over-capture of the forward: a graph captured for the capacity (T rows, N slots) against
+//      one captured for the exact batch (L rows, M slots), replay time; goal <= 1.10. (The issue's
+//      goal is on forward + backward; the backward engines do not exist yet.)
+// Inputs as a real layer's: q, k, v uniform bf16, use_qk_l2norm on, g = log(sigmoid(3x)) (log
+// space, in (-3.05, -0.05)), beta = sigmoid(x), both f32; no initial or final state.
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "bench_common.hpp"
+#include "bench_cuda.hpp"
+#include "eagle/eagle.hpp"
+#include "util/cuda_check.hpp"
+#include "zipf_lengths.hpp"
+
+namespace eagle::bench {
+namespace {
+
+const Device kGpu = Device::cuda(0);
+constexpr int64_t kHeads = 32, kDim = 128;
+
+op::Graph forward_graph(const std::string& rule, int64_t rows, int64_t slots) {
+  op::Graph g(rule);
+  const op::Dims d = {rows, kHeads, kDim};
+  const op::Dims gate = rule == "gdn" ? op::Dims{rows, kHeads} : op::Dims{rows, kHeads, kDim};
+  op::Ports in = {{"q", g.tensor({"q", d, DType::bf16})},
+                  {"k", g.tensor({"k", d, DType::bf16})},
+                  {"v", g.tensor({"v", d, DType::bf16})},
+                  {"g", g.tensor({"g", gate, DType::f32})},
+                  {"beta", g.tensor({"beta", {rows, kHeads}, DType::f32})},
+                  {"cu_seqlens", g.tensor({"cu", {slots + 1}, DType::i32})}};
+  for (auto& [port, t] : g.op(rule, in, {{"use_qk_l2norm", true}})) t.set_output(true);
+  return g;
+}
+
+// The planner's first native entry that builds for `g` on the GPU.
+plan::ExecutionPlans native_plan(const op::Graph& g) {
+  plan::ExecutionPlans p = engines::create_execution_plans(
+      g.clone(), kGpu, {plan::HeurMode::A, plan::HeurMode::FALLBACK});
+  for (int i = 0; i < p.count(); ++i) {
+    if (p.name_at(i).rfind("native", 0) != 0) continue;
+    p.select_plan(i);
+    try {
+      p.build_plans();
+      return p;
+    } catch (const NotSupported&) {
+    }
+  }
+  throw NotSupported("bench: no native plan builds for " + g.nodes()[0].op());
+}
+
+// `n` floats f(u), u uniform in [-1, 1] (bench_common's generator), as an array of `dtype`.
+template <class F>
+Array random_array(const op::Dims& dims, DType dtype, uint32_t seed, F&& f) {
+  int64_t n = 1;
+  for (int64_t d : dims) n *= d;
+  std::vector<float> x = random_floats(n, seed);
+  for (float& v : x) v = f(v);
+  const Array host = dtype == DType::bf16 ? Array::from(std::vector<bfloat16>(x.begin(), x.end()),
+                                                        dims, Device::cpu())
+                                          : Array::from(x, dims, Device::cpu());
+  Array a = host.to(kGpu);
+  EAGLE_CUDA_CHECK(cudaDeviceSynchronize());
+  return a;
+}
+
+// One planned forward over its own device operands, on one stream; capturable.
+class LinearStep {
+ public:
+  LinearStep(const std::string& rule, int64_t rows, const std::vector<int32_t>& cu)
+      : plans_(native_plan(forward_graph(rule, rows, static_cast<int64_t>(cu.size()) - 1))),
+        pack_(plans_.layout()) {
+    const op::Dims d = {rows, kHeads, kDim};
+    const op::Dims gate = rule == "gdn" ? op::Dims{rows, kHeads} : op::Dims{rows, kHeads, kDim};
+    const auto same = [](float x) { return x; };
+    const auto log_sigmoid = [](float x) { return -std::log1p(std::exp(-3.0f * x)); };
+    const auto sigmoid = [](float x) { return 1.0f / (1.0f + std::exp(-x)); };
+    const std::vector<std::pair<std::string, Array>> inputs = {
+        {"q", random_array(d, DType::bf16, 1, same)},
+        {"k", random_array(d, DType::bf16, 2, same)},
+        {"v", random_array(d, DType::bf16, 3, same)},
+        {"g", random_array(gate, DType::f32, 4, log_sigmoid)},
+        {"beta", random_array({rows, kHeads}, DType::f32, 5, sigmoid)},
+        {"cu", to_device(cu, kGpu)}};
+    const op::Graph& g = plans_.graph();
+    for (const auto& [name, a] : inputs)
+      for (const op::Tensor& t : g.tensors())
+        if (t.name() == name) pack_.set(t.uid(), plan::Operand(a));
+    for (const op::Tensor& t : g.tensors())
+      if (t.producer() >= 0 && !t.is_virtual()) {
+        keep_.push_back(Array::empty(t.dims(), t.dtype(), kGpu));
+        pack_.set(t.uid(), plan::Operand(keep_.back()));
+      }
+    for (const auto& [name, a] : inputs) keep_.push_back(a);
+    const std::size_t bytes = plans_.workspace_size();
+    if (bytes) ws_ = Array::empty({static_cast<int64_t>(bytes)}, DType::u8, kGpu);
+    ctx_ = plan::ExecutionContext{stream_.native(), nullptr, bytes ? ws_.data() : nullptr, bytes};
+    ctx_.device = kGpu;
+  }
+
+  void forward() { plans_.execute(pack_, ctx_); }
+  void capture() {
+    EAGLE_CUDA_CHECK(cudaStreamBeginCapture(raw(), cudaStreamCaptureModeThreadLocal));
+    forward();
+    EAGLE_CUDA_CHECK(cudaStreamEndCapture(raw(), &graph_.graph));
+    EAGLE_CUDA_CHECK(cudaGraphInstantiate(&graph_.exec, graph_.graph, 0));
+  }
+  void replay() { EAGLE_CUDA_CHECK(cudaGraphLaunch(graph_.exec, raw())); }
+  cudaStream_t raw() const { return static_cast<cudaStream_t>(stream_.native()); }
+  std::string plan_name() const { return plans_.name_at(plans_.selected()); }
+
+ private:
+  Stream stream_{kGpu};
+  plan::ExecutionPlans plans_;
+  plan::VariantPack pack_;
+  std::vector<Array> keep_;
+  Array ws_;
+  plan::ExecutionContext ctx_;
+  RawGraph graph_;
+};
+
+void exact_shapes(const Options& o, Report& report, const Peers& peers) {
+  report.section("14a. linear attention forward, exact shapes (bf16, H=32, K=V=128, zipf lengths)");
+  struct Shape {
+    int64_t t, n;
+  };
+  for (const Shape& sh : {Shape{32768, 8}, Shape{32768, 64}, Shape{4096, 32}})
+    for (const std::string rule : {"kda", "gdn"}) {
+      const std::vector<int32_t> cu =
+          cu_seqlens(zipf_lengths(sh.t, sh.n, exact_seed(sh.t, sh.n)), sh.n);
+      // The peer's names (bench/peers/fla_linear.py).
+      const std::string name =
+          "fla_" + rule + "_T" + std::to_string(sh.t) + "_N" + std::to_string(sh.n) + "_fwd";
+      const std::string what = rule + " T" + std::to_string(sh.t) + " N" + std::to_string(sh.n);
+      try {
+        LinearStep step(rule, sh.t, cu);
+        const Stats s = device_time(o, step.raw(), sh.t > 8192 ? 5 : 20, [&] { step.forward(); });
+        std::printf("csv,linear_exact,%s,%.4f\n", what.c_str(), s.median_ns * 1e-6);
+        compare_with_peer(report, peers, what + " fwd vs fla", s, "fla", name, 1.0 / 1.5,
+                          "[" + step.plan_name() + "]");
+      } catch (const std::exception& ex) {
+        report.note(what + ": eagle did not run: " + ex.what());
+      }
+    }
+}
+
+void overcapture(const Options& o, Report& report) {
+  report.section(
+      "14b. linear attention over-capture: the forward captured for the capacity vs for the "
+      "exact batch (bf16, H=32, K=V=128); goal <= 1.10");
+  struct Point {
+    std::string name;
+    int64_t capacity, slots;
+    std::vector<int64_t> lengths;
+  };
+  std::vector<Point> points;
+  for (int64_t m : {1, 4, 16, 64, 256})
+    points.push_back({"a_M" + std::to_string(m), 8192, 256,
+                      zipf_lengths(8192, m, overcapture_seed(8192, m, 8192))});
+  for (int64_t l : {16384, 8192, 4096, 2048, 1024})
+    points.push_back({"b_L" + std::to_string(l), 16384, 256,
+                      zipf_lengths(l, 64, overcapture_seed(16384, 64, l))});
+  for (int64_t m : {128, 64, 32, 16, 8})
+    points.push_back({"c_M" + std::to_string(m), 16384, 128, std::vector<int64_t>(m, 128)});
+  if (o.quick) points.resize(3);
+  for (const std::string rule : {"kda", "gdn"})
+    for (const Point& p : points) {
+      int64_t active = 0;
+      for (int64_t l : p.lengths) active += l;
+      const std::string what = rule + " overcapture_" + p.name;
+      try {
+        LinearStep worst(rule, p.capacity, cu_seqlens(p.lengths, p.slots));
+        LinearStep exact(rule, active,
+                         cu_seqlens(p.lengths, static_cast<int64_t>(p.lengths.size())));
+        worst.capture();
+        exact.capture();
+        const Stats w = device_time(o, worst.raw(), 5, [&] { worst.replay(); });
+        const Stats x = device_time(o, exact.raw(), 5, [&] { exact.replay(); });
+        report.compare(what + ": worst-case graph", w, "exact graph", x, 1.10);
+        std::printf("csv,linear_overcapture,%s,%s,%.4f\n", rule.c_str(), p.name.c_str(),
+                    w.median_ns / x.median_ns);
+      } catch (const std::exception& ex) {
+        report.note(what + ": did not run: " + ex.what());
+      }
+    }
+}
+
+}  // namespace
+
+void run_linear_sections(const Options& o, Report& report) {
+  const Peers peers(o.peers);
+  exact_shapes(o, report, peers);
+  overcapture(o, report);
+}
+
+}  // namespace eagle::bench
