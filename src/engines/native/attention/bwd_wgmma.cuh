@@ -98,4 +98,32 @@ __device__ __forceinline__ void wgmma_rs(float (&d)[kRegs], const uint32_t (&a)[
   gmma_rs<GmmaRS<kBf16, kRegs, kTb>>(d, a, db, std::make_index_sequence<kRegs>{});
 }
 
+// acc1 = A1 B1^T and acc2 = A2 B2^T over the head dim kD, A and B K-major tiles of kD columns in
+// 64-column swizzle panels of kRowsA and kRowsB rows (addresses of their first rows), as two
+// commit groups: on return acc1 is complete and acc2 still in the tensor cores (wgmma_wait_all
+// and fence_regs(acc2) before reading it), so the caller works on acc1 meanwhile.
+template <bool kBf16, int kD, int kRowsA, int kRowsB>
+__device__ __forceinline__ void two_products(float (&acc1)[32], float (&acc2)[32], uint32_t a1,
+                                             uint32_t b1, uint32_t a2, uint32_t b2) {
+#pragma unroll
+  for (int i = 0; i < 32; ++i) acc1[i] = acc2[i] = 0.f;
+  wgmma_fence();
+#pragma unroll
+  for (int kk = 0; kk < kD / 16; ++kk) {
+    const uint32_t ao = (kk / 4) * kRowsA * 128 + (kk % 4) * 32;
+    const uint32_t bo = (kk / 4) * kRowsB * 128 + (kk % 4) * 32;
+    wgmma_ss<kBf16, 0, 0>(acc1, sw128_desc(a1 + ao, 16, 1024), sw128_desc(b1 + bo, 16, 1024));
+  }
+  wgmma_commit();
+#pragma unroll
+  for (int kk = 0; kk < kD / 16; ++kk) {
+    const uint32_t ao = (kk / 4) * kRowsA * 128 + (kk % 4) * 32;
+    const uint32_t bo = (kk / 4) * kRowsB * 128 + (kk % 4) * 32;
+    wgmma_ss<kBf16, 0, 0>(acc2, sw128_desc(a2 + ao, 16, 1024), sw128_desc(b2 + bo, 16, 1024));
+  }
+  wgmma_commit();
+  wgmma_wait_prev();
+  fence_regs(acc1);
+}
+
 }  // namespace eagle::native::attention::bwd

@@ -306,29 +306,10 @@ __global__ void __launch_bounds__(256, 1) dkdv_kernel(const Params p) {
       const int lim = static_cast<int>(reach < -kBr ? -kBr : (reach > kBc ? kBc : reach));
 
       // S^T = K Q^T, dP^T = V dO^T: 64 kv rows x 64 q rows per warpgroup, k = head dim.
-      float sacc[32], dpacc[32];
-#pragma unroll
-      for (int i = 0; i < 32; ++i) sacc[i] = dpacc[i] = 0.f;
-      bwd::wgmma_fence();
       // Two groups: P^T is computed while dP^T is still in the tensor cores.
-#pragma unroll
-      for (int kk = 0; kk < kD / 16; ++kk) {
-        const uint32_t ko = (kk / 4) * kBc * 128 + wg * 64 * 128 + (kk % 4) * 32;
-        const uint32_t qo = (kk / 4) * kBr * 128 + (kk % 4) * 32;
-        bwd::wgmma_ss<kBf16, 0, 0>(sacc, bwd::sw128_desc(bK + ko, 16, 1024),
-                                   bwd::sw128_desc(bQ + qo, 16, 1024));
-      }
-      bwd::wgmma_commit();
-#pragma unroll
-      for (int kk = 0; kk < kD / 16; ++kk) {
-        const uint32_t ko = (kk / 4) * kBc * 128 + wg * 64 * 128 + (kk % 4) * 32;
-        const uint32_t qo = (kk / 4) * kBr * 128 + (kk % 4) * 32;
-        bwd::wgmma_ss<kBf16, 0, 0>(dpacc, bwd::sw128_desc(bV + ko, 16, 1024),
-                                   bwd::sw128_desc(bdO + qo, 16, 1024));
-      }
-      bwd::wgmma_commit();
-      bwd::wgmma_wait_prev();
-      bwd::fence_regs(sacc);
+      float sacc[32], dpacc[32];
+      bwd::two_products<kBf16, kD, kBc, kBr>(sacc, dpacc, bK + wg * 64 * 128, bQ,
+                                             bV + wg * 64 * 128, bdO);
 
       // P^T, masked entries selected to 0 (lse = -inf or NaN fails `lv > -inf`).
       float pv[32];
@@ -587,29 +568,9 @@ __global__ void __launch_bounds__(128) dq_kernel(const Params p) {
       const int lim = static_cast<int>(reach < -kBr ? -kBr : (reach > kBc ? kBc : reach));
 
       // S = Q K^T, dP = dO V^T: 64 q rows x 64 kv rows, k = head dim.
-      float sacc[32], dpacc[32];
-#pragma unroll
-      for (int i = 0; i < 32; ++i) sacc[i] = dpacc[i] = 0.f;
-      bwd::wgmma_fence();
       // Two groups: P is computed while dP is still in the tensor cores.
-#pragma unroll
-      for (int kk = 0; kk < kD / 16; ++kk) {
-        const uint32_t qo = (kk / 4) * kBr * 128 + (kk % 4) * 32;
-        const uint32_t ko = (kk / 4) * kBc * 128 + (kk % 4) * 32;
-        bwd::wgmma_ss<kBf16, 0, 0>(sacc, bwd::sw128_desc(bQ + qo, 16, 1024),
-                                   bwd::sw128_desc(bK + ko, 16, 1024));
-      }
-      bwd::wgmma_commit();
-#pragma unroll
-      for (int kk = 0; kk < kD / 16; ++kk) {
-        const uint32_t qo = (kk / 4) * kBr * 128 + (kk % 4) * 32;
-        const uint32_t ko = (kk / 4) * kBc * 128 + (kk % 4) * 32;
-        bwd::wgmma_ss<kBf16, 0, 0>(dpacc, bwd::sw128_desc(bdO + qo, 16, 1024),
-                                   bwd::sw128_desc(bV + ko, 16, 1024));
-      }
-      bwd::wgmma_commit();
-      bwd::wgmma_wait_prev();
-      bwd::fence_regs(sacc);
+      float sacc[32], dpacc[32];
+      bwd::two_products<kBf16, kD, kBr, kBc>(sacc, dpacc, bQ, bK, bdO, bV);
       float pv[32];
 #pragma unroll
       for (int n = 0; n < kBc / 8; ++n) {
