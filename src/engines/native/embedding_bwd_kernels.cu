@@ -1,5 +1,6 @@
 #include <cuda_runtime.h>
 
+#include "engines/native/dtype_dispatch.cuh"
 #include "engines/native/embedding_bwd_kernels.hpp"
 #include "engines/native/launch_status.hpp"
 #include "engines/native/rows.cuh"
@@ -260,16 +261,7 @@ EmbeddingBwdLauncher pick_id(DType ids, const RowGeometry& g) {
 }  // namespace
 
 EmbeddingBwdLauncher embedding_bwd_launcher(DType dtype, DType ids, const RowGeometry& g) {
-  switch (dtype) {
-    case DType::f32:
-      return pick_id<float>(ids, g);
-    case DType::f16:
-      return pick_id<__half>(ids, g);
-    case DType::bf16:
-      return pick_id<__nv_bfloat16>(ids, g);
-    default:
-      return nullptr;
-  }
+  return by_float_dtype(dtype, [&]<class T>() { return pick_id<T>(ids, g); });
 }
 
 }  // namespace eagle::native

@@ -1,6 +1,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "engines/native/dtype_dispatch.cuh"
 #include "engines/native/launch_status.hpp"
 #include "engines/native/loss_kernels.hpp"
 #include "engines/native/row_stats.cuh"
@@ -313,43 +314,16 @@ CrossEntropyBwdLauncher pick_bwd_id(DType targets, const RowGeometry& g) {
 
 CrossEntropyBwdLauncher cross_entropy_bwd_launcher(DType logits, DType targets,
                                                    const RowGeometry& g) {
-  switch (logits) {
-    case DType::f32:
-      return pick_bwd_id<float>(targets, g);
-    case DType::f16:
-      return pick_bwd_id<__half>(targets, g);
-    case DType::bf16:
-      return pick_bwd_id<__nv_bfloat16>(targets, g);
-    default:
-      return nullptr;
-  }
+  return by_float_dtype(logits, [&]<class T>() { return pick_bwd_id<T>(targets, g); });
 }
 
 CrossEntropyLauncher split_cross_entropy_launcher(DType logits, DType targets,
                                                   const RowGeometry& g) {
-  switch (logits) {
-    case DType::f32:
-      return pick_id<float, true>(targets, g);
-    case DType::f16:
-      return pick_id<__half, true>(targets, g);
-    case DType::bf16:
-      return pick_id<__nv_bfloat16, true>(targets, g);
-    default:
-      return nullptr;
-  }
+  return by_float_dtype(logits, [&]<class T>() { return pick_id<T, true>(targets, g); });
 }
 
 CrossEntropyLauncher cross_entropy_launcher(DType logits, DType targets, const RowGeometry& g) {
-  switch (logits) {
-    case DType::f32:
-      return pick_id<float>(targets, g);
-    case DType::f16:
-      return pick_id<__half>(targets, g);
-    case DType::bf16:
-      return pick_id<__nv_bfloat16>(targets, g);
-    default:
-      return nullptr;
-  }
+  return by_float_dtype(logits, [&]<class T>() { return pick_id<T>(targets, g); });
 }
 
 bool launch_loss_total(const float* row_loss, const void* targets, DType targets_dtype,

@@ -1,5 +1,6 @@
 #include <algorithm>
 
+#include "engines/native/dtype_dispatch.cuh"
 #include "engines/native/launch_status.hpp"
 #include "engines/native/norm_bwd_kernels.hpp"
 #include "engines/native/pack_io.cuh"
@@ -496,16 +497,7 @@ NormBwdLauncher pick(const RowGeometry& g, bool params) {
 }  // namespace
 
 NormBwdLauncher norm_bwd_launcher(DType dtype, const RowGeometry& g, bool params) {
-  switch (dtype) {
-    case DType::f32:
-      return pick<float>(g, params);
-    case DType::f16:
-      return pick<__half>(g, params);
-    case DType::bf16:
-      return pick<__nv_bfloat16>(g, params);
-    default:
-      return nullptr;
-  }
+  return by_float_dtype(dtype, [&]<class T>() { return pick<T>(g, params); });
 }
 
 }  // namespace eagle::native

@@ -1,3 +1,4 @@
+#include "engines/native/dtype_dispatch.cuh"
 #include "engines/native/launch_status.hpp"
 #include "engines/native/norm_kernels.hpp"
 #include "engines/native/pack_io.cuh"
@@ -147,16 +148,7 @@ NormLauncher pick(const RowGeometry& g) {
 }  // namespace
 
 NormLauncher norm_launcher(DType dtype, const RowGeometry& g) {
-  switch (dtype) {
-    case DType::f32:
-      return pick<float>(g);
-    case DType::f16:
-      return pick<__half>(g);
-    case DType::bf16:
-      return pick<__nv_bfloat16>(g);
-    default:
-      return nullptr;
-  }
+  return by_float_dtype(dtype, [&]<class T>() { return pick<T>(g); });
 }
 
 }  // namespace eagle::native

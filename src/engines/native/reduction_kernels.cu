@@ -1,6 +1,7 @@
 #include <cmath>
 #include <type_traits>
 
+#include "engines/native/dtype_dispatch.cuh"
 #include "engines/native/launch_status.hpp"
 #include "engines/native/reduction_kernels.hpp"
 #include "engines/native/rows.cuh"
@@ -377,42 +378,15 @@ ColumnReduceLauncher pick_columns(int vec) {
 }  // namespace
 
 RowReduceLauncher row_reduce_launcher(DType dtype, const RowGeometry& g) {
-  switch (dtype) {
-    case DType::f32:
-      return pick_rows<float>(g.vec);
-    case DType::f16:
-      return pick_rows<__half>(g.vec);
-    case DType::bf16:
-      return pick_rows<__nv_bfloat16>(g.vec);
-    default:
-      return nullptr;
-  }
+  return by_float_dtype(dtype, [&]<class T>() { return pick_rows<T>(g.vec); });
 }
 
 ColumnReduceLauncher column_reduce_launcher(DType dtype, int vec) {
-  switch (dtype) {
-    case DType::f32:
-      return pick_columns<float>(vec);
-    case DType::f16:
-      return pick_columns<__half>(vec);
-    case DType::bf16:
-      return pick_columns<__nv_bfloat16>(vec);
-    default:
-      return nullptr;
-  }
+  return by_float_dtype(dtype, [&]<class T>() { return pick_columns<T>(vec); });
 }
 
 StridedReduceLauncher strided_reduce_launcher(DType dtype) {
-  switch (dtype) {
-    case DType::f32:
-      return &launch_strided<float>;
-    case DType::f16:
-      return &launch_strided<__half>;
-    case DType::bf16:
-      return &launch_strided<__nv_bfloat16>;
-    default:
-      return nullptr;
-  }
+  return by_float_dtype(dtype, [&]<class T>() { return &launch_strided<T>; });
 }
 
 }  // namespace eagle::native

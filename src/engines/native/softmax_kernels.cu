@@ -1,5 +1,6 @@
 #include <cmath>
 
+#include "engines/native/dtype_dispatch.cuh"
 #include "engines/native/launch_status.hpp"
 #include "engines/native/pack_io.cuh"
 #include "engines/native/row_stats.cuh"
@@ -420,55 +421,19 @@ SoftmaxBwdLauncher pick_bwd(const RowGeometry& g) {
 }  // namespace
 
 SoftmaxBwdLauncher split_softmax_bwd_launcher(DType dtype, const RowGeometry& g) {
-  switch (dtype) {
-    case DType::f32:
-      return pick_split_bwd<float>(g);
-    case DType::f16:
-      return pick_split_bwd<__half>(g);
-    case DType::bf16:
-      return pick_split_bwd<__nv_bfloat16>(g);
-    default:
-      return nullptr;
-  }
+  return by_float_dtype(dtype, [&]<class T>() { return pick_split_bwd<T>(g); });
 }
 
 SoftmaxBwdLauncher softmax_bwd_launcher(DType dtype, const RowGeometry& g) {
-  switch (dtype) {
-    case DType::f32:
-      return pick_bwd<float>(g);
-    case DType::f16:
-      return pick_bwd<__half>(g);
-    case DType::bf16:
-      return pick_bwd<__nv_bfloat16>(g);
-    default:
-      return nullptr;
-  }
+  return by_float_dtype(dtype, [&]<class T>() { return pick_bwd<T>(g); });
 }
 
 SoftmaxLauncher split_softmax_launcher(DType dtype, const RowGeometry& g) {
-  switch (dtype) {
-    case DType::f32:
-      return pick_split<float>(g);
-    case DType::f16:
-      return pick_split<__half>(g);
-    case DType::bf16:
-      return pick_split<__nv_bfloat16>(g);
-    default:
-      return nullptr;
-  }
+  return by_float_dtype(dtype, [&]<class T>() { return pick_split<T>(g); });
 }
 
 SoftmaxLauncher softmax_launcher(DType dtype, const RowGeometry& g) {
-  switch (dtype) {
-    case DType::f32:
-      return pick<float>(g);
-    case DType::f16:
-      return pick<__half>(g);
-    case DType::bf16:
-      return pick<__nv_bfloat16>(g);
-    default:
-      return nullptr;
-  }
+  return by_float_dtype(dtype, [&]<class T>() { return pick<T>(g); });
 }
 
 }  // namespace eagle::native
