@@ -12,6 +12,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -152,7 +153,24 @@ void exact_shapes(const Options& o, Report& report, const Peers& peers) {
     }
 }
 
-void overcapture(const Options& o, Report& report) {
+// fla's chunk_kda(use_graph=True) forward, captured for the capacity and for the exact batch
+// (bench/peers/fla_linear.py --only overcapture), beside ours.
+void fla_overcapture(Report& report, const Peers& peers, const std::string& point) {
+  const std::string name = "fla_kda_fwd_overcapture_" + point;
+  std::string why_w, why_x;
+  const std::optional<Stats> w = peers.find(name + "_worst", why_w);
+  const std::optional<Stats> x = peers.find(name + "_exact", why_x);
+  if (w && x) {
+    report.note("kda overcapture_" + point +
+                " fla use_graph: worst / exact = " + std::to_string(w->median_ns / x->median_ns));
+    std::printf("csv,linear_overcapture,fla_kda,%s,%.4f\n", point.c_str(),
+                w->median_ns / x->median_ns);
+  } else {
+    report.note("kda overcapture_" + point + " fla: " + (w ? why_x : why_w));
+  }
+}
+
+void overcapture(const Options& o, Report& report, const Peers& peers) {
   report.section(
       "14b. linear attention over-capture: the forward captured for the capacity vs for the "
       "exact batch (bf16, H=32, K=V=128); goal <= 1.10");
@@ -187,6 +205,7 @@ void overcapture(const Options& o, Report& report) {
         report.compare(what + ": worst-case graph", w, "exact graph", x, 1.10);
         std::printf("csv,linear_overcapture,%s,%s,%.4f\n", rule.c_str(), p.name.c_str(),
                     w.median_ns / x.median_ns);
+        if (rule == "kda") fla_overcapture(report, peers, p.name);
       } catch (const std::exception& ex) {
         report.note(what + ": did not run: " + ex.what());
       }
@@ -198,7 +217,7 @@ void overcapture(const Options& o, Report& report) {
 void run_linear_sections(const Options& o, Report& report) {
   const Peers peers(o.peers);
   exact_shapes(o, report, peers);
-  overcapture(o, report);
+  overcapture(o, report, peers);
 }
 
 }  // namespace eagle::bench

@@ -13,11 +13,11 @@ Two families (--only exact,overcapture):
   reads cu_seqlens on the host and caches chunk indices by tensor identity, so the eager time is
   what fla users get. fla 0.6 refuses GDN's backward on Hopper with Triton in [3.4, 3.7.1): that
   case is written with fla's error, never a guess.
-- overcapture: chunk_kda with use_graph=True, max_num_seqs=N (fla's mode meant for capture: a
-  device-built chunk list bounded by ceil(T/C) + N - 1), forward + backward captured in CUDA
-  graphs: a "worst" graph captured for capacity (T rows, N + 1 cu_seqlens entries whose tail
+- overcapture (forward) and overcapture_bwd (forward + backward): chunk_kda with
+  use_graph=True, max_num_seqs=N (fla's mode meant for capture: a device-built chunk list
+  bounded by ceil(T/C) + N - 1) captured in CUDA graphs: a "worst" graph captured for capacity (T rows, N + 1 cu_seqlens entries whose tail
   repeats the end) and an "exact" one (L rows, M + 1 entries); the seed's three sweeps as in
-  torch_varlen.py (names fla_kda_overcapture_{a_M|b_L|c_M}..._{worst|exact}). A capture that
+  torch_varlen.py (names fla_kda_{fwd|fwdbwd}_overcapture_{a_M|b_L|c_M}..._{worst|exact}). A capture that
   fails is written with its error.
 
 Gates like a real layer's: g = logsigmoid(randn) (log space, <= 0), beta = sigmoid(randn).
@@ -120,10 +120,10 @@ def exact_family(r, out, shapes):
                 r.cleanup()
 
 
-def overcapture_family(r, out, shapes):
+def overcapture_family(r, out, shapes, bwd):
     for point, sweep, t, n, lengths, seed in tv.overcapture_points():
         l, m = sum(lengths), len(lengths)
-        base = "fla_kda_" + point
+        base = ("fla_kda_fwdbwd_" if bwd else "fla_kda_fwd_") + point
         worst_name, exact_name = base + "_worst", base + "_exact"
         shapes[worst_name] = tv.cu_seqlens(lengths, n)
         shapes[exact_name] = tv.cu_seqlens(lengths, m)
@@ -139,7 +139,7 @@ def overcapture_family(r, out, shapes):
             for key, ins, grad, cu, slots in (("worst", xs, do, shapes[worst_name], n),
                                               ("exact", xe, de, shapes[exact_name], m)):
                 name = worst_name if key == "worst" else exact_name
-                fn = r.step("kda", ins, grad, long_cu(r, cu), True, use_graph=True,
+                fn = r.step("kda", ins, grad, long_cu(r, cu), bwd, use_graph=True,
                             max_num_seqs=slots)
                 try:
                     graphs[key] = r.capture(fn)
@@ -153,7 +153,9 @@ def overcapture_family(r, out, shapes):
                     name = worst_name if key == "worst" else exact_name
                     out[name] = {"ms": ms, "min_ms": mn, "reps": reps, "sweep": sweep, "T": t,
                                  "N": n, "L": l, "M": m, "seed": seed,
-                                 "what": "fla chunk_kda use_graph forward + backward, CUDA graph "
+                                 "what": "fla chunk_kda use_graph "
+                                         + ("forward + backward" if bwd else "forward")
+                                         + ", CUDA graph "
                                          "replay, captured for "
                                          + ("capacity" if key == "worst" else "the exact shape")}
             if len(keys) == 2:
@@ -188,7 +190,9 @@ def main():
     if "exact" in families:
         exact_family(r, out, shapes)
     if "overcapture" in families:
-        overcapture_family(r, out, shapes)
+        overcapture_family(r, out, shapes, False)
+    if "overcapture_bwd" in families:
+        overcapture_family(r, out, shapes, True)
     with open(args.json, "w") as f:
         json.dump(out, f, indent=1)
     if args.table:
