@@ -155,18 +155,20 @@ void exact_shapes(const Options& o, Report& report, const Peers& peers) {
 
 // fla's chunk_kda(use_graph=True) forward, captured for the capacity and for the exact batch
 // (bench/peers/fla_linear.py --only overcapture), beside ours.
-void fla_overcapture(Report& report, const Peers& peers, const std::string& point) {
+void fla_overcapture(Report& report, const Peers& peers, const std::string& sweep,
+                     const std::string& x) {
+  const std::string point = sweep + "_" + x;
   const std::string name = "fla_kda_fwd_overcapture_" + point;
   std::string why_w, why_x;
-  const std::optional<Stats> w = peers.find(name + "_worst", why_w);
-  const std::optional<Stats> x = peers.find(name + "_exact", why_x);
-  if (w && x) {
+  const std::optional<Stats> worst = peers.find(name + "_worst", why_w);
+  const std::optional<Stats> exact = peers.find(name + "_exact", why_x);
+  if (worst && exact) {
+    const double ratio = worst->median_ns / exact->median_ns;
     report.note("kda overcapture_" + point +
-                " fla use_graph: worst / exact = " + std::to_string(w->median_ns / x->median_ns));
-    std::printf("csv,linear_overcapture,fla_kda,%s,%.4f\n", point.c_str(),
-                w->median_ns / x->median_ns);
+                " fla use_graph: worst / exact = " + std::to_string(ratio));
+    std::printf("csv,linear_overcapture,%s,%s,fla kda,%.4f\n", sweep.c_str(), x.c_str(), ratio);
   } else {
-    report.note("kda overcapture_" + point + " fla: " + (w ? why_x : why_w));
+    report.note("kda overcapture_" + point + " fla: " + (worst ? why_x : why_w));
   }
 }
 
@@ -175,25 +177,25 @@ void overcapture(const Options& o, Report& report, const Peers& peers) {
       "14b. linear attention over-capture: the forward captured for the capacity vs for the "
       "exact batch (bf16, H=32, K=V=128); goal <= 1.10");
   struct Point {
-    std::string name;
+    std::string sweep, x;  // sweep a, b or c; the x value (M or L)
     int64_t capacity, slots;
     std::vector<int64_t> lengths;
   };
   std::vector<Point> points;
   for (int64_t m : {1, 4, 16, 64, 256})
-    points.push_back({"a_M" + std::to_string(m), 8192, 256,
+    points.push_back({"a", "M" + std::to_string(m), 8192, 256,
                       zipf_lengths(8192, m, overcapture_seed(8192, m, 8192))});
   for (int64_t l : {16384, 8192, 4096, 2048, 1024})
-    points.push_back({"b_L" + std::to_string(l), 16384, 256,
+    points.push_back({"b", "L" + std::to_string(l), 16384, 256,
                       zipf_lengths(l, 64, overcapture_seed(16384, 64, l))});
   for (int64_t m : {128, 64, 32, 16, 8})
-    points.push_back({"c_M" + std::to_string(m), 16384, 128, std::vector<int64_t>(m, 128)});
+    points.push_back({"c", "M" + std::to_string(m), 16384, 128, std::vector<int64_t>(m, 128)});
   if (o.quick) points.resize(3);
   for (const std::string rule : {"kda", "gdn"})
     for (const Point& p : points) {
       int64_t active = 0;
       for (int64_t l : p.lengths) active += l;
-      const std::string what = rule + " overcapture_" + p.name;
+      const std::string what = rule + " overcapture_" + p.sweep + "_" + p.x;
       try {
         LinearStep worst(rule, p.capacity, cu_seqlens(p.lengths, p.slots));
         LinearStep exact(rule, active,
@@ -203,9 +205,9 @@ void overcapture(const Options& o, Report& report, const Peers& peers) {
         const Stats w = device_time(o, worst.raw(), 5, [&] { worst.replay(); });
         const Stats x = device_time(o, exact.raw(), 5, [&] { exact.replay(); });
         report.compare(what + ": worst-case graph", w, "exact graph", x, 1.10);
-        std::printf("csv,linear_overcapture,%s,%s,%.4f\n", rule.c_str(), p.name.c_str(),
-                    w.median_ns / x.median_ns);
-        if (rule == "kda") fla_overcapture(report, peers, p.name);
+        std::printf("csv,linear_overcapture,%s,%s,eagle %s,%.4f\n", p.sweep.c_str(), p.x.c_str(),
+                    rule.c_str(), w.median_ns / x.median_ns);
+        if (rule == "kda") fla_overcapture(report, peers, p.sweep, p.x);
       } catch (const std::exception& ex) {
         report.note(what + ": did not run: " + ex.what());
       }

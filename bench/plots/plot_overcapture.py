@@ -1,10 +1,12 @@
 #!/usr/bin/env python3
-"""Plots eagle_bench section 13b (over-capture) from its log: for each sweep, the replay time of
-the graph captured for the capacity over the graph captured for the exact batch, per engine
-(eagle native flat and persistent, eagle's cuDNN backend, torch varlen_attn with max_seqlen = T).
-Reads the log's "csv,overcapture,SWEEP,X,ENGINE,RATIO" lines; writes one PNG.
+"""Plots eagle_bench's over-capture sweeps from its log: for each sweep, the replay time of the
+graph captured for the capacity over the graph captured for the exact batch, per engine.
+Section 13b (default, --tag overcapture): forward+backward varlen attention (eagle native flat
+and persistent, eagle's cuDNN backend, torch varlen_attn with max_seqlen = T). Section 14b
+(--tag linear_overcapture): the linear-attention forward (eagle's kda and gdn, fla's chunk_kda
+use_graph). Reads the log's "csv,TAG,SWEEP,X,ENGINE,RATIO" lines; writes one PNG.
 
-    python3 bench/plots/plot_overcapture.py LOG [OUT.png]
+    python3 bench/plots/plot_overcapture.py LOG [OUT.png] [--tag linear_overcapture]
 """
 import sys
 from collections import defaultdict
@@ -14,6 +16,10 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
+SUPTITLES = {
+    "overcapture": "Over-capture: forward+backward varlen attention, H200, bf16, H=32, D=128, causal",
+    "linear_overcapture": "Over-capture: linear attention forward, H200, bf16, H=32, K=V=128",
+}
 TITLES = {
     "a": "(a) T = L = 8192, N = 256: M sequences",
     "b": "(b) T = 16384, N = 256, M = 64: L active tokens",
@@ -22,15 +28,21 @@ TITLES = {
 
 
 def main():
-    if len(sys.argv) < 2:
+    args = sys.argv[1:]
+    tag = "overcapture"
+    if "--tag" in args:
+        i = args.index("--tag")
+        tag = args[i + 1]
+        del args[i:i + 2]
+    if not args:
         print(__doc__)
         return 2
-    out = sys.argv[2] if len(sys.argv) > 2 else "bench/plots/overcapture.png"
+    out = args[1] if len(args) > 1 else f"bench/plots/{tag}.png"
     data = defaultdict(lambda: defaultdict(list))  # sweep -> engine -> [(x, ratio)]
     order = defaultdict(list)  # sweep -> x labels in log order
-    with open(sys.argv[1]) as f:
+    with open(args[0]) as f:
         for line in f:
-            if not line.startswith("csv,overcapture,"):
+            if not line.startswith(f"csv,{tag},"):
                 continue
             _, _, sweep, x, engine, ratio = line.strip().split(",")
             data[sweep][engine].append((x, float(ratio)))
@@ -38,7 +50,7 @@ def main():
                 order[sweep].append(x)
     sweeps = sorted(data)
     if not sweeps:
-        print("no csv,overcapture lines in", sys.argv[1])
+        print(f"no csv,{tag} lines in", args[0])
         return 1
     fig, axes = plt.subplots(1, len(sweeps), figsize=(5.5 * len(sweeps), 4.2), squeeze=False)
     for ax, sweep in zip(axes[0], sweeps):
@@ -54,7 +66,7 @@ def main():
         ax.set_title(TITLES.get(sweep, sweep), fontsize=9)
         ax.grid(True, which="both", alpha=0.3)
         ax.legend(fontsize=8)
-    fig.suptitle("Over-capture: forward+backward varlen attention, H200, bf16, H=32, D=128, causal")
+    fig.suptitle(SUPTITLES.get(tag, tag))
     fig.tight_layout()
     fig.savefig(out, dpi=110)
     print("wrote", out)
