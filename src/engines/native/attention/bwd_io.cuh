@@ -98,4 +98,13 @@ __device__ __forceinline__ void st_shared_v2(uint32_t addr, float x, float y) {
   asm volatile("st.shared.v2.f32 [%0], {%1, %2};\n" ::"r"(addr), "f"(x), "f"(y) : "memory");
 }
 
+// The top of a double-buffered block loop: block b's copies (issued during block b - 1) landed
+// for every thread, and every thread is done with block b - 1, so its buffer (the one block
+// b + 1 fills) is free. The one barrier per block does both (none at the end of a block).
+__device__ __forceinline__ void block_landed() {
+  cp_async_wait_all();
+  fence_proxy_async();  // the copies are read by wgmma
+  __syncthreads();
+}
+
 }  // namespace eagle::native::attention::bwd

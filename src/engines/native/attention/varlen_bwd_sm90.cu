@@ -281,12 +281,7 @@ __global__ void __launch_bounds__(256, 1) dkdv_kernel(const Params p) {
 
     if (blocks > 0) issue(0);
     for (int64_t b = 0; b < blocks; ++b) {
-      // Block b's copies (issued during block b - 1) landed for every thread, and every thread
-      // is done with block b - 1: its buffer, the one block b + 1 fills, is free. The one
-      // barrier per block does both (no barrier at the end of a block).
-      bwd::cp_async_wait_all();
-      bwd::fence_proxy_async();  // the copies are read by wgmma
-      __syncthreads();
+      bwd::block_landed();
       if (b + 1 < blocks) issue(b + 1);
       const int h = hk * G + static_cast<int>(b / nb);
       const int64_t i0 = i_start + (b % nb) * kBr;
@@ -549,12 +544,7 @@ __global__ void __launch_bounds__(128) dq_kernel(const Params p) {
 
     if (blocks > 0) issue(0);
     for (int64_t b = 0; b < blocks; ++b) {
-      // Block b's copies (issued during block b - 1) landed for every thread, and every thread
-      // is done with block b - 1: its buffer, the one block b + 1 fills, is free. The one
-      // barrier per block does both (no barrier at the end of a block).
-      bwd::cp_async_wait_all();
-      bwd::fence_proxy_async();  // the copies are read by wgmma
-      __syncthreads();
+      bwd::block_landed();
       if (b + 1 < blocks) issue(b + 1);
       const int64_t jb = b * kBc;
       const int nk = static_cast<int>(kv_len - jb < kBc ? kv_len - jb : kBc);
