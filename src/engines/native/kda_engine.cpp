@@ -135,6 +135,8 @@ plan::Capabilities kda_capabilities() {
   // precise per-port rule is check_node's.
   caps.dtypes = {DType::bf16, DType::f16, DType::f32};
   caps.knobs["schedule"] = {0};  // flat
+  // The intra-chunk diagonal blocks: 1 on the tensor cores where the decay allows, 0 exactly.
+  caps.knobs["intra"] = {1, 0};
   return caps;
 }
 
@@ -155,7 +157,7 @@ class KdaEngine : public plan::Engine {
   }
 
   std::shared_ptr<const plan::CompiledPlan> build_plan(
-      const op::Graph& graph, const plan::Facts&, const plan::PlanConfig&,
+      const op::Graph& graph, const plan::Facts&, const plan::PlanConfig& config,
       const plan::BuildContext& ctx) const override {
     const op::Node node = graph.nodes()[0];
     const Device device = plan_device(ctx);
@@ -173,6 +175,7 @@ class KdaEngine : public plan::Engine {
     };
     KdaPlan::Table t{};
     t.shape = shape_of(node);
+    t.shape.tensor_core_diagonal = config.knobs.at("intra") != 0;
     t.capacity = ragged::chunk_capacity(t.shape.rows, t.shape.slots, kda::kChunk);
     t.q = in("q");
     t.k = in("k");

@@ -17,6 +17,7 @@
 #include <cmath>
 #include <cstdio>
 #include <limits>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -350,11 +351,46 @@ double check(const op::Graph& g, const test::RaggedRows& rows, const Arrays& got
   return worst;
 }
 
-plan::ExecutionPlans native_plan(const op::Graph& g) {
-  plan::ExecutionPlans p =
-      engines::create_execution_plan(g.clone(), kGpu, kda_engine(), {{"schedule", 0}});
+plan::ExecutionPlans native_plan(const op::Graph& g, int64_t intra = 1) {
+  plan::ExecutionPlans p = engines::create_execution_plan(g.clone(), kGpu, kda_engine(),
+                                                          {{"schedule", 0}, {"intra", intra}});
   p.build_plans();
   return p;
+}
+
+// The reference checks cu_seqlens ends at T, so it runs the same batch without the padding
+// rows: every per-token input cut to its first L rows (exact: the values are copied as is).
+Arrays reference_of(const Spec& padded, const op::Graph& g, const Arrays& in, int64_t active) {
+  Spec s = padded;
+  s.t = active;
+  const op::Graph exact = delta_graph(s);
+  std::map<std::string, int64_t> uid;
+  for (const auto& [port, t] : g.nodes()[0].inputs()) uid[port] = t.uid();
+  Arrays cut;
+  for (const auto& [port, t] : exact.nodes()[0].inputs()) {
+    const Array& a = in.at(uid.at(port));
+    if (port == "cu_seqlens" || port == "initial_state") {
+      cut[t.uid()] = a;
+      continue;
+    }
+    const std::vector<double> v = test::values(a);
+    const int64_t keep = reference::count(t.dims());
+    cut[t.uid()] = test::from_doubles(std::vector<double>(v.begin(), v.begin() + keep), t.dims(),
+                                      t.dtype(), Device::cpu());
+  }
+  const Arrays ran = test::reference(exact, cut);
+  // Back under the padded graph's output uids; o grows NaN padding rows (never compared).
+  Arrays want;
+  std::map<std::string, int64_t> out_uid;
+  for (const auto& [port, t] : exact.nodes()[0].outputs()) out_uid[port] = t.uid();
+  for (const auto& [port, t] : g.nodes()[0].outputs()) {
+    if (t.is_virtual()) continue;
+    std::vector<double> v = test::values(ran.at(out_uid.at(port)));
+    v.resize(static_cast<std::size_t>(reference::count(t.dims())),
+             std::numeric_limits<double>::quiet_NaN());
+    want[t.uid()] = test::from_doubles(v, t.dims(), DType::f64, Device::cpu());
+  }
+  return want;
 }
 
 std::vector<Case> cases() {
@@ -401,9 +437,12 @@ TEST_F(NativeKda, MatchesTheReference) {
                        (s.final_state ? " ht" : "") + (s.scale ? " scale" : ""));
           const op::Graph g = delta_graph(s);
           const Arrays in = inputs(g, rows, cu, s.l2);
-          const Arrays want = test::reference(g, in);
-          const double err = check(g, rows, test::execute(native_plan(g), in, kGpu), want);
-          if (err > worst) worst = err;
+          const Arrays want = reference_of(s, g, in, cu.back());
+          for (int64_t intra : {1, 0}) {
+            SCOPED_TRACE("intra " + std::to_string(intra));
+            const double err = check(g, rows, test::execute(native_plan(g, intra), in, kGpu), want);
+            if (err > worst) worst = err;
+          }
         }
   std::printf("worst relative error %.3g\n", worst);
 }
@@ -428,7 +467,12 @@ TEST_F(NativeKda, StrongGatesStayFinite) {
       in[t.uid()] = test::from_doubles(x, t.dims(), DType::f32, Device::cpu());
       test::poison_padding(in[t.uid()], rows);
     }
-  check(g, rows, test::execute(native_plan(g), in, kGpu), test::reference(g, in));
+  const Arrays want = reference_of(s, g, in, cu.back());
+  for (int64_t intra : {1, 0}) {
+    SCOPED_TRACE("intra " + std::to_string(intra));
+    std::printf("strong gates, intra %d: relative error %.3g\n", static_cast<int>(intra),
+                check(g, rows, test::execute(native_plan(g, intra), in, kGpu), want));
+  }
 }
 
 #ifdef EAGLE_HAVE_CUDA
@@ -439,50 +483,54 @@ TEST_F(NativeKda, DISABLED_TimeTheForward) {
   const std::vector<std::vector<int64_t>> batches = {
       {4096, 4096, 4096, 4096, 4096, 4096, 4096, 4096},
       {13000, 7000, 4500, 3200, 2400, 1500, 800, 368}};
-  for (const auto& lens : batches) {
-    Spec s;
-    s.h = s.hv = 32;
-    s.t = 32768;
-    s.slots = 8;
-    s.initial_state = false;
-    s.l2 = true;
-    std::vector<int64_t> cu = {0};
-    for (int64_t l : lens) cu.push_back(cu.back() + l);
-    const op::Graph g = delta_graph(s);
-    const plan::ExecutionPlans plans = native_plan(g);
-    const Arrays host = inputs(g, test::rows_of(cu), cu, true);
-    plan::VariantPack pack(plans.layout());
-    std::vector<Array> keep;
-    for (const auto& [uid, a] : host) {
-      keep.push_back(a.to(kGpu));
-      pack.set(uid, plan::Operand(keep.back()));
+  for (int64_t intra : {1, 0})
+    for (const auto& lens : batches) {
+      Spec s;
+      s.h = s.hv = 32;
+      s.t = 32768;
+      s.slots = 8;
+      s.initial_state = false;
+      s.l2 = true;
+      std::vector<int64_t> cu = {0};
+      for (int64_t l : lens) cu.push_back(cu.back() + l);
+      const op::Graph g = delta_graph(s);
+      const plan::ExecutionPlans plans = native_plan(g, intra);
+      const Arrays host = inputs(g, test::rows_of(cu), cu, true);
+      plan::VariantPack pack(plans.layout());
+      std::vector<Array> keep;
+      for (const auto& [uid, a] : host) {
+        keep.push_back(a.to(kGpu));
+        pack.set(uid, plan::Operand(keep.back()));
+      }
+      for (const op::Tensor& t : test::outputs(plans.graph())) {
+        keep.push_back(Array::empty(t.dims(), t.dtype(), kGpu));
+        pack.set(t.uid(), plan::Operand(keep.back()));
+      }
+      const Stream stream(kGpu);
+      const std::size_t ws_bytes = plans.workspace_size();
+      const Array ws = Array::empty({static_cast<int64_t>(ws_bytes)}, DType::u8, kGpu);
+      plan::ExecutionContext ctx{stream.native(), nullptr, ws.data(), ws_bytes};
+      ctx.device = kGpu;
+      for (int i = 0; i < 3; ++i) plans.execute(pack, ctx);
+      cudaEvent_t a, b;
+      ASSERT_EQ(cudaEventCreate(&a), cudaSuccess);
+      ASSERT_EQ(cudaEventCreate(&b), cudaSuccess);
+      const auto st = static_cast<cudaStream_t>(stream.native());
+      constexpr int kRuns = 20;
+      ASSERT_EQ(cudaEventRecord(a, st), cudaSuccess);
+      for (int i = 0; i < kRuns; ++i) plans.execute(pack, ctx);
+      ASSERT_EQ(cudaEventRecord(b, st), cudaSuccess);
+      ASSERT_EQ(cudaEventSynchronize(b), cudaSuccess);
+      float ms = 0;
+      ASSERT_EQ(cudaEventElapsedTime(&ms, a, b), cudaSuccess);
+      std::printf(
+          "kda forward bf16 H=HV=32 K=V=128 T=32768 N=8 (%s, intra %d): %.3f ms, workspace %.0f "
+          "MiB\n",
+          lens[0] == lens[1] ? "equal" : "skewed", static_cast<int>(intra), ms / kRuns,
+          ws_bytes / 1048576.0);
+      cudaEventDestroy(a);
+      cudaEventDestroy(b);
     }
-    for (const op::Tensor& t : test::outputs(plans.graph())) {
-      keep.push_back(Array::empty(t.dims(), t.dtype(), kGpu));
-      pack.set(t.uid(), plan::Operand(keep.back()));
-    }
-    const Stream stream(kGpu);
-    const std::size_t ws_bytes = plans.workspace_size();
-    const Array ws = Array::empty({static_cast<int64_t>(ws_bytes)}, DType::u8, kGpu);
-    plan::ExecutionContext ctx{stream.native(), nullptr, ws.data(), ws_bytes};
-    ctx.device = kGpu;
-    for (int i = 0; i < 3; ++i) plans.execute(pack, ctx);
-    cudaEvent_t a, b;
-    ASSERT_EQ(cudaEventCreate(&a), cudaSuccess);
-    ASSERT_EQ(cudaEventCreate(&b), cudaSuccess);
-    const auto st = static_cast<cudaStream_t>(stream.native());
-    constexpr int kRuns = 20;
-    ASSERT_EQ(cudaEventRecord(a, st), cudaSuccess);
-    for (int i = 0; i < kRuns; ++i) plans.execute(pack, ctx);
-    ASSERT_EQ(cudaEventRecord(b, st), cudaSuccess);
-    ASSERT_EQ(cudaEventSynchronize(b), cudaSuccess);
-    float ms = 0;
-    ASSERT_EQ(cudaEventElapsedTime(&ms, a, b), cudaSuccess);
-    std::printf("kda forward bf16 H=HV=32 K=V=128 T=32768 N=8 (%s): %.3f ms, workspace %.0f MiB\n",
-                lens[0] == lens[1] ? "equal" : "skewed", ms / kRuns, ws_bytes / 1048576.0);
-    cudaEventDestroy(a);
-    cudaEventDestroy(b);
-  }
 }
 #endif
 

@@ -80,8 +80,8 @@ struct PrepLayout {
   static constexpr int G = 0, K = G + C * SF, Q = K + C * SF, E = Q + C * SF;
   static constexpr int AKK = E + C * SF, AQK = AKK + C * SA, BETA = AQK + C * SA;
   static constexpr int SCR = BETA + C;
-  // Off-diagonal staging (80 bf16 rows) then T (f32) and the block products P.
-  static constexpr int kStage = 80 * SB / 2, kSolve = C * SA + 3 * 256;
+  // Product staging (96 bf16 rows) then T (f32) and the block products P.
+  static constexpr int kStage = 96 * SB / 2, kSolve = C * SA + 3 * 256;
   static constexpr int total = SCR + (kStage > kSolve ? kStage : kSolve);
   static_assert((C * ST + 2 * C * SB) / 2 <= 2 * C * SF, "W/U staging must fit over k and q");
   static constexpr std::size_t bytes = static_cast<std::size_t>(total) * sizeof(float);
@@ -153,10 +153,66 @@ __global__ void __launch_bounds__(kPrepThreads) prepare_kernel(const Params p) {
   }
   __syncthreads();
 
-  // 3a. The diagonal 16 x 16 blocks exactly: e^{G_i - G_j} <= 1 per channel for j <= i.
+  // 3a. Per 16-row block I (first row r0 = 16 I), whether the diagonal block may go through
+  // r0 too: its key factors e^{G_r0 - G_j} (j >= r0) reach e^{span}, span = max over channels
+  // of G_r0 - G_{r0 + 15}; up to 80 they and their partners e^{G_i - G_r0} >= e^{-80} stay
+  // normal f32/bf16 numbers. Past it (decay beyond fla's safe range) the block is computed
+  // exactly per channel instead.
+  __shared__ int through_r0[4];
+  if (warp < 4) {
+    float span = 0;
+    for (int c = lane; c < D; c += 32)
+      span = fmaxf(span, Gs[16 * warp * SF + c] - Gs[(16 * warp + 15) * SF + c]);
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) span = fmaxf(span, __shfl_xor_sync(0xffffffffu, span, o));
+    if (lane == 0) through_r0[warp] = p.s.tensor_core_diagonal && span <= 80.f;
+  }
+  __syncthreads();
+  // 3b. Rows of block I against keys 0 .. r0 + 15 on the tensor cores, through r0:
+  // (x_i e^{G_i - G_r0}) . (k_j e^{G_r0 - G_j}); below the diagonal block both factors are <= 1
+  // (j < r0 <= i).
+  {
+    bf16* st = reinterpret_cast<bf16*>(sm + L::SCR);  // rows: 16 erase, 16 q, then the keys
+    for (int I = 0; I < 4; ++I) {
+      const int r0 = 16 * I, keys = r0 + 16;
+      const bool diag = through_r0[I];
+      for (int i = tid; i < (32 + keys) * D; i += kPrepThreads) {
+        const int s = i / D, c = i % D;
+        const float gr = Gs[r0 * SF + c];
+        float x;
+        if (s < 16)
+          x = Es[(r0 + s) * SF + c] * __expf(Gs[(r0 + s) * SF + c] - gr);
+        else if (s < 32)
+          x = Qs[(r0 + s - 16) * SF + c] * __expf(Gs[(r0 + s - 16) * SF + c] - gr);
+        else if (s - 32 < r0 || diag)
+          x = Ks[(s - 32) * SF + c] * __expf(gr - Gs[(s - 32) * SF + c]);
+        else
+          x = 0.f;
+        st[s * SB + c] = __float2bfloat16(x);
+      }
+      __syncthreads();
+      const int tiles = keys / 8;
+      for (int t = warp; t < 2 * tiles; t += kPrepThreads / 32) {
+        const bool is_q = t >= tiles;
+        const int n0 = 8 * (t % tiles);
+        float acc[1][4] = {};
+        mma_rows<true, true, 1>(acc, st, SB, is_q ? 16 : 0, st + 32 * SB, SB, n0, D);
+        float* dst = is_q ? Aqk : Akk;
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int row = r0 + acc_row(0, e), col = acc_col(n0, e);
+          const bool keep = col < r0 || (is_q ? col <= row : col < row);
+          dst[row * SA + col] = keep ? acc[0][e] : 0.f;
+        }
+      }
+      __syncthreads();
+    }
+  }
+  // 3c. The diagonal blocks not taken through r0, exactly: e^{G_i - G_j} <= 1 per channel.
   {
     const int i = tid >> 4, jj = tid & 15;
     for (int blk = 0; blk < 4; ++blk) {
+      if (through_r0[blk]) continue;
       const int ri = blk * 16 + i, rj = blk * 16 + jj;
       float kk = 0, qk = 0;
       if (jj <= i) {
@@ -170,37 +226,7 @@ __global__ void __launch_bounds__(kPrepThreads) prepare_kernel(const Params p) {
       Aqk[ri * SA + rj] = qk;
     }
   }
-  // 3b. Below the diagonal blocks on the tensor cores, through the block's first row r0:
-  // (x_i e^{G_i - G_r0}) . (k_j e^{G_r0 - G_j}), both factors <= 1 since j < r0 <= i.
-  {
-    bf16* st = reinterpret_cast<bf16*>(sm + L::SCR);  // rows: 16 erase, 16 q, then 16 I keys
-    for (int I = 1; I < 4; ++I) {
-      const int r0 = 16 * I;
-      for (int i = tid; i < (32 + r0) * D; i += kPrepThreads) {
-        const int s = i / D, c = i % D;
-        const float gr = Gs[r0 * SF + c];
-        float x;
-        if (s < 16)
-          x = Es[(r0 + s) * SF + c] * __expf(Gs[(r0 + s) * SF + c] - gr);
-        else if (s < 32)
-          x = Qs[(r0 + s - 16) * SF + c] * __expf(Gs[(r0 + s - 16) * SF + c] - gr);
-        else
-          x = Ks[(s - 32) * SF + c] * __expf(gr - Gs[(s - 32) * SF + c]);
-        st[s * SB + c] = __float2bfloat16(x);
-      }
-      __syncthreads();
-      for (int t = warp; t < 4 * I; t += kPrepThreads / 32) {
-        const bool is_q = t >= 2 * I;
-        const int n0 = 8 * (t % (2 * I));
-        float acc[1][4] = {};
-        mma_rows<true, true, 1>(acc, st, SB, is_q ? 16 : 0, st + 32 * SB, SB, n0, D);
-        float* dst = is_q ? Aqk : Akk;
-#pragma unroll
-        for (int e = 0; e < 4; ++e) dst[(r0 + acc_row(0, e)) * SA + acc_col(n0, e)] = acc[0][e];
-      }
-      __syncthreads();
-    }
-  }
+  __syncthreads();
 
   // 4. T = (I + A)^-1 (A strictly lower): the diagonal blocks by substitution, then the blocks
   // below them by distance d from the diagonal: T_IJ = -T_II sum_{M = J}^{I - 1} A_IM T_MJ.

@@ -4,7 +4,8 @@
 //   prepare  per (chunk, value head): G = the chunk's cumsum of g per key channel, the
 //            intra-chunk products A = strictly-lower (b k)(k e^{G_i - G_j})^T and
 //            Aqk = lower scale q (k e^{G_i - G_j})^T (16-row sub-blocks: off the diagonal through
-//            a reference row so no factor exceeds 1, on it exactly per channel), T = (I + A)^-1,
+//            a reference row so no factor exceeds 1; on it through the same row where the
+//            block's decay keeps the factors in range, else exactly per channel), T = (I + A)^-1,
 //            W = T (b k e^G), U = T (w v), q e^G, k e^{G_last - G}, e^{G_last}
 //   state    per (sequence slot, value head, V block), sequentially over the sequence's chunks:
 //            h_c stored, v' = U - W h, h <- diag(e^{G_last}) h + (k e^{G_last - G})^T v'
@@ -42,6 +43,10 @@ struct Shape {
   bool l2norm = false;  // q and k rows divided by sqrt(sum x^2 + 1e-6) first
   DType dtype = DType::bf16;
   Gates gates = Gates::kda;
+  // The diagonal 16-row blocks of the intra-chunk products on the tensor cores through their
+  // first row where the block's decay allows (span <= 80), else exactly per channel; false:
+  // always exactly (slower, the plan knob `intra` = 0).
+  bool tensor_core_diagonal = true;
 };
 
 struct FwdArgs {
