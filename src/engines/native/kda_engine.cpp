@@ -1,0 +1,205 @@
+#include "engines/native/kda_engine.hpp"
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "eagle/plan/operand_rules.hpp"
+#include "eagle/ragged/capacity.hpp"
+#include "engines/native/attention/varlen_kernels.hpp"
+#include "engines/native/launch_status.hpp"
+#include "engines/native/linear_attention/kda_kernels.hpp"
+#include "engines/native/structured_support.hpp"
+
+namespace eagle::native {
+
+namespace {
+
+constexpr std::size_t kAlign = 256;
+
+std::size_t round_up(std::size_t n) {
+  return (n + kAlign - 1) / kAlign * kAlign;
+}
+
+// Declines what the kernels do not serve; the node is a single kda or gdn2.
+void check_node(const op::Node& node, const std::string& engine) {
+  const bool gdn2 = node.op() == "gdn2";
+  const op::Tensor q = node.input("q"), k = node.input("k"), v = node.input("v");
+  const op::Tensor cu = node.input("cu_seqlens");
+  require(cu.dtype() == DType::i32, engine,
+          "cu_seqlens must be i32, not " + std::string(dtype_name(cu.dtype())));
+  require(q.dtype() == DType::bf16 || q.dtype() == DType::f16, engine,
+          "q must be bf16 or f16, not " + std::string(dtype_name(q.dtype())));
+  for (const char* p : {"k", "v"})
+    require(node.input(p).dtype() == q.dtype(), engine,
+            std::string(p) + " must have q's dtype " + std::string(dtype_name(q.dtype())) +
+                ", not " + std::string(dtype_name(node.input(p).dtype())));
+  const std::vector<std::string> gates =
+      gdn2 ? std::vector<std::string>{"g", "b", "w"} : std::vector<std::string>{"g", "beta"};
+  for (const std::string& p : gates)
+    require(
+        node.input(p).dtype() == DType::f32, engine,
+        "the gate " + p + " must be f32, not " + std::string(dtype_name(node.input(p).dtype())));
+  const op::Tensor h0 = node.input("initial_state");
+  require(!h0.defined() || h0.dtype() == DType::f32, engine,
+          "initial_state must be f32 (the final state takes its dtype), not " +
+              std::string(h0.defined() ? dtype_name(h0.dtype()) : ""));
+  for (const auto& [port, t] : node.inputs()) {
+    require(!t.ragged_offset().defined(), engine,
+            "tensor '" + t.name() + "' has a ragged offset (sequences apart): not served");
+    require_row_major(t, engine);
+  }
+  for (const auto& [port, t] : node.outputs()) require_row_major(t, engine);
+  const int64_t dk = q.dims()[2], dv = v.dims()[2];
+  require(
+      dk == dv && (dk == 64 || dk == 128), engine,
+      "serves K = V in {64, 128}, got K = " + std::to_string(dk) + ", V = " + std::to_string(dv));
+  require(node.input("cu_seqlens").dims()[0] >= 2, engine, "needs at least one sequence slot");
+}
+
+kda::Shape shape_of(const op::Node& node) {
+  const op::Tensor q = node.input("q"), v = node.input("v");
+  kda::Shape s;
+  s.slots = node.input("cu_seqlens").dims()[0] - 1;
+  s.rows = q.dims()[0];
+  s.heads = static_cast<int>(q.dims()[1]);
+  s.value_heads = static_cast<int>(v.dims()[1]);
+  s.dim = static_cast<int>(q.dims()[2]);
+  s.scale = node.has_attr("scale")
+                ? static_cast<float>(node.attr("scale").as_real("scale"))
+                : static_cast<float>(1.0 / std::sqrt(static_cast<double>(s.dim)));
+  s.l2norm = node.attr("use_qk_l2norm").as_bool("use_qk_l2norm");
+  s.dtype = q.dtype();
+  s.gates = node.op() == "gdn2" ? kda::Gates::gdn2 : kda::Gates::kda;
+  return s;
+}
+
+class KdaPlan : public plan::CompiledPlan {
+ public:
+  struct Table {
+    kda::Shape shape;
+    int64_t capacity = 0;                       // ragged::chunk_capacity(T, N, 64)
+    int q, k, v, g, beta, b, w, cu, h0, o, ht;  // positions (-1: not wired / not received)
+  };
+  KdaPlan(plan::OperandRules rules, Table t) : rules_(std::move(rules)), t_(t) {}
+
+  std::size_t offsets_bytes() const {
+    return round_up(static_cast<std::size_t>(t_.shape.slots + 1) * sizeof(int32_t));
+  }
+  std::size_t workspace_bytes() const override {
+    return offsets_bytes() + kda::workspace_bytes(t_.shape, t_.capacity);
+  }
+
+  bool run(const plan::OperandBuffer* ops,
+           const plan::ExecutionContext& ctx) const noexcept override {
+    if (!rules_.match(ops) || ctx.workspace_bytes < workspace_bytes()) return false;
+    auto* offsets = static_cast<int32_t*>(ctx.workspace);
+    const auto* cu = static_cast<const int32_t*>(ops[t_.cu].data);
+    const attention::TileOffsetsJob job{cu, t_.shape.rows, kda::kChunk, offsets};
+    if (!attention::tile_offsets_launch(&job, 1, t_.shape.slots, ctx.stream))
+      return launch_succeeded(), false;
+    auto ptr = [&](int at) { return at >= 0 ? ops[at].data : nullptr; };
+    kda::FwdArgs a;
+    a.shape = t_.shape;
+    a.shape.cu = cu;
+    a.q = ptr(t_.q);
+    a.k = ptr(t_.k);
+    a.v = ptr(t_.v);
+    a.g = static_cast<const float*>(ptr(t_.g));
+    a.beta = static_cast<const float*>(ptr(t_.beta));
+    a.b = static_cast<const float*>(ptr(t_.b));
+    a.w = static_cast<const float*>(ptr(t_.w));
+    a.initial_state = static_cast<const float*>(ptr(t_.h0));
+    a.o = ptr(t_.o);
+    a.final_state = static_cast<float*>(ptr(t_.ht));
+    a.chunk_offsets = offsets;
+    a.capacity_chunks = t_.capacity;
+    if (!kda::forward(a, static_cast<char*>(ctx.workspace) + offsets_bytes(), ctx.stream))
+      return launch_succeeded(), false;
+    return true;
+  }
+  void explain(const plan::OperandBuffer* ops, const plan::ExecutionContext& ctx) const override {
+    explain_refusal(rules_, ops, ctx, workspace_bytes(), "native kda/gdn2");
+  }
+
+ private:
+  plan::OperandRules rules_;
+  Table t_;
+};
+
+plan::Capabilities kda_capabilities() {
+  plan::Capabilities caps;
+  caps.device = DeviceKind::cuda;
+  caps.sm_lo = caps.sm_hi = 90;  // built for sm_90a only
+  // The io dtype the facts name is the graph's first float input; the gates are f32, so the
+  // precise per-port rule is check_node's.
+  caps.dtypes = {DType::bf16, DType::f16, DType::f32};
+  caps.knobs["schedule"] = {0};  // flat
+  // The intra-chunk diagonal blocks: 1 on the tensor cores where the decay allows, 0 exactly.
+  caps.knobs["intra"] = {1, 0};
+  return caps;
+}
+
+class KdaEngine : public plan::Engine {
+ public:
+  KdaEngine(int64_t id, const std::string& name) : Engine(id, name), caps_(kda_capabilities()) {}
+  const plan::Capabilities& capabilities() const override { return caps_; }
+
+  void check_support(const op::Graph& graph, const plan::Facts&,
+                     const DeviceProperties&) const override {
+    const op::Node node = single_node(graph, name(), {"kda", "gdn2"});
+    check_node(node, name());
+    require_output(node, "o", name());
+    require(kda::served(shape_of(node)), name(),
+            "no kernel in this build for " + std::string(dtype_name(node.input("q").dtype())) +
+                " head dim " + std::to_string(node.input("q").dims()[2]) +
+                " (bf16/f16, 64 or 128, sm_90a builds)");
+  }
+
+  std::shared_ptr<const plan::CompiledPlan> build_plan(
+      const op::Graph& graph, const plan::Facts&, const plan::PlanConfig& config,
+      const plan::BuildContext& ctx) const override {
+    const op::Node node = graph.nodes()[0];
+    const Device device = plan_device(ctx);
+    plan::OperandRules rules;
+    for (const auto& [port, t] : node.inputs()) rules.add(*ctx.layout, t, device, true);
+    for (const auto& [port, t] : node.outputs())
+      if (receives(t)) rules.add(*ctx.layout, t, device, true);
+    auto in = [&](const char* p) {
+      const op::Tensor t = node.input(p);
+      return t.defined() ? ctx.layout->index_of(t) : -1;
+    };
+    auto out = [&](const char* p) {
+      const op::Tensor t = node.output(p);
+      return receives(t) ? ctx.layout->index_of(t) : -1;
+    };
+    KdaPlan::Table t{};
+    t.shape = shape_of(node);
+    t.shape.tensor_core_diagonal = config.knobs.at("intra") != 0;
+    t.capacity = ragged::chunk_capacity(t.shape.rows, t.shape.slots, kda::kChunk);
+    t.q = in("q");
+    t.k = in("k");
+    t.v = in("v");
+    t.g = in("g");
+    const bool gdn2 = node.op() == "gdn2";
+    t.beta = gdn2 ? -1 : in("beta");
+    t.b = gdn2 ? in("b") : -1;
+    t.w = gdn2 ? in("w") : -1;
+    t.cu = in("cu_seqlens");
+    t.h0 = in("initial_state");
+    t.o = out("o");
+    t.ht = out("final_state");
+    return std::make_shared<KdaPlan>(std::move(rules), t);
+  }
+
+ private:
+  plan::Capabilities caps_;
+};
+
+}  // namespace
+
+std::unique_ptr<plan::Engine> make_kda_engine(int64_t id, const std::string& name) {
+  return std::make_unique<KdaEngine>(id, name);
+}
+
+}  // namespace eagle::native

@@ -1,0 +1,591 @@
+// The chunked kda / gdn2 forward (kda_kernels.hpp): prepare, state and output launches over
+// the flat chunk list of the ragged schedule (ragged::chunk_task), chunk C = 64.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include "eagle/ragged/schedule.hpp"
+#include "engines/native/linear_attention/kda_kernels.hpp"
+#include "engines/native/linear_attention/kda_mma.cuh"
+
+namespace eagle::native::kda {
+
+namespace {
+
+constexpr int C = kChunk;
+constexpr int kPrepThreads = 256, kStateThreads = 128, kOutThreads = 128;
+constexpr int kStateBlockV = 32;  // value columns of h per state CTA
+constexpr std::size_t kAlign = 256;
+
+std::size_t round_up(std::size_t n) {
+  return (n + kAlign - 1) / kAlign * kAlign;
+}
+
+// What the three launches pass between them, per (flat chunk, value head), each [j][hv][...]:
+// w, u, qg, kg, vn [C, D] bf16; aqk [C, C] bf16; h [D, D] bf16 (the state before the chunk);
+// gl [D] f32 (e^{G_last}).
+struct Scratch {
+  bf16 *w, *u, *qg, *kg, *vn, *aqk, *h;
+  float* gl;
+};
+
+struct Params {
+  Shape s;
+  const void *q, *k, *v;
+  const float *g, *beta, *b, *w;
+  const float* h0;
+  void* o;
+  float* ht;
+  const int32_t* offsets;
+  Scratch ws;
+};
+
+template <typename T>
+__device__ __forceinline__ float to_f(T x);
+template <>
+__device__ __forceinline__ float to_f(bf16 x) {
+  return __bfloat162float(x);
+}
+template <>
+__device__ __forceinline__ float to_f(__half x) {
+  return __half2float(x);
+}
+template <typename T>
+__device__ __forceinline__ T from_f(float x);
+template <>
+__device__ __forceinline__ bf16 from_f(float x) {
+  return __float2bfloat16(x);
+}
+template <>
+__device__ __forceinline__ __half from_f(float x) {
+  return __float2half(x);
+}
+
+__device__ __forceinline__ int64_t slab(const Params& p, int64_t j, int hv) {
+  return j * p.s.value_heads + hv;
+}
+
+// The chunk's task, or sequence -1 past the batch's chunks.
+__device__ __forceinline__ ragged::ChunkTask chunk_of(const Params& p, int64_t j) {
+  return ragged::chunk_task(p.s.cu, p.offsets, p.s.slots, p.s.rows, C, j);
+}
+
+// ---- prepare ---------------------------------------------------------------------------------
+
+// Shared memory of the prepare kernel, in floats. f32 rows of D + 1 (odd: a column read across
+// lanes is conflict-free), bf16 rows of D + 8 (fragment loads conflict-free).
+template <int D>
+struct PrepLayout {
+  static constexpr int SF = D + 1, SB = D + 8, SA = C + 1, ST = C + 8;
+  static constexpr int G = 0, K = G + C * SF, Q = K + C * SF, E = Q + C * SF;
+  static constexpr int AKK = E + C * SF, AQK = AKK + C * SA, BETA = AQK + C * SA;
+  static constexpr int SCR = BETA + C;
+  // Product staging (96 bf16 rows) then T (f32) and the block products P.
+  static constexpr int kStage = 96 * SB / 2, kSolve = C * SA + 3 * 256;
+  static constexpr int total = SCR + (kStage > kSolve ? kStage : kSolve);
+  static_assert((C * ST + 2 * C * SB) / 2 <= 2 * C * SF, "W/U staging must fit over k and q");
+  static constexpr std::size_t bytes = static_cast<std::size_t>(total) * sizeof(float);
+};
+
+template <typename T, int D, Gates GT>
+__global__ void __launch_bounds__(kPrepThreads) prepare_kernel(const Params p) {
+  using L = PrepLayout<D>;
+  constexpr int SF = L::SF, SB = L::SB, SA = L::SA, ST = L::ST;
+  extern __shared__ float4 smem4[];
+  float* sm = reinterpret_cast<float*>(smem4);
+  float *Gs = sm + L::G, *Ks = sm + L::K, *Qs = sm + L::Q, *Es = sm + L::E;
+  float *Akk = sm + L::AKK, *Aqk = sm + L::AQK, *betas = sm + L::BETA;
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+  const int64_t j = blockIdx.x;
+  const int hv = blockIdx.y;
+  const ragged::ChunkTask task = chunk_of(p, j);
+  if (task.sequence < 0) return;
+  const int n = static_cast<int>(task.row_end - task.row_begin);
+  const int HV = p.s.value_heads, H = p.s.heads, hq = hv / (HV / H);
+  const T* q = static_cast<const T*>(p.q);
+  const T* k = static_cast<const T*>(p.k);
+  const T* v = static_cast<const T*>(p.v);
+
+  // 1. The chunk's rows (zeros past its end: they then add nothing anywhere).
+  for (int i = tid; i < C * D; i += kPrepThreads) {
+    const int r = i / D, c = i % D;
+    const bool ok = r < n;
+    const int64_t row = task.row_begin + r;
+    const int64_t qk = (row * H + hq) * D + c, vh = (row * HV + hv) * D + c;
+    Qs[r * SF + c] = ok ? to_f(q[qk]) : 0.f;
+    Ks[r * SF + c] = ok ? to_f(k[qk]) : 0.f;
+    Gs[r * SF + c] = ok ? p.g[vh] : 0.f;
+    if constexpr (GT == Gates::gdn2) Es[r * SF + c] = ok ? p.b[vh] : 0.f;
+  }
+  if constexpr (GT == Gates::kda) {
+    for (int r = tid; r < C; r += kPrepThreads)
+      betas[r] = r < n ? p.beta[(task.row_begin + r) * HV + hv] : 0.f;
+  }
+  __syncthreads();
+
+  // 2. Norms and scale of q and k, the erase key b * k; G = cumsum of g per channel.
+  for (int r = warp; r < C; r += kPrepThreads / 32) {
+    float sq = 0, sk = 0;
+    for (int c = lane; c < D; c += 32) {
+      sq += Qs[r * SF + c] * Qs[r * SF + c];
+      sk += Ks[r * SF + c] * Ks[r * SF + c];
+    }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+      sq += __shfl_xor_sync(0xffffffffu, sq, o);
+      sk += __shfl_xor_sync(0xffffffffu, sk, o);
+    }
+    const float rq = (p.s.l2norm ? rsqrtf(sq + 1e-6f) : 1.f) * p.s.scale;
+    const float rk = p.s.l2norm ? rsqrtf(sk + 1e-6f) : 1.f;
+    for (int c = lane; c < D; c += 32) {
+      Qs[r * SF + c] *= rq;
+      const float kv = Ks[r * SF + c] * rk;
+      Ks[r * SF + c] = kv;
+      Es[r * SF + c] = (GT == Gates::kda ? betas[r] : Es[r * SF + c]) * kv;
+    }
+  }
+  for (int c = tid; c < D; c += kPrepThreads) {
+    float acc = 0;
+    for (int r = 0; r < C; ++r) {
+      acc += Gs[r * SF + c];
+      Gs[r * SF + c] = acc;
+    }
+  }
+  __syncthreads();
+
+  // 3a. Per 16-row block I (first row r0 = 16 I), whether the diagonal block may go through
+  // r0 too: its key factors e^{G_r0 - G_j} (j >= r0) reach e^{span}, span = max over channels
+  // of G_r0 - G_{r0 + 15}; up to 80 they and their partners e^{G_i - G_r0} >= e^{-80} stay
+  // normal f32/bf16 numbers. Past it (decay beyond fla's safe range) the block is computed
+  // exactly per channel instead.
+  __shared__ int through_r0[4];
+  if (warp < 4) {
+    float span = 0;
+    for (int c = lane; c < D; c += 32)
+      span = fmaxf(span, Gs[16 * warp * SF + c] - Gs[(16 * warp + 15) * SF + c]);
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) span = fmaxf(span, __shfl_xor_sync(0xffffffffu, span, o));
+    if (lane == 0) through_r0[warp] = p.s.tensor_core_diagonal && span <= 80.f;
+  }
+  __syncthreads();
+  // 3b. Rows of block I against keys 0 .. r0 + 15 on the tensor cores, through r0:
+  // (x_i e^{G_i - G_r0}) . (k_j e^{G_r0 - G_j}); below the diagonal block both factors are <= 1
+  // (j < r0 <= i).
+  {
+    bf16* st = reinterpret_cast<bf16*>(sm + L::SCR);  // rows: 16 erase, 16 q, then the keys
+    for (int I = 0; I < 4; ++I) {
+      const int r0 = 16 * I, keys = r0 + 16;
+      const bool diag = through_r0[I];
+      for (int i = tid; i < (32 + keys) * D; i += kPrepThreads) {
+        const int s = i / D, c = i % D;
+        const float gr = Gs[r0 * SF + c];
+        float x;
+        if (s < 16)
+          x = Es[(r0 + s) * SF + c] * __expf(Gs[(r0 + s) * SF + c] - gr);
+        else if (s < 32)
+          x = Qs[(r0 + s - 16) * SF + c] * __expf(Gs[(r0 + s - 16) * SF + c] - gr);
+        else if (s - 32 < r0 || diag)
+          x = Ks[(s - 32) * SF + c] * __expf(gr - Gs[(s - 32) * SF + c]);
+        else
+          x = 0.f;
+        st[s * SB + c] = __float2bfloat16(x);
+      }
+      __syncthreads();
+      const int tiles = keys / 8;
+      for (int t = warp; t < 2 * tiles; t += kPrepThreads / 32) {
+        const bool is_q = t >= tiles;
+        const int n0 = 8 * (t % tiles);
+        float acc[1][4] = {};
+        mma_rows<true, true, 1>(acc, st, SB, is_q ? 16 : 0, st + 32 * SB, SB, n0, D);
+        float* dst = is_q ? Aqk : Akk;
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int row = r0 + acc_row(0, e), col = acc_col(n0, e);
+          const bool keep = col < r0 || (is_q ? col <= row : col < row);
+          dst[row * SA + col] = keep ? acc[0][e] : 0.f;
+        }
+      }
+      __syncthreads();
+    }
+  }
+  // 3c. The diagonal blocks not taken through r0, exactly: e^{G_i - G_j} <= 1 per channel.
+  {
+    const int i = tid >> 4, jj = tid & 15;
+    for (int blk = 0; blk < 4; ++blk) {
+      if (through_r0[blk]) continue;
+      const int ri = blk * 16 + i, rj = blk * 16 + jj;
+      float kk = 0, qk = 0;
+      if (jj <= i) {
+        for (int c = 0; c < D; ++c) {
+          const float kr = Ks[rj * SF + c] * __expf(Gs[ri * SF + c] - Gs[rj * SF + c]);
+          kk += Es[ri * SF + c] * kr;
+          qk += Qs[ri * SF + c] * kr;
+        }
+      }
+      Akk[ri * SA + rj] = jj < i ? kk : 0.f;
+      Aqk[ri * SA + rj] = qk;
+    }
+  }
+  __syncthreads();
+
+  // 4. T = (I + A)^-1 (A strictly lower): the diagonal blocks by substitution, then the blocks
+  // below them by distance d from the diagonal: T_IJ = -T_II sum_{M = J}^{I - 1} A_IM T_MJ.
+  float* Tm = sm + L::SCR;
+  float* P = Tm + C * SA;
+  if (tid < 64) {
+    const int blk = tid >> 4, nn = tid & 15, o = 16 * blk;
+    float x[16];
+#pragma unroll
+    for (int i = 0; i < 16; ++i) {
+      float s = i == nn ? 1.f : 0.f;
+#pragma unroll
+      for (int m = 0; m < i; ++m) s -= Akk[(o + i) * SA + o + m] * x[m];
+      x[i] = s;
+    }
+#pragma unroll
+    for (int i = 0; i < 16; ++i) Tm[(o + i) * SA + o + nn] = x[i];
+  }
+  for (int i = tid; i < C * C; i += kPrepThreads) {
+    const int r = i / C, c = i % C;
+    if (c / 16 > r / 16) Tm[r * SA + c] = 0.f;
+  }
+  __syncthreads();
+  for (int d = 1; d < 4; ++d) {
+    for (int i = tid; i < (4 - d) * 256; i += kPrepThreads) {
+      const int J = i / 256, I = J + d, r = (i % 256) / 16, c = i % 16;
+      float s = 0;
+      for (int m = 16 * J; m < 16 * I; ++m)
+        s += Akk[(16 * I + r) * SA + m] * Tm[m * SA + 16 * J + c];
+      P[i] = s;
+    }
+    __syncthreads();
+    for (int i = tid; i < (4 - d) * 256; i += kPrepThreads) {
+      const int J = i / 256, I = J + d, r = (i % 256) / 16, c = i % 16;
+      float s = 0;
+      for (int m = 0; m < 16; ++m)
+        s += Tm[(16 * I + r) * SA + 16 * I + m] * P[J * 256 + m * 16 + c];
+      Tm[(16 * I + r) * SA + 16 * J + c] = -s;
+    }
+    __syncthreads();
+  }
+
+  // 5. What the state and output launches read: q e^G, k e^{G_last - G}, e^{G_last}, Aqk.
+  const int64_t at = slab(p, j, hv);
+  {
+    bf16* qg = p.ws.qg + at * C * D;
+    bf16* kg = p.ws.kg + at * C * D;
+    for (int i = tid; i < C * D; i += kPrepThreads) {
+      const int r = i / D, c = i % D;
+      const float gi = Gs[r * SF + c], gl = Gs[(C - 1) * SF + c];
+      qg[i] = __float2bfloat16(Qs[r * SF + c] * __expf(gi));
+      kg[i] = __float2bfloat16(Ks[r * SF + c] * __expf(gl - gi));
+    }
+    for (int c = tid; c < D; c += kPrepThreads) p.ws.gl[at * D + c] = __expf(Gs[(C - 1) * SF + c]);
+    bf16* aqk = p.ws.aqk + at * C * C;
+    for (int i = tid; i < C * C; i += kPrepThreads) {
+      const int r = i / C, c = i % C;
+      aqk[i] = __float2bfloat16(c <= r ? Aqk[r * SA + c] : 0.f);
+    }
+  }
+  __syncthreads();
+
+  // 6. W = T (b k e^G), U = T (w v), staged over k and q.
+  bf16* Tb = reinterpret_cast<bf16*>(sm + L::K);
+  bf16* R1 = Tb + C * ST;
+  bf16* R2 = R1 + C * SB;
+  for (int i = tid; i < C * C; i += kPrepThreads) {
+    const int r = i / C, c = i % C;
+    Tb[r * ST + c] = __float2bfloat16(Tm[r * SA + c]);
+  }
+  for (int i = tid; i < C * D; i += kPrepThreads) {
+    const int r = i / D, c = i % D;
+    const int64_t row = task.row_begin + r;
+    R1[r * SB + c] = __float2bfloat16(Es[r * SF + c] * __expf(Gs[r * SF + c]));
+    float wv = 0.f;
+    if (r < n) {
+      const int64_t vh = (row * HV + hv) * D + c;
+      wv = to_f(v[vh]) * (GT == Gates::kda ? betas[r] : p.w[vh]);
+    }
+    R2[r * SB + c] = __float2bfloat16(wv);
+  }
+  __syncthreads();
+  {
+    const int which = warp / 4, mt = warp % 4;
+    float acc[D / 8][4] = {};
+    mma_rows<true, false, D / 8>(acc, Tb, ST, 16 * mt, which ? R2 : R1, SB, 0, C);
+    bf16* out = (which ? p.ws.u : p.ws.w) + at * C * D;
+#pragma unroll
+    for (int t = 0; t < D / 8; ++t)
+#pragma unroll
+      for (int e = 0; e < 4; e += 2) {
+        const int r = acc_row(16 * mt, e), c = acc_col(8 * t, e);
+        *reinterpret_cast<__nv_bfloat162*>(out + r * D + c) =
+            __floats2bfloat162_rn(acc[t][e], acc[t][e + 1]);
+      }
+  }
+}
+
+// ---- state -----------------------------------------------------------------------------------
+
+template <int D, int BV>
+struct StateLayout {
+  static constexpr int SB = D + 8, SV = BV + 8;
+  // bf16 elements: W and kg [C][SB], h [D][SV], v' [C][SV]; then e^{G_last} [D] f32.
+  static constexpr int W = 0, KG = W + C * SB, H = KG + C * SB, VN = H + D * SV;
+  static constexpr int end = VN + C * SV;
+  static constexpr std::size_t bytes = static_cast<std::size_t>(end) * 2 + D * sizeof(float);
+};
+
+// 16-byte copies of `rows` rows of D bf16 from global (row stride D) to shared (stride ld).
+template <int D, int Threads>
+__device__ __forceinline__ void copy_rows(bf16* dst, int ld, const bf16* src, int rows) {
+  constexpr int per_row = D / 8;
+  for (int i = threadIdx.x; i < rows * per_row; i += Threads) {
+    const int r = i / per_row, c = (i % per_row) * 8;
+    *reinterpret_cast<uint4*>(dst + r * ld + c) =
+        *reinterpret_cast<const uint4*>(src + static_cast<int64_t>(r) * D + c);
+  }
+}
+
+template <int D, int BV>
+__global__ void __launch_bounds__(kStateThreads) state_kernel(const Params p) {
+  using L = StateLayout<D, BV>;
+  constexpr int SB = L::SB, SV = L::SV, MT = D / 64, NT = BV / 8;
+  extern __shared__ float4 smem4[];
+  bf16* sb = reinterpret_cast<bf16*>(smem4);
+  bf16 *Wsm = sb + L::W, *KGs = sb + L::KG, *Hs = sb + L::H, *VNs = sb + L::VN;
+  float* GLs = reinterpret_cast<float*>(sb + L::end);
+  const int warp = threadIdx.x >> 5;
+  const int64_t s = blockIdx.x;
+  const int hv = blockIdx.y, v0 = blockIdx.z * BV, HV = p.s.value_heads;
+  const int m_base = warp * (D / 4);  // this warp's rows of h
+
+  float h[MT][NT][4];
+  const int64_t state_at = (s * HV + hv) * static_cast<int64_t>(D) * D;
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+    for (int t = 0; t < NT; ++t)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int d = acc_row(m_base + 16 * mt, e), c = v0 + acc_col(8 * t, e);
+        h[mt][t][e] = p.h0 ? p.h0[state_at + static_cast<int64_t>(d) * D + c] : 0.f;
+      }
+
+  const int64_t first = p.offsets[s], last = p.offsets[s + 1];
+  for (int64_t j = first; j < last; ++j) {
+    const int64_t at = slab(p, j, hv);
+    copy_rows<D, kStateThreads>(Wsm, SB, p.ws.w + at * C * D, C);
+    copy_rows<D, kStateThreads>(KGs, SB, p.ws.kg + at * C * D, C);
+    for (int c = threadIdx.x; c < D; c += kStateThreads) GLs[c] = p.ws.gl[at * D + c];
+    bf16* hg = p.ws.h + at * D * D;
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+      for (int t = 0; t < NT; ++t)
+#pragma unroll
+        for (int e = 0; e < 4; e += 2) {
+          const int d = acc_row(m_base + 16 * mt, e), c = acc_col(8 * t, e);
+          const __nv_bfloat162 x = __floats2bfloat162_rn(h[mt][t][e], h[mt][t][e + 1]);
+          *reinterpret_cast<__nv_bfloat162*>(Hs + d * SV + c) = x;
+          *reinterpret_cast<__nv_bfloat162*>(hg + static_cast<int64_t>(d) * D + v0 + c) = x;
+        }
+    __syncthreads();
+
+    // v' = U - W h: warp w owns chunk rows 16 w .. 16 w + 15.
+    {
+      float acc[NT][4] = {};
+      mma_rows<true, false, NT>(acc, Wsm, SB, 16 * warp, Hs, SV, 0, D);
+      const bf16* u = p.ws.u + at * C * D;
+      bf16* vn = p.ws.vn + at * C * D;
+#pragma unroll
+      for (int t = 0; t < NT; ++t)
+#pragma unroll
+        for (int e = 0; e < 4; e += 2) {
+          const int r = acc_row(16 * warp, e), c = acc_col(8 * t, e);
+          const float2 uu =
+              __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(u + r * D + v0 + c));
+          const __nv_bfloat162 x = __floats2bfloat162_rn(uu.x - acc[t][e], uu.y - acc[t][e + 1]);
+          *reinterpret_cast<__nv_bfloat162*>(VNs + r * SV + c) = x;
+          *reinterpret_cast<__nv_bfloat162*>(vn + r * D + v0 + c) = x;
+        }
+    }
+    __syncthreads();
+
+    // h <- diag(e^{G_last}) h + (k e^{G_last - G})^T v'.
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt) {
+#pragma unroll
+      for (int t = 0; t < NT; ++t)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) h[mt][t][e] *= GLs[acc_row(m_base + 16 * mt, e)];
+      mma_rows<false, false, NT>(h[mt], KGs, SB, m_base + 16 * mt, VNs, SV, 0, C);
+    }
+    __syncthreads();
+  }
+
+  if (p.ht) {
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+      for (int t = 0; t < NT; ++t)
+#pragma unroll
+        for (int e = 0; e < 4; e += 2) {
+          const int d = acc_row(m_base + 16 * mt, e), c = v0 + acc_col(8 * t, e);
+          *reinterpret_cast<float2*>(p.ht + state_at + static_cast<int64_t>(d) * D + c) =
+              make_float2(h[mt][t][e], h[mt][t][e + 1]);
+        }
+  }
+}
+
+// ---- output ----------------------------------------------------------------------------------
+
+template <int D>
+struct OutLayout {
+  static constexpr int SB = D + 8, ST = C + 8;
+  static constexpr int QG = 0, H = QG + C * SB, A = H + D * SB, VN = A + C * ST;
+  static constexpr std::size_t bytes = static_cast<std::size_t>(VN + C * SB) * 2;
+};
+
+template <typename T, int D>
+__global__ void __launch_bounds__(kOutThreads) output_kernel(const Params p) {
+  using L = OutLayout<D>;
+  constexpr int SB = L::SB, ST = L::ST, NT = D / 8;
+  extern __shared__ float4 smem4[];
+  bf16* sb = reinterpret_cast<bf16*>(smem4);
+  bf16 *QGs = sb + L::QG, *Hs = sb + L::H, *As = sb + L::A, *VNs = sb + L::VN;
+  const int warp = threadIdx.x >> 5;
+  const int64_t j = blockIdx.x;
+  const int hv = blockIdx.y, HV = p.s.value_heads;
+  const ragged::ChunkTask task = chunk_of(p, j);
+  if (task.sequence < 0) return;
+  const int n = static_cast<int>(task.row_end - task.row_begin);
+  const int64_t at = slab(p, j, hv);
+  copy_rows<D, kOutThreads>(QGs, SB, p.ws.qg + at * C * D, C);
+  copy_rows<D, kOutThreads>(Hs, SB, p.ws.h + at * D * D, D);
+  copy_rows<C, kOutThreads>(As, ST, p.ws.aqk + at * C * C, C);
+  copy_rows<D, kOutThreads>(VNs, SB, p.ws.vn + at * C * D, C);
+  __syncthreads();
+  float acc[NT][4] = {};
+  mma_rows<true, false, NT>(acc, QGs, SB, 16 * warp, Hs, SB, 0, D);
+  mma_rows<true, false, NT>(acc, As, ST, 16 * warp, VNs, SB, 0, C);
+  T* o = static_cast<T*>(p.o);
+#pragma unroll
+  for (int t = 0; t < NT; ++t)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int r = acc_row(16 * warp, e), c = acc_col(8 * t, e);
+      if (r < n) o[((task.row_begin + r) * HV + hv) * D + c] = from_f<T>(acc[t][e]);
+    }
+}
+
+// ---- host ------------------------------------------------------------------------------------
+
+struct Sizes {
+  std::size_t rows_d, cc, dd, d;  // bytes of one section: [cap][HV][C][D] bf16, ...
+};
+
+Sizes sizes(const Shape& s, int64_t cap) {
+  const auto slabs = static_cast<std::size_t>(cap) * static_cast<std::size_t>(s.value_heads);
+  const auto d = static_cast<std::size_t>(s.dim);
+  return {round_up(slabs * C * d * 2), round_up(slabs * C * C * 2), round_up(slabs * d * d * 2),
+          round_up(slabs * d * 4)};
+}
+
+Scratch carve(const Shape& s, int64_t cap, void* workspace) {
+  const Sizes z = sizes(s, cap);
+  char* at = static_cast<char*>(workspace);
+  auto take = [&](std::size_t bytes) {
+    char* p = at;
+    at += bytes;
+    return p;
+  };
+  Scratch w;
+  w.w = reinterpret_cast<bf16*>(take(z.rows_d));
+  w.u = reinterpret_cast<bf16*>(take(z.rows_d));
+  w.qg = reinterpret_cast<bf16*>(take(z.rows_d));
+  w.kg = reinterpret_cast<bf16*>(take(z.rows_d));
+  w.vn = reinterpret_cast<bf16*>(take(z.rows_d));
+  w.aqk = reinterpret_cast<bf16*>(take(z.cc));
+  w.h = reinterpret_cast<bf16*>(take(z.dd));
+  w.gl = reinterpret_cast<float*>(take(z.d));
+  return w;
+}
+
+template <typename Kernel>
+bool allow_smem(Kernel kernel, std::size_t bytes) {
+  return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                              static_cast<int>(bytes)) == cudaSuccess;
+}
+
+template <typename T, int D, Gates GT>
+bool launch(const Params& p, int64_t cap, cudaStream_t stream) {
+  const dim3 chunks(static_cast<unsigned>(cap), static_cast<unsigned>(p.s.value_heads));
+  auto prep = prepare_kernel<T, D, GT>;
+  auto state = state_kernel<D, kStateBlockV>;
+  auto out = output_kernel<T, D>;
+  constexpr std::size_t prep_bytes = PrepLayout<D>::bytes;
+  constexpr std::size_t state_bytes = StateLayout<D, kStateBlockV>::bytes;
+  constexpr std::size_t out_bytes = OutLayout<D>::bytes;
+  if (!allow_smem(prep, prep_bytes) || !allow_smem(state, state_bytes) ||
+      !allow_smem(out, out_bytes))
+    return false;
+  prep<<<chunks, kPrepThreads, prep_bytes, stream>>>(p);
+  const dim3 slots(static_cast<unsigned>(p.s.slots), static_cast<unsigned>(p.s.value_heads),
+                   static_cast<unsigned>(D / kStateBlockV));
+  state<<<slots, kStateThreads, state_bytes, stream>>>(p);
+  out<<<chunks, kOutThreads, out_bytes, stream>>>(p);
+  return cudaPeekAtLastError() == cudaSuccess;
+}
+
+template <typename T, Gates GT>
+bool launch_dim(const Params& p, int64_t cap, cudaStream_t stream) {
+  return p.s.dim == 64 ? launch<T, 64, GT>(p, cap, stream) : launch<T, 128, GT>(p, cap, stream);
+}
+
+template <typename T>
+bool launch_gates(const Params& p, int64_t cap, cudaStream_t stream) {
+  return p.s.gates == Gates::kda ? launch_dim<T, Gates::kda>(p, cap, stream)
+                                 : launch_dim<T, Gates::gdn2>(p, cap, stream);
+}
+
+}  // namespace
+
+bool served(const Shape& s) {
+  return (s.dtype == DType::bf16 || s.dtype == DType::f16) && (s.dim == 64 || s.dim == 128) &&
+         s.heads >= 1 && s.value_heads >= 1 && s.value_heads % s.heads == 0 &&
+         s.value_heads <= 65535 && s.slots >= 1;
+}
+
+std::size_t workspace_bytes(const Shape& s, int64_t cap) {
+  if (!served(s) || cap <= 0) return 0;
+  const Sizes z = sizes(s, cap);
+  return 5 * z.rows_d + z.cc + z.dd + z.d;
+}
+
+bool forward(const FwdArgs& a, void* workspace, void* stream) noexcept {
+  const Shape& s = a.shape;
+  if (!served(s) || !a.chunk_offsets || !s.cu) return false;
+  if (a.capacity_chunks <= 0) return true;
+  if (a.capacity_chunks > 0x7fffffff || s.slots > 0x7fffffff) return false;
+  if (s.gates == Gates::kda ? !a.beta : (!a.b || !a.w)) return false;
+  Params p;
+  p.s = s;
+  p.q = a.q;
+  p.k = a.k;
+  p.v = a.v;
+  p.g = a.g;
+  p.beta = a.beta;
+  p.b = a.b;
+  p.w = a.w;
+  p.h0 = a.initial_state;
+  p.o = a.o;
+  p.ht = a.final_state;
+  p.offsets = a.chunk_offsets;
+  p.ws = carve(s, a.capacity_chunks, workspace);
+  const auto st = static_cast<cudaStream_t>(stream);
+  return s.dtype == DType::bf16 ? launch_gates<bf16>(p, a.capacity_chunks, st)
+                                : launch_gates<__half>(p, a.capacity_chunks, st);
+}
+
+}  // namespace eagle::native::kda

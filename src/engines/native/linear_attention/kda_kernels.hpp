@@ -1,0 +1,80 @@
+// Our chunked forward of the per-channel gated delta rules kda and gdn2 (fla's chunk_kda and
+// chunk_gdn2, chunk C = 64, the WY / UT form) for Hopper (sm_90a), token-packed (THD) and
+// ragged: no max_seqlen, no host read of cu_seqlens. Three launches after the chunk offsets:
+//   prepare  per (chunk, value head): G = the chunk's cumsum of g per key channel, the
+//            intra-chunk products A = strictly-lower (b k)(k e^{G_i - G_j})^T and
+//            Aqk = lower scale q (k e^{G_i - G_j})^T (16-row sub-blocks: off the diagonal through
+//            a reference row so no factor exceeds 1; on it through the same row where the
+//            block's decay keeps the factors in range, else exactly per channel), T = (I + A)^-1,
+//            W = T (b k e^G), U = T (w v), q e^G, k e^{G_last - G}, e^{G_last}
+//   state    per (sequence slot, value head, V block), sequentially over the sequence's chunks:
+//            h_c stored, v' = U - W h, h <- diag(e^{G_last}) h + (k e^{G_last - G})^T v'
+//   output   per (chunk, value head): o = (q e^G) h_c + Aqk v'
+// kda is gdn2 with b = w = beta (one per token and value head): the gates are read through a
+// small policy and everything else is shared.
+//
+// Layout (dense row-major): q, k [T, H, D], v and o [T, HV, D] (bf16 or f16, one dtype),
+// g [T, HV, D] f32 (natural log, <= 0), beta [T, HV] f32 (kda) or b [T, HV, D] and
+// w [T, HV, D] f32 (gdn2), initial_state and final_state [N, HV, D, D] f32, cu_seqlens
+// [N + 1] i32 read clamped (ragged::chunk_task). Value head hv reads q/k head hv / (HV / H).
+// Rows outside every sequence may hold anything, NaN included: they are never read. Padding
+// rows of o are left unspecified; final_state is written for every slot (an empty slot's is
+// its initial state, or 0).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "eagle/core/dtype.hpp"
+
+namespace eagle::native::kda {
+
+constexpr int kChunk = 64;
+
+// How the erase gate b (per key channel) and write gate w (per value channel) are read.
+enum class Gates : int32_t { kda = 0, gdn2 = 1 };
+
+struct Shape {
+  const int32_t* cu = nullptr;              // [slots + 1] i32, device
+  int64_t slots = 0;                        // N >= 1
+  int64_t rows = 0;                         // T (buffer rows)
+  int heads = 0, value_heads = 0, dim = 0;  // H, HV (HV % H == 0), D = K = V
+  float scale = 0;
+  bool l2norm = false;  // q and k rows divided by sqrt(sum x^2 + 1e-6) first
+  DType dtype = DType::bf16;
+  Gates gates = Gates::kda;
+  // The diagonal 16-row blocks of the intra-chunk products on the tensor cores through their
+  // first row where the block's decay allows (span <= 80), else exactly per channel; false:
+  // always exactly (slower, the plan knob `intra` = 0).
+  bool tensor_core_diagonal = true;
+};
+
+struct FwdArgs {
+  Shape shape;
+  const void* q = nullptr;
+  const void* k = nullptr;
+  const void* v = nullptr;
+  const float* g = nullptr;
+  const float* beta = nullptr;           // kda
+  const float* b = nullptr;              // gdn2
+  const float* w = nullptr;              // gdn2
+  const float* initial_state = nullptr;  // or null: zeros
+  void* o = nullptr;
+  float* final_state = nullptr;  // or null: not written
+  // The chunk offsets of cu for chunk kChunk ([slots + 1] i32, device, built before the
+  // launch) and the flat grid's capacity ragged::chunk_capacity(T, N, kChunk).
+  const int32_t* chunk_offsets = nullptr;
+  int64_t capacity_chunks = 0;
+};
+
+// Whether this build has kernels for the shape (bf16/f16, D in {64, 128}, sm_90a builds).
+bool served(const Shape& shape);
+// Device workspace of a forward over capacity_chunks chunks, a 256-byte multiple.
+std::size_t workspace_bytes(const Shape& shape, int64_t capacity_chunks);
+// Enqueues the three launches on `stream` (a cudaStream_t); `workspace` holds
+// workspace_bytes(shape, capacity_chunks) bytes, 256-byte aligned, and needs no clearing.
+// False when no kernel serves the shape or a launch failed (the CUDA error left for the
+// caller's cudaGetLastError).
+bool forward(const FwdArgs& args, void* workspace, void* stream) noexcept;
+
+}  // namespace eagle::native::kda
