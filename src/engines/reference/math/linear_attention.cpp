@@ -67,6 +67,7 @@ const Dense& required(DeltaRule rule, const char* arg, const Dense* x) {
 // Sizes read off validated operands; group = HV / H value heads share one q/k head.
 struct Sizes {
   int64_t T, H, HV, K, V, B, group;
+  int64_t L;  // active rows: cu_seqlens[B] <= T; the rows past it are padding, never read
 };
 
 Sizes validate(DeltaRule rule, const DeltaInputs& in, const DeltaOptions& opt) {
@@ -107,11 +108,12 @@ Sizes validate(DeltaRule rule, const DeltaInputs& in, const DeltaOptions& opt) {
       fail(rule, "cu_seqlens " + dims_text(cu) + ": decreases at index " + std::to_string(i));
     }
   }
-  if (cu.back() != s.T) {
+  if (cu.back() > s.T) {
     fail(rule, "cu_seqlens " + dims_text(cu) + ": ends at " + std::to_string(cu.back()) +
-                   ", expected T = " + std::to_string(s.T));
+                   ", past T = " + std::to_string(s.T));
   }
   s.B = static_cast<int64_t>(cu.size()) - 1;
+  s.L = cu.back();
 
   const Dense& g = required(rule, "g", in.g);
   if (gdn) {
@@ -179,8 +181,8 @@ Rows transform_rows(const Dense& x, const Sizes& s, bool l2, double mul) {
 // which is mul dy without the norm (r = 1, no projection).
 Dense transform_rows_backward(const Dense& x, const Sizes& s, bool l2, double mul, const Rows& rows,
                               const std::vector<double>& dy) {
-  Dense dx(x.dims);
-  for (int64_t row = 0; row < s.T * s.H; ++row) {
+  Dense dx(x.dims);  // padding rows (t >= L) stay 0
+  for (int64_t row = 0; row < s.L * s.H; ++row) {
     const double r = rows.r[at(row)];
     const double* xr = &x.data[at(row * s.K)];
     const double* dyr = &dy[at(row * s.K)];
@@ -231,16 +233,16 @@ std::vector<double> decay(DeltaRule rule, const DeltaInputs& in, const DeltaOpti
 
 void decay_backward(DeltaRule rule, const DeltaInputs& in, const DeltaOptions& opt, const Sizes& s,
                     const Coefs& coefs, const std::vector<double>& da, DeltaBackward& out) {
-  out.dg = Dense(in.g->dims);
+  out.dg = Dense(in.g->dims);  // padding rows (t >= L) stay 0: their decay may be NaN
   if (rule != DeltaRule::gdn) {
-    for (std::size_t j = 0; j < da.size(); ++j) out.dg.data[j] = da[j] * coefs.a[j];
+    for (int64_t j = 0; j < s.L * s.HV * s.K; ++j) out.dg.data[at(j)] = da[at(j)] * coefs.a[at(j)];
     return;
   }
   if (opt.safe_gate) {
     out.d_a_log = Dense({s.HV});
     out.d_dt_bias = Dense({s.HV});
   }
-  for (int64_t i = 0; i < s.T * s.HV; ++i) {
+  for (int64_t i = 0; i < s.L * s.HV; ++i) {
     double d_log = 0;  // d / d(log-decay), summed over the K channels it was broadcast to
     for (int64_t c = 0; c < s.K; ++c) d_log += da[at(i * s.K + c)] * coefs.a[at(i * s.K + c)];
     if (!opt.safe_gate) {
@@ -291,7 +293,7 @@ void gates_backward(DeltaRule rule, const DeltaInputs& in, const DeltaOptions& o
     return;
   }
   out.dbeta = Dense(in.beta->dims);
-  for (int64_t i = 0; i < s.T * s.HV; ++i) {
+  for (int64_t i = 0; i < s.L * s.HV; ++i) {
     double d = 0;
     for (int64_t e = 0; e < s.K; ++e) d += dc[at(i * s.K + e)];
     for (int64_t j = 0; j < s.V; ++j) d += du[at(i * s.V + j)];

@@ -416,6 +416,65 @@ TEST(DeltaForwardFormula, PackedSequencesAreIndependent) {
   }
 }
 
+// A batch of L < T active rows (cu_seqlens ends before T, as in a graph captured for capacity):
+// the active rows' outputs and gradients equal the exact batch's, the padding rows (NaN in every
+// input) come out 0 in o and in every gradient, and d_a_log / d_dt_bias stay finite.
+TEST(DeltaForwardFormula, PaddingRowsPastTheBatchAreNeverRead) {
+  for (DeltaRule rule : kRules) {
+    SCOPED_TRACE(name(rule));
+    const Config c{.cu = {0, 2, 5}, .l2 = true, .safe_gate = rule == DeltaRule::gdn};
+    const Problem exact = random_problem(rule, c);
+    const int64_t L = 5, T = 8;
+    Problem padded = exact;
+    const double nan = std::numeric_limits<double>::quiet_NaN();
+    const auto pad = [&](Dense& x) {
+      Dims dims = x.dims;
+      dims[0] = T;
+      Dense y(dims);
+      std::fill(y.data.begin(), y.data.end(), nan);
+      std::copy(x.data.begin(), x.data.end(), y.data.begin());
+      x = y;
+    };
+    for (Dense* x : {&padded.q, &padded.k, &padded.v, &padded.g}) pad(*x);
+    if (rule == DeltaRule::gdn2) {
+      pad(padded.b);
+      pad(padded.w);
+    } else {
+      pad(padded.beta);
+    }
+    const DeltaForward fe = exact.forward(), fp = padded.forward();
+    expect_all_near(test::dense_rows(fp.o, 0, L), fe.o, 1e-12, "active rows of o");
+    expect_all_near(test::dense_rows(fp.o, L, T), Dense({T - L, c.HV, c.V}), 0, "padding of o");
+    expect_all_near(fp.final_state, fe.final_state, 1e-12, "final_state");
+
+    Dense d_o = random_dense({L, c.HV, c.V}, -1, 1);
+    const DeltaBackward be = delta_backward(rule, exact.inputs(), d_o, nullptr, exact.opt);
+    pad(d_o);
+    const DeltaBackward bp = delta_backward(rule, padded.inputs(), d_o, nullptr, padded.opt);
+    const auto same = [&](const Dense& got, const Dense& want, const char* what) {
+      expect_all_near(test::dense_rows(got, 0, L), want, 1e-12, what);
+      Dims pad_dims = got.dims;
+      pad_dims[0] = T - L;
+      expect_all_near(test::dense_rows(got, L, T), Dense(pad_dims), 0, what);
+    };
+    same(bp.dq, be.dq, "dq");
+    same(bp.dk, be.dk, "dk");
+    same(bp.dv, be.dv, "dv");
+    same(bp.dg, be.dg, "dg");
+    if (rule == DeltaRule::gdn2) {
+      same(bp.db, be.db, "db");
+      same(bp.dw, be.dw, "dw");
+    } else {
+      same(bp.dbeta, be.dbeta, "dbeta");
+    }
+    expect_all_near(bp.d_initial_state, be.d_initial_state, 1e-12, "d_initial_state");
+    if (rule == DeltaRule::gdn) {
+      expect_all_near(bp.d_a_log, be.d_a_log, 1e-12, "d_a_log");
+      expect_all_near(bp.d_dt_bias, be.d_dt_bias, 1e-12, "d_dt_bias");
+    }
+  }
+}
+
 // use_qk_l2norm equals feeding rows already divided by sqrt(sum x^2 + 1e-6).
 TEST(DeltaForwardFormula, L2NormEqualsPrenormalizedRows) {
   for (DeltaRule rule : kRules) {
@@ -641,7 +700,7 @@ TEST(DeltaErrors, CuSeqlens) {
     expect_rejected(rule, with({}), {r, "cu_seqlens []", "starting at 0"});
     expect_rejected(rule, with({1, 4}), {r, "cu_seqlens [1,4]", "starting at 0"});
     expect_rejected(rule, with({0, 3, 2, 4}), {r, "cu_seqlens [0,3,2,4]", "decreases at index 2"});
-    expect_rejected(rule, with({0, 3}), {r, "cu_seqlens [0,3]", "expected T = 4"});
+    expect_rejected(rule, with({0, 5}), {r, "cu_seqlens [0,5]", "ends at 5, past T = 4"});
   }
 }
 
