@@ -9,6 +9,7 @@
 #include "engines/native/attention_engine.hpp"
 #include "engines/native/embedding_engine.hpp"
 #include "engines/native/fused_engine.hpp"
+#include "engines/native/gdn_engine.hpp"
 #include "engines/native/loss_engine.hpp"
 #include "engines/native/normalization_engine.hpp"
 #include "engines/native/pointwise_engine.hpp"
@@ -258,7 +259,12 @@ plan::ManifestSpec builtin_spec() {
        &analyze_attention,
        &rank_attention,
        {reference_slot(), {"native_attention_bwd", &native::make_attention_bwd_engine, false}}},
-      {"linear_attention", 7, {"gdn", "kda", "gdn2"}, &analyze_delta, nullptr, {reference_slot()}},
+      {"linear_attention",
+       7,
+       {"gdn", "kda", "gdn2"},
+       &analyze_delta,
+       &rank_native_first,
+       {reference_slot(), {"native_gdn", &native::make_gdn_engine, false}}},
       {"linear_attention_bwd",
        8,
        {"gdn_bwd", "kda_bwd", "gdn2_bwd"},
