@@ -9,6 +9,7 @@
 #include "engines/native/attention_engine.hpp"
 #include "engines/native/embedding_engine.hpp"
 #include "engines/native/fused_engine.hpp"
+#include "engines/native/gdn_engine.hpp"
 #include "engines/native/kda_engine.hpp"
 #include "engines/native/loss_engine.hpp"
 #include "engines/native/normalization_engine.hpp"
@@ -264,7 +265,9 @@ plan::ManifestSpec builtin_spec() {
        {"gdn", "kda", "gdn2"},
        &analyze_delta,
        &rank_native_first,
-       {reference_slot(), {"native_kda", &native::make_kda_engine, false}}},
+       {reference_slot(),
+        {"native_gdn", &native::make_gdn_engine, false},
+        {"native_kda", &native::make_kda_engine, false}}},
       {"linear_attention_bwd",
        8,
        {"gdn_bwd", "kda_bwd", "gdn2_bwd"},

@@ -1,0 +1,206 @@
+#include "engines/native/gdn_engine.hpp"
+
+#include <cmath>
+
+#include "eagle/plan/operand_rules.hpp"
+#include "eagle/ragged/capacity.hpp"
+#include "engines/native/attention/varlen_kernels.hpp"
+#include "engines/native/launch_status.hpp"
+#include "engines/native/linear_attention/gdn_kernels.hpp"
+#include "engines/native/structured_support.hpp"
+
+namespace eagle::native {
+
+namespace {
+
+namespace la = linear_attention;
+
+constexpr std::size_t kAlign = 256;
+
+std::size_t round_up(std::size_t n) {
+  return (n + kAlign - 1) / kAlign * kAlign;
+}
+
+bool small_float(DType d) {
+  return d == DType::f32 || d == DType::bf16 || d == DType::f16;
+}
+
+// Declines what the kernels do not serve.
+void check_node(const op::Node& node, const std::string& engine) {
+  const op::Tensor q = node.input("q"), cu = node.input("cu_seqlens");
+  require(cu.dtype() == DType::i32, engine,
+          "cu_seqlens must be i32, not " + std::string(dtype_name(cu.dtype())));
+  require(q.dtype() == DType::bf16 || q.dtype() == DType::f16, engine,
+          "q must be bf16 or f16, not " + std::string(dtype_name(q.dtype())));
+  for (const char* p : {"k", "v"})
+    require(node.input(p).dtype() == q.dtype(), engine,
+            std::string(p) + " must have q's dtype " + std::string(dtype_name(q.dtype())) +
+                ", not " + std::string(dtype_name(node.input(p).dtype())));
+  for (const char* p : {"g", "beta", "a_log", "dt_bias", "initial_state"}) {
+    const op::Tensor t = node.input(p);
+    if (t.defined())
+      require(
+          small_float(t.dtype()), engine,
+          std::string(p) + " must be f32, bf16 or f16, not " + std::string(dtype_name(t.dtype())));
+  }
+  const op::Tensor a_log = node.input("a_log"), dt_bias = node.input("dt_bias");
+  if (a_log.defined() && dt_bias.defined())
+    require(a_log.dtype() == dt_bias.dtype(), engine, "a_log and dt_bias must share one dtype");
+  for (const auto& [port, t] : node.inputs()) {
+    require(!t.ragged_offset().defined(), engine,
+            "tensor '" + t.name() + "' has a ragged offset (sequences apart): not served");
+    require_row_major(t, engine);
+  }
+  for (const auto& [port, t] : node.outputs()) require_row_major(t, engine);
+  const int64_t k = q.dims()[2], v = node.input("v").dims()[2];
+  require(k == v && (k == 64 || k == 128), engine,
+          "serves K = V in {64, 128}, not K = " + std::to_string(k) + ", V = " + std::to_string(v));
+}
+
+la::GdnShape shape_of(const op::Node& node) {
+  const op::Tensor q = node.input("q"), v = node.input("v");
+  auto flag = [&](const char* a) { return node.has_attr(a) && node.attr(a).as_bool(a); };
+  la::GdnShape s;
+  s.slots = node.input("cu_seqlens").dims()[0] - 1;
+  s.tokens = q.dims()[0];
+  s.heads = static_cast<int>(q.dims()[1]);
+  s.value_heads = static_cast<int>(v.dims()[1]);
+  s.key_dim = static_cast<int>(q.dims()[2]);
+  s.value_dim = static_cast<int>(v.dims()[2]);
+  s.scale = node.has_attr("scale")
+                ? static_cast<float>(node.attr("scale").as_real("scale"))
+                : static_cast<float>(1.0 / std::sqrt(static_cast<double>(s.key_dim)));
+  s.use_qk_l2norm = flag("use_qk_l2norm");
+  s.safe_gate = flag("safe_gate");
+  s.use_beta_sigmoid = flag("use_beta_sigmoid");
+  s.dtype = q.dtype();
+  s.g_dtype = node.input("g").dtype();
+  s.beta_dtype = node.input("beta").dtype();
+  if (node.input("a_log").defined()) s.param_dtype = node.input("a_log").dtype();
+  if (node.input("initial_state").defined()) s.state_dtype = node.input("initial_state").dtype();
+  return s;
+}
+
+class GdnPlan : public plan::CompiledPlan {
+ public:
+  struct Table {
+    la::GdnShape shape;
+    int64_t capacity_chunks;
+    std::size_t kernels_at;                               // after the chunk offsets
+    int q, k, v, g, beta, cu, a_log, dt_bias, h0, o, hN;  // positions (-1: none)
+  };
+  GdnPlan(plan::OperandRules rules, Table t) : rules_(std::move(rules)), t_(t) {}
+
+  std::size_t workspace_bytes() const override {
+    return t_.kernels_at + la::gdn_workspace_bytes(t_.shape, t_.capacity_chunks);
+  }
+
+  // The 16-byte vector loads and stores of the kernels.
+  bool aligned(const plan::OperandBuffer* ops) const noexcept {
+    for (int i : {t_.q, t_.k, t_.v, t_.o})
+      if (!aligned16(ops[i].data)) return false;
+    return true;
+  }
+
+  bool run(const plan::OperandBuffer* ops,
+           const plan::ExecutionContext& ctx) const noexcept override {
+    if (!rules_.match(ops) || ctx.workspace_bytes < workspace_bytes() || !aligned(ops))
+      return false;
+    auto* offsets = static_cast<int32_t*>(ctx.workspace);
+    const auto* cu = static_cast<const int32_t*>(ops[t_.cu].data);
+    const attention::TileOffsetsJob job{cu, t_.shape.tokens, la::kGdnChunk, offsets};
+    if (!attention::tile_offsets_launch(&job, 1, t_.shape.slots, ctx.stream))
+      return launch_succeeded(), false;
+    auto data = [&](int i) { return i >= 0 ? ops[i].data : nullptr; };
+    la::GdnArgs a;
+    a.shape = t_.shape;
+    a.cu_seqlens = cu;
+    a.chunk_offsets = offsets;
+    a.capacity_chunks = t_.capacity_chunks;
+    a.q = data(t_.q);
+    a.k = data(t_.k);
+    a.v = data(t_.v);
+    a.g = data(t_.g);
+    a.beta = data(t_.beta);
+    a.a_log = data(t_.a_log);
+    a.dt_bias = data(t_.dt_bias);
+    a.initial_state = data(t_.h0);
+    a.o = data(t_.o);
+    a.final_state = data(t_.hN);
+    if (!la::gdn_forward(a, static_cast<char*>(ctx.workspace) + t_.kernels_at, ctx.stream))
+      return launch_succeeded(), false;
+    return true;
+  }
+  void explain(const plan::OperandBuffer* ops, const plan::ExecutionContext& ctx) const override {
+    if (rules_.match(ops) && ctx.workspace_bytes >= workspace_bytes() && !aligned(ops))
+      throw InvalidArgument("native gdn: q, k, v and o must start 16-byte aligned");
+    explain_refusal(rules_, ops, ctx, workspace_bytes(), "native gdn");
+  }
+
+ private:
+  plan::OperandRules rules_;
+  Table t_;
+};
+
+plan::Capabilities gdn_capabilities() {
+  plan::Capabilities caps;
+  caps.device = DeviceKind::cuda;
+  caps.sm_lo = caps.sm_hi = 90;  // built for sm_90a only
+  caps.dtypes = {DType::bf16, DType::f16};
+  return caps;
+}
+
+class GdnEngine : public plan::Engine {
+ public:
+  GdnEngine(int64_t id, const std::string& name) : Engine(id, name), caps_(gdn_capabilities()) {}
+  const plan::Capabilities& capabilities() const override { return caps_; }
+
+  void check_support(const op::Graph& graph, const plan::Facts&,
+                     const DeviceProperties&) const override {
+    const op::Node node = single_node(graph, name(), {"gdn"});
+    check_node(node, name());
+    require_output(node, "o", name());
+    require(la::gdn_serves(shape_of(node)), name(),
+            "no gdn kernel in this build (sm_90a builds serve bf16/f16, K = V in {64, 128})");
+  }
+
+  std::shared_ptr<const plan::CompiledPlan> build_plan(
+      const op::Graph& graph, const plan::Facts&, const plan::PlanConfig&,
+      const plan::BuildContext& ctx) const override {
+    const op::Node node = graph.nodes()[0];
+    const Device device = plan_device(ctx);
+    plan::OperandRules rules;
+    for (const auto& [port, t] : node.inputs()) rules.add(*ctx.layout, t, device, true);
+    for (const auto& [port, t] : node.outputs())
+      if (receives(t)) rules.add(*ctx.layout, t, device, true);
+    auto at = [&](const op::Tensor& t) { return t.defined() ? ctx.layout->index_of(t) : -1; };
+    GdnPlan::Table t{};
+    t.shape = shape_of(node);
+    t.capacity_chunks = ragged::chunk_capacity(t.shape.tokens, t.shape.slots, la::kGdnChunk);
+    t.kernels_at = round_up(static_cast<std::size_t>(t.shape.slots + 1) * sizeof(int32_t));
+    t.q = at(node.input("q"));
+    t.k = at(node.input("k"));
+    t.v = at(node.input("v"));
+    t.g = at(node.input("g"));
+    t.beta = at(node.input("beta"));
+    t.cu = at(node.input("cu_seqlens"));
+    t.a_log = at(node.input("a_log"));
+    t.dt_bias = at(node.input("dt_bias"));
+    t.h0 = at(node.input("initial_state"));
+    t.o = at(node.output("o"));
+    const op::Tensor fin = node.output("final_state");
+    t.hN = fin.defined() && receives(fin) ? at(fin) : -1;
+    return std::make_shared<GdnPlan>(std::move(rules), t);
+  }
+
+ private:
+  plan::Capabilities caps_;
+};
+
+}  // namespace
+
+std::unique_ptr<plan::Engine> make_gdn_engine(int64_t id, const std::string& name) {
+  return std::make_unique<GdnEngine>(id, name);
+}
+
+}  // namespace eagle::native

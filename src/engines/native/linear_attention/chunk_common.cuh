@@ -1,0 +1,189 @@
+// Internal, CUDA sources only: what the chunked linear-attention kernels share. Warp-level
+// m16n8k16 tensor-core products (mma.sync, f32 accumulation) over tiles in shared memory, the
+// fragment loads for row- and column-major tiles, 16-bit conversions, and reads of a float
+// operand whose dtype is known only at run time (gates and states: one value at a time).
+//
+// Fragment layout of mma.m16n8k16 (PTX ISA): lane = 4 r + c (r in 0..7, c in 0..3);
+//   A (16 x 16): a0 (r, 2c..2c+1), a1 (r + 8, ...), a2 (r, 2c + 8..), a3 (r + 8, 2c + 8..)
+//   B (16 x 8):  b0 (k 2c..2c+1, n r), b1 (k 2c + 8.., n r)
+//   C (16 x 8):  c0, c1 (r, 2c..2c+1), c2, c3 (r + 8, 2c..2c+1)
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cstdint>
+
+namespace eagle::native::linear_attention {
+
+// ---- 16-bit element types ----
+
+template <typename T>
+struct Elem;
+template <>
+struct Elem<__nv_bfloat16> {
+  static __device__ __forceinline__ float to_float(__nv_bfloat16 x) { return __bfloat162float(x); }
+  static __device__ __forceinline__ __nv_bfloat16 from_float(float x) {
+    return __float2bfloat16_rn(x);
+  }
+  static __device__ __forceinline__ void mma(float (&d)[4], const uint32_t (&a)[4],
+                                             const uint32_t (&b)[2]) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+        "{%8,%9}, {%0,%1,%2,%3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+  }
+};
+template <>
+struct Elem<__half> {
+  static __device__ __forceinline__ float to_float(__half x) { return __half2float(x); }
+  static __device__ __forceinline__ __half from_float(float x) { return __float2half_rn(x); }
+  static __device__ __forceinline__ void mma(float (&d)[4], const uint32_t (&a)[4],
+                                             const uint32_t (&b)[2]) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+        "{%8,%9}, {%0,%1,%2,%3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+  }
+};
+
+template <typename T>
+__device__ __forceinline__ uint32_t bits16(T x) {
+  return static_cast<uint32_t>(*reinterpret_cast<const unsigned short*>(&x));
+}
+// Two elements as one 32-bit register, `lo` in the low half (the mma operand order).
+template <typename T>
+__device__ __forceinline__ uint32_t pack2(T lo, T hi) {
+  return bits16(lo) | (bits16(hi) << 16);
+}
+template <typename T>
+__device__ __forceinline__ uint32_t pack2f(float lo, float hi) {
+  return pack2(Elem<T>::from_float(lo), Elem<T>::from_float(hi));
+}
+// Two consecutive elements at `p` (4-byte aligned).
+template <typename T>
+__device__ __forceinline__ uint32_t load2(const T* p) {
+  return *reinterpret_cast<const uint32_t*>(p);
+}
+
+// ---- fragment loads from shared memory (lane = 4 r + c) ----
+
+// A (m0.., k0..) of a tile stored [m][k] with leading dimension ld (elements, even).
+template <typename T>
+__device__ __forceinline__ void frag_a_mk(uint32_t (&a)[4], const T* s, int ld, int m0, int k0) {
+  const int lane = threadIdx.x & 31, r = lane >> 2, c = (lane & 3) * 2;
+  const T* p = s + (m0 + r) * ld + k0 + c;
+  a[0] = load2(p);
+  a[1] = load2(p + 8 * ld);
+  a[2] = load2(p + 8);
+  a[3] = load2(p + 8 * ld + 8);
+}
+// A (m0.., k0..) of a tile stored transposed, [k][m].
+template <typename T>
+__device__ __forceinline__ void frag_a_km(uint32_t (&a)[4], const T* s, int ld, int m0, int k0) {
+  const int lane = threadIdx.x & 31, r = lane >> 2, c = (lane & 3) * 2;
+  const T* p = s + (k0 + c) * ld + m0 + r;
+  a[0] = pack2(p[0], p[ld]);
+  a[1] = pack2(p[8], p[ld + 8]);
+  a[2] = pack2(p[8 * ld], p[9 * ld]);
+  a[3] = pack2(p[8 * ld + 8], p[9 * ld + 8]);
+}
+// B (k0.., n0..) of a tile stored [n][k].
+template <typename T>
+__device__ __forceinline__ void frag_b_nk(uint32_t (&b)[2], const T* s, int ld, int n0, int k0) {
+  const int lane = threadIdx.x & 31, r = lane >> 2, c = (lane & 3) * 2;
+  const T* p = s + (n0 + r) * ld + k0 + c;
+  b[0] = load2(p);
+  b[1] = load2(p + 8);
+}
+// B (k0.., n0..) of a tile stored [k][n].
+template <typename T>
+__device__ __forceinline__ void frag_b_kn(uint32_t (&b)[2], const T* s, int ld, int n0, int k0) {
+  const int lane = threadIdx.x & 31, r = lane >> 2, c = (lane & 3) * 2;
+  const T* p = s + (k0 + c) * ld + n0 + r;
+  b[0] = pack2(p[0], p[ld]);
+  b[1] = pack2(p[8 * ld], p[9 * ld]);
+}
+
+// The accumulator element of fragment position e (0..3): row and column inside the 16 x 8 tile.
+__device__ __forceinline__ int acc_row(int e) {
+  return ((threadIdx.x & 31) >> 2) + (e >= 2 ? 8 : 0);
+}
+__device__ __forceinline__ int acc_col(int e) {
+  return (threadIdx.x & 3) * 2 + (e & 1);
+}
+
+// ---- run-time dtype reads of scalar operands ----
+
+// The dtypes a gate or state operand may have, as a kernel argument.
+enum class Real : int32_t { f32 = 0, bf16 = 1, f16 = 2 };
+
+__device__ __forceinline__ float load_real(const void* p, int64_t i, Real t) {
+  switch (t) {
+    case Real::bf16:
+      return __bfloat162float(static_cast<const __nv_bfloat16*>(p)[i]);
+    case Real::f16:
+      return __half2float(static_cast<const __half*>(p)[i]);
+    default:
+      return static_cast<const float*>(p)[i];
+  }
+}
+__device__ __forceinline__ void store_real(void* p, int64_t i, Real t, float x) {
+  switch (t) {
+    case Real::bf16:
+      static_cast<__nv_bfloat16*>(p)[i] = __float2bfloat16_rn(x);
+      break;
+    case Real::f16:
+      static_cast<__half*>(p)[i] = __float2half_rn(x);
+      break;
+    default:
+      static_cast<float*>(p)[i] = x;
+  }
+}
+
+// ---- rows of a chunk ----
+
+// Copies ROWS rows of COLS elements (row i at g + i * stride, 16-byte aligned) into s [ROWS][ld];
+// rows at or past `valid` become zero (padding rows are never read: they may hold NaN).
+template <typename T, int COLS, int ROWS = 64>
+__device__ __forceinline__ void load_chunk_rows(T* s, int ld, const T* g, int64_t stride,
+                                                int valid) {
+  constexpr int kVec = COLS / 8;  // 16-byte vectors per row
+  for (int i = threadIdx.x; i < ROWS * kVec; i += blockDim.x) {
+    const int row = i / kVec, col = (i % kVec) * 8;
+    uint4 x = make_uint4(0, 0, 0, 0);
+    if (row < valid) x = *reinterpret_cast<const uint4*>(g + row * stride + col);
+    *reinterpret_cast<uint4*>(s + row * ld + col) = x;
+  }
+}
+
+// The inverse l2 norm 1 / sqrt(sum x^2 + 1e-6) of row `row` of s [.][ld] (COLS elements), by one
+// whole warp; every lane gets it.
+template <typename T, int COLS>
+__device__ __forceinline__ float warp_row_inv_norm(const T* s, int ld, int row) {
+  const int lane = threadIdx.x & 31;
+  float sum = 0;
+  for (int c = lane; c < COLS; c += 32) {
+    const float x = Elem<T>::to_float(s[row * ld + c]);
+    sum += x * x;
+  }
+  for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+  return rsqrtf(sum + 1e-6f);
+}
+
+// Normalizes the 64 rows of s in place (each warp its share of rows); inv[row] receives each
+// row's factor when not null.
+template <typename T, int COLS>
+__device__ __forceinline__ void normalize_rows(T* s, int ld, float* inv) {
+  const int lane = threadIdx.x & 31, warps = blockDim.x / 32;
+  for (int row = threadIdx.x / 32; row < 64; row += warps) {
+    const float r = warp_row_inv_norm<T, COLS>(s, ld, row);
+    for (int c = lane; c < COLS; c += 32)
+      s[row * ld + c] = Elem<T>::from_float(Elem<T>::to_float(s[row * ld + c]) * r);
+    if (inv && lane == 0) inv[row] = r;
+  }
+}
+
+}  // namespace eagle::native::linear_attention

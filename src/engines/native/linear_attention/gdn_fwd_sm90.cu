@@ -1,0 +1,516 @@
+// The gdn forward's kernels (gdn_kernels.hpp): prepare, state and output, each over tiles in
+// shared memory with mma.sync products (chunk_common.cuh). 128 threads (4 warps) per CTA; warp w
+// owns rows [16 w, 16 w + 16) of a chunk's 64 in the row-parallel products.
+#include <cuda_runtime.h>
+
+#include "eagle/ragged/schedule.hpp"
+#include "engines/native/linear_attention/chunk_common.cuh"
+#include "engines/native/linear_attention/gdn_kernels.hpp"
+
+namespace eagle::native::linear_attention {
+
+namespace {
+
+constexpr int kThreads = 128;
+constexpr int kC = kGdnChunk;
+constexpr int kStateBlockV = 32;  // V columns of the state per sequential CTA
+constexpr std::size_t kAlign = 256;
+
+std::size_t round_up(std::size_t n) {
+  return (n + kAlign - 1) / kAlign * kAlign;
+}
+
+// What every kernel reads: the problem, its operands and the workspace arrays.
+struct Params {
+  const int32_t* cu;
+  const int32_t* offsets;
+  int64_t slots, tokens;
+  int H, HV, group;
+  float scale;
+  bool l2, safe_gate, beta_sigmoid;
+  Real g_t, beta_t, param_t, state_t;  // g; beta; a_log and dt_bias; the states
+  const void *q, *k, *v, *g, *beta, *a_log, *dt_bias, *h0;
+  void *o, *hN;
+  float* gc;  // [T, HV] the gate's cumulative sum within each chunk
+  float* rk;  // [T, H] inverse l2 norms of k rows (l2 only)
+  void* w;    // [T, HV, K]
+  void* u;    // [T, HV, V]: U, then v' (the state kernel overwrites it)
+  void* h;    // [G_cap, HV, K, V]: the state at each chunk's start
+};
+
+// Byte offsets of the workspace arrays.
+struct Layout {
+  std::size_t gc, rk, w, u, h, total;
+};
+
+Layout layout_of(const GdnShape& s, int64_t chunks) {
+  const std::size_t t = static_cast<std::size_t>(s.tokens), hv = s.value_heads;
+  const std::size_t e = 2;  // bf16, f16
+  Layout l{};
+  l.gc = 0;
+  l.rk = l.gc + round_up(t * hv * sizeof(float));
+  l.w = l.rk + round_up(t * s.heads * sizeof(float));
+  l.u = l.w + round_up(t * hv * s.key_dim * e);
+  l.h = l.u + round_up(t * hv * s.value_dim * e);
+  l.total = l.h + round_up(static_cast<std::size_t>(chunks) * hv * s.key_dim * s.value_dim * e);
+  return l;
+}
+
+__device__ __forceinline__ float softplus(float z) {
+  return z > 0 ? z + log1pf(expf(-z)) : log1pf(expf(z));
+}
+
+// ---- prepare: per (chunk, value head) ---------------------------------------------------------
+
+template <typename T, int K, int V>
+struct PrepareSmem {
+  static constexpr int LK = K + 8, LV = V + 8, LT = kC + 8, LA = kC + 1;
+  static constexpr std::size_t bytes =
+      sizeof(T) * (2 * kC * LK + kC * LV + kC * LT) + sizeof(float) * (2 * kC * LA + 3 * kC);
+};
+
+template <typename T, int K, int V>
+__global__ void __launch_bounds__(kThreads) gdn_prepare(const Params p) {
+  using E = Elem<T>;
+  using L = PrepareSmem<T, K, V>;
+  constexpr int LK = L::LK, LV = L::LV, LT = L::LT, LA = L::LA;
+  const ragged::ChunkTask task =
+      ragged::chunk_task(p.cu, p.offsets, p.slots, p.tokens, kC, blockIdx.x);
+  if (task.sequence < 0) return;
+  const int h = blockIdx.y, kh = h / p.group;
+  const int64_t r0 = task.row_begin;
+  const int n = static_cast<int>(task.row_end - task.row_begin);
+  if (n <= 0) return;  // only under metadata ragged::validate rejects
+  extern __shared__ __align__(16) unsigned char smem[];
+  T* kn = reinterpret_cast<T*>(smem);                  // [64][LK] k rows (normalized)
+  T* kb = kn + kC * LK;                                // [64][LK] beta exp(G) k
+  T* vb = kb + kC * LK;                                // [64][LV] beta v
+  T* tm = vb + kC * LV;                                // [64][LT] T = (I + A)^-1
+  float* af = reinterpret_cast<float*>(tm + kC * LT);  // [64][LA] A
+  float* tf = af + kC * LA;                            // [64][LA] T in f32
+  float* gcs = tf + kC * LA;                           // [64] G
+  float* bs = gcs + kC;                                // [64] beta
+  float* inv = bs + kC;                                // [64] inverse norms of k rows
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid & 31;
+
+  load_chunk_rows<T, K>(kn, LK, static_cast<const T*>(p.k) + (r0 * p.H + kh) * K,
+                        static_cast<int64_t>(p.H) * K, n);
+  load_chunk_rows<T, V>(vb, LV, static_cast<const T*>(p.v) + (r0 * p.HV + h) * V,
+                        static_cast<int64_t>(p.HV) * V, n);
+  if (warp == 0) {
+    // Lane l holds rows 2l and 2l + 1; rows past the chunk have g = 0 (G stays at the last
+    // row's) and beta = 0.
+    float gv[2] = {0, 0}, bv[2] = {0, 0};
+    for (int e = 0; e < 2; ++e) {
+      const int i = 2 * lane + e;
+      if (i >= n) continue;
+      const int64_t at = (r0 + i) * p.HV + h;
+      float g = load_real(p.g, at, p.g_t);
+      if (p.safe_gate)
+        g = -expf(load_real(p.a_log, h, p.param_t)) *
+            softplus(g + load_real(p.dt_bias, h, p.param_t));
+      float b = load_real(p.beta, at, p.beta_t);
+      if (p.beta_sigmoid) b = 1.0f / (1.0f + expf(-b));
+      gv[e] = g;
+      bv[e] = b;
+    }
+    const float pair = gv[0] + gv[1];
+    float incl = pair;
+    for (int o = 1; o < 32; o <<= 1) {
+      const float y = __shfl_up_sync(0xffffffffu, incl, o);
+      if (lane >= o) incl += y;
+    }
+    const float g0 = incl - pair + gv[0];
+    gcs[2 * lane] = g0;
+    gcs[2 * lane + 1] = incl;
+    bs[2 * lane] = bv[0];
+    bs[2 * lane + 1] = bv[1];
+    if (2 * lane < n) p.gc[(r0 + 2 * lane) * p.HV + h] = g0;
+    if (2 * lane + 1 < n) p.gc[(r0 + 2 * lane + 1) * p.HV + h] = incl;
+  }
+  __syncthreads();
+  if (p.l2) {
+    normalize_rows<T, K>(kn, LK, inv);
+    __syncthreads();
+    if (h % p.group == 0)
+      for (int i = tid; i < n; i += kThreads) p.rk[(r0 + i) * p.H + kh] = inv[i];
+  }
+
+  // beta exp(G) k and beta v, the right-hand sides of W and U.
+  for (int e = tid; e < kC * K; e += kThreads) {
+    const int i = e / K, c = e % K;
+    kb[i * LK + c] = E::from_float(bs[i] * expf(gcs[i]) * E::to_float(kn[i * LK + c]));
+  }
+  for (int e = tid; e < kC * V; e += kThreads) {
+    const int i = e / V, c = e % V;
+    vb[i * LV + c] = E::from_float(bs[i] * E::to_float(vb[i * LV + c]));
+  }
+  // A = beta_i exp(G_i - G_j) k_i . k_j, strictly lower.
+  {
+    float acc[8][4] = {};
+    for (int k0 = 0; k0 < K; k0 += 16) {
+      uint32_t a[4];
+      frag_a_mk(a, kn, LK, 16 * warp, k0);
+      for (int nt = 0; nt < 8; ++nt) {
+        uint32_t b[2];
+        frag_b_nk(b, kn, LK, nt * 8, k0);
+        E::mma(acc[nt], a, b);
+      }
+    }
+    for (int nt = 0; nt < 8; ++nt)
+      for (int e = 0; e < 4; ++e) {
+        const int i = 16 * warp + acc_row(e), j = nt * 8 + acc_col(e);
+        af[i * LA + j] = (j < i && i < n) ? bs[i] * expf(gcs[i] - gcs[j]) * acc[nt][e] : 0.0f;
+      }
+  }
+  __syncthreads();
+  // T = (I + A)^-1 by forward substitution, one column per thread (columns are independent).
+  if (tid < kC) {
+    const int c = tid;
+    for (int i = 0; i < kC; ++i) {
+      float x = i == c ? 1.0f : 0.0f;
+      for (int j = c; j < i; ++j) x -= af[i * LA + j] * tf[j * LA + c];
+      tf[i * LA + c] = x;
+    }
+  }
+  __syncthreads();
+  for (int e = tid; e < kC * kC; e += kThreads)
+    tm[(e / kC) * LT + e % kC] = E::from_float(tf[(e / kC) * LA + e % kC]);
+  __syncthreads();
+
+  // W = T kb, U = T vb: rows of this warp, 64 columns at a time.
+  auto product = [&](const T* rhs, int ld, int cols, T* out, int64_t stride) {
+    for (int n0 = 0; n0 < cols; n0 += 64) {
+      float acc[8][4] = {};
+      for (int k0 = 0; k0 < kC; k0 += 16) {
+        uint32_t a[4];
+        frag_a_mk(a, tm, LT, 16 * warp, k0);
+        for (int nt = 0; nt < 8; ++nt) {
+          uint32_t b[2];
+          frag_b_kn(b, rhs, ld, n0 + nt * 8, k0);
+          E::mma(acc[nt], a, b);
+        }
+      }
+      for (int nt = 0; nt < 8; ++nt)
+        for (int e = 0; e < 4; e += 2) {
+          const int i = 16 * warp + acc_row(e), c = n0 + nt * 8 + acc_col(e);
+          if (i < n)
+            *reinterpret_cast<uint32_t*>(out + i * stride + c) =
+                pack2f<T>(acc[nt][e], acc[nt][e + 1]);
+        }
+    }
+  };
+  product(kb, LK, K, static_cast<T*>(p.w) + (r0 * p.HV + h) * K, static_cast<int64_t>(p.HV) * K);
+  product(vb, LV, V, static_cast<T*>(p.u) + (r0 * p.HV + h) * V, static_cast<int64_t>(p.HV) * V);
+}
+
+// ---- state: per (sequence, value head, V block), sequential over the chunks ---------------------
+
+template <typename T, int K, int BV>
+struct StateSmem {
+  static constexpr int LK = K + 8, LB = BV + 8;
+  static constexpr std::size_t bytes =
+      sizeof(T) * (K * LB + 2 * kC * LK + 2 * kC * LB) + sizeof(float) * 2 * kC;
+};
+
+template <typename T, int K, int V, int BV>
+__global__ void __launch_bounds__(kThreads) gdn_state(const Params p) {
+  using E = Elem<T>;
+  using L = StateSmem<T, K, BV>;
+  constexpr int LK = L::LK, LB = L::LB;
+  constexpr int MT = K / 64, NT = BV / 8;  // per warp: K / 4 key rows, BV columns
+  const int64_t s = blockIdx.x;
+  const int h = blockIdx.y, kh = h / p.group, v0 = blockIdx.z * BV;
+  const int tid = threadIdx.x, warp = tid / 32;
+  const int64_t begin = ragged::clamp_row(p.cu[s], 0, p.tokens);
+  const int64_t end = ragged::clamp_row(p.cu[s + 1], begin, p.tokens);
+  const int64_t first = p.offsets[s];
+  const int64_t own = static_cast<int64_t>(p.offsets[s + 1]) - first;
+  const int64_t need = (end - begin + kC - 1) / kC;
+  const int64_t chunks = own < need ? own : need;
+  extern __shared__ __align__(16) unsigned char smem[];
+  T* hs = reinterpret_cast<T*>(smem);  // [K][LB] the state at the chunk's start
+  T* ws = hs + K * LB;                 // [64][LK] W
+  T* ks = ws + kC * LK;                // [64][LK] k (normalized)
+  T* us = ks + kC * LK;                // [64][LB] U
+  T* vd = us + kC * LB;                // [64][LB] v' exp(G_last - G)
+  float* gcs = reinterpret_cast<float*>(vd + kC * LB);
+  float* inv = gcs + kC;
+
+  const int64_t state_at = (s * p.HV + h) * static_cast<int64_t>(K) * V;
+  float S[MT][NT][4];
+  for (int mt = 0; mt < MT; ++mt)
+    for (int nt = 0; nt < NT; ++nt)
+      for (int e = 0; e < 4; ++e) {
+        const int key = warp * (K / 4) + mt * 16 + acc_row(e), col = v0 + nt * 8 + acc_col(e);
+        S[mt][nt][e] = p.h0 ? load_real(p.h0, state_at + key * V + col, p.state_t) : 0.0f;
+      }
+
+  T* const u = static_cast<T*>(p.u);
+  for (int64_t c = 0; c < chunks; ++c) {
+    const int64_t r0 = begin + c * kC;
+    const int n = static_cast<int>(end - r0 < kC ? end - r0 : kC);
+    T* hout = static_cast<T*>(p.h) + ((first + c) * p.HV + h) * static_cast<int64_t>(K) * V;
+    for (int mt = 0; mt < MT; ++mt)
+      for (int nt = 0; nt < NT; ++nt)
+        for (int e = 0; e < 4; e += 2) {
+          const int key = warp * (K / 4) + mt * 16 + acc_row(e), col = nt * 8 + acc_col(e);
+          const uint32_t x = pack2f<T>(S[mt][nt][e], S[mt][nt][e + 1]);
+          *reinterpret_cast<uint32_t*>(hs + key * LB + col) = x;
+          *reinterpret_cast<uint32_t*>(hout + key * V + v0 + col) = x;
+        }
+    load_chunk_rows<T, K>(ws, LK, static_cast<const T*>(p.w) + (r0 * p.HV + h) * K,
+                          static_cast<int64_t>(p.HV) * K, n);
+    load_chunk_rows<T, K>(ks, LK, static_cast<const T*>(p.k) + (r0 * p.H + kh) * K,
+                          static_cast<int64_t>(p.H) * K, n);
+    load_chunk_rows<T, BV>(us, LB, u + (r0 * p.HV + h) * V + v0, static_cast<int64_t>(p.HV) * V, n);
+    if (tid < kC) {
+      const int i = tid < n ? tid : n - 1;  // rows past the chunk repeat the last G
+      gcs[tid] = p.gc[(r0 + i) * p.HV + h];
+      inv[tid] = p.l2 ? p.rk[(r0 + i) * p.H + kh] : 1.0f;
+    }
+    __syncthreads();
+    if (p.l2) {
+      for (int e = tid; e < kC * K; e += kThreads) {
+        const int i = e / K, col = e % K;
+        ks[i * LK + col] = E::from_float(E::to_float(ks[i * LK + col]) * inv[i]);
+      }
+      __syncthreads();
+    }
+    const float g_last = gcs[kC - 1];
+    // v' = U - W h, written over U; vd = v' exp(G_last - G) for the state update.
+    {
+      float acc[NT][4] = {};
+      for (int k0 = 0; k0 < K; k0 += 16) {
+        uint32_t a[4];
+        frag_a_mk(a, ws, LK, 16 * warp, k0);
+        for (int nt = 0; nt < NT; ++nt) {
+          uint32_t b[2];
+          frag_b_kn(b, hs, LB, nt * 8, k0);
+          E::mma(acc[nt], a, b);
+        }
+      }
+      for (int nt = 0; nt < NT; ++nt)
+        for (int e = 0; e < 4; e += 2) {
+          const int i = 16 * warp + acc_row(e), col = nt * 8 + acc_col(e);
+          const T y0 = E::from_float(E::to_float(us[i * LB + col]) - acc[nt][e]);
+          const T y1 = E::from_float(E::to_float(us[i * LB + col + 1]) - acc[nt][e + 1]);
+          if (i < n)
+            *reinterpret_cast<uint32_t*>(u + ((r0 + i) * p.HV + h) * V + v0 + col) = pack2(y0, y1);
+          const float d = i < n ? expf(g_last - gcs[i]) : 0.0f;
+          *reinterpret_cast<uint32_t*>(vd + i * LB + col) =
+              pack2f<T>(E::to_float(y0) * d, E::to_float(y1) * d);
+        }
+    }
+    __syncthreads();
+    // S <- exp(G_last) S + ks^T vd.
+    const float decay = expf(g_last);
+    for (int mt = 0; mt < MT; ++mt)
+      for (int nt = 0; nt < NT; ++nt)
+        for (int e = 0; e < 4; ++e) S[mt][nt][e] *= decay;
+    for (int k0 = 0; k0 < kC; k0 += 16)
+      for (int mt = 0; mt < MT; ++mt) {
+        uint32_t a[4];
+        frag_a_km(a, ks, LK, warp * (K / 4) + mt * 16, k0);
+        for (int nt = 0; nt < NT; ++nt) {
+          uint32_t b[2];
+          frag_b_kn(b, vd, LB, nt * 8, k0);
+          E::mma(S[mt][nt], a, b);
+        }
+      }
+    __syncthreads();
+  }
+  if (p.hN)
+    for (int mt = 0; mt < MT; ++mt)
+      for (int nt = 0; nt < NT; ++nt)
+        for (int e = 0; e < 4; ++e) {
+          const int key = warp * (K / 4) + mt * 16 + acc_row(e), col = v0 + nt * 8 + acc_col(e);
+          store_real(p.hN, state_at + key * V + col, p.state_t, S[mt][nt][e]);
+        }
+}
+
+// ---- output: per (chunk, value head) ----------------------------------------------------------
+
+template <typename T, int K, int V>
+struct OutputSmem {
+  static constexpr int LK = K + 8, LV = V + 8, LT = kC + 8;
+  static constexpr std::size_t bytes =
+      sizeof(T) * (2 * kC * LK + K * LV + kC * LV + kC * LT) + sizeof(float) * kC;
+};
+
+template <typename T, int K, int V>
+__global__ void __launch_bounds__(kThreads) gdn_output(const Params p) {
+  using E = Elem<T>;
+  using L = OutputSmem<T, K, V>;
+  constexpr int LK = L::LK, LV = L::LV, LT = L::LT;
+  const int64_t j = blockIdx.x;
+  const ragged::ChunkTask task = ragged::chunk_task(p.cu, p.offsets, p.slots, p.tokens, kC, j);
+  if (task.sequence < 0) return;
+  const int h = blockIdx.y, kh = h / p.group;
+  const int64_t r0 = task.row_begin;
+  const int n = static_cast<int>(task.row_end - task.row_begin);
+  if (n <= 0) return;  // only under metadata ragged::validate rejects
+  const int tid = threadIdx.x, warp = tid / 32;
+  extern __shared__ __align__(16) unsigned char smem[];
+  T* qs = reinterpret_cast<T*>(smem);  // [64][LK]
+  T* ks = qs + kC * LK;                // [64][LK]
+  T* hs = ks + kC * LK;                // [K][LV] the state at the chunk's start
+  T* vs = hs + K * LV;                 // [64][LV] v'
+  T* ps = vs + kC * LV;                // [64][LT] q k^T exp(G_i - G_j), lower
+  float* gcs = reinterpret_cast<float*>(ps + kC * LT);
+
+  load_chunk_rows<T, K>(qs, LK, static_cast<const T*>(p.q) + (r0 * p.H + kh) * K,
+                        static_cast<int64_t>(p.H) * K, n);
+  load_chunk_rows<T, K>(ks, LK, static_cast<const T*>(p.k) + (r0 * p.H + kh) * K,
+                        static_cast<int64_t>(p.H) * K, n);
+  load_chunk_rows<T, V>(vs, LV, static_cast<const T*>(p.u) + (r0 * p.HV + h) * V,
+                        static_cast<int64_t>(p.HV) * V, n);
+  load_chunk_rows<T, V, K>(
+      hs, LV, static_cast<const T*>(p.h) + (j * p.HV + h) * static_cast<int64_t>(K) * V, V, K);
+  if (tid < kC) gcs[tid] = p.gc[(r0 + (tid < n ? tid : n - 1)) * p.HV + h];
+  __syncthreads();
+  if (p.l2) {
+    normalize_rows<T, K>(qs, LK, nullptr);
+    normalize_rows<T, K>(ks, LK, nullptr);
+    __syncthreads();
+  }
+  {
+    float acc[8][4] = {};
+    for (int k0 = 0; k0 < K; k0 += 16) {
+      uint32_t a[4];
+      frag_a_mk(a, qs, LK, 16 * warp, k0);
+      for (int nt = 0; nt < 8; ++nt) {
+        uint32_t b[2];
+        frag_b_nk(b, ks, LK, nt * 8, k0);
+        E::mma(acc[nt], a, b);
+      }
+    }
+    for (int nt = 0; nt < 8; ++nt)
+      for (int e = 0; e < 4; ++e) {
+        const int i = 16 * warp + acc_row(e), jj = nt * 8 + acc_col(e);
+        ps[i * LT + jj] =
+            E::from_float((jj <= i && i < n) ? acc[nt][e] * expf(gcs[i] - gcs[jj]) : 0.0f);
+      }
+  }
+  __syncthreads();
+  float o[V / 8][4] = {};
+  for (int k0 = 0; k0 < K; k0 += 16) {
+    uint32_t a[4];
+    frag_a_mk(a, qs, LK, 16 * warp, k0);
+    for (int nt = 0; nt < V / 8; ++nt) {
+      uint32_t b[2];
+      frag_b_kn(b, hs, LV, nt * 8, k0);
+      E::mma(o[nt], a, b);
+    }
+  }
+  for (int nt = 0; nt < V / 8; ++nt)
+    for (int e = 0; e < 4; ++e) o[nt][e] *= expf(gcs[16 * warp + acc_row(e)]);
+  for (int k0 = 0; k0 < kC; k0 += 16) {
+    uint32_t a[4];
+    frag_a_mk(a, ps, LT, 16 * warp, k0);
+    for (int nt = 0; nt < V / 8; ++nt) {
+      uint32_t b[2];
+      frag_b_kn(b, vs, LV, nt * 8, k0);
+      E::mma(o[nt], a, b);
+    }
+  }
+  T* out = static_cast<T*>(p.o) + (r0 * p.HV + h) * V;
+  for (int nt = 0; nt < V / 8; ++nt)
+    for (int e = 0; e < 4; e += 2) {
+      const int i = 16 * warp + acc_row(e), col = nt * 8 + acc_col(e);
+      if (i < n)
+        *reinterpret_cast<uint32_t*>(out + i * static_cast<int64_t>(p.HV) * V + col) =
+            pack2f<T>(p.scale * o[nt][e], p.scale * o[nt][e + 1]);
+    }
+}
+
+// ---- launch ----------------------------------------------------------------------------------
+
+Real real_of(DType d) {
+  return d == DType::bf16 ? Real::bf16 : d == DType::f16 ? Real::f16 : Real::f32;
+}
+
+template <typename Kernel>
+bool set_smem(Kernel kernel, std::size_t bytes) {
+  // Every call, not once: cheap, and right after a device reset or on another device too.
+  return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                              static_cast<int>(bytes)) == cudaSuccess;
+}
+
+template <typename T, int K, int V>
+bool launch(const GdnArgs& a, const Params& p, cudaStream_t stream) {
+  const GdnShape& s = a.shape;
+  auto prepare = gdn_prepare<T, K, V>;
+  auto state = gdn_state<T, K, V, kStateBlockV>;
+  auto output = gdn_output<T, K, V>;
+  constexpr std::size_t prep_bytes = PrepareSmem<T, K, V>::bytes;
+  constexpr std::size_t state_bytes = StateSmem<T, K, kStateBlockV>::bytes;
+  constexpr std::size_t out_bytes = OutputSmem<T, K, V>::bytes;
+  if (!set_smem(prepare, prep_bytes) || !set_smem(state, state_bytes) ||
+      !set_smem(output, out_bytes))
+    return false;
+  const dim3 chunks(static_cast<unsigned>(a.capacity_chunks), static_cast<unsigned>(s.value_heads));
+  if (a.capacity_chunks > 0) prepare<<<chunks, kThreads, prep_bytes, stream>>>(p);
+  const dim3 seqs(static_cast<unsigned>(s.slots), static_cast<unsigned>(s.value_heads),
+                  static_cast<unsigned>(V / kStateBlockV));
+  state<<<seqs, kThreads, state_bytes, stream>>>(p);
+  if (a.capacity_chunks > 0) output<<<chunks, kThreads, out_bytes, stream>>>(p);
+  return cudaPeekAtLastError() == cudaSuccess;
+}
+
+}  // namespace
+
+bool gdn_serves(const GdnShape& s) {
+  return (s.dtype == DType::bf16 || s.dtype == DType::f16) && s.key_dim == s.value_dim &&
+         (s.key_dim == 64 || s.key_dim == 128);
+}
+
+std::size_t gdn_workspace_bytes(const GdnShape& s, int64_t capacity_chunks) {
+  return layout_of(s, capacity_chunks).total;
+}
+
+bool gdn_forward(const GdnArgs& a, void* workspace, void* stream) noexcept {
+  const GdnShape& s = a.shape;
+  if (!gdn_serves(s) || s.slots < 1 || s.heads < 1 || s.value_heads % s.heads != 0) return false;
+  if (a.capacity_chunks > 0x7fffffff || s.slots > 0x7fffffff || s.value_heads > 65535) return false;
+  const Layout l = layout_of(s, a.capacity_chunks);
+  char* ws = static_cast<char*>(workspace);
+  Params p{};
+  p.cu = a.cu_seqlens;
+  p.offsets = a.chunk_offsets;
+  p.slots = s.slots;
+  p.tokens = s.tokens;
+  p.H = s.heads;
+  p.HV = s.value_heads;
+  p.group = s.value_heads / s.heads;
+  p.scale = s.scale;
+  p.l2 = s.use_qk_l2norm;
+  p.safe_gate = s.safe_gate;
+  p.beta_sigmoid = s.use_beta_sigmoid;
+  p.g_t = real_of(s.g_dtype);
+  p.beta_t = real_of(s.beta_dtype);
+  p.param_t = real_of(s.param_dtype);
+  p.state_t = real_of(s.state_dtype);
+  p.q = a.q;
+  p.k = a.k;
+  p.v = a.v;
+  p.g = a.g;
+  p.beta = a.beta;
+  p.a_log = a.a_log;
+  p.dt_bias = a.dt_bias;
+  p.h0 = a.initial_state;
+  p.o = a.o;
+  p.hN = a.final_state;
+  p.gc = reinterpret_cast<float*>(ws + l.gc);
+  p.rk = reinterpret_cast<float*>(ws + l.rk);
+  p.w = ws + l.w;
+  p.u = ws + l.u;
+  p.h = ws + l.h;
+  const auto st = static_cast<cudaStream_t>(stream);
+  const bool bf16 = s.dtype == DType::bf16;
+  if (s.key_dim == 64)
+    return bf16 ? launch<__nv_bfloat16, 64, 64>(a, p, st) : launch<__half, 64, 64>(a, p, st);
+  return bf16 ? launch<__nv_bfloat16, 128, 128>(a, p, st) : launch<__half, 128, 128>(a, p, st);
+}
+
+}  // namespace eagle::native::linear_attention

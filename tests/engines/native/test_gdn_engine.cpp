@@ -1,0 +1,320 @@
+// The native gdn engine (the chunked gated delta rule forward) on an H200 against the reference
+// engine (float64) on fresh random inputs: o and final_state poisoned first, NaN in every
+// padding row of q, k, v, g and beta, sequences of length 0, 1, C - 1, C, C + 1 (C = 64) and one
+// near T, M < N slots with a repeated tail, GQA, each option on and off. The reference runs on
+// the active rows only (it takes cu_seqlens ending at T); the engine on a buffer of T rows.
+// Then the planning side on the CPU: what the engine is offered and what it declines, and why.
+//
+// Tolerance: twice test::tolerance of the io dtype for o and the final state (the chunked form
+// rounds W, U, v', the chunk states and P to the io dtype before their products, as fla does).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "compare.hpp"
+#include "cuda_build.hpp"
+#include "native_structured.hpp"
+#include "planned_runs.hpp"
+#include "poison.hpp"
+#include "random.hpp"
+
+namespace eagle::test::native {
+namespace {
+
+int64_t gdn_id() {
+  return engine("linear_attention", "native_gdn");
+}
+
+struct GdnCase {
+  GdnCase(std::string n, std::vector<int64_t> l, int64_t p)
+      : name(std::move(n)), lengths(std::move(l)), pad(p) {}
+  std::string name;
+  std::vector<int64_t> lengths;
+  int64_t pad;  // padding rows after the last sequence
+  int64_t h = 2, hv = 2, dim = 64;
+  DType dtype = DType::bf16;
+  bool l2 = true, safe_gate = false, beta_sigmoid = false, initial_state = true;
+  bool final_state = true;
+  DType state_dtype = DType::f32;
+  std::optional<double> scale;
+  std::vector<int64_t> cu() const {
+    std::vector<int64_t> c = {0};
+    for (int64_t l : lengths) c.push_back(c.back() + l);
+    return c;
+  }
+  int64_t active() const { return cu().back(); }
+  int64_t slots() const { return static_cast<int64_t>(lengths.size()); }
+};
+
+// The gdn graph of `c` over `rows` token rows (q first: it names the io dtype).
+op::Graph gdn_graph(const GdnCase& c, int64_t rows) {
+  op::Graph g("gdn");
+  op::Ports ports;
+  auto in = [&](const char* name, op::Dims dims, DType d) {
+    ports.emplace_back(name, g.tensor({name, dims, d}));
+  };
+  in("q", {rows, c.h, c.dim}, c.dtype);
+  in("k", {rows, c.h, c.dim}, c.dtype);
+  in("v", {rows, c.hv, c.dim}, c.dtype);
+  in("g", {rows, c.hv}, DType::f32);
+  in("beta", {rows, c.hv}, DType::f32);
+  in("cu_seqlens", {c.slots() + 1}, DType::i32);
+  if (c.initial_state) in("initial_state", {c.slots(), c.hv, c.dim, c.dim}, c.state_dtype);
+  if (c.safe_gate) {
+    in("a_log", {c.hv}, DType::f32);
+    in("dt_bias", {c.hv}, DType::f32);
+  }
+  op::Attrs attrs = {{"use_qk_l2norm", c.l2},
+                     {"safe_gate", c.safe_gate},
+                     {"use_beta_sigmoid", c.beta_sigmoid},
+                     {"output_final_state", c.final_state}};
+  if (c.scale) attrs.emplace_back("scale", *c.scale);
+  for (auto& [port, t] : g.op("gdn", ports, attrs)) t.set_output(true);
+  return g;
+}
+
+// Fresh inputs by port, over T = active + pad rows, padding rows NaN. Without the l2 norm the
+// keys are drawn with |k|^2 near 1 so the recurrence stays stable (beta |k|^2 < 1).
+std::map<std::string, Array> random_gdn_inputs(const GdnCase& c) {
+  const int64_t t = c.active() + c.pad;
+  const double kr = c.l2 ? 1.0 : std::sqrt(3.0 / static_cast<double>(c.dim));
+  std::map<std::string, Array> in;
+  const Device cpu = Device::cpu();
+  in["q"] = random_array({t, c.h, c.dim}, c.dtype, cpu);
+  in["k"] = random_array({t, c.h, c.dim}, c.dtype, cpu, -kr, kr);
+  in["v"] = random_array({t, c.hv, c.dim}, c.dtype, cpu);
+  in["g"] = c.safe_gate ? random_array({t, c.hv}, DType::f32, cpu, -1, 1)
+                        : random_array({t, c.hv}, DType::f32, cpu, -0.7, -0.02);
+  in["beta"] = c.beta_sigmoid ? random_array({t, c.hv}, DType::f32, cpu, -2, 2)
+                              : random_array({t, c.hv}, DType::f32, cpu, 0.1, 0.9);
+  RaggedRows rows = rows_of(c.cu());
+  rows.rows = t;
+  for (const char* p : {"q", "k", "v", "g", "beta"}) poison_padding(in[p], rows);
+  in["cu_seqlens"] = from_ints(c.cu(), {c.slots() + 1}, DType::i32, cpu);
+  if (c.initial_state)
+    in["initial_state"] =
+        random_array({c.slots(), c.hv, c.dim, c.dim}, c.state_dtype, cpu, -0.5, 0.5);
+  if (c.safe_gate) {
+    in["a_log"] = random_array({c.hv}, DType::f32, cpu, -1, 0);
+    in["dt_bias"] = random_array({c.hv}, DType::f32, cpu, -0.5, 0.5);
+  }
+  return in;
+}
+
+// Inputs by uid of `g` from inputs by port; token-row inputs cut to their first `rows` rows.
+Arrays by_uid(const op::Graph& g, const std::map<std::string, Array>& in, int64_t rows) {
+  Arrays out;
+  for (const auto& [port, t] : g.nodes()[0].inputs()) {
+    Array a = in.at(port);
+    const bool token_rows =
+        port == "q" || port == "k" || port == "v" || port == "g" || port == "beta";
+    if (token_rows && a.shape()[0] != rows) a = a.slice(0, 0, rows).to(Device::cpu());
+    out[t.uid()] = a;
+  }
+  return out;
+}
+
+// The engine's o (active rows) and final state against the reference's.
+void check_case(const GdnCase& c) {
+  SCOPED_TRACE(c.name + " " + std::string(dtype_name(c.dtype)) + " K=V=" + std::to_string(c.dim) +
+               " H " + std::to_string(c.h) + " HV " + std::to_string(c.hv) + (c.l2 ? " l2" : "") +
+               (c.safe_gate ? " safe_gate" : "") + (c.beta_sigmoid ? " beta_sigmoid" : "") +
+               (c.initial_state ? " initial_state" : ""));
+  const int64_t t = c.active() + c.pad, active = c.active();
+  const op::Graph full = gdn_graph(c, t), packed = gdn_graph(c, active > 0 ? active : 1);
+  const std::map<std::string, Array> in = random_gdn_inputs(c);
+  plan::ExecutionPlans p = engines::create_execution_plan(full.clone(), kGpu, gdn_id(), {});
+  p.build_plans();
+  const Arrays got = execute(p, by_uid(full, in, t), kGpu);
+  const double tol = 2 * tolerance(c.dtype);
+  const op::Node fn = full.nodes()[0];
+  if (active == 0) {  // nothing to run: the final state is the initial state (or zeros)
+    const std::vector<double> fin = values(got.at(fn.output("final_state").uid()));
+    const std::vector<double> init =
+        c.initial_state ? values(in.at("initial_state")) : std::vector<double>(fin.size(), 0.0);
+    ASSERT_EQ(fin, init);
+    return;
+  }
+  const Arrays want = reference(packed, by_uid(packed, in, active));
+  const op::Node pn = packed.nodes()[0];
+  {
+    SCOPED_TRACE("o");
+    const Array o = got.at(fn.output("o").uid()).slice(0, 0, active).to(Device::cpu());
+    EXPECT_CLOSE(values(o), values(want.at(pn.output("o").uid())), tol);
+  }
+  if (c.final_state) {
+    SCOPED_TRACE("final_state");
+    EXPECT_CLOSE(values(got.at(fn.output("final_state").uid())),
+                 values(want.at(pn.output("final_state").uid())), tol);
+  }
+}
+
+class NativeGdn : public ::testing::Test {
+ protected:
+  void SetUp() override { EAGLE_SKIP_UNLESS_RUNS_HERE(gdn_id()); }
+};
+
+TEST_F(NativeGdn, EdgeLengthsEveryDtypeAndHeadDim) {
+  for (DType d : {DType::bf16, DType::f16})
+    for (int64_t dim : {64, 128}) {
+      GdnCase c{"lengths 0 1 C-1 C C+1 130", {0, 1, 63, 64, 65, 130}, 9};
+      c.dtype = d;
+      c.dim = dim;
+      check_case(c);
+    }
+}
+
+TEST_F(NativeGdn, OneSequenceNearT) {
+  GdnCase c{"one long sequence", {1000}, 3};
+  c.dim = 128;
+  c.h = 1;
+  c.hv = 4;
+  check_case(c);
+}
+
+TEST_F(NativeGdn, UnusedSlotsRepeatTheEnd) {
+  GdnCase c{"M < N: repeated tail", {70, 200, 0, 0, 0}, 60};
+  check_case(c);
+  c.initial_state = false;
+  c.name += ", no initial state";
+  check_case(c);
+}
+
+TEST_F(NativeGdn, GroupedValueHeads) {
+  for (int64_t group : {2, 4}) {
+    GdnCase c{"gqa " + std::to_string(group), {33, 140, 1, 64}, 5};
+    c.h = 2;
+    c.hv = 2 * group;
+    c.dim = 128;
+    check_case(c);
+  }
+}
+
+TEST_F(NativeGdn, EachOptionOnAndOff) {
+  for (int mask = 0; mask < 16; ++mask) {
+    GdnCase c{"options " + std::to_string(mask), {100, 64, 7}, 4};
+    c.l2 = mask & 1;
+    c.safe_gate = mask & 2;
+    c.beta_sigmoid = mask & 4;
+    c.initial_state = mask & 8;
+    if (mask == 5) c.scale = 0.3;
+    check_case(c);
+  }
+  GdnCase f{"no final state", {80, 3}, 2};
+  f.final_state = false;
+  check_case(f);
+}
+
+TEST_F(NativeGdn, StatesInSixteenBitDtypes) {
+  for (DType sd : {DType::bf16, DType::f16}) {
+    GdnCase c{"state " + std::string(dtype_name(sd)), {90, 20}, 3};
+    c.state_dtype = sd;
+    check_case(c);
+  }
+}
+
+TEST_F(NativeGdn, NoActiveTokens) {
+  GdnCase c{"every slot empty", {0, 0, 0}, 16};
+  check_case(c);
+}
+
+// The forward's time at the issue's shape (bf16, H = HV = 32, K = V = 128, T = 32768 in 8
+// sequences: equal lengths and zipf-like ones), when EAGLE_GDN_BENCH is set: the median of 20
+// runs after 3 warm-up runs, host clock around a synchronized stream.
+TEST_F(NativeGdn, TimesTheIssueShapeWhenAsked) {
+  if (!std::getenv("EAGLE_GDN_BENCH")) GTEST_SKIP() << "set EAGLE_GDN_BENCH=1 to time";
+  const std::vector<std::vector<int64_t>> batches = {
+      {4096, 4096, 4096, 4096, 4096, 4096, 4096, 4096},
+      {12000, 6000, 4000, 3000, 2400, 2000, 1700, 1668}};
+  for (const std::vector<int64_t>& lengths : batches) {
+    GdnCase c{"bench", lengths, 0};
+    c.h = c.hv = 32;
+    c.dim = 128;
+    const op::Graph g = gdn_graph(c, c.active());
+    const std::map<std::string, Array> host = random_gdn_inputs(c);
+    plan::ExecutionPlans p = engines::create_execution_plan(g.clone(), kGpu, gdn_id(), {});
+    p.build_plans();
+    plan::VariantPack pack(p.layout());
+    std::vector<Array> keep;
+    for (const auto& [uid, a] : by_uid(g, host, c.active())) {
+      keep.push_back(a.to(kGpu));
+      pack.set(uid, plan::Operand(keep.back()));
+    }
+    for (const op::Tensor& t : outputs(g)) {
+      keep.push_back(Array::empty(t.dims(), t.dtype(), kGpu));
+      pack.set(t.uid(), plan::Operand(keep.back()));
+    }
+    const Stream stream(kGpu);
+    const std::size_t bytes = p.workspace_size();
+    const Array ws = Array::empty({static_cast<int64_t>(bytes)}, DType::u8, kGpu);
+    plan::ExecutionContext ctx{stream.native(), nullptr, ws.data(), bytes};
+    ctx.device = kGpu;
+    std::vector<double> ms;
+    for (int i = 0; i < 23; ++i) {
+      stream.synchronize();
+      const auto t0 = std::chrono::steady_clock::now();
+      p.execute(pack, ctx);
+      stream.synchronize();
+      const auto t1 = std::chrono::steady_clock::now();
+      if (i >= 3) ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
+    }
+    std::sort(ms.begin(), ms.end());
+    std::printf(
+        "native_gdn forward bf16 H=HV=32 K=V=128 T=32768 lengths %s: median %.3f ms "
+        "(min %.3f, max %.3f), workspace %.1f MiB\n",
+        lengths[0] == lengths[1] ? "8 x 4096" : "zipf-like 12000..1668", ms[ms.size() / 2],
+        ms.front(), ms.back(), static_cast<double>(bytes) / (1 << 20));
+  }
+}
+
+// ---- planning on the CPU (a stand-in Hopper) ----
+
+TEST(NativeGdnPlanning, IsOfferedFirstOnHopper) {
+  EAGLE_SKIP_WITHOUT_CUDA_BUILD();
+  GdnCase c{"", {10, 20}, 0};
+  c.dim = 128;
+  plan::ExecutionPlans plans = plan::ExecutionPlans::create(gdn_graph(c, 30), manifest(), hopper());
+  ASSERT_GT(plans.count(), 0);
+  EXPECT_EQ(plans.at(0).engine_id, gdn_id()) << plans.describe();
+}
+
+TEST(NativeGdnPlanning, DeclinesWhatItDoesNotServe) {
+  GdnCase other_dim{"", {10}, 0};
+  other_dim.dim = 96;
+  sweep::expect_declines(manifest(), gdn_id(), gdn_graph(other_dim, 10), hopper(),
+                         {"native_gdn", "K = V in {64, 128}"});
+  GdnCase f32{"", {10}, 0};
+  f32.dtype = DType::f32;
+  sweep::expect_declines(manifest(), gdn_id(), gdn_graph(f32, 10), hopper(), {"io dtype f32"});
+  GdnCase ampere{"", {10}, 0};
+  sweep::expect_declines(manifest(), gdn_id(), gdn_graph(ampere, 10), stand_in_gpu(80), {"sm 90"});
+  DeviceProperties cpu;
+  cpu.device = "cpu";
+  sweep::expect_declines(manifest(), gdn_id(), gdn_graph(ampere, 10), cpu, {"CUDA devices"});
+}
+
+TEST(NativeGdnPlanning, DeclinesOtherKeyAndValueDims) {
+  op::Graph g("kv");
+  op::Ports ports;
+  auto in = [&](const char* name, op::Dims dims, DType d) {
+    ports.emplace_back(name, g.tensor({name, dims, d}));
+  };
+  in("q", {8, 1, 64}, DType::bf16);
+  in("k", {8, 1, 64}, DType::bf16);
+  in("v", {8, 1, 128}, DType::bf16);
+  in("g", {8, 1}, DType::f32);
+  in("beta", {8, 1}, DType::f32);
+  in("cu_seqlens", {2}, DType::i32);
+  g.op("gdn", ports).at("o").set_output(true);
+  sweep::expect_declines(manifest(), gdn_id(), g, hopper(), {"K = 64, V = 128"});
+}
+
+}  // namespace
+}  // namespace eagle::test::native
