@@ -22,7 +22,7 @@ Two families (--only exact,overcapture):
 
 Gates like a real layer's: g = logsigmoid(randn) (log space, <= 0), beta = sigmoid(randn).
 Timing, lengths, seeds and the table format are torch_varlen.py's (imported from this folder).
-Past 240 s the remaining cases are written as skipped."""
+Past 240 s (--budget) the remaining cases are written as skipped."""
 import argparse
 import json
 import os
@@ -178,7 +178,11 @@ def main():
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--json", required=True)
     ap.add_argument("--table")
+    ap.add_argument("--budget", type=float, default=BUDGET_S,
+                    help="seconds after which the remaining cases are written as skipped")
     args = ap.parse_args()
+    global BUDGET_S
+    BUDGET_S = args.budget
     r = FlaRunner(args.quick)
     out, shapes = {}, {}
     families = args.only.split(",")
