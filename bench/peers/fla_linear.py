@@ -178,7 +178,7 @@ def main():
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--json", required=True)
     ap.add_argument("--table")
-    ap.add_argument("--budget", type=float, default=BUDGET_S,
+    ap.add_argument("--budget", type=float, default=240.0,
                     help="seconds after which the remaining cases are written as skipped")
     args = ap.parse_args()
     global BUDGET_S
