@@ -12,6 +12,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -58,16 +59,23 @@ plan::ExecutionPlans native_plan(const op::Graph& g) {
   throw NotSupported("bench: no native plan builds for " + g.nodes()[0].op());
 }
 
-// `n` floats f(u), u uniform in [-1, 1] (bench_common's generator), as an array of `dtype`.
+// The first `n` floats f(u), u uniform in [-1, 1] (bench_common's generator), as an array of
+// `dtype`. Draws are cached per seed and grown on demand (each seed has one f): the host
+// generator would otherwise dominate the section (hundreds of millions of floats per step).
 template <class F>
 Array random_array(const op::Dims& dims, DType dtype, uint32_t seed, F&& f) {
+  static std::map<uint32_t, std::vector<float>> cache;
   int64_t n = 1;
   for (int64_t d : dims) n *= d;
-  std::vector<float> x = random_floats(n, seed);
-  for (float& v : x) v = f(v);
-  const Array host = dtype == DType::bf16 ? Array::from(std::vector<bfloat16>(x.begin(), x.end()),
-                                                        dims, Device::cpu())
-                                          : Array::from(x, dims, Device::cpu());
+  std::vector<float>& x = cache[seed];
+  if (static_cast<int64_t>(x.size()) < n) {
+    x = random_floats(n, seed);
+    for (float& v : x) v = f(v);
+  }
+  const auto end = x.begin() + n;
+  const Array host = dtype == DType::bf16
+                         ? Array::from(std::vector<bfloat16>(x.begin(), end), dims, Device::cpu())
+                         : Array::from(std::vector<float>(x.begin(), end), dims, Device::cpu());
   Array a = host.to(kGpu);
   EAGLE_CUDA_CHECK(cudaDeviceSynchronize());
   return a;
