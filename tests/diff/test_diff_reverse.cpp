@@ -195,7 +195,52 @@ TEST(DiffReverse, OneGraphTrainingStep) {
   expect_close(w0.to_vector<double>(), w);
 }
 
+// A kernel of one's own declares its derivative as recorded calls (vjp_rule).
+TEST(DiffReverse, AKernelOfOnesOwnDeclaresItsDerivative) {
+  KernelDef def = test::cpu_only_square().def();  // out = x * x, f32, CPU
+  def.derivative = vjp_rule(
+      [](Recorder& r, const VjpArgs& a) -> std::vector<std::optional<Value>> {
+        const Value gx = r.call(kernels::mul(), {*a.cotangents[1], a.arrays[0]});
+        return {r.call(kernels::scale(), {gx, 2.0}), std::nullopt};  // dx = 2 x g
+      },
+      {0});
+  const Kernel square(def);
+  const Array x0 = test::random_array({4}, DType::f32, cpu);
+  Graph g = Graph::record(
+      [&](Recorder& r) {
+        Value x = r.param("x", x0);
+        Value loss = r.call(kernels::sum(), {r.call(square, {x})});
+        r.result(diff::gradients(r, {loss}, {x}));
+      },
+      RecordOptions{.record = true});
+  g.build(cpu);
+  const std::vector<float> x = x0.to_vector<float>(), dx = g()[0].to_vector<float>();
+  for (std::size_t i = 0; i < x.size(); ++i) EXPECT_FLOAT_EQ(dx[i], 2 * x[i]);
+}
+
 // ---- refusals, each leaving the forward graph usable
+
+// After gradients(), writes no longer save: a second reverse reading an overwritten value is
+// refused rather than reading the new one.
+TEST(DiffReverse, AValueOverwrittenAfterItsReverseIsNotReadAgain) {
+  const Array x0 = test::random_array({3}, DType::f64, cpu);
+  Graph::record(
+      [&](Recorder& r) {
+        Value x = r.param("x", x0);
+        Value h = r.empty({3}, DType::f64, "h");
+        r.call(kernels::copy(), {x}, buffer(h));
+        Value loss = r.call(kernels::sum(), {r.call(kernels::mul(), {h, h})});
+        diff::gradients(r, {loss}, {x});
+        r.call(kernels::fill(), {1.0}, buffer(h));  // overwrites what mul's derivative reads
+        const std::size_t nodes = r.recording().nodes().size();
+        expect_throw_with<RecordError>([&] { diff::gradients(r, {loss}, {x}); },
+                                       {"kernel mul", "overwrote", "after Recorder::release_saves"});
+        EXPECT_EQ(r.recording().nodes().size(), nodes);  // nothing was recorded
+        r.result(loss);
+      },
+      RecordOptions{.record = true});
+}
+
 
 Graph small_forward(const Array& x0) {
   return Graph::record(
