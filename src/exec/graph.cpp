@@ -52,8 +52,14 @@ Graph::~Graph() {
   }
 }
 
-Graph Graph::record(const std::function<void(Recorder&)>& body) {
-  return Graph(Recording::record(body));
+Graph Graph::record(const std::function<void(Recorder&)>& body, const RecordOptions& options) {
+  return Graph(Recording::record(body, options));
+}
+
+Graph Graph::from(std::shared_ptr<const Recording> recording) {
+  if (!recording || !recording->finished())
+    throw InvalidArgument("Graph::from: the recording must be finished (RecordingBuilder::finish)");
+  return Graph(std::move(recording));
 }
 
 namespace {
@@ -77,7 +83,7 @@ char* at(const Array& buffer, int64_t byte_offset) {
 void plan_args(const Recording& rec, int i, const std::vector<Array>& buffers,
                detail::PlannedNode& out) {
   const NodeInfo& n = rec.nodes()[i];
-  if (n.kind == NodeKind::copy_in) {
+  if (is_copy(n.kind)) {
     out.copy_src = at(buffers[n.arrays[0].buffer], n.arrays[0].byte_offset);
     out.copy_dst = at(buffers[n.arrays[1].buffer], n.arrays[1].byte_offset);
     return;
@@ -115,7 +121,7 @@ void plan_node(const Recording& rec, int i, const std::vector<Array>& buffers, D
   using Kind = detail::PlannedNode::Kind;
   out.bodies = n.bodies;
   out.waits = n.waits;
-  if (n.kind == NodeKind::copy_in) {
+  if (is_copy(n.kind)) {
     out.kind = Kind::copy;
     out.copy_bytes = static_cast<std::size_t>(n.arrays[0].bytes);
   } else if (is_control(n.kind)) {
@@ -262,6 +268,16 @@ std::unique_ptr<detail::Executor> Graph::make_executor(const State& s) const {
   return s.device.is_cuda()
              ? detail::make_cuda_executor(s.plan, s.device, *s.stream, cuda_options(s.options))
              : detail::make_cpu_executor(s.plan, s.options.threads);
+}
+
+const Array& Graph::buffer_array(int buffer) const {
+  if (!built()) not_built("buffer_array");
+  const auto& infos = rec_->buffers();
+  if (buffer < 0 || buffer >= static_cast<int>(infos.size()) ||
+      !state_->buffers[static_cast<std::size_t>(buffer)].defined())
+    throw InvalidArgument("Graph::buffer_array: buffer " + std::to_string(buffer) +
+                          " has no array (out of range, or merged into another)");
+  return state_->buffers[static_cast<std::size_t>(buffer)];
 }
 
 bool Graph::built() const {

@@ -17,6 +17,7 @@ int Recording::State::add_node(NodeInfo node, const Kernel* kernel, KernelImpl i
     if (list.empty() || list.back() != node.id) list.push_back(node.id);
   }
   current_list().push_back(node.id);
+  snapshots.emplace_back(node.arrays.size());
   nodes.push_back(std::move(node));
   kernels.push_back(kernel ? std::make_unique<Kernel>(*kernel) : nullptr);
   impls.push_back(impl);
@@ -192,7 +193,11 @@ std::vector<Value> Recorder::call_all(const Kernel& kernel, const std::vector<Ar
           s.arg_info(p.name, p.access, reads(p.access) ? c.inputs[in++].id() : out_values[out++]));
   }
   s.check_node_args(node, def);
-  s.add_node(std::move(node), &kernel, impl);
+  const std::vector<Snapshot> own = s.save_overwritten(node, kernel);
+  const int id = s.add_node(std::move(node), &kernel, impl);
+  for (std::size_t slot = 0; slot < own.size(); ++slot)
+    if (own[slot].state != Snapshot::State::intact)
+      s.snapshots[static_cast<std::size_t>(id)][slot] = own[slot];
   // The write-only outputs, then each read-write argument (updated in place).
   for (int v : out_values) results.push_back(s.handle(v));
   std::size_t in = 0;

@@ -16,6 +16,8 @@ std::string_view node_kind_name(NodeKind kind) {
       return "kernel";
     case NodeKind::copy_in:
       return "copy_in";
+    case NodeKind::save:
+      return "save";
     case NodeKind::if_:
       return "if";
     case NodeKind::switch_:

@@ -106,6 +106,7 @@ void Recording::State::renumber() {
   for (std::size_t i = 0; i < order.size(); ++i)
     new_id[static_cast<std::size_t>(order[i])] = static_cast<int>(i);
   std::vector<NodeInfo> renumbered(nodes.size());
+  std::vector<std::vector<Snapshot>> snaps(nodes.size());
   std::vector<std::unique_ptr<Kernel>> k(nodes.size());
   std::vector<KernelImpl> im(nodes.size());
   for (std::size_t old = 0; old < nodes.size(); ++old) {
@@ -117,12 +118,14 @@ void Recording::State::renumber() {
     for (int& w : n.waits) w = new_id[static_cast<std::size_t>(w)];
     k[static_cast<std::size_t>(n.id)] = std::move(kernels[old]);
     im[static_cast<std::size_t>(n.id)] = impls[old];
+    snaps[static_cast<std::size_t>(n.id)] = std::move(snapshots[old]);
     renumbered[static_cast<std::size_t>(n.id)] = std::move(n);
   }
   for (int& id : top) id = new_id[static_cast<std::size_t>(id)];
   for (auto& list : nodes_of_buffer)
     for (int& id : list) id = new_id[static_cast<std::size_t>(id)];
   nodes = std::move(renumbered);
+  snapshots = std::move(snaps);
   kernels = std::move(k);
   impls = std::move(im);
 }
@@ -137,6 +140,7 @@ void Recording::State::finish() {
   shadow_written_params();
   renumber();
   infer_edges(top);
+  if (options.record) make_names();
   finished = true;
 }
 

@@ -32,6 +32,25 @@ const std::vector<Recording::DeviceCheck>& Recording::checks() const {
 bool Recording::finished() const {
   return s_->finished;
 }
+const RecordOptions& Recording::options() const {
+  return s_->options;
+}
+const std::map<std::string, NodeArgInfo>& Recording::names() const {
+  return s_->names;
+}
+const Snapshot& Recording::snapshot(int node, int slot) const {
+  if (node < 0 || node >= static_cast<int>(s_->nodes.size()) || slot < 0 ||
+      slot >= static_cast<int>(s_->snapshots[static_cast<std::size_t>(node)].size()))
+    throw InvalidArgument("Recording::snapshot: node " + std::to_string(node) +
+                          " has no argument " + std::to_string(slot));
+  return s_->snapshots[static_cast<std::size_t>(node)][static_cast<std::size_t>(slot)];
+}
+std::size_t Recording::saved_bytes() const {
+  std::size_t total = 0;
+  for (const NodeInfo& n : s_->nodes)
+    if (n.kind == NodeKind::save) total += static_cast<std::size_t>(n.arrays[1].bytes);
+  return total;
+}
 
 bool Recording::has_control_flow() const {
   for (const NodeInfo& n : s_->nodes)
@@ -91,8 +110,10 @@ const KernelImpl& Recording::impl_of(int node) const {
   return s_->impls[static_cast<std::size_t>(node)];
 }
 
-RecordingBuilder::RecordingBuilder()
-    : rec_(std::shared_ptr<Recording>(new Recording())), recorder_(rec_.get()) {}
+RecordingBuilder::RecordingBuilder(const RecordOptions& options)
+    : rec_(std::shared_ptr<Recording>(new Recording())), recorder_(rec_.get()) {
+  rec_->s_->options = options;
+}
 
 std::shared_ptr<const Recording> RecordingBuilder::finish() {
   if (!rec_) throw InvalidArgument("RecordingBuilder::finish: the builder was finished already");
@@ -102,9 +123,10 @@ std::shared_ptr<const Recording> RecordingBuilder::finish() {
   return out;
 }
 
-std::shared_ptr<const Recording> Recording::record(const std::function<void(Recorder&)>& body) {
+std::shared_ptr<const Recording> Recording::record(const std::function<void(Recorder&)>& body,
+                                                   const RecordOptions& options) {
   if (!body) throw InvalidArgument("Graph::record: the body is empty");
-  RecordingBuilder builder;
+  RecordingBuilder builder(options);
   body(builder.recorder());
   return builder.finish();
 }

@@ -8,6 +8,7 @@
 //   rebinding.cpp   readability of values made in arms; merging a rebound name in place
 //   finish.cpp      the passes that seal a recording: param shadows, numbering, edges
 //   transaction.cpp checkpoints and rollback: a refused call leaves the recording as it was
+//   saving.cpp      RecordOptions::record: saves before in-place overwrites, the name map
 #pragma once
 
 #include <cstdint>
@@ -43,7 +44,14 @@ struct Recording::State {
   };
   // An undo record of an in-place change (merging a rebound value rewrites earlier state).
   struct Undo {
-    enum class Kind : uint8_t { node_arg, value_at, merged_into, nodes_of_size, values_of_size };
+    enum class Kind : uint8_t {
+      node_arg,
+      value_at,
+      merged_into,
+      nodes_of_size,
+      values_of_size,
+      snapshot  // snapshots[id][slot] was snapshot_undo[size]
+    };
     Kind kind;
     int id;    // node, value or buffer
     int slot;  // the node's argument index
@@ -57,6 +65,7 @@ struct Recording::State {
     std::vector<LoopFrame> loops;
     std::vector<int> pending_waits;
     bool results_set;
+    int save_horizon;
   };
 
   Recording* self = nullptr;
@@ -129,6 +138,19 @@ struct Recording::State {
   int shadow_param(int param, int first, const std::vector<int>& item_of);
   void renumber();
   void finish();
+
+  // ---- what the reverse pass needs (saving.cpp)
+  RecordOptions options;
+  std::vector<std::vector<Snapshot>> snapshots;  // per node, per array argument
+  std::vector<Snapshot> snapshot_undo;           // old snapshots, by Undo::size
+  std::vector<bool> labeled;                     // per buffer: Recorder::empty with a label
+  int save_horizon = 0;  // nodes before it were released (Recorder::release_saves)
+  std::map<std::string, NodeArgInfo> names;
+  // Before `node` (not yet added) is added: saves what it overwrites that a derivative reads.
+  // Returns, per argument of `node`, the saved view of its own input it overwrites (or none).
+  std::vector<Snapshot> save_overwritten(const NodeInfo& node, const Kernel& kernel);
+  void set_snapshot(int node, int slot, Snapshot snap);
+  void make_names();
 
   // ---- transactions (transaction.cpp)
   std::vector<Undo> journal;

@@ -23,6 +23,7 @@ int Recording::State::new_buffer(BufferKind kind, const Shape& shape, DType dtyp
   const std::size_t bytes = checked_nbytes(shape, dtype, "array '" + label + "'");
   buffers.push_back(BufferInfo{id, std::move(label), kind, shape, dtype, bytes, -1, -1});
   arrays.emplace_back();
+  labeled.push_back(false);
   scope.push_back(innermost_condition());
   nodes_of_buffer.emplace_back();
   values_of_buffer.emplace_back();
@@ -122,6 +123,7 @@ Value Recorder::empty(const Shape& shape, DType dtype, const std::string& label)
   Transaction t(s);
   const int b = s.new_buffer(BufferKind::internal, shape, dtype,
                              label.empty() ? "empty#" + std::to_string(s.buffers.size()) : label);
+  s.labeled[static_cast<std::size_t>(b)] = !label.empty();
   Value v = s.handle(s.new_value(b, 0, shape, dtype));
   t.commit();
   return v;

@@ -27,7 +27,8 @@ Recording::State::Checkpoint Recording::State::checkpoint() const {
                     open,
                     loops,
                     pending_waits,
-                    results_set};
+                    results_set,
+                    save_horizon};
 }
 
 namespace {
@@ -68,15 +69,22 @@ void Recording::State::rollback(const Checkpoint& c) {
         if (static_cast<std::size_t>(u.id) < c.buffers)
           values_of_buffer[static_cast<std::size_t>(u.id)].resize(u.size);
         break;
+      case Undo::Kind::snapshot:
+        if (static_cast<std::size_t>(u.id) < c.nodes)
+          snapshots[static_cast<std::size_t>(u.id)][static_cast<std::size_t>(u.slot)] =
+              snapshot_undo[u.size];
+        break;
     }
   }
   journal.resize(c.journal);
   // Appended state.
   nodes.resize(c.nodes);
+  snapshots.resize(c.nodes);
   kernels.resize(c.nodes);
   impls.resize(c.nodes);
   buffers.resize(c.buffers);
   arrays.resize(c.buffers);
+  labeled.resize(c.buffers);
   scope.resize(c.buffers);
   nodes_of_buffer.resize(c.buffers);
   values_of_buffer.resize(c.buffers);
@@ -107,6 +115,7 @@ void Recording::State::rollback(const Checkpoint& c) {
   open = c.open;
   loops = c.loops;
   pending_waits = c.pending_waits;
+  save_horizon = c.save_horizon;
 }
 
 Transaction::Transaction(Recording::State& s) : s_(s), checkpoint_(s.checkpoint()) {
@@ -121,7 +130,18 @@ Transaction::~Transaction() {
 void Transaction::commit() {
   committed_ = true;
   // Nothing can roll back past the outermost call: its journal is done with.
-  if (s_.transaction_depth == 1) s_.journal.clear();
+  if (s_.transaction_depth == 1) {
+    s_.journal.clear();
+    s_.snapshot_undo.clear();
+  }
+}
+
+void Recorder::atomically(const std::function<void()>& body) {
+  Recording::State& s = *rec_->s_;
+  s.check_open("Recorder::atomically");
+  Transaction t(s);
+  body();
+  t.commit();
 }
 
 }  // namespace eagle

@@ -83,6 +83,13 @@ bool Value::is_contiguous() const {
   return live("Value::is_contiguous")->s_->value(*this, "Value::is_contiguous").strides.empty();
 }
 
+int Value::buffer() const {
+  return live("Value::buffer")->s_->value(*this, "Value::buffer").buffer;
+}
+int64_t Value::byte_offset() const {
+  return live("Value::byte_offset")->s_->value(*this, "Value::byte_offset").byte_offset;
+}
+
 Value& Value::operator=(const Value& other) {
   if (this == &other) return *this;
   // Outside a recording being made this is a plain handle copy; inside one, Recorder::assign.
@@ -154,6 +161,34 @@ Value Value::reshape(const Shape& shape) const {
   if (!v.strides.empty())
     throw InvalidArgument("Value::reshape: the value is a strided view; reshape a contiguous one");
   return s.handle(s.new_value(v.buffer, v.byte_offset, shape, v.dtype));
+}
+
+// A view of any buffer (passes that record over a recording: the reverse pass).
+Value Recorder::view(int buffer, int64_t byte_offset, const Shape& shape, DType dtype,
+                     const Shape& strides) {
+  Recording::State& s = *rec_->s_;
+  s.check_open("Recorder::view");
+  const std::string who = "Recorder::view";
+  if (buffer < 0 || buffer >= static_cast<int>(s.buffers.size()))
+    throw InvalidArgument(who + ": buffer " + std::to_string(buffer) + " does not exist");
+  const BufferInfo& b = s.buffers[static_cast<std::size_t>(buffer)];
+  if (b.merged_into >= 0)
+    throw InvalidArgument(who + ": buffer '" + b.label + "' was merged into another");
+  if (dtype != b.dtype)
+    throw InvalidArgument(who + ": dtype " + std::string(dtype_name(dtype)) + " but buffer '" +
+                          b.label + "' holds " + std::string(dtype_name(b.dtype)));
+  if (!strides.empty() && strides.size() != shape.size())
+    throw InvalidArgument(who + ": strides " + shape_str(strides) + " do not match shape " +
+                          shape_str(shape));
+  for (int64_t st : strides)
+    if (st < 0) throw InvalidArgument(who + ": strides must be >= 0");
+  const int64_t span = view_span_bytes(shape, strides, dtype);
+  if (byte_offset < 0 || byte_offset % static_cast<int64_t>(itemsize(dtype)) != 0 ||
+      byte_offset + span > static_cast<int64_t>(b.bytes))
+    throw InvalidArgument(who + ": bytes [" + std::to_string(byte_offset) + ", " +
+                          std::to_string(byte_offset + span) + ") do not lie within buffer '" +
+                          b.label + "' of " + std::to_string(b.bytes) + " bytes");
+  return s.handle(s.new_value(buffer, byte_offset, shape, dtype, strides));
 }
 
 }  // namespace eagle

@@ -16,7 +16,9 @@
 
 namespace eagle::detail {
 
-enum class EwOp : int { fill, copy, scale, axpy, add, mul, where };
+// broadcast, equal_mask and mul_div read one cell of their second (and third) input for every
+// element: the helpers reverse mode records for sum and max (eagle/graph/derivative.hpp).
+enum class EwOp : int { fill, copy, scale, axpy, add, mul, where, broadcast, equal_mask, mul_div };
 
 // A real scalar in the arithmetic type: integers truncate toward zero and saturate, NaN is 0.
 template <class Acc>
@@ -46,17 +48,28 @@ EAGLE_HD Acc ew_apply(const Args& a, int64_t i, Load load) {
     return load(0, i) + load(1, i);
   } else if constexpr (op == EwOp::mul) {
     return load(0, i) * load(1, i);
-  } else {  // where: arrays are cond, a, b, out
+  } else if constexpr (op == EwOp::where) {  // arrays are cond, a, b, out
     return static_cast<const uint8_t*>(a.arrays[0].data)[i] ? load(1, i) : load(2, i);
+  } else if constexpr (op == EwOp::broadcast) {
+    (void)i;
+    return load(0, 0);
+  } else if constexpr (op == EwOp::equal_mask) {
+    return load(0, i) == load(1, 0) ? Acc(1) : Acc(0);
+  } else {  // mul_div: x * num[0] / den[0]; an integer division by zero gives 0
+    const Acc den = load(2, 0);
+    if constexpr (std::is_integral_v<Acc>) {
+      if (den == Acc(0)) return Acc(0);
+    }
+    return load(0, i) * load(1, 0) / den;
   }
 }
 
 // Array and scalar parameters of each op.
 constexpr int ew_arrays(EwOp op) {
-  return op == EwOp::fill                        ? 1
-         : op == EwOp::copy || op == EwOp::scale ? 2
-         : op == EwOp::where                     ? 4
-                                                 : 3;
+  return op == EwOp::fill                                                 ? 1
+         : op == EwOp::copy || op == EwOp::scale || op == EwOp::broadcast ? 2
+         : op == EwOp::where || op == EwOp::mul_div                       ? 4
+                                                                          : 3;
 }
 constexpr int ew_scalars(EwOp op) {
   return op == EwOp::fill || op == EwOp::scale || op == EwOp::axpy ? 1 : 0;
@@ -64,10 +77,7 @@ constexpr int ew_scalars(EwOp op) {
 
 // Index of the output array in the parameter list.
 constexpr int ew_output_index(EwOp op) {
-  return op == EwOp::fill                        ? 0
-         : op == EwOp::copy || op == EwOp::scale ? 1
-         : op == EwOp::where                     ? 3
-                                                 : 2;
+  return ew_arrays(op) - 1;
 }
 
 }  // namespace eagle::detail

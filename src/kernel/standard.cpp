@@ -2,6 +2,7 @@
 #include "eagle/kernel/standard.hpp"
 
 #include "eagle/core/error.hpp"
+#include "eagle/core/shape.hpp"
 #include "kernel/standard_impl.hpp"
 
 namespace eagle::kernels {
@@ -75,6 +76,50 @@ Kernel elementwise(EwOp op, const std::string& name, std::vector<ArrayParam> arr
   return Kernel(std::move(def));
 }
 
+// A kernel reading one cell of every input after the first for each element: per-sample it is
+// not (element i depends on cell 0), but it reduces nothing. `out_like_first`: the output has the
+// first input's shape and dtype; otherwise its shape comes from buffer= (broadcast).
+Kernel cell_elementwise(EwOp op, const std::string& name, std::vector<ArrayParam> arrays,
+                        bool out_like_first) {
+  std::vector<std::string> input_names;
+  for (const auto& p : arrays)
+    if (reads(p.access)) input_names.push_back(p.name);
+  KernelDef def;
+  def.name = name;
+  def.arrays = std::move(arrays);
+  def.per_sample = false;
+  def.reduces = false;
+  def.infer = [name, input_names, out_like_first](const std::vector<ArrayMeta>& in,
+                                                  const std::vector<ScalarArg>&) {
+    for (std::size_t i = out_like_first ? 1 : 0; i < in.size(); ++i) {
+      if (checked_numel(in[i].shape, "kernel " + name) != 1)
+        throw InvalidArgument(arg_name(name, input_names[i]) + " must hold one element, got " +
+                              shape_str(in[i].shape));
+      if (in[i].dtype != in[0].dtype)
+        throw InvalidArgument(arg_name(name, input_names[i]) + " has dtype " +
+                              std::string(dtype_name(in[i].dtype)) + " but '" + input_names[0] +
+                              "' has " + std::string(dtype_name(in[0].dtype)));
+    }
+    return std::vector<ArrayMeta>{out_like_first ? in[0] : ArrayMeta{{-1}, in[0].dtype}};
+  };
+  const int out = detail::ew_output_index(op);
+  def.select = [op, name, out](const std::vector<DType>& dtypes) {
+    for (int i = 0; i < out; ++i)
+      if (dtypes[static_cast<std::size_t>(i)] != dtypes[static_cast<std::size_t>(out)])
+        throw NotSupported("kernel " + name + ": the output's dtype " +
+                           std::string(dtype_name(dtypes[static_cast<std::size_t>(out)])) +
+                           " differs from the inputs' " +
+                           std::string(dtype_name(dtypes[static_cast<std::size_t>(i)])));
+    KernelImpl impl;
+    impl.cpu = detail::cpu_elementwise(op, dtypes[static_cast<std::size_t>(out)]);
+    if (!impl.cpu)
+      decline(name, dtypes[static_cast<std::size_t>(out)], "f64, f32, f16, bf16, i64, i32, u32");
+    detail::attach_cuda_elementwise(impl, op, dtypes[static_cast<std::size_t>(out)]);
+    return impl;
+  };
+  return Kernel(std::move(def));
+}
+
 Kernel reduction(ReduceOp op, const std::string& name) {
   KernelDef def;
   def.name = name;
@@ -139,6 +184,25 @@ const Kernel& sum() {
 }
 const Kernel& max() {
   static const Kernel k = reduction(ReduceOp::max, "max");
+  return k;
+}
+
+const Kernel& broadcast() {
+  static const Kernel k = cell_elementwise(EwOp::broadcast, "broadcast",
+                                           {{"x", Access::read}, {"out", Access::write}}, false);
+  return k;
+}
+const Kernel& equal_mask() {
+  static const Kernel k = cell_elementwise(
+      EwOp::equal_mask, "equal_mask",
+      {{"x", Access::read}, {"value", Access::read}, {"out", Access::write}}, true);
+  return k;
+}
+const Kernel& mul_div() {
+  static const Kernel k = cell_elementwise(
+      EwOp::mul_div, "mul_div",
+      {{"x", Access::read}, {"num", Access::read}, {"den", Access::read}, {"out", Access::write}},
+      true);
   return k;
 }
 

@@ -136,6 +136,12 @@ CpuFn cpu_elementwise(EwOp op, DType dtype) {
       return pick<EwOp::mul>(dtype);
     case EwOp::where:
       return pick<EwOp::where>(dtype);
+    case EwOp::broadcast:
+      return pick<EwOp::broadcast>(dtype);
+    case EwOp::equal_mask:
+      return pick<EwOp::equal_mask>(dtype);
+    case EwOp::mul_div:
+      return pick<EwOp::mul_div>(dtype);
   }
   return nullptr;
 }

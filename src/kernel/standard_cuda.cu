@@ -154,6 +154,12 @@ void attach_cuda_elementwise(KernelImpl& impl, EwOp op, DType dtype) {
       return attach_op<EwOp::mul>(impl, dtype);
     case EwOp::where:
       return attach_op<EwOp::where>(impl, dtype);
+    case EwOp::broadcast:
+      return attach_op<EwOp::broadcast>(impl, dtype);
+    case EwOp::equal_mask:
+      return attach_op<EwOp::equal_mask>(impl, dtype);
+    case EwOp::mul_div:
+      return attach_op<EwOp::mul_div>(impl, dtype);
   }
 }
 

@@ -34,7 +34,11 @@ class Graph {
  public:
   // Runs `body` once with a recorder. Ordinary C++ control flow inside it decides at record
   // time; only the path taken is recorded. Refuses races with a RecordError.
-  static Graph record(const std::function<void(Recorder&)>& body);
+  // RecordOptions{.record = true} keeps what reverse mode needs (eagle/diff/reverse.hpp).
+  static Graph record(const std::function<void(Recorder&)>& body,
+                      const RecordOptions& options = {});
+  // A graph over a finished recording (RecordingBuilder::finish).
+  static Graph from(std::shared_ptr<const Recording> recording);
 
   Graph(Graph&&) noexcept;
   Graph& operator=(Graph&&) noexcept;
@@ -59,6 +63,11 @@ class Graph {
   std::string schedule() const;         // what the backend built, in words
   int native_node_count() const;        // nodes in the instantiated CUDA graph / the host schedule
   std::size_t allocated_bytes() const;  // device bytes this graph allocated at build
+  // Bytes of the copies the forward saves for reverse mode (RecordOptions::record).
+  std::size_t saved_bytes() const { return recording().saved_bytes(); }
+  // The array recording buffer `buffer` lives in once built (a param's or external's: the
+  // caller's array bound now). For passes that read a built graph's arrays (the reverse pass).
+  const Array& buffer_array(int buffer) const;
   // Interop: the cudaGraph_t and cudaGraphExec_t of a graph built on a GPU (nullptr otherwise).
   // Valid until the next build() or a rebuilding bind().
   void* native_graph() const;

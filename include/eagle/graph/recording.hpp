@@ -2,6 +2,7 @@
 #pragma once
 
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <variant>
@@ -44,6 +45,10 @@ class Value {
   Value reshape(const Shape& shape) const;
   int id() const { return id_; }
   bool defined() const { return !rec_.expired(); }
+  // The recording buffer the value views (Recording::buffers()) and the byte offset of its first
+  // element there.
+  int buffer() const;
+  int64_t byte_offset() const;
 
  private:
   friend class Recorder;
@@ -114,8 +119,14 @@ struct NodeArgInfo {
 // copy_in: a written param's private copy, filled at the start of each launch. if_, switch_,
 // while_: device conditions; arrays[0] is the one-cell u32 condition, `bodies` the arms.
 // fork: `bodies` are the branches of Recorder::parallel, run concurrently.
-enum class NodeKind : uint8_t { kernel, copy_in, if_, switch_, while_, fork };
+// save: with RecordOptions::record, a copy of what a later node overwrites in place and a
+// derivative reads (the reverse pass reads the copy); arrays[0] is the source, arrays[1] the copy.
+enum class NodeKind : uint8_t { kernel, copy_in, if_, switch_, while_, fork, save };
 std::string_view node_kind_name(NodeKind kind);
+// Nodes that copy bytes from arrays[0] to arrays[1] (both contiguous, the same size).
+inline bool is_copy(NodeKind k) {
+  return k == NodeKind::copy_in || k == NodeKind::save;
+}
 inline bool is_control(NodeKind k) {
   return k == NodeKind::if_ || k == NodeKind::switch_ || k == NodeKind::while_ ||
          k == NodeKind::fork;
@@ -134,6 +145,26 @@ struct NodeInfo {
   std::vector<int> waits;  // fork branches: nodes of earlier branches this one waits for
   std::vector<std::vector<int>> bodies;  // control nodes: node ids of each arm, in order
   int parent = -1;                       // the control node whose body holds this node, or -1
+};
+
+// Options of a recording.
+struct RecordOptions {
+  // Keep what a reverse pass (eagle/diff/reverse.hpp) needs: the name map (Recording::names())
+  // and, before a node overwrites in place an array that a derivative of an earlier node (or of
+  // the node itself) reads, a `save` node copying it (Recording::snapshot, saved_bytes()).
+  bool record = false;
+};
+
+// What the reverse pass reads for one array argument of a kernel node (RecordOptions::record).
+struct Snapshot {
+  enum class State : uint8_t {
+    intact,  // the argument's own view still holds it
+    saved,   // a later node overwrote it; `saved` is the copy made before
+    lost,    // overwritten and not saved (inside a device construct, or after release_saves)
+  };
+  State state = State::intact;
+  NodeArgInfo saved;    // for State::saved: a view of the copy
+  std::string lost_to;  // for State::lost: the node that overwrote it, and why it was not saved
 };
 
 // One branch of Recorder::parallel. Record into it with the recorder as usual.
@@ -218,6 +249,23 @@ class Recorder {
   // were recorded.
   void check(const Value& flags, std::function<void(const Array&)> raise);
 
+  // ---- for passes that record over what was recorded (the reverse pass)
+  // The recording being recorded into (nodes, buffers and snapshots so far).
+  const Recording& recording() const;
+  // A value viewing `buffer` of this recording at `byte_offset` with `shape`, `dtype` (the
+  // buffer's) and element `strides` (empty: contiguous): e.g. what a recorded node argument
+  // views. The view must lie within the buffer.
+  Value view(int buffer, int64_t byte_offset, const Shape& shape, DType dtype,
+             const Shape& strides = {});
+  // Whether calls go to the top level now (no device construct or fork branch is open).
+  bool at_top_level() const;
+  // Runs `body` as one transaction: when it throws, the recording is as it was before.
+  void atomically(const std::function<void()>& body);
+  // The reverse of everything recorded so far has been recorded: later in-place writes no longer
+  // save what those nodes' derivatives read (a later reverse pass reading such a value is
+  // refused).
+  void release_saves();
+
  private:
   friend class Recording;
   friend class RecordingBuilder;
@@ -230,7 +278,8 @@ class Recorder {
 class Recording : public std::enable_shared_from_this<Recording> {
  public:
   // Runs `body` once with a recorder and returns what it recorded.
-  static std::shared_ptr<const Recording> record(const std::function<void(Recorder&)>& body);
+  static std::shared_ptr<const Recording> record(const std::function<void(Recorder&)>& body,
+                                                 const RecordOptions& options = {});
   Recording(const Recording&) = delete;
   Recording& operator=(const Recording&) = delete;
   ~Recording();
@@ -260,6 +309,19 @@ class Recording : public std::enable_shared_from_this<Recording> {
   const KernelImpl& impl_of(int node) const;
   bool finished() const;
 
+  // ---- what reverse mode reads (RecordOptions::record)
+  const RecordOptions& options() const;
+  // The name map, once finished with RecordOptions::record (empty otherwise): each param by its
+  // name (the array bound to it), each external and each labeled Recorder::empty array by its
+  // label, and the results as "result.0", "result.1", ... ("result" too when there is one). A
+  // name given to several arrays maps to buffer -1 (ambiguous). The entry's `param` is the name.
+  const std::map<std::string, NodeArgInfo>& names() const;
+  // What the reverse pass reads for array argument `slot` of kernel node `node` (intact when
+  // nothing overwrote it later, or when the recording does not record).
+  const Snapshot& snapshot(int node, int slot) const;
+  // Bytes of the copies `save` nodes make.
+  std::size_t saved_bytes() const;
+
   std::string to_json() const;
   std::string to_dot() const;
 
@@ -278,7 +340,7 @@ class Recording : public std::enable_shared_from_this<Recording> {
 // with one body; later passes (a reverse pass, bindings) record with it too.
 class RecordingBuilder {
  public:
-  RecordingBuilder();
+  explicit RecordingBuilder(const RecordOptions& options = {});
   Recorder& recorder() { return recorder_; }
   // Checks and seals the recording (shadows written params, numbers nodes in program order,
   // infers edges) and returns it. The builder is spent afterwards.

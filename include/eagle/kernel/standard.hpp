@@ -18,4 +18,10 @@ const Kernel& where();  // out = cond ? a : b           (cond is bool or u8)
 const Kernel& sum();    // out[0] = sum of x            (a captured CUB call on the GPU)
 const Kernel& max();    // out[0] = max of x            (a captured CUB call on the GPU)
 
+// Helpers the derivatives of sum and max record (elementwise dtypes; the one-element inputs have
+// x's dtype). Not per-sample: every element reads cell 0.
+const Kernel& broadcast();  // out = x[0]              (x holds one element; out's shape by buffer=)
+const Kernel& equal_mask();  // out = x == value[0] ? 1 : 0
+const Kernel& mul_div();     // out = x * num[0] / den[0] (integers: 0 where den[0] == 0)
+
 }  // namespace eagle::kernels

@@ -1,0 +1,75 @@
+#include "diff/adjoints.hpp"
+
+#include "eagle/core/error.hpp"
+#include "eagle/kernel/standard.hpp"
+
+namespace eagle::diff::detail {
+
+bool Adjoints::whole(const NodeArgInfo& v) const {
+  const BufferInfo& b = buffers_[static_cast<std::size_t>(v.buffer)];
+  return v.byte_offset == 0 && v.strides.empty() && v.bytes == static_cast<int64_t>(b.bytes);
+}
+
+Value Adjoints::part(const Entry& e, const NodeArgInfo& v) {
+  if (whole(v)) return e.value->shape() == v.shape ? *e.value : e.value->reshape(v.shape);
+  return r_.view(e.value->buffer(), e.value->byte_offset() + v.byte_offset, v.shape, v.dtype,
+                 v.strides);
+}
+
+void Adjoints::own(int b_id, Entry& e) {
+  if (e.owned) return;
+  const BufferInfo& b = buffers_[static_cast<std::size_t>(b_id)];
+  Value fresh = r_.empty(b.shape, b.dtype, "grad " + b.label);
+  if (e.value) {
+    r_.call(kernels::copy(), {*e.value}, buffer(fresh));
+  } else {
+    r_.call(kernels::fill(), {0.0}, buffer(fresh));
+  }
+  e.value = fresh;
+  e.owned = true;
+  owned_.insert(fresh.buffer());
+}
+
+std::optional<Value> Adjoints::read(const NodeArgInfo& v) {
+  auto it = entries_.find(v.buffer);
+  if (it == entries_.end() || !it->second.value) return std::nullopt;
+  return part(it->second, v);
+}
+
+void Adjoints::zero(const NodeArgInfo& v) {
+  auto it = entries_.find(v.buffer);
+  if (it == entries_.end() || !it->second.value) return;
+  if (whole(v)) {
+    entries_.erase(it);
+    return;
+  }
+  own(v.buffer, it->second);
+  r_.call(kernels::fill(), {0.0}, buffer(part(it->second, v)));
+}
+
+void Adjoints::add(const NodeArgInfo& v, const Value& c) {
+  if (!c.is_contiguous())
+    throw NotSupported("diff: a cotangent of array '" +
+                       buffers_[static_cast<std::size_t>(v.buffer)].label +
+                       "' is a strided view; strided cotangents are not differentiated yet");
+  const BufferInfo& b = buffers_[static_cast<std::size_t>(v.buffer)];
+  Entry& e = entries_[v.buffer];
+  if (whole(v)) {
+    const Value flat = c.shape() == b.shape ? c : c.reshape(b.shape);
+    if (!e.value) {
+      e.value = flat;  // kept as is: never written in place while not owned
+      e.owned = false;
+    } else {
+      Value sum = r_.call(kernels::add(), {*e.value, flat});
+      e.value = sum;
+      e.owned = true;
+      owned_.insert(sum.buffer());
+    }
+    return;
+  }
+  own(v.buffer, e);
+  const Value at = part(e, v);
+  r_.call(kernels::add(), {at, c}, buffer(at));
+}
+
+}  // namespace eagle::diff::detail

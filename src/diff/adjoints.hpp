@@ -1,0 +1,43 @@
+// Internal: the cotangents of a forward's arrays while the reverse pass walks back, one per
+// forward buffer, addressed by the views the forward's nodes used. Zero until something flows
+// in; a whole-buffer contribution is kept as is (no copy), a partial one accumulates in place
+// into a zero-filled array the pass owns.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <set>
+
+#include "eagle/graph/recording.hpp"
+
+namespace eagle::diff::detail {
+
+class Adjoints {
+ public:
+  Adjoints(Recorder& r, std::vector<BufferInfo> forward_buffers)
+      : r_(r), buffers_(std::move(forward_buffers)) {}
+  // The cotangent of what view `v` holds now (nullopt: zero).
+  std::optional<Value> read(const NodeArgInfo& v);
+  // What `v` held is overwritten (walking back: before the writer, its old contents got nothing).
+  void zero(const NodeArgInfo& v);
+  // Adds `c` (v's shape and dtype, contiguous) to the cotangent of `v`.
+  void add(const NodeArgInfo& v, const Value& c);
+  // Whether `v` views an array this pass updates in place (a contribution passed through from it
+  // must be copied before it is kept elsewhere).
+  bool owns(const Value& v) const { return owned_.count(v.buffer()) != 0; }
+
+ private:
+  struct Entry {
+    std::optional<Value> value;  // the whole buffer's cotangent, contiguous
+    bool owned = false;          // an array made here, updated in place
+  };
+  bool whole(const NodeArgInfo& v) const;
+  Value part(const Entry& e, const NodeArgInfo& v);
+  void own(int b_id, Entry& e);
+  Recorder& r_;
+  std::vector<BufferInfo> buffers_;
+  std::map<int, Entry> entries_;
+  std::set<int> owned_;  // buffers of the recording recorded into
+};
+
+}  // namespace eagle::diff::detail
