@@ -233,14 +233,14 @@ TEST(DiffReverse, AValueOverwrittenAfterItsReverseIsNotReadAgain) {
         diff::gradients(r, {loss}, {x});
         r.call(kernels::fill(), {1.0}, buffer(h));  // overwrites what mul's derivative reads
         const std::size_t nodes = r.recording().nodes().size();
-        expect_throw_with<RecordError>([&] { diff::gradients(r, {loss}, {x}); },
-                                       {"kernel mul", "overwrote", "after Recorder::release_saves"});
+        expect_throw_with<RecordError>(
+            [&] { diff::gradients(r, {loss}, {x}); },
+            {"kernel mul", "overwrote", "after Recorder::release_saves"});
         EXPECT_EQ(r.recording().nodes().size(), nodes);  // nothing was recorded
         r.result(loss);
       },
       RecordOptions{.record = true});
 }
-
 
 Graph small_forward(const Array& x0) {
   return Graph::record(
