@@ -10,6 +10,7 @@
 #include "engines/native/embedding_engine.hpp"
 #include "engines/native/fused_engine.hpp"
 #include "engines/native/gdn_engine.hpp"
+#include "engines/native/kda_bwd_engine.hpp"
 #include "engines/native/kda_engine.hpp"
 #include "engines/native/loss_engine.hpp"
 #include "engines/native/normalization_engine.hpp"
@@ -272,8 +273,8 @@ plan::ManifestSpec builtin_spec() {
        8,
        {"gdn_bwd", "kda_bwd", "gdn2_bwd"},
        &analyze_delta,
-       nullptr,
-       {reference_slot()}},
+       &rank_native_first,
+       {reference_slot(), {"native_kda_bwd", &native::make_kda_bwd_engine, false}}},
       {"composite", 9, {}, nullptr, nullptr, {reference_slot()}},
   };
   spec.unanchored_family = "pointwise";

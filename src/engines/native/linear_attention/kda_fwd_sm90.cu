@@ -23,9 +23,9 @@ std::size_t round_up(std::size_t n) {
 
 // What the three launches pass between them, per (flat chunk, value head), each [j][hv][...]:
 // w, u, qg, kg, vn [C, D] bf16; aqk [C, C] bf16; h [D, D] bf16 (the state before the chunk);
-// gl [D] f32 (e^{G_last}).
+// gl [D] f32 (e^{G_last}); t [C, C] bf16 ((I + A)^-1), kept only for the backward.
 struct Scratch {
-  bf16 *w, *u, *qg, *kg, *vn, *aqk, *h;
+  bf16 *w, *u, *qg, *kg, *vn, *aqk, *h, *t;
   float* gl;
 };
 
@@ -296,6 +296,7 @@ __global__ void __launch_bounds__(kPrepThreads) prepare_kernel(const Params p) {
   for (int i = tid; i < C * C; i += kPrepThreads) {
     const int r = i / C, c = i % C;
     Tb[r * ST + c] = __float2bfloat16(Tm[r * SA + c]);
+    if (p.ws.t) p.ws.t[at * C * C + i] = Tb[r * ST + c];
   }
   for (int i = tid; i < C * D; i += kPrepThreads) {
     const int r = i / D, c = i % D;
@@ -509,6 +510,7 @@ Scratch carve(const Shape& s, int64_t cap, void* workspace) {
   w.aqk = reinterpret_cast<bf16*>(take(z.cc));
   w.h = reinterpret_cast<bf16*>(take(z.dd));
   w.gl = reinterpret_cast<float*>(take(z.d));
+  w.t = nullptr;
   return w;
 }
 
@@ -519,7 +521,7 @@ bool allow_smem(Kernel kernel, std::size_t bytes) {
 }
 
 template <typename T, int D, Gates GT>
-bool launch(const Params& p, int64_t cap, cudaStream_t stream) {
+bool launch(const Params& p, int64_t cap, cudaStream_t stream, bool output) {
   const dim3 chunks(static_cast<unsigned>(cap), static_cast<unsigned>(p.s.value_heads));
   auto prep = prepare_kernel<T, D, GT>;
   auto state = state_kernel<D, kStateBlockV>;
@@ -534,19 +536,20 @@ bool launch(const Params& p, int64_t cap, cudaStream_t stream) {
   const dim3 slots(static_cast<unsigned>(p.s.slots), static_cast<unsigned>(p.s.value_heads),
                    static_cast<unsigned>(D / kStateBlockV));
   state<<<slots, kStateThreads, state_bytes, stream>>>(p);
-  out<<<chunks, kOutThreads, out_bytes, stream>>>(p);
+  if (output) out<<<chunks, kOutThreads, out_bytes, stream>>>(p);
   return cudaPeekAtLastError() == cudaSuccess;
 }
 
 template <typename T, Gates GT>
-bool launch_dim(const Params& p, int64_t cap, cudaStream_t stream) {
-  return p.s.dim == 64 ? launch<T, 64, GT>(p, cap, stream) : launch<T, 128, GT>(p, cap, stream);
+bool launch_dim(const Params& p, int64_t cap, cudaStream_t stream, bool output) {
+  return p.s.dim == 64 ? launch<T, 64, GT>(p, cap, stream, output)
+                       : launch<T, 128, GT>(p, cap, stream, output);
 }
 
 template <typename T>
-bool launch_gates(const Params& p, int64_t cap, cudaStream_t stream) {
-  return p.s.gates == Gates::kda ? launch_dim<T, Gates::kda>(p, cap, stream)
-                                 : launch_dim<T, Gates::gdn2>(p, cap, stream);
+bool launch_gates(const Params& p, int64_t cap, cudaStream_t stream, bool output) {
+  return p.s.gates == Gates::kda ? launch_dim<T, Gates::kda>(p, cap, stream, output)
+                                 : launch_dim<T, Gates::gdn2>(p, cap, stream, output);
 }
 
 }  // namespace
@@ -563,7 +566,10 @@ std::size_t workspace_bytes(const Shape& s, int64_t cap) {
   return 5 * z.rows_d + z.cc + z.dd + z.d;
 }
 
-bool forward(const FwdArgs& a, void* workspace, void* stream) noexcept {
+namespace {
+
+// The launches of a forward (output: the o launch too) over `ws`.
+bool run(const FwdArgs& a, const Scratch& ws, void* stream, bool output) {
   const Shape& s = a.shape;
   if (!served(s) || !a.chunk_offsets || !s.cu) return false;
   if (a.capacity_chunks <= 0) return true;
@@ -582,10 +588,33 @@ bool forward(const FwdArgs& a, void* workspace, void* stream) noexcept {
   p.o = a.o;
   p.ht = a.final_state;
   p.offsets = a.chunk_offsets;
-  p.ws = carve(s, a.capacity_chunks, workspace);
+  p.ws = ws;
   const auto st = static_cast<cudaStream_t>(stream);
-  return s.dtype == DType::bf16 ? launch_gates<bf16>(p, a.capacity_chunks, st)
-                                : launch_gates<__half>(p, a.capacity_chunks, st);
+  return s.dtype == DType::bf16 ? launch_gates<bf16>(p, a.capacity_chunks, st, output)
+                                : launch_gates<__half>(p, a.capacity_chunks, st, output);
+}
+
+}  // namespace
+
+bool forward(const FwdArgs& a, void* workspace, void* stream) noexcept {
+  if (!served(a.shape) || a.capacity_chunks <= 0) return run(a, Scratch{}, stream, true);
+  return run(a, carve(a.shape, a.capacity_chunks, workspace), stream, true);
+}
+
+std::size_t recompute_bytes(const Shape& s, int64_t cap) {
+  if (!served(s) || cap <= 0) return 0;
+  return workspace_bytes(s, cap) + sizes(s, cap).cc;
+}
+
+bool recompute(const FwdArgs& a, void* workspace, void* stream, ChunkViews* views) noexcept {
+  if (!served(a.shape) || a.capacity_chunks <= 0) return run(a, Scratch{}, stream, false);
+  Scratch ws = carve(a.shape, a.capacity_chunks, workspace);
+  ws.t = reinterpret_cast<bf16*>(static_cast<char*>(workspace) +
+                                 workspace_bytes(a.shape, a.capacity_chunks));
+  if (views) *views = {ws.w, ws.u, ws.qg, ws.kg, ws.vn, ws.aqk, ws.h, ws.t, ws.gl};
+  FwdArgs b = a;
+  b.final_state = nullptr;
+  return run(b, ws, stream, false);
 }
 
 }  // namespace eagle::native::kda

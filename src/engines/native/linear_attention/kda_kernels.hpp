@@ -77,4 +77,18 @@ std::size_t workspace_bytes(const Shape& shape, int64_t capacity_chunks);
 // caller's cudaGetLastError).
 bool forward(const FwdArgs& args, void* workspace, void* stream) noexcept;
 
+// The forward's chunk quantities as the backward reads them, each [chunk][HV][...] (chunk-major,
+// value head next): w, u, qg (q e^G), kg (k e^{G_last - G}), vn (v') [C, D] bf16; aqk and t
+// ((I + A)^-1) [C, C] bf16; h [D, D] bf16 (the state before the chunk); gl [D] f32
+// (e^{G_last}).
+struct ChunkViews {
+  void *w, *u, *qg, *kg, *vn, *aqk, *h, *t;
+  float* gl;
+};
+// Device workspace of recompute, a 256-byte multiple.
+std::size_t recompute_bytes(const Shape& shape, int64_t capacity_chunks);
+// The prepare and state launches of a forward (no o, no final state) keeping T too; `views`
+// receives where each quantity lies in `workspace` (recompute_bytes of it).
+bool recompute(const FwdArgs& args, void* workspace, void* stream, ChunkViews* views) noexcept;
+
 }  // namespace eagle::native::kda

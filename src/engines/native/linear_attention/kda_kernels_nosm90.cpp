@@ -13,5 +13,11 @@ std::size_t workspace_bytes(const Shape&, int64_t) {
 bool forward(const FwdArgs&, void*, void*) noexcept {
   return false;
 }
+std::size_t recompute_bytes(const Shape&, int64_t) {
+  return 0;
+}
+bool recompute(const FwdArgs&, void*, void*, ChunkViews*) noexcept {
+  return false;
+}
 
 }  // namespace eagle::native::kda

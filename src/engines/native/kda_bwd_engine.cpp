@@ -1,0 +1,224 @@
+#include "engines/native/kda_bwd_engine.hpp"
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "eagle/plan/operand_rules.hpp"
+#include "eagle/ragged/capacity.hpp"
+#include "engines/native/attention/varlen_kernels.hpp"
+#include "engines/native/launch_status.hpp"
+#include "engines/native/linear_attention/kda_bwd_kernels.hpp"
+#include "engines/native/structured_support.hpp"
+
+namespace eagle::native {
+
+namespace {
+
+constexpr std::size_t kAlign = 256;
+
+std::size_t round_up(std::size_t n) {
+  return (n + kAlign - 1) / kAlign * kAlign;
+}
+
+std::string dtype_text(const op::Tensor& t) {
+  return t.defined() ? std::string(dtype_name(t.dtype())) : std::string();
+}
+
+// Declines what the kernels do not serve; the node is a single kda_bwd or gdn2_bwd.
+void check_node(const op::Node& node, const std::string& engine) {
+  const bool gdn2 = node.op() == "gdn2_bwd";
+  const op::Tensor q = node.input("q"), v = node.input("v");
+  const op::Tensor cu = node.input("cu_seqlens");
+  require(cu.dtype() == DType::i32, engine, "cu_seqlens must be i32, not " + dtype_text(cu));
+  require(q.dtype() == DType::bf16 || q.dtype() == DType::f16, engine,
+          "q must be bf16 or f16, not " + dtype_text(q));
+  for (const char* p : {"k", "v", "d_o"})
+    require(node.input(p).dtype() == q.dtype(), engine,
+            std::string(p) + " must have q's dtype " + dtype_text(q) + ", not " +
+                dtype_text(node.input(p)));
+  const std::vector<std::string> gates =
+      gdn2 ? std::vector<std::string>{"g", "b", "w"} : std::vector<std::string>{"g", "beta"};
+  for (const std::string& p : gates)
+    require(node.input(p).dtype() == DType::f32, engine,
+            "the gate " + p + " must be f32, not " + dtype_text(node.input(p)));
+  for (const char* p : {"initial_state", "d_final_state"}) {
+    const op::Tensor t = node.input(p);
+    require(!t.defined() || t.dtype() == DType::f32, engine,
+            std::string(p) + " must be f32, not " + dtype_text(t));
+  }
+  for (const auto& [port, t] : node.inputs()) {
+    require(!t.ragged_offset().defined(), engine,
+            "tensor '" + t.name() + "' has a ragged offset (sequences apart): not served");
+    require_row_major(t, engine);
+  }
+  for (const auto& [port, t] : node.outputs()) require_row_major(t, engine);
+  const int64_t dk = q.dims()[2], dv = v.dims()[2];
+  require(
+      dk == dv && (dk == 64 || dk == 128), engine,
+      "serves K = V in {64, 128}, got K = " + std::to_string(dk) + ", V = " + std::to_string(dv));
+  require(cu.dims()[0] >= 2, engine, "needs at least one sequence slot");
+}
+
+kda::Shape shape_of(const op::Node& node) {
+  const op::Tensor q = node.input("q"), v = node.input("v");
+  kda::Shape s;
+  s.slots = node.input("cu_seqlens").dims()[0] - 1;
+  s.rows = q.dims()[0];
+  s.heads = static_cast<int>(q.dims()[1]);
+  s.value_heads = static_cast<int>(v.dims()[1]);
+  s.dim = static_cast<int>(q.dims()[2]);
+  s.scale = node.has_attr("scale")
+                ? static_cast<float>(node.attr("scale").as_real("scale"))
+                : static_cast<float>(1.0 / std::sqrt(static_cast<double>(s.dim)));
+  s.l2norm = node.attr("use_qk_l2norm").as_bool("use_qk_l2norm");
+  s.dtype = q.dtype();
+  s.gates = node.op() == "gdn2_bwd" ? kda::Gates::gdn2 : kda::Gates::kda;
+  return s;
+}
+
+class KdaBwdPlan : public plan::CompiledPlan {
+ public:
+  struct Table {
+    kda::Shape shape;
+    int64_t capacity = 0;  // ragged::chunk_capacity(T, N, 64)
+    // Positions (-1: not wired / not received).
+    int q, k, v, g, beta, b, w, cu, h0, d_o, dht;
+    int dq, dk, dv, dg, dbeta, db, dw, dh0;
+  };
+  KdaBwdPlan(plan::OperandRules rules, Table t) : rules_(std::move(rules)), t_(t) {}
+
+  std::size_t offsets_bytes() const {
+    return round_up(static_cast<std::size_t>(t_.shape.slots + 1) * sizeof(int32_t));
+  }
+  std::size_t workspace_bytes() const override {
+    return offsets_bytes() + kda::backward_workspace_bytes(t_.shape, t_.capacity);
+  }
+
+  bool run(const plan::OperandBuffer* ops,
+           const plan::ExecutionContext& ctx) const noexcept override {
+    if (!rules_.match(ops) || ctx.workspace_bytes < workspace_bytes()) return false;
+    auto* offsets = static_cast<int32_t*>(ctx.workspace);
+    const auto* cu = static_cast<const int32_t*>(ops[t_.cu].data);
+    const attention::TileOffsetsJob job{cu, t_.shape.rows, kda::kChunk, offsets};
+    if (!attention::tile_offsets_launch(&job, 1, t_.shape.slots, ctx.stream))
+      return launch_succeeded(), false;
+    auto ptr = [&](int at) { return at >= 0 ? ops[at].data : nullptr; };
+    auto f32 = [&](int at) { return static_cast<float*>(ptr(at)); };
+    kda::BwdArgs a;
+    a.shape = t_.shape;
+    a.shape.cu = cu;
+    a.q = ptr(t_.q);
+    a.k = ptr(t_.k);
+    a.v = ptr(t_.v);
+    a.g = f32(t_.g);
+    a.beta = f32(t_.beta);
+    a.b = f32(t_.b);
+    a.w = f32(t_.w);
+    a.initial_state = f32(t_.h0);
+    a.d_o = ptr(t_.d_o);
+    a.d_final_state = f32(t_.dht);
+    a.dq = ptr(t_.dq);
+    a.dk = ptr(t_.dk);
+    a.dv = ptr(t_.dv);
+    a.dg = f32(t_.dg);
+    a.dbeta = f32(t_.dbeta);
+    a.db = f32(t_.db);
+    a.dw = f32(t_.dw);
+    a.d_initial_state = f32(t_.dh0);
+    a.chunk_offsets = offsets;
+    a.capacity_chunks = t_.capacity;
+    if (!kda::backward(a, static_cast<char*>(ctx.workspace) + offsets_bytes(), ctx.stream))
+      return launch_succeeded(), false;
+    return true;
+  }
+  void explain(const plan::OperandBuffer* ops, const plan::ExecutionContext& ctx) const override {
+    explain_refusal(rules_, ops, ctx, workspace_bytes(), "native kda/gdn2 backward");
+  }
+
+ private:
+  plan::OperandRules rules_;
+  Table t_;
+};
+
+plan::Capabilities kda_bwd_capabilities() {
+  plan::Capabilities caps;
+  caps.device = DeviceKind::cuda;
+  caps.sm_lo = caps.sm_hi = 90;  // built for sm_90a only
+  // The io dtype the facts name is the graph's first float input; the gates are f32, so the
+  // precise per-port rule is check_node's.
+  caps.dtypes = {DType::bf16, DType::f16, DType::f32};
+  caps.knobs["schedule"] = {0};  // flat
+  return caps;
+}
+
+class KdaBwdEngine : public plan::Engine {
+ public:
+  KdaBwdEngine(int64_t id, const std::string& name)
+      : Engine(id, name), caps_(kda_bwd_capabilities()) {}
+  const plan::Capabilities& capabilities() const override { return caps_; }
+
+  void check_support(const op::Graph& graph, const plan::Facts&,
+                     const DeviceProperties&) const override {
+    const op::Node node = single_node(graph, name(), {"kda_bwd", "gdn2_bwd"});
+    check_node(node, name());
+    require(kda::served(shape_of(node)), name(),
+            "no kernel in this build for " + dtype_text(node.input("q")) + " head dim " +
+                std::to_string(node.input("q").dims()[2]) +
+                " (bf16/f16, 64 or 128, sm_90a builds)");
+  }
+
+  std::shared_ptr<const plan::CompiledPlan> build_plan(
+      const op::Graph& graph, const plan::Facts&, const plan::PlanConfig&,
+      const plan::BuildContext& ctx) const override {
+    const op::Node node = graph.nodes()[0];
+    const Device device = plan_device(ctx);
+    plan::OperandRules rules;
+    for (const auto& [port, t] : node.inputs()) rules.add(*ctx.layout, t, device, true);
+    for (const auto& [port, t] : node.outputs())
+      if (receives(t)) rules.add(*ctx.layout, t, device, true);
+    auto in = [&](const char* p) {
+      const op::Tensor t = node.input(p);
+      return t.defined() ? ctx.layout->index_of(t) : -1;
+    };
+    auto out = [&](const char* p) {
+      const op::Tensor t = node.output(p);
+      return t.defined() && receives(t) ? ctx.layout->index_of(t) : -1;
+    };
+    KdaBwdPlan::Table t{};
+    t.shape = shape_of(node);
+    t.capacity = ragged::chunk_capacity(t.shape.rows, t.shape.slots, kda::kChunk);
+    const bool gdn2 = node.op() == "gdn2_bwd";
+    t.q = in("q");
+    t.k = in("k");
+    t.v = in("v");
+    t.g = in("g");
+    t.beta = gdn2 ? -1 : in("beta");
+    t.b = gdn2 ? in("b") : -1;
+    t.w = gdn2 ? in("w") : -1;
+    t.cu = in("cu_seqlens");
+    t.h0 = in("initial_state");
+    t.d_o = in("d_o");
+    t.dht = in("d_final_state");
+    t.dq = out("dq");
+    t.dk = out("dk");
+    t.dv = out("dv");
+    t.dg = out("dg");
+    t.dbeta = gdn2 ? -1 : out("dbeta");
+    t.db = gdn2 ? out("db") : -1;
+    t.dw = gdn2 ? out("dw") : -1;
+    t.dh0 = t.h0 >= 0 ? out("d_initial_state") : -1;
+    return std::make_shared<KdaBwdPlan>(std::move(rules), t);
+  }
+
+ private:
+  plan::Capabilities caps_;
+};
+
+}  // namespace
+
+std::unique_ptr<plan::Engine> make_kda_bwd_engine(int64_t id, const std::string& name) {
+  return std::make_unique<KdaBwdEngine>(id, name);
+}
+
+}  // namespace eagle::native

@@ -1,0 +1,741 @@
+// The chunked kda / gdn2 backward (kda_bwd_kernels.hpp): the forward's recomputation, then the
+// dstate, dmat, dqkg and finish launches over the flat chunk list (ragged::chunk_task), C = 64.
+//
+// Per chunk, with q~ = scale q / |q|, k~ = k / |k| (or without the norms), bk = b k~ (kda: b =
+// beta), G the chunk's cumsum of g, h the state before the chunk and dh the gradient of the state
+// after it, the forward is v' = U - W h, o = (q~ e^G) h + Aqk v',
+// h' = diag(e^{G_last}) h + (k~ e^{G_last - G})^T v', U = T (w v), W = T (bk e^G),
+// T = (I + A)^-1, A = strictly-lower (bk)(k~ e^{G_i - G_j})^T, Aqk = lower q~ (k~ e^{G_i - G_j})^T.
+// Its gradients: dv' = Aqk^T dO + (k~ e^{G_last - G}) dh, d(w v) = T^T dv', d(bk e^G) = T^T dW
+// with dW = -dv' h^T, and dA = -T^T dT T^T = -(d(w v) U^T + d(bk e^G) W^T) (strictly lower);
+// the products with e^{G_i - G_j} are then taken per channel (j <= i: every factor <= 1).
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include "eagle/ragged/schedule.hpp"
+#include "engines/native/linear_attention/kda_bwd_kernels.hpp"
+#include "engines/native/linear_attention/kda_mma.cuh"
+
+namespace eagle::native::kda {
+
+namespace {
+
+constexpr int C = kChunk;
+constexpr int kStateThreads = 128, kMatThreads = 256, kQkgThreads = 512, kFinishThreads = 128;
+constexpr int kStateBlockV = 32;  // value columns of dh per dstate CTA
+constexpr std::size_t kAlign = 256;
+
+std::size_t round_up(std::size_t n) {
+  return (n + kAlign - 1) / kAlign * kAlign;
+}
+
+// What the backward launches pass between them. Per (flat chunk, value head) slab: dh [D, D]
+// bf16 (the gradient of the state after the chunk), dvn [C, D] bf16 (dv'), dqg, dkl, dbg
+// [C, D] f32 (the gradients of q~ e^G, k~ e^{G_last - G}, bk e^G), dm, da [C, C] f32 (of Aqk and
+// A, masked), dgl [D] f32 (d e^{G_last} . e^{G_last}), dbv [C] f32 (kda: sum_v d(w v) v). Per
+// (row, value head): pq, pk [D] f32 (the gradients of q~ and k~ through that value head).
+struct BwdScratch {
+  bf16 *dh, *dvn;
+  float *dqg, *dkl, *dbg, *dm, *da, *dgl, *dbv, *pq, *pk;
+};
+
+struct Params {
+  Shape s;
+  const void *q, *k, *v;
+  const float *g, *beta, *b, *w;
+  const void* d_o;
+  const float* dht;
+  void *dq, *dk, *dv;
+  float *dg, *dbeta, *db, *dw, *dh0;
+  const int32_t* offsets;
+  ChunkViews f;
+  BwdScratch ws;
+};
+
+template <typename T>
+__device__ __forceinline__ float to_f(T x);
+template <>
+__device__ __forceinline__ float to_f(bf16 x) {
+  return __bfloat162float(x);
+}
+template <>
+__device__ __forceinline__ float to_f(__half x) {
+  return __half2float(x);
+}
+template <typename T>
+__device__ __forceinline__ T from_f(float x);
+template <>
+__device__ __forceinline__ bf16 from_f(float x) {
+  return __float2bfloat16(x);
+}
+template <>
+__device__ __forceinline__ __half from_f(float x) {
+  return __float2half(x);
+}
+
+__device__ __forceinline__ ragged::ChunkTask chunk_of(const Params& p, int64_t j) {
+  return ragged::chunk_task(p.s.cu, p.offsets, p.s.slots, p.s.rows, C, j);
+}
+
+__device__ __forceinline__ const bf16* view(const void* base, int64_t at, int64_t elems) {
+  return static_cast<const bf16*>(base) + at * elems;
+}
+
+// 16-byte copies of `rows` rows of COLS bf16 from global (row stride COLS) to shared (stride ld).
+template <int COLS, int Threads>
+__device__ __forceinline__ void copy_tile(bf16* dst, int ld, const bf16* src, int rows) {
+  constexpr int per_row = COLS / 8;
+  for (int i = threadIdx.x; i < rows * per_row; i += Threads) {
+    const int r = i / per_row, c = (i % per_row) * 8;
+    *reinterpret_cast<uint4*>(dst + r * ld + c) =
+        *reinterpret_cast<const uint4*>(src + static_cast<int64_t>(r) * COLS + c);
+  }
+}
+
+// Rows of d_o (value head hv, columns c0 .. c0 + COLS) of a chunk as bf16; rows at or past n
+// become zero (d_o's padding rows are never read).
+template <typename T, int COLS, int Threads>
+__device__ __forceinline__ void load_d_o(bf16* dst, int ld, const Params& p, int64_t row0, int n,
+                                         int hv, int c0) {
+  const T* d_o = static_cast<const T*>(p.d_o);
+  const int64_t HV = p.s.value_heads, D = p.s.dim;
+  for (int i = threadIdx.x; i < C * COLS; i += Threads) {
+    const int r = i / COLS, c = i % COLS;
+    const float x = r < n ? to_f(d_o[((row0 + r) * HV + hv) * D + c0 + c]) : 0.f;
+    dst[r * ld + c] = __float2bfloat16(x);
+  }
+}
+
+// ---- dstate: the reverse pass over a sequence's chunks ---------------------------------------
+
+template <int D, int BV>
+struct DStateLayout {
+  static constexpr int SB = D + 8, SV = BV + 8, ST = C + 8;
+  // bf16: Aqk [C][ST], dO [C][SV], kg, W, qg [C][SB], dh [D][SV], dv' [C][SV]; e^{G_last} f32.
+  static constexpr int M = 0, DO = M + C * ST, KL = DO + C * SV, W = KL + C * SB, QG = W + C * SB;
+  static constexpr int DH = QG + C * SB, DV = DH + D * SV, end = DV + C * SV;
+  static constexpr std::size_t bytes = static_cast<std::size_t>(end) * 2 + D * sizeof(float);
+};
+
+template <typename T, int D, int BV>
+__global__ void __launch_bounds__(kStateThreads) dstate_kernel(const Params p) {
+  using L = DStateLayout<D, BV>;
+  constexpr int SB = L::SB, SV = L::SV, ST = L::ST, MT = D / 64, NT = BV / 8;
+  extern __shared__ float4 smem4[];
+  bf16* sb = reinterpret_cast<bf16*>(smem4);
+  bf16 *Ms = sb + L::M, *DOs = sb + L::DO, *KLs = sb + L::KL, *Ws = sb + L::W, *QGs = sb + L::QG;
+  bf16 *DHs = sb + L::DH, *DVs = sb + L::DV;
+  float* GLs = reinterpret_cast<float*>(sb + L::end);
+  const int warp = threadIdx.x >> 5;
+  const int64_t s = blockIdx.x;
+  const int hv = blockIdx.y, v0 = blockIdx.z * BV, HV = p.s.value_heads;
+  const int m_base = warp * (D / 4);  // this warp's rows of dh
+
+  float dh[MT][NT][4];
+  const int64_t state_at = (s * HV + hv) * static_cast<int64_t>(D) * D;
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+    for (int t = 0; t < NT; ++t)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int d = acc_row(m_base + 16 * mt, e), c = v0 + acc_col(8 * t, e);
+        dh[mt][t][e] = p.dht ? p.dht[state_at + static_cast<int64_t>(d) * D + c] : 0.f;
+      }
+
+  const int64_t first = p.offsets[s], last = p.offsets[s + 1];
+  for (int64_t j = last - 1; j >= first; --j) {
+    const int64_t at = j * HV + hv;
+    const ragged::ChunkTask task = chunk_of(p, j);
+    const int n = static_cast<int>(task.row_end - task.row_begin);
+    copy_tile<C, kStateThreads>(Ms, ST, view(p.f.aqk, at, C * C), C);
+    copy_tile<D, kStateThreads>(KLs, SB, view(p.f.kg, at, C * D), C);
+    copy_tile<D, kStateThreads>(Ws, SB, view(p.f.w, at, C * D), C);
+    copy_tile<D, kStateThreads>(QGs, SB, view(p.f.qg, at, C * D), C);
+    load_d_o<T, BV, kStateThreads>(DOs, SV, p, task.row_begin, n, hv, v0);
+    for (int c = threadIdx.x; c < D; c += kStateThreads) GLs[c] = p.f.gl[at * D + c];
+    bf16* dhg = p.ws.dh + at * D * D;
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+      for (int t = 0; t < NT; ++t)
+#pragma unroll
+        for (int e = 0; e < 4; e += 2) {
+          const int d = acc_row(m_base + 16 * mt, e), c = acc_col(8 * t, e);
+          const __nv_bfloat162 x = __floats2bfloat162_rn(dh[mt][t][e], dh[mt][t][e + 1]);
+          *reinterpret_cast<__nv_bfloat162*>(DHs + d * SV + c) = x;
+          *reinterpret_cast<__nv_bfloat162*>(dhg + static_cast<int64_t>(d) * D + v0 + c) = x;
+        }
+    __syncthreads();
+
+    // dv' = Aqk^T dO + kg dh: warp w owns chunk rows 16 w .. 16 w + 15.
+    {
+      float acc[NT][4] = {};
+      mma_rows<false, false, NT>(acc, Ms, ST, 16 * warp, DOs, SV, 0, C);
+      mma_rows<true, false, NT>(acc, KLs, SB, 16 * warp, DHs, SV, 0, D);
+      bf16* dvn = p.ws.dvn + at * C * D;
+#pragma unroll
+      for (int t = 0; t < NT; ++t)
+#pragma unroll
+        for (int e = 0; e < 4; e += 2) {
+          const int r = acc_row(16 * warp, e), c = acc_col(8 * t, e);
+          const __nv_bfloat162 x = __floats2bfloat162_rn(acc[t][e], acc[t][e + 1]);
+          *reinterpret_cast<__nv_bfloat162*>(DVs + r * SV + c) = x;
+          *reinterpret_cast<__nv_bfloat162*>(dvn + r * D + v0 + c) = x;
+        }
+    }
+    __syncthreads();
+
+    // dh <- diag(e^{G_last}) dh + qg^T dO - W^T dv'.
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt) {
+#pragma unroll
+      for (int t = 0; t < NT; ++t)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) dh[mt][t][e] *= GLs[acc_row(m_base + 16 * mt, e)];
+      mma_rows<false, false, NT>(dh[mt], QGs, SB, m_base + 16 * mt, DOs, SV, 0, C);
+      float wd[NT][4] = {};
+      mma_rows<false, false, NT>(wd, Ws, SB, m_base + 16 * mt, DVs, SV, 0, C);
+#pragma unroll
+      for (int t = 0; t < NT; ++t)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) dh[mt][t][e] -= wd[t][e];
+    }
+    __syncthreads();
+  }
+
+  if (p.dh0) {
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+      for (int t = 0; t < NT; ++t)
+#pragma unroll
+        for (int e = 0; e < 4; e += 2) {
+          const int d = acc_row(m_base + 16 * mt, e), c = v0 + acc_col(8 * t, e);
+          *reinterpret_cast<float2*>(p.dh0 + state_at + static_cast<int64_t>(d) * D + c) =
+              make_float2(dh[mt][t][e], dh[mt][t][e + 1]);
+        }
+  }
+}
+
+// ---- dmat: the plain products of a chunk -----------------------------------------------------
+
+template <int D>
+struct MatLayout {
+  static constexpr int SB = D + 8, ST = C + 8;
+  // bf16: dO [C][SB], h [D][SB], dh [D][SB], v' [C][SB], dv' [C][SB], T [C][ST], dW [C][SB];
+  // later U over dO, W over v', d(w v) over h, d(bk e^G) over dh. Then [2][C] f32 row sums.
+  static constexpr int DO = 0, HS = DO + C * SB, DH = HS + D * SB, VN = DH + D * SB;
+  static constexpr int DVN = VN + C * SB, TT = DVN + C * SB, DW = TT + C * ST, end = DW + C * SB;
+  static constexpr std::size_t bytes = static_cast<std::size_t>(end) * 2 + 2 * C * sizeof(float);
+};
+
+// f32 [.][ld] stores of a warp's 16 x 8 NT accumulator tiles at (m0, n0), times `sign`.
+template <int NT>
+__device__ __forceinline__ void store_f32(float* g, int ld, const float (&acc)[NT][4], int m0,
+                                          int n0, float sign) {
+#pragma unroll
+  for (int t = 0; t < NT; ++t)
+#pragma unroll
+    for (int e = 0; e < 4; e += 2) {
+      const int r = acc_row(m0, e), c = acc_col(n0 + 8 * t, e);
+      *reinterpret_cast<float2*>(g + r * ld + c) =
+          make_float2(sign * acc[t][e], sign * acc[t][e + 1]);
+    }
+}
+template <int NT>
+__device__ __forceinline__ void store_bf16(bf16* s, int ld, const float (&acc)[NT][4], int m0,
+                                           int n0, float sign) {
+#pragma unroll
+  for (int t = 0; t < NT; ++t)
+#pragma unroll
+    for (int e = 0; e < 4; e += 2) {
+      const int r = acc_row(m0, e), c = acc_col(n0 + 8 * t, e);
+      *reinterpret_cast<__nv_bfloat162*>(s + r * ld + c) =
+          __floats2bfloat162_rn(sign * acc[t][e], sign * acc[t][e + 1]);
+    }
+}
+// A [C][C] product's tiles, masked to the lower triangle (with or without the diagonal).
+template <int NT>
+__device__ __forceinline__ void store_lower(float* g, const float (&acc)[NT][4], int m0, int n0,
+                                            float sign, bool diagonal) {
+#pragma unroll
+  for (int t = 0; t < NT; ++t)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int r = acc_row(m0, e), c = acc_col(n0 + 8 * t, e);
+      g[r * C + c] = (c < r || (diagonal && c == r)) ? sign * acc[t][e] : 0.f;
+    }
+}
+
+template <typename T, int D, Gates GT>
+__global__ void __launch_bounds__(kMatThreads) dmat_kernel(const Params p) {
+  using L = MatLayout<D>;
+  constexpr int SB = L::SB, ST = L::ST, NW = D / 16, NC = C / 16;
+  extern __shared__ float4 smem4[];
+  bf16* sb = reinterpret_cast<bf16*>(smem4);
+  bf16 *DOs = sb + L::DO, *HSs = sb + L::HS, *DHs = sb + L::DH, *VNs = sb + L::VN;
+  bf16 *DVNs = sb + L::DVN, *TTs = sb + L::TT, *DWs = sb + L::DW;
+  bf16 *Us = DOs, *WWs = VNs, *DWVs = HSs, *DBGs = DHs;
+  float* part = reinterpret_cast<float*>(sb + L::end);  // [2][C]
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int m0 = 16 * (warp & 3), half = warp >> 2;
+  const int64_t j = blockIdx.x;
+  const int hv = blockIdx.y, HV = p.s.value_heads;
+  const ragged::ChunkTask task = chunk_of(p, j);
+  if (task.sequence < 0) return;
+  const int n = static_cast<int>(task.row_end - task.row_begin);
+  const int64_t at = j * HV + hv;
+
+  load_d_o<T, D, kMatThreads>(DOs, SB, p, task.row_begin, n, hv, 0);
+  copy_tile<D, kMatThreads>(HSs, SB, view(p.f.h, at, D * D), D);
+  copy_tile<D, kMatThreads>(DHs, SB, p.ws.dh + at * D * D, D);
+  copy_tile<D, kMatThreads>(VNs, SB, view(p.f.vn, at, C * D), C);
+  copy_tile<D, kMatThreads>(DVNs, SB, p.ws.dvn + at * C * D, C);
+  copy_tile<C, kMatThreads>(TTs, ST, view(p.f.t, at, C * C), C);
+  __syncthreads();
+
+  {  // d(q e^G) = dO h^T
+    float acc[NW][4] = {};
+    mma_rows<true, true, NW>(acc, DOs, SB, m0, HSs, SB, half * D / 2, D);
+    store_f32<NW>(p.ws.dqg + at * C * D, D, acc, m0, half * D / 2, 1.f);
+  }
+  {  // d(k e^{G_last - G}) = v' dh^T
+    float acc[NW][4] = {};
+    mma_rows<true, true, NW>(acc, VNs, SB, m0, DHs, SB, half * D / 2, D);
+    store_f32<NW>(p.ws.dkl + at * C * D, D, acc, m0, half * D / 2, 1.f);
+  }
+  {  // dW = -dv' h^T
+    float acc[NW][4] = {};
+    mma_rows<true, true, NW>(acc, DVNs, SB, m0, HSs, SB, half * D / 2, D);
+    store_bf16<NW>(DWs, SB, acc, m0, half * D / 2, -1.f);
+  }
+  {  // dAqk = dO v'^T, lower with the diagonal
+    float acc[NC / 2][4] = {};
+    mma_rows<true, true, NC / 2>(acc, DOs, SB, m0, VNs, SB, half * C / 2, D);
+    store_lower<NC / 2>(p.ws.dm + at * C * C, acc, m0, half * C / 2, 1.f, true);
+  }
+  // d e^{G_last} = sum_v h dh, times e^{G_last}.
+  for (int c = threadIdx.x; c < D; c += kMatThreads) {
+    float sum = 0;
+    for (int v = 0; v < D; ++v)
+      sum += __bfloat162float(HSs[c * SB + v]) * __bfloat162float(DHs[c * SB + v]);
+    p.ws.dgl[at * D + c] = sum * p.f.gl[at * D + c];
+  }
+  __syncthreads();
+
+  copy_tile<D, kMatThreads>(Us, SB, view(p.f.u, at, C * D), C);
+  copy_tile<D, kMatThreads>(WWs, SB, view(p.f.w, at, C * D), C);
+  {  // d(w v) = T^T dv': dv = d(w v) w, dw = d(w v) v (kda: their beta, summed per row)
+    float acc[NW][4] = {};
+    mma_rows<false, false, NW>(acc, TTs, ST, m0, DVNs, SB, half * D / 2, C);
+    const T* v = static_cast<const T*>(p.v);
+    T* dv = static_cast<T*>(p.dv);
+    float rows[2] = {0.f, 0.f};
+#pragma unroll
+    for (int t = 0; t < NW; ++t)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int r = acc_row(m0, e), c = acc_col(half * D / 2 + 8 * t, e);
+        if (r >= n) continue;
+        const int64_t row = task.row_begin + r, vh = (row * HV + hv) * D + c;
+        const float x = acc[t][e], vv = to_f(v[vh]);
+        if constexpr (GT == Gates::kda) {
+          if (dv) dv[vh] = from_f<T>(x * p.beta[row * HV + hv]);
+          rows[e >> 1] += x * vv;
+        } else {
+          if (dv) dv[vh] = from_f<T>(x * p.w[vh]);
+          if (p.dw) p.dw[vh] = x * vv;
+        }
+      }
+    if constexpr (GT == Gates::kda) {
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        rows[h] += __shfl_xor_sync(0xffffffffu, rows[h], 1);
+        rows[h] += __shfl_xor_sync(0xffffffffu, rows[h], 2);
+      }
+      if ((lane & 3) == 0) {
+        part[half * C + acc_row(m0, 0)] = rows[0];
+        part[half * C + acc_row(m0, 2)] = rows[1];
+      }
+    }
+    store_bf16<NW>(DWVs, SB, acc, m0, half * D / 2, 1.f);
+  }
+  {  // d(bk e^G) = T^T dW
+    float acc[NW][4] = {};
+    mma_rows<false, false, NW>(acc, TTs, ST, m0, DWs, SB, half * D / 2, C);
+    store_f32<NW>(p.ws.dbg + at * C * D, D, acc, m0, half * D / 2, 1.f);
+    store_bf16<NW>(DBGs, SB, acc, m0, half * D / 2, 1.f);
+  }
+  __syncthreads();
+  {  // dA = -(d(w v) U^T + d(bk e^G) W^T), strictly lower
+    float acc[NC / 2][4] = {};
+    mma_rows<true, true, NC / 2>(acc, DWVs, SB, m0, Us, SB, half * C / 2, D);
+    mma_rows<true, true, NC / 2>(acc, DBGs, SB, m0, WWs, SB, half * C / 2, D);
+    store_lower<NC / 2>(p.ws.da + at * C * C, acc, m0, half * C / 2, -1.f, false);
+  }
+  if constexpr (GT == Gates::kda) {
+    for (int r = threadIdx.x; r < C; r += kMatThreads) p.ws.dbv[at * C + r] = part[r] + part[C + r];
+  }
+}
+
+// ---- dqkg: the decay-weighted products, dq~ and dk~ per value head, db, dg -------------------
+
+template <int D>
+struct QkgLayout {
+  static constexpr int SF = D + 1, SA = C + 1;
+  // f32: q~, k~, G, bk [C][SF]; dAqk, dA [C][SA]; beta [C].
+  static constexpr int Q = 0, K = Q + C * SF, G = K + C * SF, BK = G + C * SF, DM = BK + C * SF;
+  static constexpr int DA = DM + C * SA, BETA = DA + C * SA, end = BETA + C;
+  static constexpr std::size_t bytes = static_cast<std::size_t>(end) * sizeof(float);
+};
+
+template <typename T, int D, Gates GT>
+__global__ void __launch_bounds__(kQkgThreads) dqkg_kernel(const Params p) {
+  using L = QkgLayout<D>;
+  constexpr int SF = L::SF, SA = L::SA, PER = C * D / kQkgThreads;
+  extern __shared__ float4 smem4[];
+  float* sm = reinterpret_cast<float*>(smem4);
+  float *Qs = sm + L::Q, *Ks = sm + L::K, *Gs = sm + L::G, *BKs = sm + L::BK;
+  float *DMs = sm + L::DM, *DAs = sm + L::DA, *betas = sm + L::BETA;
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+  const int64_t j = blockIdx.x;
+  const int hv = blockIdx.y;
+  const ragged::ChunkTask task = chunk_of(p, j);
+  if (task.sequence < 0) return;
+  const int n = static_cast<int>(task.row_end - task.row_begin);
+  const int HV = p.s.value_heads, H = p.s.heads, hq = hv / (HV / H);
+  const int64_t at = j * HV + hv;
+  const T* q = static_cast<const T*>(p.q);
+  const T* k = static_cast<const T*>(p.k);
+
+  // 1. The chunk's rows as the forward reads them (zeros past its end).
+  for (int i = tid; i < C * D; i += kQkgThreads) {
+    const int r = i / D, c = i % D;
+    const bool ok = r < n;
+    const int64_t row = task.row_begin + r;
+    const int64_t qk = (row * H + hq) * D + c, vh = (row * HV + hv) * D + c;
+    Qs[r * SF + c] = ok ? to_f(q[qk]) : 0.f;
+    Ks[r * SF + c] = ok ? to_f(k[qk]) : 0.f;
+    Gs[r * SF + c] = ok ? p.g[vh] : 0.f;
+    if constexpr (GT == Gates::gdn2) BKs[r * SF + c] = ok ? p.b[vh] : 0.f;
+  }
+  if constexpr (GT == Gates::kda) {
+    for (int r = tid; r < C; r += kQkgThreads)
+      betas[r] = r < n ? p.beta[(task.row_begin + r) * HV + hv] : 0.f;
+  }
+  for (int i = tid; i < C * C; i += kQkgThreads) {
+    const int r = i / C, c = i % C;
+    DMs[r * SA + c] = p.ws.dm[at * C * C + i];
+    DAs[r * SA + c] = p.ws.da[at * C * C + i];
+  }
+  __syncthreads();
+  for (int r = warp; r < C; r += kQkgThreads / 32) {
+    float sq = 0, sk = 0;
+    for (int c = lane; c < D; c += 32) {
+      sq += Qs[r * SF + c] * Qs[r * SF + c];
+      sk += Ks[r * SF + c] * Ks[r * SF + c];
+    }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+      sq += __shfl_xor_sync(0xffffffffu, sq, o);
+      sk += __shfl_xor_sync(0xffffffffu, sk, o);
+    }
+    const float rq = (p.s.l2norm ? rsqrtf(sq + 1e-6f) : 1.f) * p.s.scale;
+    const float rk = p.s.l2norm ? rsqrtf(sk + 1e-6f) : 1.f;
+    for (int c = lane; c < D; c += 32) {
+      Qs[r * SF + c] *= rq;
+      const float kv = Ks[r * SF + c] * rk;
+      Ks[r * SF + c] = kv;
+      BKs[r * SF + c] = (GT == Gates::kda ? betas[r] : BKs[r * SF + c]) * kv;
+    }
+  }
+  for (int c = tid; c < D; c += kQkgThreads) {
+    float acc = 0;
+    for (int r = 0; r < C; ++r) {
+      acc += Gs[r * SF + c];
+      Gs[r * SF + c] = acc;
+    }
+  }
+  __syncthreads();
+
+  // 2. Per (row i, channel c): the products with e^{G_i - G_j} (j <= i), all factors <= 1.
+  float rg[PER], re[PER], rb[PER];
+#pragma unroll
+  for (int m = 0; m < PER; ++m) {
+    const int e = tid + m * kQkgThreads, i = e / D, c = e % D;
+    const float gi = Gs[i * SF + c];
+    float dq_m = 0, dbk_a = 0, dk_m = 0, dk_a = 0;
+    for (int jj = 0; jj <= i; ++jj) {
+      const float kj = Ks[jj * SF + c] * __expf(gi - Gs[jj * SF + c]);
+      dq_m += DMs[i * SA + jj] * kj;
+      dbk_a += DAs[i * SA + jj] * kj;
+    }
+    for (int ii = i; ii < C; ++ii) {
+      const float f = __expf(Gs[ii * SF + c] - gi);
+      dk_m += DMs[ii * SA + i] * Qs[ii * SF + c] * f;
+      dk_a += DAs[ii * SA + i] * BKs[ii * SF + c] * f;
+    }
+    const int64_t slab_at = at * C * D + i * D + c;
+    const float e_g = __expf(gi), e_l = __expf(Gs[(C - 1) * SF + c] - gi);
+    const float dq = p.ws.dqg[slab_at] * e_g + dq_m;
+    const float dbk = p.ws.dbg[slab_at] * e_g + dbk_a;
+    const float dkl = p.ws.dkl[slab_at] * e_l;
+    const float dk_part = dkl + dk_m + dk_a;
+    const int64_t row = task.row_begin + i, vh = (row * HV + hv) * D + c;
+    float bgate = 0.f;
+    if constexpr (GT == Gates::kda)
+      bgate = betas[i];
+    else
+      bgate = i < n ? p.b[vh] : 0.f;
+    const float kc = Ks[i * SF + c];
+    rg[m] = Qs[i * SF + c] * dq + BKs[i * SF + c] * dbk - kc * dk_part;
+    re[m] = dkl * kc;
+    rb[m] = dbk * kc;
+    if (i < n) {
+      p.ws.pq[vh] = dq;
+      p.ws.pk[vh] = dk_part + bgate * dbk;
+      if constexpr (GT == Gates::gdn2)
+        if (p.db) p.db[vh] = dbk * kc;
+    }
+  }
+  __syncthreads();
+#pragma unroll
+  for (int m = 0; m < PER; ++m) {
+    const int e = tid + m * kQkgThreads, i = e / D, c = e % D;
+    Qs[i * SF + c] = rg[m];
+    Ks[i * SF + c] = re[m];
+    BKs[i * SF + c] = rb[m];
+  }
+  __syncthreads();
+
+  // 3. dg = the reverse cumsum of dG, with d G_last (sum_i dkl k~ + d e^{G_last} e^{G_last}) at
+  // the chunk's last row; kda's dbeta = sum_c d(bk) k~ + sum_v d(w v) v.
+  for (int c = tid; c < D; c += kQkgThreads) {
+    float acc = p.ws.dgl[at * D + c];
+    for (int i = 0; i < C; ++i) acc += Ks[i * SF + c];
+    for (int i = C - 1; i >= 0; --i) {
+      acc += Qs[i * SF + c];
+      if (i < n && p.dg) p.dg[((task.row_begin + i) * HV + hv) * D + c] = acc;
+    }
+  }
+  if constexpr (GT == Gates::kda) {
+    for (int r = warp; r < n; r += kQkgThreads / 32) {
+      float sum = 0;
+      for (int c = lane; c < D; c += 32) sum += BKs[r * SF + c];
+#pragma unroll
+      for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+      if (lane == 0 && p.dbeta)
+        p.dbeta[(task.row_begin + r) * HV + hv] = sum + p.ws.dbv[at * C + r];
+    }
+  }
+}
+
+// ---- finish: per row, GQA sums, the norms' backward, zeros in padding rows -------------------
+
+__device__ __forceinline__ int64_t clamp_row(int64_t x, int64_t lo, int64_t hi) {
+  return x < lo ? lo : (x > hi ? hi : x);
+}
+
+template <typename T, int D>
+__global__ void __launch_bounds__(kFinishThreads) finish_kernel(const Params p) {
+  constexpr int PL = D / 32;  // channels per lane
+  const int64_t row = blockIdx.x;
+  const int H = p.s.heads, HV = p.s.value_heads, group = HV / H;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int64_t lo = clamp_row(p.s.cu[0], 0, p.s.rows);
+  const int64_t hi = clamp_row(p.s.cu[p.s.slots], lo, p.s.rows);
+  T* dq = static_cast<T*>(p.dq);
+  T* dk = static_cast<T*>(p.dk);
+  if (row < lo || row >= hi) {
+    T* dv = static_cast<T*>(p.dv);
+    for (int i = threadIdx.x; i < H * D; i += kFinishThreads) {
+      if (dq) dq[row * H * D + i] = from_f<T>(0.f);
+      if (dk) dk[row * H * D + i] = from_f<T>(0.f);
+    }
+    for (int i = threadIdx.x; i < HV * D; i += kFinishThreads) {
+      const int64_t at = row * HV * D + i;
+      if (dv) dv[at] = from_f<T>(0.f);
+      if (p.dg) p.dg[at] = 0.f;
+      if (p.db) p.db[at] = 0.f;
+      if (p.dw) p.dw[at] = 0.f;
+    }
+    for (int i = threadIdx.x; i < HV; i += kFinishThreads)
+      if (p.dbeta) p.dbeta[row * HV + i] = 0.f;
+    return;
+  }
+  for (int task = warp; task < 2 * H; task += kFinishThreads / 32) {
+    const bool is_q = task < H;
+    const int hq = is_q ? task : task - H;
+    T* out = is_q ? dq : dk;
+    if (!out) continue;
+    const T* x_in = static_cast<const T*>(is_q ? p.q : p.k);
+    const float* part = is_q ? p.ws.pq : p.ws.pk;
+    const float mul = is_q ? p.s.scale : 1.f;
+    float x[PL], d[PL];
+    float ss = 0, dot = 0;
+#pragma unroll
+    for (int u = 0; u < PL; ++u) {
+      const int c = lane + 32 * u;
+      x[u] = to_f(x_in[(row * H + hq) * D + c]);
+      float sum = 0;
+      for (int m = 0; m < group; ++m) sum += part[(row * HV + hq * group + m) * D + c];
+      d[u] = sum;
+      ss += x[u] * x[u];
+      dot += x[u] * sum;
+    }
+    float r = 1.f;
+    if (p.s.l2norm) {
+#pragma unroll
+      for (int o = 16; o > 0; o >>= 1) {
+        ss += __shfl_xor_sync(0xffffffffu, ss, o);
+        dot += __shfl_xor_sync(0xffffffffu, dot, o);
+      }
+      r = rsqrtf(ss + 1e-6f);
+    }
+    // dx = mul r (d - n (n . d)) with n = x r; without the norm r = 1 and no projection.
+    const float proj = p.s.l2norm ? dot * r * r : 0.f;
+#pragma unroll
+    for (int u = 0; u < PL; ++u)
+      out[(row * H + hq) * D + lane + 32 * u] = from_f<T>(mul * r * (d[u] - x[u] * proj));
+  }
+}
+
+// ---- host ------------------------------------------------------------------------------------
+
+struct Sizes {
+  std::size_t dd16, cd16, cd32, cc32, d32, c32, rows32;
+};
+
+Sizes sizes(const Shape& s, int64_t cap) {
+  const auto slabs = static_cast<std::size_t>(cap) * static_cast<std::size_t>(s.value_heads);
+  const auto d = static_cast<std::size_t>(s.dim);
+  const auto rows = static_cast<std::size_t>(s.rows) * static_cast<std::size_t>(s.value_heads);
+  return {round_up(slabs * d * d * 2), round_up(slabs * C * d * 2), round_up(slabs * C * d * 4),
+          round_up(slabs * C * C * 4), round_up(slabs * d * 4),     round_up(slabs * C * 4),
+          round_up(rows * d * 4)};
+}
+
+std::size_t own_bytes(const Sizes& z) {
+  return z.dd16 + z.cd16 + 3 * z.cd32 + 2 * z.cc32 + z.d32 + z.c32 + 2 * z.rows32;
+}
+
+BwdScratch carve(const Sizes& z, char* at) {
+  auto take = [&](std::size_t bytes) {
+    char* p = at;
+    at += bytes;
+    return p;
+  };
+  BwdScratch w;
+  w.dh = reinterpret_cast<bf16*>(take(z.dd16));
+  w.dvn = reinterpret_cast<bf16*>(take(z.cd16));
+  w.dqg = reinterpret_cast<float*>(take(z.cd32));
+  w.dkl = reinterpret_cast<float*>(take(z.cd32));
+  w.dbg = reinterpret_cast<float*>(take(z.cd32));
+  w.dm = reinterpret_cast<float*>(take(z.cc32));
+  w.da = reinterpret_cast<float*>(take(z.cc32));
+  w.dgl = reinterpret_cast<float*>(take(z.d32));
+  w.dbv = reinterpret_cast<float*>(take(z.c32));
+  w.pq = reinterpret_cast<float*>(take(z.rows32));
+  w.pk = reinterpret_cast<float*>(take(z.rows32));
+  return w;
+}
+
+template <typename Kernel>
+bool allow_smem(Kernel kernel, std::size_t bytes) {
+  return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                              static_cast<int>(bytes)) == cudaSuccess;
+}
+
+template <typename T, int D, Gates GT>
+bool launch(const Params& p, int64_t cap, cudaStream_t stream) {
+  auto dstate = dstate_kernel<T, D, kStateBlockV>;
+  auto dmat = dmat_kernel<T, D, GT>;
+  auto dqkg = dqkg_kernel<T, D, GT>;
+  auto finish = finish_kernel<T, D>;
+  constexpr std::size_t state_bytes = DStateLayout<D, kStateBlockV>::bytes;
+  constexpr std::size_t mat_bytes = MatLayout<D>::bytes;
+  constexpr std::size_t qkg_bytes = QkgLayout<D>::bytes;
+  if (!allow_smem(dstate, state_bytes) || !allow_smem(dmat, mat_bytes) ||
+      !allow_smem(dqkg, qkg_bytes))
+    return false;
+  const dim3 slots(static_cast<unsigned>(p.s.slots), static_cast<unsigned>(p.s.value_heads),
+                   static_cast<unsigned>(D / kStateBlockV));
+  dstate<<<slots, kStateThreads, state_bytes, stream>>>(p);
+  if (cap > 0) {
+    const dim3 chunks(static_cast<unsigned>(cap), static_cast<unsigned>(p.s.value_heads));
+    dmat<<<chunks, kMatThreads, mat_bytes, stream>>>(p);
+    dqkg<<<chunks, kQkgThreads, qkg_bytes, stream>>>(p);
+  }
+  if (p.s.rows > 0) finish<<<static_cast<unsigned>(p.s.rows), kFinishThreads, 0, stream>>>(p);
+  return cudaPeekAtLastError() == cudaSuccess;
+}
+
+template <typename T, Gates GT>
+bool launch_dim(const Params& p, int64_t cap, cudaStream_t stream) {
+  return p.s.dim == 64 ? launch<T, 64, GT>(p, cap, stream) : launch<T, 128, GT>(p, cap, stream);
+}
+
+template <typename T>
+bool launch_gates(const Params& p, int64_t cap, cudaStream_t stream) {
+  return p.s.gates == Gates::kda ? launch_dim<T, Gates::kda>(p, cap, stream)
+                                 : launch_dim<T, Gates::gdn2>(p, cap, stream);
+}
+
+}  // namespace
+
+std::size_t backward_workspace_bytes(const Shape& s, int64_t cap) {
+  if (!served(s)) return 0;
+  const int64_t c = cap > 0 ? cap : 0;
+  return recompute_bytes(s, c) + own_bytes(sizes(s, c));
+}
+
+bool backward(const BwdArgs& a, void* workspace, void* stream) noexcept {
+  const Shape& s = a.shape;
+  if (!served(s) || !a.chunk_offsets || !s.cu || !a.d_o) return false;
+  if (a.capacity_chunks > 0x7fffffff || s.slots > 0x7fffffff || s.rows > 0x7fffffff) return false;
+  if (s.gates == Gates::kda ? !a.beta : (!a.b || !a.w)) return false;
+  const int64_t cap = a.capacity_chunks > 0 ? a.capacity_chunks : 0;
+  Params p;
+  p.s = s;
+  p.q = a.q;
+  p.k = a.k;
+  p.v = a.v;
+  p.g = a.g;
+  p.beta = a.beta;
+  p.b = a.b;
+  p.w = a.w;
+  p.d_o = a.d_o;
+  p.dht = a.d_final_state;
+  p.dq = a.dq;
+  p.dk = a.dk;
+  p.dv = a.dv;
+  p.dg = a.dg;
+  p.dbeta = a.dbeta;
+  p.db = a.db;
+  p.dw = a.dw;
+  p.dh0 = a.d_initial_state;
+  p.offsets = a.chunk_offsets;
+  p.f = ChunkViews{};
+  if (cap > 0) {
+    FwdArgs f;
+    f.shape = s;
+    f.q = a.q;
+    f.k = a.k;
+    f.v = a.v;
+    f.g = a.g;
+    f.beta = a.beta;
+    f.b = a.b;
+    f.w = a.w;
+    f.initial_state = a.initial_state;
+    f.chunk_offsets = a.chunk_offsets;
+    f.capacity_chunks = cap;
+    if (!recompute(f, workspace, stream, &p.f)) return false;
+  }
+  p.ws = carve(sizes(s, cap), static_cast<char*>(workspace) + recompute_bytes(s, cap));
+  const auto st = static_cast<cudaStream_t>(stream);
+  return s.dtype == DType::bf16 ? launch_gates<bf16>(p, cap, st) : launch_gates<__half>(p, cap, st);
+}
+
+}  // namespace eagle::native::kda
