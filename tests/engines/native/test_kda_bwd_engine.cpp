@@ -12,6 +12,7 @@
 // each gradient is held to 3e-2 relative (root-mean-square error over the gradient's norm).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <limits>
@@ -37,6 +38,320 @@ using test::kGpu;
 
 int64_t kda_bwd_engine() {
   return test::native::engine("linear_attention_bwd", "native_kda_bwd");
+}
+
+// ---- the chunk algebra of the backward on the host (float64) ---------------------------------
+
+struct HostCase {
+  std::vector<int64_t> cu;
+  int64_t h, hv, d;
+  bool gdn2, l2;
+};
+
+using Mat = std::vector<double>;  // row-major
+
+// The backward written exactly as the kernels factor it (dstate, dmat, dqkg, finish), without
+// rounding, for K = V = d.
+reference::DeltaBackward chunked_backward(const HostCase& c, const reference::DeltaInputs& in,
+                                          const reference::Dense& d_o, const reference::Dense& dht,
+                                          double scale) {
+  const int64_t C = 64, D = c.d, HV = c.hv, H = c.h, group = HV / H, N = c.cu.size() - 1;
+  const int64_t T = c.cu.back();
+  reference::DeltaBackward out;
+  out.dq = reference::Dense({T, H, D});
+  out.dk = reference::Dense({T, H, D});
+  out.dv = reference::Dense({T, HV, D});
+  out.dg = reference::Dense({T, HV, D});
+  if (c.gdn2) {
+    out.db = reference::Dense({T, HV, D});
+    out.dw = reference::Dense({T, HV, D});
+  } else {
+    out.dbeta = reference::Dense({T, HV});
+  }
+  out.d_initial_state = reference::Dense({N, HV, D, D});
+  // q~ and k~ per (row, head) and their inverse norms.
+  std::vector<double> qn(T * H * D), kn(T * H * D), rq(T * H, 1.0), rk(T * H, 1.0);
+  for (int64_t r = 0; r < T * H; ++r) {
+    double sq = 0, sk = 0;
+    for (int64_t i = 0; i < D; ++i) {
+      sq += in.q->data[r * D + i] * in.q->data[r * D + i];
+      sk += in.k->data[r * D + i] * in.k->data[r * D + i];
+    }
+    if (c.l2) rq[r] = 1 / std::sqrt(sq + 1e-6), rk[r] = 1 / std::sqrt(sk + 1e-6);
+    for (int64_t i = 0; i < D; ++i) {
+      qn[r * D + i] = scale * rq[r] * in.q->data[r * D + i];
+      kn[r * D + i] = rk[r] * in.k->data[r * D + i];
+    }
+  }
+  std::vector<double> pq(T * HV * D), pk(T * HV * D);
+  auto at = [&](int64_t t, int64_t h, int64_t i) { return (t * HV + h) * D + i; };
+  for (int64_t s = 0; s < N; ++s)
+    for (int64_t h = 0; h < HV; ++h) {
+      const int64_t hq = h / group;
+      struct Chunk {
+        int64_t r0, n;
+        Mat Q, K, BK, G, Tm, W, U, Vn, M, hs, dh, dvn;
+      };
+      std::vector<Chunk> chunks;
+      Mat S(D * D, 0.0);
+      if (in.initial_state)
+        for (int64_t i = 0; i < D * D; ++i) S[i] = in.initial_state->data[(s * HV + h) * D * D + i];
+      for (int64_t r0 = c.cu[s]; r0 < c.cu[s + 1]; r0 += C) {
+        Chunk x;
+        x.r0 = r0;
+        const int64_t n = x.n = std::min(C, c.cu[s + 1] - r0);
+        x.Q = x.K = x.BK = x.G = x.W = x.U = x.Vn = Mat(n * D);
+        x.Tm = x.M = Mat(n * n, 0.0);
+        for (int64_t r = 0; r < n; ++r)
+          for (int64_t i = 0; i < D; ++i) {
+            const int64_t t = r0 + r;
+            x.Q[r * D + i] = qn[(t * H + hq) * D + i];
+            x.K[r * D + i] = kn[(t * H + hq) * D + i];
+            const double b = c.gdn2 ? in.b->data[at(t, h, i)] : in.beta->data[t * HV + h];
+            x.BK[r * D + i] = b * x.K[r * D + i];
+            x.G[r * D + i] = (r ? x.G[(r - 1) * D + i] : 0.0) + in.g->data[at(t, h, i)];
+          }
+        auto E = [&](int64_t r, int64_t j, int64_t i) {
+          return std::exp(x.G[r * D + i] - x.G[j * D + i]);
+        };
+        Mat A(n * n, 0.0);
+        for (int64_t r = 0; r < n; ++r)
+          for (int64_t j = 0; j <= r; ++j)
+            for (int64_t i = 0; i < D; ++i) {
+              if (j < r) A[r * n + j] += x.BK[r * D + i] * x.K[j * D + i] * E(r, j, i);
+              x.M[r * n + j] += x.Q[r * D + i] * x.K[j * D + i] * E(r, j, i);
+            }
+        for (int64_t r = 0; r < n; ++r) {
+          x.Tm[r * n + r] = 1;
+          for (int64_t col = 0; col < r; ++col) {
+            double v = 0;
+            for (int64_t m = col; m < r; ++m) v -= A[r * n + m] * x.Tm[m * n + col];
+            x.Tm[r * n + col] = v;
+          }
+        }
+        for (int64_t r = 0; r < n; ++r)
+          for (int64_t i = 0; i < D; ++i) {
+            double w = 0, u = 0;
+            for (int64_t m = 0; m <= r; ++m) {
+              const double wg =
+                  c.gdn2 ? in.w->data[at(r0 + m, h, i)] : in.beta->data[(r0 + m) * HV + h];
+              w += x.Tm[r * n + m] * x.BK[m * D + i] * std::exp(x.G[m * D + i]);
+              u += x.Tm[r * n + m] * wg * in.v->data[at(r0 + m, h, i)];
+            }
+            x.W[r * D + i] = w;
+            x.U[r * D + i] = u;
+          }
+        x.hs = S;
+        for (int64_t r = 0; r < n; ++r)
+          for (int64_t col = 0; col < D; ++col) {
+            double v = x.U[r * D + col];
+            for (int64_t i = 0; i < D; ++i) v -= x.W[r * D + i] * S[i * D + col];
+            x.Vn[r * D + col] = v;
+          }
+        Mat next(D * D);
+        for (int64_t i = 0; i < D; ++i)
+          for (int64_t col = 0; col < D; ++col) {
+            double v = std::exp(x.G[(n - 1) * D + i]) * S[i * D + col];
+            for (int64_t r = 0; r < n; ++r)
+              v += x.K[r * D + i] * std::exp(x.G[(n - 1) * D + i] - x.G[r * D + i]) *
+                   x.Vn[r * D + col];
+            next[i * D + col] = v;
+          }
+        S = next;
+        chunks.push_back(std::move(x));
+      }
+      // dstate, backwards.
+      Mat dh(D * D);
+      for (int64_t i = 0; i < D * D; ++i) dh[i] = dht.data[(s * HV + h) * D * D + i];
+      for (auto it = chunks.rbegin(); it != chunks.rend(); ++it) {
+        Chunk& x = *it;
+        const int64_t n = x.n;
+        auto dO = [&](int64_t r, int64_t col) { return d_o.data[at(x.r0 + r, h, col)]; };
+        x.dh = dh;
+        x.dvn = Mat(n * D, 0.0);
+        for (int64_t r = 0; r < n; ++r)
+          for (int64_t col = 0; col < D; ++col) {
+            double v = 0;
+            for (int64_t i = r; i < n; ++i) v += x.M[i * n + r] * dO(i, col);
+            for (int64_t i = 0; i < D; ++i)
+              v += x.K[r * D + i] * std::exp(x.G[(n - 1) * D + i] - x.G[r * D + i]) *
+                   dh[i * D + col];
+            x.dvn[r * D + col] = v;
+          }
+        Mat prev(D * D);
+        for (int64_t i = 0; i < D; ++i)
+          for (int64_t col = 0; col < D; ++col) {
+            double v = std::exp(x.G[(n - 1) * D + i]) * dh[i * D + col];
+            for (int64_t r = 0; r < n; ++r)
+              v += x.Q[r * D + i] * std::exp(x.G[r * D + i]) * dO(r, col) -
+                   x.W[r * D + i] * x.dvn[r * D + col];
+            prev[i * D + col] = v;
+          }
+        dh = prev;
+      }
+      for (int64_t i = 0; i < D * D; ++i)
+        out.d_initial_state.data[(s * HV + h) * D * D + i] = dh[i];
+      // dmat and dqkg per chunk.
+      for (const Chunk& x : chunks) {
+        const int64_t n = x.n;
+        auto dO = [&](int64_t r, int64_t col) { return d_o.data[at(x.r0 + r, h, col)]; };
+        Mat dqg(n * D, 0.0), dkl(n * D, 0.0), dW(n * D, 0.0), dWv(n * D, 0.0), dbg(n * D, 0.0);
+        Mat dM(n * n, 0.0), dA(n * n, 0.0);
+        std::vector<double> dgl(D, 0.0);
+        for (int64_t r = 0; r < n; ++r)
+          for (int64_t i = 0; i < D; ++i)
+            for (int64_t col = 0; col < D; ++col) {
+              dqg[r * D + i] += dO(r, col) * x.hs[i * D + col];
+              dkl[r * D + i] += x.Vn[r * D + col] * x.dh[i * D + col];
+              dW[r * D + i] -= x.dvn[r * D + col] * x.hs[i * D + col];
+            }
+        for (int64_t i = 0; i < D; ++i) {
+          for (int64_t col = 0; col < D; ++col) dgl[i] += x.hs[i * D + col] * x.dh[i * D + col];
+          dgl[i] *= std::exp(x.G[(n - 1) * D + i]);
+        }
+        for (int64_t r = 0; r < n; ++r)
+          for (int64_t j = 0; j <= r; ++j)
+            for (int64_t col = 0; col < D; ++col) dM[r * n + j] += dO(r, col) * x.Vn[j * D + col];
+        for (int64_t r = 0; r < n; ++r)
+          for (int64_t col = 0; col < D; ++col)
+            for (int64_t m = r; m < n; ++m) {
+              dWv[r * D + col] += x.Tm[m * n + r] * x.dvn[m * D + col];
+              dbg[r * D + col] += x.Tm[m * n + r] * dW[m * D + col];
+            }
+        for (int64_t r = 0; r < n; ++r)
+          for (int64_t j = 0; j < r; ++j)
+            for (int64_t col = 0; col < D; ++col)
+              dA[r * n + j] -=
+                  dWv[r * D + col] * x.U[j * D + col] + dbg[r * D + col] * x.W[j * D + col];
+        Mat dG(n * D), last(n * D);
+        for (int64_t r = 0; r < n; ++r) {
+          const int64_t t = x.r0 + r;
+          double dbeta = 0;
+          for (int64_t col = 0; col < D; ++col) {
+            const double v = in.v->data[at(t, h, col)];
+            if (c.gdn2) {
+              out.dv.data[at(t, h, col)] = dWv[r * D + col] * in.w->data[at(t, h, col)];
+              out.dw.data[at(t, h, col)] = dWv[r * D + col] * v;
+            } else {
+              out.dv.data[at(t, h, col)] = dWv[r * D + col] * in.beta->data[t * HV + h];
+              dbeta += dWv[r * D + col] * v;
+            }
+          }
+          for (int64_t i = 0; i < D; ++i) {
+            const double gi = x.G[r * D + i];
+            double dq_m = 0, dbk_a = 0, dk_m = 0, dk_a = 0;
+            for (int64_t j = 0; j <= r; ++j) {
+              const double kj = x.K[j * D + i] * std::exp(gi - x.G[j * D + i]);
+              dq_m += dM[r * n + j] * kj;
+              dbk_a += dA[r * n + j] * kj;
+            }
+            for (int64_t m = r; m < n; ++m) {
+              const double f = std::exp(x.G[m * D + i] - gi);
+              dk_m += dM[m * n + r] * x.Q[m * D + i] * f;
+              dk_a += dA[m * n + r] * x.BK[m * D + i] * f;
+            }
+            const double dq = dqg[r * D + i] * std::exp(gi) + dq_m;
+            const double dbk = dbg[r * D + i] * std::exp(gi) + dbk_a;
+            const double dk_l = dkl[r * D + i] * std::exp(x.G[(n - 1) * D + i] - gi);
+            const double dk_part = dk_l + dk_m + dk_a;
+            const double b = c.gdn2 ? in.b->data[at(t, h, i)] : in.beta->data[t * HV + h];
+            const double kc = x.K[r * D + i];
+            dG[r * D + i] = x.Q[r * D + i] * dq + x.BK[r * D + i] * dbk - kc * dk_part;
+            last[r * D + i] = dk_l * kc;
+            pq[at(t, h, i)] = dq;
+            pk[at(t, h, i)] = dk_part + b * dbk;
+            if (c.gdn2)
+              out.db.data[at(t, h, i)] = dbk * kc;
+            else
+              dbeta += dbk * kc;
+          }
+          if (!c.gdn2) out.dbeta.data[t * HV + h] = dbeta;
+        }
+        for (int64_t i = 0; i < D; ++i) {
+          double acc = dgl[i];
+          for (int64_t r = 0; r < n; ++r) acc += last[r * D + i];
+          for (int64_t r = n - 1; r >= 0; --r) {
+            acc += dG[r * D + i];
+            out.dg.data[at(x.r0 + r, h, i)] = acc;
+          }
+        }
+      }
+    }
+  // finish: the group sums and the norms' backward.
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t hq = 0; hq < H; ++hq)
+      for (int which = 0; which < 2; ++which) {
+        const reference::Dense& raw = which ? *in.k : *in.q;
+        const double r = which ? rk[t * H + hq] : rq[t * H + hq];
+        const double mul = which ? 1.0 : scale;
+        std::vector<double> d(D, 0.0);
+        double dot = 0;
+        for (int64_t i = 0; i < D; ++i) {
+          for (int64_t m = 0; m < group; ++m) d[i] += (which ? pk : pq)[at(t, hq * group + m, i)];
+          dot += raw.data[(t * H + hq) * D + i] * d[i];
+        }
+        reference::Dense& o = which ? out.dk : out.dq;
+        for (int64_t i = 0; i < D; ++i) {
+          const double x = raw.data[(t * H + hq) * D + i];
+          o.data[(t * H + hq) * D + i] = mul * r * (d[i] - (c.l2 ? x * r * r * dot : 0.0));
+        }
+      }
+  return out;
+}
+
+reference::Dense host_random(reference::Dims dims, double lo, double hi) {
+  reference::Dense x(dims);
+  x.data = test::random_values(x.data.size(), lo, hi);
+  return x;
+}
+
+TEST(KdaBwdChunkAlgebra, TheChunkedBackwardEqualsTheReference) {
+  std::printf("%s\n", test::reproduce_line().c_str());
+  for (bool gdn2 : {false, true})
+    for (bool l2 : {false, true}) {
+      SCOPED_TRACE(std::string(gdn2 ? "gdn2" : "kda") + (l2 ? " l2" : ""));
+      const HostCase c{{0, 0, 1, 64, 127, 192, 257}, 1, 2, 4, gdn2, l2};
+      const int64_t T = c.cu.back(), N = c.cu.size() - 1;
+      const reference::Dense q = host_random({T, c.h, c.d}, -1, 1),
+                             k = host_random({T, c.h, c.d}, -0.4, 0.4),
+                             v = host_random({T, c.hv, c.d}, -1, 1),
+                             g = host_random({T, c.hv, c.d}, -3, -0.01),
+                             beta = host_random({T, c.hv}, 0.1, 0.9),
+                             b = host_random({T, c.hv, c.d}, 0.1, 0.9),
+                             w = host_random({T, c.hv, c.d}, 0.2, 1),
+                             h0 = host_random({N, c.hv, c.d, c.d}, -0.5, 0.5),
+                             d_o = host_random({T, c.hv, c.d}, -1, 1),
+                             dht = host_random({N, c.hv, c.d, c.d}, -0.5, 0.5);
+      reference::DeltaInputs in;
+      in.q = &q;
+      in.k = &k;
+      in.v = &v;
+      in.g = &g;
+      if (gdn2) {
+        in.b = &b;
+        in.w = &w;
+      } else {
+        in.beta = &beta;
+      }
+      in.initial_state = &h0;
+      in.cu_seqlens = c.cu;
+      const double scale = 0.5;
+      const reference::DeltaBackward want =
+          reference::delta_backward(gdn2 ? reference::DeltaRule::gdn2 : reference::DeltaRule::kda,
+                                    in, d_o, &dht, {scale, l2, false, false});
+      const reference::DeltaBackward got = chunked_backward(c, in, d_o, dht, scale);
+      EXPECT_CLOSE(got.dq.data, want.dq.data, 1e-10);
+      EXPECT_CLOSE(got.dk.data, want.dk.data, 1e-10);
+      EXPECT_CLOSE(got.dv.data, want.dv.data, 1e-10);
+      EXPECT_CLOSE(got.dg.data, want.dg.data, 1e-10);
+      EXPECT_CLOSE(got.d_initial_state.data, want.d_initial_state.data, 1e-10);
+      if (gdn2) {
+        EXPECT_CLOSE(got.db.data, want.db.data, 1e-10);
+        EXPECT_CLOSE(got.dw.data, want.dw.data, 1e-10);
+      } else {
+        EXPECT_CLOSE(got.dbeta.data, want.dbeta.data, 1e-10);
+      }
+    }
 }
 
 // ---- planning for a stand-in H200 -----------------------------------------------------------
