@@ -272,6 +272,7 @@ __device__ __forceinline__ void store_lower(float* g, const float (&acc)[NT][4],
 template <typename T, int D, Gates GT>
 __global__ void __launch_bounds__(kMatThreads) dmat_kernel(const Params p) {
   using L = MatLayout<D>;
+  // Each warp: 16 rows and half the columns, NW (of D) or NC (of C) tiles of 8.
   constexpr int SB = L::SB, ST = L::ST, NW = D / 16, NC = C / 16;
   extern __shared__ float4 smem4[];
   bf16* sb = reinterpret_cast<bf16*>(smem4);
@@ -312,9 +313,9 @@ __global__ void __launch_bounds__(kMatThreads) dmat_kernel(const Params p) {
     store_bf16<NW>(DWs, SB, acc, m0, half * D / 2, -1.f);
   }
   {  // dAqk = dO v'^T, lower with the diagonal
-    float acc[NC / 2][4] = {};
-    mma_rows<true, true, NC / 2>(acc, DOs, SB, m0, VNs, SB, half * C / 2, D);
-    store_lower<NC / 2>(p.ws.dm + at * C * C, acc, m0, half * C / 2, 1.f, true);
+    float acc[NC][4] = {};
+    mma_rows<true, true, NC>(acc, DOs, SB, m0, VNs, SB, half * C / 2, D);
+    store_lower<NC>(p.ws.dm + at * C * C, acc, m0, half * C / 2, 1.f, true);
   }
   // d e^{G_last} = sum_v h dh, times e^{G_last}.
   for (int c = threadIdx.x; c < D; c += kMatThreads) {
@@ -370,10 +371,10 @@ __global__ void __launch_bounds__(kMatThreads) dmat_kernel(const Params p) {
   }
   __syncthreads();
   {  // dA = -(d(w v) U^T + d(bk e^G) W^T), strictly lower
-    float acc[NC / 2][4] = {};
-    mma_rows<true, true, NC / 2>(acc, DWVs, SB, m0, Us, SB, half * C / 2, D);
-    mma_rows<true, true, NC / 2>(acc, DBGs, SB, m0, WWs, SB, half * C / 2, D);
-    store_lower<NC / 2>(p.ws.da + at * C * C, acc, m0, half * C / 2, -1.f, false);
+    float acc[NC][4] = {};
+    mma_rows<true, true, NC>(acc, DWVs, SB, m0, Us, SB, half * C / 2, D);
+    mma_rows<true, true, NC>(acc, DBGs, SB, m0, WWs, SB, half * C / 2, D);
+    store_lower<NC>(p.ws.da + at * C * C, acc, m0, half * C / 2, -1.f, false);
   }
   if constexpr (GT == Gates::kda) {
     for (int r = threadIdx.x; r < C; r += kMatThreads) p.ws.dbv[at * C + r] = part[r] + part[C + r];
