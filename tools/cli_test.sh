@@ -21,7 +21,7 @@ expect 0 "usage: eagle <command>" -h
 expect 2 "usage: eagle <command>"
 expect 2 "unknown command 'frob'" frob
 expect 2 "unknown option '--frob'" --frob
-for c in demo devices ops; do
+for c in demo devices ops pack; do
   expect 0 "usage: eagle $c" "$c" --help
   expect 0 "usage: eagle $c" "$c" -h
 done
@@ -34,6 +34,10 @@ expect 0 "when attribute generate_stats is true" ops sdpa
 expect 2 "close names: sdpa, sdpa_bwd" ops sdp
 expect 2 "unexpected argument" ops a b
 expect 0 '"device": "cpu"' devices
+expect 2 "exactly one of --lengths, --docs, --zipf" pack
+expect 2 "--budgets takes positive integers" pack --zipf 1000,10 --budgets 0
+expect 1 "does not exist" pack --docs /nonexistent/eagle-docs
+expect 0 "recommendation:" pack --zipf 200000,400,3 --budgets 2048,4096 --lookahead 1,16
 expect 0 "results agree" demo --device cpu --size 16 --steps 2 --repeats 1
 [ "$bad" -eq 0 ] && echo "cli: every check passed"
 exit "$bad"

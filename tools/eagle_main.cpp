@@ -8,6 +8,7 @@
 #include "eagle/engines/cublaslt.hpp"
 #include "eagle/engines/cudnn.hpp"
 #include "ops.hpp"
+#include "pack.hpp"
 
 namespace {
 
@@ -46,6 +47,8 @@ const Command kCommands[] = {
     {"devices", "print the properties descriptor (JSON) of every device", &devices_usage, &devices},
     {"ops", "list the operations of the op tables, or describe one (ports, attributes, shapes)",
      &eagle::tools::ops_usage, &eagle::tools::run_ops},
+    {"pack", "how sequences pack into token budgets: fill, padding, M; T, N and buckets to use",
+     &eagle::tools::pack_usage, &eagle::tools::run_pack},
 };
 
 void usage(std::FILE* to) {

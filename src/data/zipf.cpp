@@ -1,4 +1,4 @@
-#include "zipf_lengths.hpp"
+#include "eagle/data/zipf.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -7,7 +7,9 @@
 #include <string>
 #include <utility>
 
-namespace eagle::bench {
+#include "eagle/core/error.hpp"
+
+namespace eagle::data {
 
 uint64_t splitmix64(uint64_t& state) {
   state += 0x9E3779B97F4A7C15ull;
@@ -19,8 +21,8 @@ uint64_t splitmix64(uint64_t& state) {
 
 std::vector<int64_t> zipf_lengths(int64_t total, int64_t n, uint64_t seed) {
   if (n < 1 || total < n)
-    throw std::invalid_argument("zipf_lengths: need 1 <= n <= total, got n " + std::to_string(n) +
-                                ", total " + std::to_string(total));
+    throw InvalidArgument("zipf_lengths: need 1 <= n <= total, got n " + std::to_string(n) +
+                          ", total " + std::to_string(total));
   const auto count = static_cast<std::size_t>(n);
   std::vector<int64_t> ranks(count);
   std::iota(ranks.begin(), ranks.end(), int64_t{1});
@@ -62,8 +64,8 @@ std::vector<int64_t> zipf_lengths(int64_t total, int64_t n, uint64_t seed) {
 
 std::vector<int32_t> cu_seqlens(const std::vector<int64_t>& lengths, int64_t slots) {
   if (static_cast<int64_t>(lengths.size()) > slots)
-    throw std::invalid_argument("cu_seqlens: " + std::to_string(lengths.size()) + " sequences in " +
-                                std::to_string(slots) + " slots");
+    throw InvalidArgument("cu_seqlens: " + std::to_string(lengths.size()) + " sequences in " +
+                          std::to_string(slots) + " slots");
   std::vector<int32_t> cu(static_cast<std::size_t>(slots + 1));
   int64_t end = 0;
   cu[0] = 0;
@@ -73,4 +75,4 @@ std::vector<int32_t> cu_seqlens(const std::vector<int64_t>& lengths, int64_t slo
   return cu;
 }
 
-}  // namespace eagle::bench
+}  // namespace eagle::data
