@@ -13,7 +13,7 @@ declare -A allowed=(
   [diff]="core util kernel graph exec diff"
   [op]="core util op"
   [plan]="core util kernel op plan"
-  [engines]="core util kernel op plan engines"
+  [engines]="core util kernel graph op plan engines"
   [ragged]="core util kernel graph ragged"
 )
 bad=0
