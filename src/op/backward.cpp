@@ -71,7 +71,7 @@ class BackwardBuilder {
         if (g.producer() < 0 || gradient_set_.count(g.index()))
           g = out_.graph.pointwise("identity", g);
         gradient_set_.insert(g.index());
-        g.set_output(true).set_name("grad." + w.name());
+        g.set_output(true).set_name(unique(names_, "grad." + w.name()));
       }
       out_.gradients.push_back(g);
     }
@@ -141,7 +141,7 @@ class BackwardBuilder {
   Tensor constant(double v, DType dtype) {
     const auto key = std::make_pair(v, static_cast<int>(dtype));
     if (auto it = constants_.find(key); it != constants_.end()) return it->second;
-    Tensor c = input({"const", {}, dtype}, {Source::Kind::constant, 0, v, false});
+    Tensor c = input({"const." + std::string(dtype_name(dtype)), {}, dtype}, {Source::Kind::constant, 0, v, false});
     constants_[key] = c;
     return c;
   }
@@ -207,7 +207,17 @@ class BackwardBuilder {
     return path;
   }
 
-  Tensor input(const TensorSpec& spec, const Source& source) {
+  // `base`, or `base.N` for the first N that is free among `used` (operand names become the
+  // parameter names of planned kernels, which must differ).
+  static std::string unique(std::set<std::string>& used, const std::string& base) {
+    std::string name = base.empty() ? "t" : base;
+    for (int n = 1; used.count(name); ++n) name = base + "." + std::to_string(n);
+    used.insert(name);
+    return name;
+  }
+
+  Tensor input(TensorSpec spec, const Source& source) {
+    spec.name = unique(names_, spec.name);
     Tensor t = out_.graph.tensor(spec);
     out_.inputs.emplace_back(t, source);
     return t;
@@ -218,7 +228,8 @@ class BackwardBuilder {
   Tensor recomputed(const Tensor& ft) {
     if (exposed(ft)) {
       if (auto it = rc_inputs_.find(ft.index()); it != rc_inputs_.end()) return it->second;
-      Tensor t = out_.recompute.tensor({ft.name(), ft.dims(), ft.dtype(), strides_of(ft)});
+      Tensor t = out_.recompute.tensor(
+          {unique(rc_names_, ft.name()), ft.dims(), ft.dtype(), strides_of(ft)});
       out_.recompute_inputs.emplace_back(t, Source{Source::Kind::forward, ft.uid(), 0, false});
       if (ft.ragged_offset().defined()) t.set_ragged_offset(recomputed(ft.ragged_offset()));
       rc_inputs_[ft.index()] = t;
@@ -251,7 +262,7 @@ class BackwardBuilder {
   Tensor from_recompute(Tensor rt, bool transposed) {
     auto& cache = transposed ? rc_t_ : rc_;
     if (auto it = cache.find(rt.index()); it != cache.end()) return it->second;
-    rt.set_output(true);
+    if (rt.is_virtual()) rt.set_output(true).set_name(unique(rc_names_, rt.name()));
     const Dims strides = row_major(rt.dims());
     Tensor t =
         input({rt.name() + (transposed ? ".T" : ""), transposed ? swap_last(rt.dims()) : rt.dims(),
@@ -274,6 +285,7 @@ class BackwardBuilder {
   std::map<int, Tensor> rc_, rc_t_;                      // recompute tensor index -> backward input
   std::map<std::pair<double, int>, Tensor> constants_;
   std::set<int> gradient_set_;
+  std::set<std::string> names_, rc_names_;  // operand names of the backward, recompute graphs
 };
 
 }  // namespace detail
