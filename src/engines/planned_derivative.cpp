@@ -5,6 +5,8 @@
 // cotangents and rank-0 constants, and returns the backward's outputs as the inputs' cotangents.
 #include "engines/planned_derivative.hpp"
 
+#include "engines/graph_segments.hpp"
+
 #include <map>
 #include <mutex>
 #include <optional>
@@ -23,10 +25,27 @@ namespace {
 
 using Grads = std::vector<std::optional<Value>>;
 
+// A segment of a derived graph and the planned kernel calling it.
+struct Call {
+  Segment segment;
+  Kernel kernel;
+};
+
 struct Entry {
   op::BackwardGraph backward;
-  std::optional<Kernel> recompute, kernel;
+  std::vector<Call> recompute, kernel;  // the segments of backward.recompute and .graph
 };
+
+std::vector<Call> planned_segments(const op::Graph& g, const std::vector<plan::HeurMode>& modes,
+                                   const plan::Manifest& manifest) {
+  std::vector<Call> calls;
+  if (g.nodes().empty()) return calls;
+  for (Segment& s : segments(g)) {
+    Kernel k = planned_kernel(s.graph, modes, manifest);
+    calls.push_back({std::move(s), std::move(k)});
+  }
+  return calls;
+}
 
 class PlannedRule final : public VjpRule {
  public:
@@ -60,7 +79,7 @@ class PlannedRule final : public VjpRule {
     Grads out(operands_.size());
     if (cots.empty() || wrt.empty()) return out;
     const Entry& e = entry(key, cots, wrt);
-    if (e.backward.graph.nodes().empty()) return out;
+    if (e.kernel.empty()) return out;
 
     std::map<int64_t, Value> recomputed;  // recompute output uid -> value
     auto value_of = [&](const op::Tensor& t, const op::Source& s) -> Value {
@@ -83,19 +102,8 @@ class PlannedRule final : public VjpRule {
       const int rank = static_cast<int>(v.shape().size());
       return s.transposed ? v.transpose(rank - 2, rank - 1) : v;
     };
-    if (e.recompute) {
-      const std::vector<Value> outs =
-          call(r, *e.recompute, e.backward.recompute, e.backward.recompute_inputs, value_of);
-      std::size_t i = 0;
-      for (const op::Tensor& t : e.backward.recompute.operand_tensors())
-        if (t.producer() >= 0) recomputed[t.uid()] = outs[i++];
-    }
-    const std::vector<Value> outs =
-        call(r, *e.kernel, e.backward.graph, e.backward.inputs, value_of);
-    std::map<int64_t, Value> by_uid;
-    std::size_t i = 0;
-    for (const op::Tensor& t : e.backward.graph.operand_tensors())
-      if (t.producer() >= 0) by_uid[t.uid()] = outs[i++];
+    recomputed = run(r, e.recompute, e.backward.recompute_inputs, value_of);
+    const std::map<int64_t, Value> by_uid = run(r, e.kernel, e.backward.inputs, value_of);
     for (std::size_t w = 0; w < wrt.size(); ++w)
       if (const op::Tensor& g = e.backward.gradients[w]; g.defined())
         out[static_cast<std::size_t>(wrt_slot[w])] = by_uid.at(g.uid());
@@ -134,24 +142,26 @@ class PlannedRule final : public VjpRule {
     } catch (const NotSupported& err) {
       throw NotSupported("planned kernel '" + graph_.name() + "': " + err.what());
     }
-    if (!e->backward.recompute.nodes().empty())
-      e->recompute = planned_kernel(e->backward.recompute, modes_, manifest_);
-    if (!e->backward.graph.nodes().empty())
-      e->kernel = planned_kernel(e->backward.graph, modes_, manifest_);
+    e->recompute = planned_segments(e->backward.recompute, modes_, manifest_);
+    e->kernel = planned_segments(e->backward.graph, modes_, manifest_);
     return *entries_.emplace(key, std::move(e)).first->second;
   }
 
-  // Records a call of `kernel` (planned from `g`) with its inputs from `sources`.
+  // Records the calls of a derived graph's segments, its inputs from `sources`; returns every
+  // value made, by the graph's uids (its outputs among them).
   template <class ValueOf>
-  static std::vector<Value> call(Recorder& r, const Kernel& kernel, const op::Graph& g,
-                                 const std::vector<std::pair<op::Tensor, op::Source>>& sources,
-                                 ValueOf& value_of) {
-    std::map<int64_t, const op::Source*> by_uid;
-    for (const auto& [t, s] : sources) by_uid[t.uid()] = &s;
-    std::vector<Arg> args;
-    for (const op::Tensor& t : g.operand_tensors())
-      if (t.producer() < 0) args.emplace_back(value_of(t, *by_uid.at(t.uid())));
-    return r.call_all(kernel, args);
+  static std::map<int64_t, Value> run(Recorder& r, const std::vector<Call>& calls,
+                                      const std::vector<std::pair<op::Tensor, op::Source>>& sources,
+                                      ValueOf& value_of) {
+    std::map<int64_t, Value> values;
+    for (const auto& [t, s] : sources) values[t.uid()] = value_of(t, s);
+    for (const Call& c : calls) {
+      std::vector<Arg> args;
+      for (int64_t uid : c.segment.inputs) args.emplace_back(values.at(uid));
+      const std::vector<Value> outs = r.call_all(c.kernel, args);
+      for (std::size_t i = 0; i < outs.size(); ++i) values[c.segment.outputs[i]] = outs[i];
+    }
+    return values;
   }
 
   op::Graph graph_;

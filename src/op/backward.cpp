@@ -141,7 +141,8 @@ class BackwardBuilder {
   Tensor constant(double v, DType dtype) {
     const auto key = std::make_pair(v, static_cast<int>(dtype));
     if (auto it = constants_.find(key); it != constants_.end()) return it->second;
-    Tensor c = input({"const." + std::string(dtype_name(dtype)), {}, dtype}, {Source::Kind::constant, 0, v, false});
+    Tensor c = input({"const." + std::string(dtype_name(dtype)), {}, dtype},
+                     {Source::Kind::constant, 0, v, false});
     constants_[key] = c;
     return c;
   }

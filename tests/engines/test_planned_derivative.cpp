@@ -79,10 +79,9 @@ op::Graph mlp_graph() {
 TEST(PlannedDerivative, AnMlpWithCrossEntropyByReverseAndInOneGraph) {
   const Kernel mlp = engines::planned_kernel(mlp_graph());
   const std::vector<std::string> names = {"x", "w1", "b1", "w2"};
-  const std::vector<Array> init = {test::random_array({4, 3}, f64, cpu),
-                                   test::random_array({3, 5}, f64, cpu),
-                                   test::random_array({5}, f64, cpu),
-                                   test::random_array({5, 6}, f64, cpu)};
+  const std::vector<Array> init = {
+      test::random_array({4, 3}, f64, cpu), test::random_array({3, 5}, f64, cpu),
+      test::random_array({5}, f64, cpu), test::random_array({5, 6}, f64, cpu)};
   const Array targets = Array::from(std::vector<int64_t>{1, 5, 0, 3}, {4}, cpu);
   auto forward = [&](Recorder& r) {
     std::vector<Arg> args;
@@ -175,7 +174,8 @@ TEST(PlannedDerivative, AnInputOverwrittenAfterThePlannedCallIsSaved) {
 }
 
 // Random values of `shape` with the rows `padding` (along dim 0) NaN; which elements are active.
-std::pair<Array, std::vector<bool>> padded(const Shape& shape, const std::vector<int64_t>& padding) {
+std::pair<Array, std::vector<bool>> padded(const Shape& shape,
+                                           const std::vector<int64_t>& padding) {
   std::vector<double> v = test::random_values(static_cast<std::size_t>(test::numel(shape)));
   std::vector<bool> active(v.size(), true);
   const int64_t row = test::numel(shape) / shape[0];
@@ -206,8 +206,7 @@ TEST(PlannedDerivative, SdpaOnARaggedBatchWithNaNPaddingRows) {
   const Tensor v = og.tensor({"v", {7, 1, 3}, f64});
   const Tensor cq = og.tensor({"cu_q", {3}, DType::i64});
   const Tensor ckv = og.tensor({"cu_kv", {3}, DType::i64});
-  og.op("sdpa",
-        {{"q", q}, {"k", k}, {"v", v}, {"cu_seqlens_q", cq}, {"cu_seqlens_kv", ckv}},
+  og.op("sdpa", {{"q", q}, {"k", k}, {"v", v}, {"cu_seqlens_q", cq}, {"cu_seqlens_kv", ckv}},
         {{"causal", true}})
       .at("o")
       .set_output(true)
@@ -244,8 +243,7 @@ TEST(PlannedDerivative, GdnOnARaggedBatch) {
   const Tensor g = og.tensor({"g", {4, 2}, f64});
   const Tensor beta = og.tensor({"beta", {4, 2}, f64});
   const Tensor cu = og.tensor({"cu", {3}, DType::i64});
-  og.op("gdn",
-        {{"q", q}, {"k", k}, {"v", v}, {"g", g}, {"beta", beta}, {"cu_seqlens", cu}},
+  og.op("gdn", {{"q", q}, {"k", k}, {"v", v}, {"g", g}, {"beta", beta}, {"cu_seqlens", cu}},
         {{"use_qk_l2norm", true}})
       .at("o")
       .set_output(true)
@@ -260,7 +258,8 @@ TEST(PlannedDerivative, GdnOnARaggedBatch) {
   Graph f = Graph::record(
       [&](Recorder& r) {
         std::vector<Arg> args;
-        for (std::size_t i = 0; i < names.size(); ++i) args.emplace_back(r.param(names[i], init[i]));
+        for (std::size_t i = 0; i < names.size(); ++i)
+          args.emplace_back(r.param(names[i], init[i]));
         args.emplace_back(r.param("cu", Array::from(std::vector<int64_t>{0, 3, 4}, {3}, cpu)));
         r.result(r.call(gdn, args));
       },
@@ -290,9 +289,9 @@ TEST(PlannedDerivative, AnOpWithoutARuleIsRefusedNamingNodeAndOpAndTheForwardSti
       },
       RecordOptions{.record = true});
   f.build(cpu);
-  test::expect_throw_with<NotSupported>([&] { diff::reverse(f, {"result"}, {"dy"}); },
-                                        {"planned kernel 'second_order'", "node 'sbwd'",
-                                         "op softmax_bwd", "no derivative rule"});
+  test::expect_throw_with<NotSupported>(
+      [&] { diff::reverse(f, {"result"}, {"dy"}); },
+      {"planned kernel 'second_order'", "node 'sbwd'", "op softmax_bwd", "no derivative rule"});
   const double before = f()[0].to_vector<double>()[0];
   EXPECT_TRUE(std::isfinite(before));
 }

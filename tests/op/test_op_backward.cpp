@@ -185,13 +185,13 @@ struct Unary {
 };
 
 TEST(OpBackward, EveryDifferentiablePointwiseOpMatchesFiniteDifferences) {
-  const std::vector<Unary> unary = {
-      {"identity", -2, 2}, {"neg", -2, 2},     {"abs", -2, 2},        {"exp", -2, 2},
-      {"log", 0.2, 3},     {"sqrt", 0.2, 3},   {"rsqrt", 0.2, 3},     {"reciprocal", 0.3, 3},
-      {"square", -2, 2},   {"tanh", -2, 2},    {"sigmoid", -3, 3},    {"relu", -2, 2},
-      {"gelu", -3, 3},     {"gelu_tanh", -3, 3}, {"silu", -3, 3},     {"softplus", -3, 3},
-      {"erf", -2, 2},      {"sin", -3, 3},     {"cos", -3, 3},        {"floor", -3, 3},
-      {"ceil", -3, 3}};
+  const std::vector<Unary> unary = {{"identity", -2, 2}, {"neg", -2, 2},         {"abs", -2, 2},
+                                    {"exp", -2, 2},      {"log", 0.2, 3},        {"sqrt", 0.2, 3},
+                                    {"rsqrt", 0.2, 3},   {"reciprocal", 0.3, 3}, {"square", -2, 2},
+                                    {"tanh", -2, 2},     {"sigmoid", -3, 3},     {"relu", -2, 2},
+                                    {"gelu", -3, 3},     {"gelu_tanh", -3, 3},   {"silu", -3, 3},
+                                    {"softplus", -3, 3}, {"erf", -2, 2},         {"sin", -3, 3},
+                                    {"cos", -3, 3},      {"floor", -3, 3},       {"ceil", -3, 3}};
   for (const Unary& u : unary) {
     SCOPED_TRACE(u.op);
     op::Graph g(u.op);
@@ -207,10 +207,10 @@ struct Binary {
 };
 
 TEST(OpBackward, BinaryOpsSumTheCotangentOverBroadcastAxes) {
-  const std::vector<Binary> binary = {
-      {"add", -2, 2, -2, 2}, {"sub", -2, 2, -2, 2},     {"mul", -2, 2, -2, 2},
-      {"div", -2, 2, 0.5, 2}, {"max", -2, 2, -2, 2},    {"min", -2, 2, -2, 2},
-      {"pow", 0.5, 2, -1.5, 1.5}, {"mod", -3, 3, 0.7, 1.3}};
+  const std::vector<Binary> binary = {{"add", -2, 2, -2, 2},      {"sub", -2, 2, -2, 2},
+                                      {"mul", -2, 2, -2, 2},      {"div", -2, 2, 0.5, 2},
+                                      {"max", -2, 2, -2, 2},      {"min", -2, 2, -2, 2},
+                                      {"pow", 0.5, 2, -1.5, 1.5}, {"mod", -3, 3, 0.7, 1.3}};
   for (const Binary& b : binary) {
     for (const op::Dims& bd : {op::Dims{2, 3}, op::Dims{3}, op::Dims{2, 1}}) {
       SCOPED_TRACE(std::string(b.op) + " b " + dims_text(bd));
@@ -247,7 +247,7 @@ TEST(OpBackward, CastGoesBackToTheInputDtype) {
   op::Graph g("cast");
   const Tensor a = g.tensor({"a", {4}, f64});
   Tensor y = g.pointwise("mul", g.pointwise("cast", a, {{"dtype", op::Attr(DType::f32)}}),
-                               g.pointwise("cast", a, {{"dtype", op::Attr(DType::f32)}}));
+                         g.pointwise("cast", a, {{"dtype", op::Attr(DType::f32)}}));
   y.set_output(true);
   const op::BackwardGraph bw = op::backward(g, {y}, {a});
   ASSERT_TRUE(bw.gradients[0].defined());
@@ -292,8 +292,7 @@ TEST(OpBackward, ReductionOverTrailingAxesWithoutKeepdimIsRefused) {
 TEST(OpBackward, SoftmaxAndLogSoftmaxGoThroughSoftmaxBwd) {
   for (const bool log : {false, true}) {
     for (const int64_t axis : {-1, 0}) {
-      SCOPED_TRACE(std::string(log ? "log_softmax" : "softmax") + " axis " +
-                   std::to_string(axis));
+      SCOPED_TRACE(std::string(log ? "log_softmax" : "softmax") + " axis " + std::to_string(axis));
       op::Graph g("softmax");
       const Tensor x = g.tensor({"x", {3, 5}, f64});
       const Tensor y = g.op("softmax", {{"x", x}}, {{"axis", op::Attr(axis)}, {"log", log}})
@@ -307,14 +306,14 @@ TEST(OpBackward, SoftmaxAndLogSoftmaxGoThroughSoftmaxBwd) {
 TEST(OpBackward, NormsGoThroughTheirBackwardOpsWithStatisticsReadOrRecomputed) {
   for (const char* norm : {"layer_norm", "rms_norm"}) {
     for (const bool training : {false, true}) {
-      SCOPED_TRACE(std::string(norm) + (training ? " training (statistics read)"
-                                                 : " (statistics recomputed)"));
+      SCOPED_TRACE(std::string(norm) +
+                   (training ? " training (statistics read)" : " (statistics recomputed)"));
       op::Graph g(norm);
       const Tensor x = g.tensor({"x", {3, 2, 4}, f64});
       const Tensor scale = g.tensor({"scale", {4}, f64});
       const Tensor bias = g.tensor({"bias", {4}, f64});
       auto out = g.op(norm, {{"x", x}, {"scale", scale}, {"bias", bias}},
-                            {{"epsilon", 1e-3}, {"training", training}});
+                      {{"epsilon", 1e-3}, {"training", training}});
       const Tensor y = out.at("y").set_output(true);
       for (auto& [port, t] : out)
         if (port != "y") t.set_output(true);  // the statistics, when training
@@ -347,7 +346,8 @@ TEST(OpBackward, MatmulIsTwoMatmulsOverTransposedOperands) {
       in[bias.uid()] = uniform(bias);
     }
     const Tensor c = g.matmul(a, b, bias).set_output(true);
-    check({g, in, {c}, bias.defined() ? std::vector<Tensor>{a, b, bias} : std::vector<Tensor>{a, b}});
+    check(
+        {g, in, {c}, bias.defined() ? std::vector<Tensor>{a, b, bias} : std::vector<Tensor>{a, b}});
   }
 }
 
@@ -368,10 +368,10 @@ TEST(OpBackward, CrossEntropyGoesThroughCrossEntropyBwd) {
       const Tensor logits = g.tensor({"logits", {4, 5}, f64});
       const Tensor targets = g.tensor({"targets", {4}, DType::i64});
       auto out = g.op("cross_entropy", {{"logits", logits}, {"targets", targets}},
-                            {{"reduction", op::Attr(reduction)},
-                             {"label_smoothing", 0.1},
-                             {"ignore_index", 7},
-                             {"output_lse", lse}});
+                      {{"reduction", op::Attr(reduction)},
+                       {"label_smoothing", 0.1},
+                       {"ignore_index", 7},
+                       {"output_lse", lse}});
       const Tensor loss = out.at("loss").set_output(true);
       if (lse) out.at("lse").set_output(true);
       const Array tv = Array::from(std::vector<int64_t>{2, 7, 0, 4}, {4}, kCpu);  // one ignored
@@ -394,12 +394,11 @@ TEST(OpBackward, SdpaOnARaggedBatchWithNaNPaddingRows) {
     const Tensor v = g.tensor({"v", {7, 1, 3}, f64});
     const Tensor cq = g.tensor({"cu_seqlens_q", {3}, DType::i64});
     const Tensor ckv = g.tensor({"cu_seqlens_kv", {3}, DType::i64});
-    const Tensor o = g.op("sdpa",
-                          {{"q", q}, {"k", k}, {"v", v}, {"cu_seqlens_q", cq},
-                           {"cu_seqlens_kv", ckv}},
-                          {{"causal", causal}})
-                         .at("o")
-                         .set_output(true);
+    const Tensor o =
+        g.op("sdpa", {{"q", q}, {"k", k}, {"v", v}, {"cu_seqlens_q", cq}, {"cu_seqlens_kv", ckv}},
+             {{"causal", causal}})
+            .at("o")
+            .set_output(true);
     auto padded = [&](const Tensor& t, int64_t pad_row) {
       std::vector<double> x = test::random_values(static_cast<std::size_t>(test::numel(t.dims())));
       const int64_t row = test::numel(t.dims()) / t.dims()[0];
@@ -446,7 +445,8 @@ TEST(OpBackward, LinearAttentionsGoThroughTheirBackwardOps) {
     op::Ports ports = {{"q", add("q", {t, h, kd}, -1, 1)},
                        {"k", add("k", {t, h, kd}, -1, 1)},
                        {"v", add("v", {t, hv, vd}, -1, 1)}};
-    ports.emplace_back("g", r == "gdn" ? add("g", {t, hv}, -1, 1) : add("g", {t, hv, kd}, -0.5, -0.05));
+    ports.emplace_back("g",
+                       r == "gdn" ? add("g", {t, hv}, -1, 1) : add("g", {t, hv, kd}, -0.5, -0.05));
     if (r == "gdn2") {
       ports.emplace_back("b", add("b", {t, hv, kd}, 0.1, 0.9));
       ports.emplace_back("w", add("w", {t, hv, vd}, 0.1, 0.9));
@@ -484,9 +484,8 @@ TEST(OpBackward, AnMlpWithCrossEntropyRecomputesItsIntermediates) {
   const Tensor targets = g.tensor({"targets", {4}, DType::i64});
   const Tensor h = g.pointwise("gelu", g.matmul(x, w1, b1));
   const Tensor logits = g.matmul(h, w2);
-  const Tensor loss = g.op("cross_entropy", {{"logits", logits}, {"targets", targets}})
-                          .at("loss")
-                          .set_output(true);
+  const Tensor loss =
+      g.op("cross_entropy", {{"logits", logits}, {"targets", targets}}).at("loss").set_output(true);
   const op::BackwardGraph bw = op::backward(g, {loss}, {x, w1, b1, w2});
   EXPECT_FALSE(bw.recompute.nodes().empty());  // h and logits are virtual
   check({g,
@@ -543,8 +542,8 @@ TEST(OpBackward, BadArgumentsAreRefused) {
   const Tensor a = g.tensor({"a", {3}, f64});
   const Tensor i = g.tensor({"i", {3}, DType::i32});
   const Tensor v = g.pointwise("exp", a);  // virtual
-  const Tensor y = g.pointwise("mul", v, g.pointwise("cast", i, {{"dtype", op::Attr(f64)}}))
-                       .set_output(true);
+  const Tensor y =
+      g.pointwise("mul", v, g.pointwise("cast", i, {{"dtype", op::Attr(f64)}})).set_output(true);
   test::expect_throw_with<InvalidArgument>([&] { op::backward(g, {v}, {a}); },
                                            {"only outputs of the graph"});
   test::expect_throw_with<InvalidArgument>([&] { op::backward(g, {y}, {v}); },
