@@ -10,13 +10,39 @@ namespace eagle::engines::detail {
 std::vector<Segment> segments(const op::Graph& whole) {
   const std::vector<op::Node> nodes = whole.nodes();
   // Node -> segment: consecutive pointwise nodes share one (nodes are in data-flow order, so a
-  // run of consecutive nodes is closed under the paths between its nodes).
+  // run of consecutive nodes is closed under the paths between its nodes) while the run stays
+  // within what the fused pointwise engine serves: one output dims, kMaxRunNodes nodes and
+  // kMaxRunInputs inputs from outside the run.
+  constexpr std::size_t kMaxRunNodes = 32, kMaxRunInputs = 8;
   std::vector<int> segment_of(nodes.size());
   int count = 0;
+  std::size_t run_nodes = 0;
+  std::set<int> run_made, run_inputs;  // tensor indices made in / read from outside the run
+  op::Dims run_dims;
   for (std::size_t i = 0; i < nodes.size(); ++i) {
-    const bool pointwise = nodes[i].schema().kind == op::OpKind::pointwise;
-    const bool joins = pointwise && i > 0 && nodes[i - 1].schema().kind == op::OpKind::pointwise;
-    segment_of[i] = joins ? count - 1 : count++;
+    const op::Node& n = nodes[i];
+    const bool pointwise = n.schema().kind == op::OpKind::pointwise;
+    bool joins = pointwise && run_nodes > 0 && n.output("out").dims() == run_dims &&
+                 run_nodes < kMaxRunNodes;
+    if (joins) {
+      std::set<int> inputs = run_inputs;
+      for (const auto& [port, t] : n.inputs())
+        if (!run_made.count(t.index())) inputs.insert(t.index());
+      joins = inputs.size() <= kMaxRunInputs;
+    }
+    if (!joins) {
+      ++count;
+      run_nodes = 0;
+      run_made.clear();
+      run_inputs.clear();
+    }
+    segment_of[i] = count - 1;
+    if (!pointwise) continue;
+    ++run_nodes;
+    run_dims = n.output("out").dims();
+    for (const auto& [port, t] : n.inputs())
+      if (!run_made.count(t.index())) run_inputs.insert(t.index());
+    run_made.insert(n.output("out").index());
   }
   std::map<int, std::set<int>> readers;  // tensor index -> segments reading it
   for (std::size_t i = 0; i < nodes.size(); ++i)

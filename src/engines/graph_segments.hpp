@@ -1,8 +1,8 @@
 // Internal: an op::Graph cut into segments an engine family serves on its own, so that a graph
 // mixing families (the backward of an operation: matmuls, reductions, pointwise formulas, the
-// _bwd ops) is planned piece by piece on any device: each run of consecutive pointwise nodes is
-// one segment (the fused pointwise engines serve it in one launch), every other node a segment
-// of its own.
+// _bwd ops) is planned piece by piece on any device: each run of consecutive pointwise nodes of
+// one output dims is one segment (the fused pointwise engine serves it in one launch; a run is
+// cut at its limits, 32 nodes and 8 inputs), every other node a segment of its own.
 #pragma once
 
 #include <cstdint>

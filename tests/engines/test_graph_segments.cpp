@@ -54,5 +54,20 @@ TEST(GraphSegments, PointwiseRunsShareASegmentAndCrossingTensorsBecomeOperands) 
   test::expect_all_near(values.at(y).to_vector<double>(), whole.at(y).to_vector<double>(), 1e-12);
 }
 
+TEST(GraphSegments, APointwiseRunIsCutAtNewDimsAndAtTheFusedEnginesInputLimit) {
+  op::Graph g("long");
+  Tensor x = g.tensor({"x0", {4}, DType::f32});
+  for (int i = 1; i <= 9; ++i)  // nine adds reading ten inputs: eight fit in one run
+    x = g.pointwise("add", x, g.tensor({"x" + std::to_string(i), {4}, DType::f32}));
+  const Tensor wide = g.tensor({"wide", {2, 4}, DType::f32});
+  g.pointwise("mul", x, wide).set_output(true);  // new dims: a new run
+  const std::vector<engines::detail::Segment> segs = engines::detail::segments(g);
+  ASSERT_EQ(segs.size(), 3u);
+  EXPECT_EQ(segs[0].graph.nodes().size(), 7u);
+  EXPECT_EQ(segs[0].inputs.size(), 8u);
+  EXPECT_EQ(segs[1].graph.nodes().size(), 2u);
+  EXPECT_EQ(segs[2].graph.nodes().size(), 1u);
+}
+
 }  // namespace
 }  // namespace eagle
