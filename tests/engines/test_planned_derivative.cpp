@@ -118,6 +118,35 @@ TEST(PlannedDerivative, AnMlpWithCrossEntropyByReverseAndInOneGraph) {
   }
 }
 
+// The README's training step: an f32 MLP whose weights one graph updates at each launch.
+TEST(PlannedDerivative, ATrainingStepWithAPlannedMlpIsOneGraph) {
+  op::Graph og("mlp");
+  Tensor x = og.tensor({"x", {16, 8}, DType::f32}), w1 = og.tensor({"w1", {8, 32}, DType::f32});
+  Tensor w2 = og.tensor({"w2", {32, 4}, DType::f32}), t = og.tensor({"t", {16}, DType::i64});
+  Tensor logits = og.matmul(og.pointwise("gelu", og.matmul(x, w1)), w2);
+  og.op("cross_entropy", {{"logits", logits}, {"targets", t}}).at("loss").set_output(true);
+  const Kernel mlp = engines::planned_kernel(og);
+  const Array x0 = test::random_array({16, 8}, DType::f32, cpu);
+  const Array t0 = Array::from(test::random_ints(16, 0, 3), {16}, cpu);  // class ids in [0, 4)
+  const Array w1_array = test::random_array({8, 32}, DType::f32, cpu, -0.5, 0.5);
+  const Array w2_array = test::random_array({32, 4}, DType::f32, cpu, -0.5, 0.5);
+  Graph step = Graph::record(
+      [&](Recorder& r) {
+        Value wv1 = r.external(w1_array, "w1"), wv2 = r.external(w2_array, "w2");
+        Value loss = r.call(mlp, {r.param("x", x0), wv1, wv2, r.param("t", t0)});
+        std::vector<Value> g = diff::gradients(r, {loss}, {wv1, wv2});
+        r.call(kernels::axpy(), {g[0], wv1, -0.1}, buffer(wv1));
+        r.call(kernels::axpy(), {g[1], wv2, -0.1}, buffer(wv2));
+        r.result(loss);
+      },
+      RecordOptions{.record = true});
+  step.build(cpu);
+  const double first_loss = step()[0].to_vector<double>()[0];
+  step(100);
+  const double last_loss = step()[0].to_vector<double>()[0];
+  EXPECT_LT(last_loss, 0.5 * first_loss) << "first " << first_loss << ", last " << last_loss;
+}
+
 // y = softmax(rms_norm(x, scale)) by a planned op; loss = sum(y * c) by ordinary kernels.
 TEST(PlannedDerivative, ASoftmaxRmsNormChainBetweenOrdinaryKernels) {
   op::Graph og("norm_softmax");
