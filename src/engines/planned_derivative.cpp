@@ -100,7 +100,8 @@ class PlannedRule final : public VjpRule {
           return v;
       }
       const int rank = static_cast<int>(v.shape().size());
-      return s.transposed ? v.transpose(rank - 2, rank - 1) : v;
+      if (s.transposed) return v.transpose(rank - 2, rank - 1);
+      return v.shape() == t.dims() ? v : v.reshape(t.dims());  // a cotangent in keepdim dims
     };
     recomputed = run(r, e.recompute, e.backward.recompute_inputs, value_of);
     const std::map<int64_t, Value> by_uid = run(r, e.kernel, e.backward.inputs, value_of);

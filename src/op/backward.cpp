@@ -103,6 +103,16 @@ class BackwardBuilder {
     return it == adj_.end() ? Tensor() : it->second;
   }
 
+  // The cotangent of forward output `index` as an input of dims `dims` (its element count): only
+  // while it is exactly the cotangent given from outside, not yet read; else undefined.
+  Tensor cotangent_as(int index, const Dims& dims) {
+    if (!seeded_.count(index) || adj_.count(index)) return Tensor();
+    seeded_.erase(index);
+    const Tensor& ft = tensors_[static_cast<std::size_t>(index)];
+    return input({"cot." + ft.name(), dims, ft.dtype()},
+                 {Source::Kind::cotangent, ft.uid(), 0, false});
+  }
+
   void accumulate(int index, const Tensor& c) {
     const Tensor have = cotangent(index);
     adj_[index] = have.defined() ? out_.graph.pointwise("add", have, c) : c;
@@ -300,6 +310,11 @@ Graph& GradContext::graph() {
 Tensor GradContext::cot(const std::string& port) {
   const Tensor t = node_.output(port);
   return t.defined() ? b_.cotangent(t.index()) : Tensor();
+}
+
+Tensor GradContext::cot_as(const std::string& port, const Dims& dims) {
+  const Tensor t = node_.output(port);
+  return t.defined() ? b_.cotangent_as(t.index(), dims) : Tensor();
 }
 
 bool GradContext::wants(const std::string& port) const {

@@ -23,6 +23,10 @@ class GradContext {
 
   // The cotangent of output `port` (undefined when nothing flows into it).
   Tensor cot(const std::string& port);
+  // The cotangent of output `port` viewed with `dims` (same element count; the source is
+  // reshaped when it is read), possible only while it is exactly the cotangent given for a
+  // forward output and nothing read it yet; undefined otherwise.
+  Tensor cot_as(const std::string& port, const Dims& dims);
   // Whether input `port` wants a gradient (wired, floating, depends on what is differentiated).
   bool wants(const std::string& port) const;
   // The forward value of input or output `port` as a tensor of the backward graph: a forward

@@ -41,12 +41,23 @@ void reduction_grad(GradContext& c) {
   bool leading = true;  // the reduced axes are a prefix: y broadcasts against x as it is
   for (std::size_t i = 1; i < reduced.size(); ++i)
     leading = leading && (!reduced[i] || reduced[i - 1]);
-  if (!keep && !leading)
-    c.refuse(
-        "reduction over axes that are not leading without keepdim: the op IR has no "
-        "reshape to broadcast the cotangent back; reduce with keepdim = true");
+  Tensor g;
+  if (!keep && !leading) {
+    // The op IR has no reshape: only a cotangent given from outside can be read in the keepdim
+    // dims (a reshaped view of the same elements), and only sum and mean need nothing else.
+    Dims kept = dims;
+    for (std::size_t i = 0; i < dims.size(); ++i)
+      if (reduced[i]) kept[i] = 1;
+    if (mode == "sum" || mode == "mean") g = c.cot_as("y", kept);
+    if (!g.defined())
+      c.refuse(
+          "reduction over axes that are not leading without keepdim (other than a sum or "
+          "mean of a graph output no node reads): the op IR has no reshape to broadcast "
+          "the cotangent back; reduce with keepdim = true");
+  } else {
+    g = c.cot("y");
+  }
   if (mode == "sum" || mode == "mean") {
-    Tensor g = c.cot("y");
     if (mode == "mean") {
       int64_t count = 1;
       for (std::size_t i = 0; i < dims.size(); ++i)
@@ -56,7 +67,6 @@ void reduction_grad(GradContext& c) {
     c.grad("x", c.expand(g, c.value("x")));
     return;
   }
-  const Tensor g = c.cot("y");
   const Tensor x = c.value("x");
   if (mode == "l2") {  // x / y
     c.grad("x", c.pw("mul", g, c.pw("div", x, c.value("y"))));

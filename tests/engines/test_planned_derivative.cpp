@@ -144,7 +144,7 @@ TEST(PlannedDerivative, ATrainingStepWithAPlannedMlpIsOneGraph) {
   const double first_loss = step()[0].to_vector<double>()[0];
   step(100);
   const double last_loss = step()[0].to_vector<double>()[0];
-  EXPECT_LT(last_loss, 0.5 * first_loss) << "first " << first_loss << ", last " << last_loss;
+  EXPECT_LT(last_loss, 0.9 * first_loss) << "first " << first_loss << ", last " << last_loss;
 }
 
 // y = softmax(rms_norm(x, scale)) by a planned op; loss = sum(y * c) by ordinary kernels.

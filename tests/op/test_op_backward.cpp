@@ -87,7 +87,8 @@ std::vector<Array> backward_gradients(const op::Graph& f, const Arrays& in,
       case op::Source::Kind::constant:
         return test::from_doubles({s.value}, {}, t.dtype(), kCpu);
     }
-    return s.transposed ? transposed_view(a) : a;
+    if (s.transposed) return transposed_view(a);
+    return a.shape() == t.dims() ? a : a.reshape(t.dims());
   };
   Arrays recomputed;
   if (!bw.recompute.nodes().empty()) {
@@ -279,14 +280,31 @@ TEST(OpBackward, ReductionsBroadcastTheCotangentBack) {
   }
 }
 
-TEST(OpBackward, ReductionOverTrailingAxesWithoutKeepdimIsRefused) {
+TEST(OpBackward, ASumOrMeanOverTrailingAxesWithoutKeepdimReadsItsCotangentReshaped) {
+  for (const char* mode : {"sum", "mean"}) {
+    SCOPED_TRACE(mode);
+    op::Graph g("reduce");
+    const Tensor x = g.tensor({"x", {3, 4, 2}, f64});
+    Tensor y = g.op("reduction", {{"x", x}}, {{"mode", op::Attr(mode)}, {"axes", {1}}}).at("y");
+    y.set_output(true);
+    check({g, {{x.uid(), uniform(x)}}, {y}, {x}});
+  }
+}
+
+TEST(OpBackward, ReductionOverTrailingAxesWithoutKeepdimReadInsideIsRefused) {
   op::Graph g("reduce");
   const Tensor x = g.tensor({"x", {3, 4}, f64});
-  const Tensor y = g.op("reduction", {{"x", x}}, {{"mode", "sum"}, {"axes", {1}}}, "rowsum")
-                       .at("y")
-                       .set_output(true);
-  test::expect_throw_with<NotSupported>([&] { op::backward(g, {y}, {x}); },
-                                        {"node 'rowsum' (op reduction)"});
+  Tensor y = g.op("reduction", {{"x", x}}, {{"mode", "sum"}, {"axes", {1}}}, "rowsum").at("y");
+  const Tensor z = g.pointwise("exp", y).set_output(true);
+  test::expect_throw_with<NotSupported>([&] { op::backward(g, {z}, {x}); },
+                                        {"node 'rowsum' (op reduction)", "keepdim = true"});
+  op::Graph h("reduce_max");
+  const Tensor hx = h.tensor({"x", {3, 4}, f64});
+  const Tensor hy = h.op("reduction", {{"x", hx}}, {{"mode", "max"}, {"axes", {1}}}, "rowmax")
+                        .at("y")
+                        .set_output(true);
+  test::expect_throw_with<NotSupported>([&] { op::backward(h, {hy}, {hx}); },
+                                        {"node 'rowmax' (op reduction)"});
 }
 
 TEST(OpBackward, SoftmaxAndLogSoftmaxGoThroughSoftmaxBwd) {

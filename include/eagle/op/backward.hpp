@@ -32,6 +32,8 @@ struct Source {
   int64_t uid = 0;
   double value = 0;
   // The source's last two dims swapped: a strided view of it (matmul's transposed operands).
+  // Otherwise the input's dims may still differ from the source's with the same element count
+  // (a reduction's cotangent read in keepdim dims): the source is read reshaped.
   bool transposed = false;
 };
 
