@@ -111,22 +111,28 @@ class PlannedRule final : public VjpRule {
     return out;
   }
 
-  // Every forward operand any backward of this graph reads (that of all outputs with respect to
-  // all floating inputs reads the most); all of them when that backward is refused.
+  // Every forward operand some backward of this graph reads: the union, over each floating
+  // output alone, of what its backward with respect to every floating input reads (a
+  // combination of outputs reads the union of what each reads; an output whose backward is
+  // refused takes part in no backward). All operands when a backward fails otherwise.
   bool reads(int slot) const override {
     std::call_once(reads_once_, [&] {
-      std::vector<op::Tensor> cots, wrt;
+      std::vector<op::Tensor> outs, wrt;
       for (const op::Tensor& t : operands_) {
         if (!is_floating(t.dtype())) continue;
-        (t.producer() < 0 ? wrt : cots).push_back(t);
+        (t.producer() < 0 ? wrt : outs).push_back(t);
       }
-      try {
-        const op::BackwardGraph b = op::backward(graph_, cots, wrt);
-        for (const auto* list : {&b.inputs, &b.recompute_inputs})
-          for (const auto& [t, s] : *list)
-            if (s.kind == op::Source::Kind::forward) reads_.insert(s.uid);
-      } catch (const Error&) {
-        for (const op::Tensor& t : operands_) reads_.insert(t.uid());
+      for (const op::Tensor& o : outs) {
+        try {
+          const op::BackwardGraph b = op::backward(graph_, {o}, wrt);
+          for (const auto* list : {&b.inputs, &b.recompute_inputs})
+            for (const auto& [t, s] : *list)
+              if (s.kind == op::Source::Kind::forward) reads_.insert(s.uid);
+        } catch (const NotSupported&) {
+          // never differentiated through: reads nothing
+        } catch (const Error&) {
+          for (const op::Tensor& t : operands_) reads_.insert(t.uid());
+        }
       }
     });
     return reads_.count(operands_[static_cast<std::size_t>(slot)].uid()) != 0;

@@ -202,6 +202,24 @@ TEST(PlannedDerivative, AnInputOverwrittenAfterThePlannedCallIsSaved) {
   expect_close(grads[1].to_vector<double>(), finite_difference(f, "w", w0, first));
 }
 
+// What the derivative reads (and a forward therefore saves when it overwrites it): softmax's
+// backward reads its output only; the mul's both inputs; the exp's output.
+TEST(PlannedDerivative, ItReadsOnlyTheOperandsItsBackwardReads) {
+  op::Graph og("reads");
+  const Tensor x = og.tensor({"x", {2, 3}, f64});
+  const Tensor a = og.tensor({"a", {2, 3}, f64});
+  const Tensor b = og.tensor({"b", {2, 3}, f64});
+  og.op("softmax", {{"x", x}}).at("y").set_output(true).set_name("y");
+  og.pointwise("exp", og.pointwise("mul", a, b)).set_output(true).set_name("z");
+  const Kernel k = engines::planned_kernel(og);
+  const VjpRule* rule = derivative_of(k);
+  ASSERT_NE(rule, nullptr);
+  std::vector<std::string> read;
+  for (std::size_t i = 0; i < k.def().arrays.size(); ++i)
+    if (rule->reads(static_cast<int>(i))) read.push_back(k.def().arrays[i].name);
+  EXPECT_EQ(read, (std::vector<std::string>{"a", "b", "y", "z"}));
+}
+
 // Random values of `shape` with the rows `padding` (along dim 0) NaN; which elements are active.
 std::pair<Array, std::vector<bool>> padded(const Shape& shape,
                                            const std::vector<int64_t>& padding) {
