@@ -158,21 +158,37 @@ TEST(PlannedDerivative, ASoftmaxRmsNormChainBetweenOrdinaryKernels) {
   const Array x0 = test::random_array({3, 5}, f64, cpu, -2, 2);
   const Array s0 = test::random_array({5}, f64, cpu, 0.5, 2);
   const Array c0 = test::random_array({3, 5}, f64, cpu);
-  Graph f = Graph::record(
-      [&](Recorder& r) {
-        const Value xv = r.call(kernels::scale(), {r.param("x", x0), 1.5});  // x read twice
-        const Value y = r.call(k, {xv, r.param("scale", s0)});
-        const Value z = r.call(kernels::add(), {r.call(kernels::mul(), {y, r.param("c", c0)}),
-                                                r.call(kernels::mul(), {xv, xv})});
-        r.result(r.call(kernels::sum(), {z}));
-      },
-      RecordOptions{.record = true});
+  // The loss, and (one_graph) its gradients recorded into the same graph.
+  auto record = [&](bool one_graph) {
+    return Graph::record(
+        [&](Recorder& r) {
+          const Value x = r.param("x", x0), s = r.param("scale", s0);
+          const Value xv = r.call(kernels::scale(), {x, 1.5});  // read twice
+          const Value y = r.call(k, {xv, s});
+          const Value z = r.call(kernels::add(), {r.call(kernels::mul(), {y, r.param("c", c0)}),
+                                                  r.call(kernels::mul(), {xv, xv})});
+          const Value loss = r.call(kernels::sum(), {z});
+          std::vector<Value> out = {loss};
+          if (one_graph)
+            for (const Value& g : diff::gradients(r, {loss}, {x, s})) out.push_back(g);
+          r.result(out);
+        },
+        RecordOptions{.record = true});
+  };
+  Graph f = record(false);
   f.build(cpu);
   Graph back = diff::reverse(f, {"result"}, {"x", "scale"});
   f();
   const std::vector<Array> grads = back();
-  expect_close(grads[0].to_vector<double>(), finite_difference(f, "x", x0, first));
-  expect_close(grads[1].to_vector<double>(), finite_difference(f, "scale", s0, first));
+  Graph step = record(true);
+  step.build(cpu);
+  const std::vector<Array> one = step();
+  const std::vector<double> dx = finite_difference(f, "x", x0, first);
+  const std::vector<double> ds = finite_difference(f, "scale", s0, first);
+  expect_close(grads[0].to_vector<double>(), dx);
+  expect_close(grads[1].to_vector<double>(), ds);
+  expect_close(one[1].to_vector<double>(), dx);
+  expect_close(one[2].to_vector<double>(), ds);
 }
 
 // The forward overwrites the planned call's input afterwards: the reverse reads the saved copy.
