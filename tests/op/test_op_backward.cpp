@@ -444,6 +444,30 @@ TEST(OpBackward, SdpaOnARaggedBatchWithNaNPaddingRows) {
   }
 }
 
+TEST(OpBackward, DenseSdpaWithStatisticsRead) {
+  op::Graph g("sdpa_dense");
+  const Tensor q = g.tensor({"q", {2, 3, 2, 4}, f64});
+  const Tensor k = g.tensor({"k", {2, 4, 2, 4}, f64});
+  const Tensor v = g.tensor({"v", {2, 4, 2, 3}, f64});
+  auto out = g.op("sdpa", {{"q", q}, {"k", k}, {"v", v}},
+                  {{"causal", true}, {"scale", 0.7}, {"generate_stats", true}});
+  const Tensor o = out.at("o").set_output(true);
+  out.at("stats").set_output(true);  // exposed: the backward reads o and stats, recomputes nothing
+  const op::BackwardGraph bw = op::backward(g, {o}, {q, k, v});
+  EXPECT_TRUE(bw.recompute.nodes().empty());
+  check({g, {{q.uid(), uniform(q)}, {k.uid(), uniform(k)}, {v.uid(), uniform(v)}}, {o}, {q, k, v}});
+}
+
+TEST(OpBackward, NormsWithoutScaleOverTwoNormalizedDims) {
+  for (const char* norm : {"layer_norm", "rms_norm"}) {
+    SCOPED_TRACE(norm);
+    op::Graph g(norm);
+    const Tensor x = g.tensor({"x", {2, 3, 4}, f64});
+    const Tensor y = g.op(norm, {{"x", x}}, {{"normalized_ndim", 2}}).at("y").set_output(true);
+    check({g, {{x.uid(), uniform(x, -2, 2)}}, {y}, {x}});
+  }
+}
+
 TEST(OpBackward, LinearAttentionsGoThroughTheirBackwardOps) {
   // Two sequences of 2 and 3 tokens; initial and final state; gdn with safe_gate and the beta
   // sigmoid, kda and gdn2 with the qk l2 norm.
