@@ -13,7 +13,8 @@ declare -A allowed=(
   [diff]="core util kernel graph exec diff"
   [op]="core util op"
   [plan]="core util kernel op plan"
-  [engines]="core util kernel op plan engines"
+  # engines records with graph: a planned kernel's derivative records its backward's calls.
+  [engines]="core util kernel graph op plan engines"
   [ragged]="core util kernel graph ragged"
   [data]="core util data"
 )

@@ -106,6 +106,9 @@ void describe(const op::OpSchema& s) {
                 type.data(), value.c_str());
   }
   std::printf("\nshape rule:\n%s", wrapped(s.shape_rule, "  ", 96).c_str());
+  std::printf("\nderivative: %s\n",
+              s.grad ? "a rule of its own (op::backward, README \"Gradients\")"
+                     : "none (its outputs carry no gradient, or it has no rule)");
 }
 
 std::size_t edit_distance(std::string_view a, std::string_view b) {

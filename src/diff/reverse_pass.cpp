@@ -203,7 +203,12 @@ std::vector<Value> record_reverse(Recorder& r, const Recording& forward,
                           "to another array");
       args.arrays.push_back(map(snap.state == Snapshot::State::saved ? snap.saved : a));
     }
-    std::vector<std::optional<Value>> contrib = rule->vjp(r, args);
+    std::vector<std::optional<Value>> contrib;
+    try {
+      contrib = rule->vjp(r, args);
+    } catch (const NotSupported& e) {  // a rule refusing a case it does not cover
+      throw NotSupported(who + ": the derivative of " + describe(n) + ": " + e.what());
+    }
     if (contrib.size() != n.arrays.size())
       throw InvalidArgument(who + ": the derivative of kernel " + n.kernel + " returned " +
                             std::to_string(contrib.size()) + " entries for " +

@@ -6,6 +6,8 @@
 #include <utility>
 
 #include "eagle/core/error.hpp"
+#include "eagle/core/shape.hpp"
+#include "engines/planned_derivative.hpp"
 
 namespace eagle::engines {
 
@@ -124,7 +126,10 @@ Kernel planned_kernel(const op::Graph& graph, const std::vector<plan::HeurMode>&
   std::vector<std::pair<std::string, ArrayMeta>> inputs;
   for (const op::Tensor& t : operands) {
     const bool input = t.producer() < 0;
-    def.arrays.push_back({t.name(), input ? Access::read : Access::write});
+    // A tensor declared with other strides than row-major (a transposed view, as the backward
+    // of a matmul reads) takes a strided view as is.
+    def.arrays.push_back({t.name(), input ? Access::read : Access::write,
+                          t.strides() != contiguous_strides(t.dims())});
     (input ? inputs.emplace_back(t.name(), ArrayMeta{t.dims(), t.dtype()}).second
            : outputs.emplace_back(ArrayMeta{t.dims(), t.dtype()}));
   }
@@ -142,6 +147,7 @@ Kernel planned_kernel(const op::Graph& graph, const std::vector<plan::HeurMode>&
     return outputs;
   };
   def.binder = std::make_shared<PlannedBinder>(graph.clone(), modes, manifest);
+  def.derivative = detail::planned_derivative(graph, modes, manifest);
   return Kernel(std::move(def));
 }
 

@@ -215,11 +215,12 @@ std::string delta_shape_rule(Rule r, bool backward) {
 template <Rule R>
 void add_delta_pair(std::vector<OpSchema>& ops, const std::string& name, const std::string& doc) {
   ops.push_back({name, OpKind::captured, delta_inputs(R, false), delta_outputs(R, false),
-                 delta_attrs(R, false), &infer_delta<R, false>, doc, delta_shape_rule(R, false)});
+                 delta_attrs(R, false), &infer_delta<R, false>, doc, delta_shape_rule(R, false),
+                 &delta_rule_grad});
   ops.push_back({name + "_bwd", OpKind::captured, delta_inputs(R, true), delta_outputs(R, true),
                  delta_attrs(R, true), &infer_delta<R, true>,
                  "gradients of " + name + " w.r.t. its raw inputs, recomputing the forward",
-                 delta_shape_rule(R, true)});
+                 delta_shape_rule(R, true), nullptr});
 }
 
 std::vector<OpSchema> make_captured() {
@@ -242,7 +243,8 @@ std::vector<OpSchema> make_captured() {
        "softmax(scale * q k^T, causal bottom-right) v per sequence; stats = logsumexp",
        "q [Tq, H, D], k [Tk, Hk, D], v [Tk, Hk, Dv] with cu_seqlens_q and cu_seqlens_kv "
        "[B+1] (THD), or [B, S, heads, dim] without them (dense); H a multiple of Hk -> o = "
-       "q's dims with Dv last (dtype of q), stats = q's dims without the last (f32)"});
+       "q's dims with Dv last (dtype of q), stats = q's dims without the last (f32)",
+       &sdpa_grad});
   ops.push_back({"sdpa_bwd",
                  OpKind::captured,
                  {{"q", true, kFloat},
@@ -258,7 +260,8 @@ std::vector<OpSchema> make_captured() {
                  &infer_sdpa_bwd,
                  "gradients of sdpa w.r.t. q, k, v from the forward's o and stats",
                  "q, k, v and cu_seqlens as sdpa; o and d_o = q's dims with Dv last, stats = q's "
-                 "dims without the last -> dq, dk, dv with the dims and dtypes of q, k, v"});
+                 "dims without the last -> dq, dk, dv with the dims and dtypes of q, k, v",
+                 nullptr});
   add_delta_pair<Rule::gdn>(ops, "gdn", "gated delta rule, scalar decay per token and head");
   add_delta_pair<Rule::kda>(ops, "kda", "gated delta rule, decay per key channel");
   add_delta_pair<Rule::gdn2>(

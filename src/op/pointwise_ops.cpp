@@ -19,52 +19,55 @@ struct Row {
   DTypeClass accepts;
   Result result;
   const char* doc;
+  GradFn grad;  // pointwise_grads.cpp; nullptr: the output is not floating point
 };
 
 constexpr DTypeClass kFloat = DTypeClass::floating;
 constexpr DTypeClass kAny = DTypeClass::any;
 
 constexpr std::array kRows = {
-    Row{"identity", 1, kAny, Result::like_a, "a"},
-    Row{"neg", 1, kAny, Result::like_a, "-a"},
-    Row{"abs", 1, kAny, Result::like_a, "|a|"},
-    Row{"exp", 1, kFloat, Result::like_a, "e^a"},
-    Row{"log", 1, kFloat, Result::like_a, "natural log"},
-    Row{"sqrt", 1, kFloat, Result::like_a, "square root"},
-    Row{"rsqrt", 1, kFloat, Result::like_a, "1 / sqrt(a)"},
-    Row{"reciprocal", 1, kFloat, Result::like_a, "1 / a"},
-    Row{"square", 1, kAny, Result::like_a, "a * a"},
-    Row{"tanh", 1, kFloat, Result::like_a, "hyperbolic tangent"},
-    Row{"sigmoid", 1, kFloat, Result::like_a, "1 / (1 + e^-a)"},
-    Row{"relu", 1, kAny, Result::like_a, "max(a, 0)"},
-    Row{"gelu", 1, kFloat, Result::like_a, "a * Phi(a), erf form"},
-    Row{"gelu_tanh", 1, kFloat, Result::like_a, "gelu, tanh approximation"},
-    Row{"silu", 1, kFloat, Result::like_a, "a * sigmoid(a)"},
-    Row{"softplus", 1, kFloat, Result::like_a, "log(1 + e^a), stable"},
-    Row{"erf", 1, kFloat, Result::like_a, "error function"},
-    Row{"sin", 1, kFloat, Result::like_a, "sine"},
-    Row{"cos", 1, kFloat, Result::like_a, "cosine"},
-    Row{"floor", 1, kFloat, Result::like_a, "round down"},
-    Row{"ceil", 1, kFloat, Result::like_a, "round up"},
-    Row{"logical_not", 1, kAny, Result::boolean, "a == 0"},
-    Row{"cast", 1, kAny, Result::cast, "a converted to the `dtype` attribute"},
-    Row{"add", 2, kAny, Result::like_a, "a + b"},
-    Row{"sub", 2, kAny, Result::like_a, "a - b"},
-    Row{"mul", 2, kAny, Result::like_a, "a * b"},
-    Row{"div", 2, kAny, Result::like_a, "a / b"},
-    Row{"max", 2, kAny, Result::like_a, "larger of a and b"},
-    Row{"min", 2, kAny, Result::like_a, "smaller of a and b"},
-    Row{"pow", 2, kFloat, Result::like_a, "a ^ b"},
-    Row{"mod", 2, kAny, Result::like_a, "fmod(a, b)"},
-    Row{"cmp_eq", 2, kAny, Result::boolean, "a == b"},
-    Row{"cmp_neq", 2, kAny, Result::boolean, "a != b"},
-    Row{"cmp_lt", 2, kAny, Result::boolean, "a < b"},
-    Row{"cmp_le", 2, kAny, Result::boolean, "a <= b"},
-    Row{"cmp_gt", 2, kAny, Result::boolean, "a > b"},
-    Row{"cmp_ge", 2, kAny, Result::boolean, "a >= b"},
-    Row{"logical_and", 2, kAny, Result::boolean, "a != 0 and b != 0"},
-    Row{"logical_or", 2, kAny, Result::boolean, "a != 0 or b != 0"},
-    Row{"where", 3, kAny, Result::like_a, "cond != 0 ? a : b"},
+    Row{"identity", 1, kAny, Result::like_a, "a", &pointwise_grad_identity},
+    Row{"neg", 1, kAny, Result::like_a, "-a", &pointwise_grad_neg},
+    Row{"abs", 1, kAny, Result::like_a, "|a|", &pointwise_grad_abs},
+    Row{"exp", 1, kFloat, Result::like_a, "e^a", &pointwise_grad_exp},
+    Row{"log", 1, kFloat, Result::like_a, "natural log", &pointwise_grad_log},
+    Row{"sqrt", 1, kFloat, Result::like_a, "square root", &pointwise_grad_sqrt},
+    Row{"rsqrt", 1, kFloat, Result::like_a, "1 / sqrt(a)", &pointwise_grad_rsqrt},
+    Row{"reciprocal", 1, kFloat, Result::like_a, "1 / a", &pointwise_grad_reciprocal},
+    Row{"square", 1, kAny, Result::like_a, "a * a", &pointwise_grad_square},
+    Row{"tanh", 1, kFloat, Result::like_a, "hyperbolic tangent", &pointwise_grad_tanh},
+    Row{"sigmoid", 1, kFloat, Result::like_a, "1 / (1 + e^-a)", &pointwise_grad_sigmoid},
+    Row{"relu", 1, kAny, Result::like_a, "max(a, 0)", &pointwise_grad_relu},
+    Row{"gelu", 1, kFloat, Result::like_a, "a * Phi(a), erf form", &pointwise_grad_gelu},
+    Row{"gelu_tanh", 1, kFloat, Result::like_a, "gelu, tanh approximation",
+        &pointwise_grad_gelu_tanh},
+    Row{"silu", 1, kFloat, Result::like_a, "a * sigmoid(a)", &pointwise_grad_silu},
+    Row{"softplus", 1, kFloat, Result::like_a, "log(1 + e^a), stable", &pointwise_grad_softplus},
+    Row{"erf", 1, kFloat, Result::like_a, "error function", &pointwise_grad_erf},
+    Row{"sin", 1, kFloat, Result::like_a, "sine", &pointwise_grad_sin},
+    Row{"cos", 1, kFloat, Result::like_a, "cosine", &pointwise_grad_cos},
+    Row{"floor", 1, kFloat, Result::like_a, "round down", &pointwise_grad_zero},
+    Row{"ceil", 1, kFloat, Result::like_a, "round up", &pointwise_grad_zero},
+    Row{"logical_not", 1, kAny, Result::boolean, "a == 0", nullptr},
+    Row{"cast", 1, kAny, Result::cast, "a converted to the `dtype` attribute",
+        &pointwise_grad_cast},
+    Row{"add", 2, kAny, Result::like_a, "a + b", &pointwise_grad_add},
+    Row{"sub", 2, kAny, Result::like_a, "a - b", &pointwise_grad_sub},
+    Row{"mul", 2, kAny, Result::like_a, "a * b", &pointwise_grad_mul},
+    Row{"div", 2, kAny, Result::like_a, "a / b", &pointwise_grad_div},
+    Row{"max", 2, kAny, Result::like_a, "larger of a and b", &pointwise_grad_max},
+    Row{"min", 2, kAny, Result::like_a, "smaller of a and b", &pointwise_grad_min},
+    Row{"pow", 2, kFloat, Result::like_a, "a ^ b", &pointwise_grad_pow},
+    Row{"mod", 2, kAny, Result::like_a, "fmod(a, b)", &pointwise_grad_mod},
+    Row{"cmp_eq", 2, kAny, Result::boolean, "a == b", nullptr},
+    Row{"cmp_neq", 2, kAny, Result::boolean, "a != b", nullptr},
+    Row{"cmp_lt", 2, kAny, Result::boolean, "a < b", nullptr},
+    Row{"cmp_le", 2, kAny, Result::boolean, "a <= b", nullptr},
+    Row{"cmp_gt", 2, kAny, Result::boolean, "a > b", nullptr},
+    Row{"cmp_ge", 2, kAny, Result::boolean, "a >= b", nullptr},
+    Row{"logical_and", 2, kAny, Result::boolean, "a != 0 and b != 0", nullptr},
+    Row{"logical_or", 2, kAny, Result::boolean, "a != 0 or b != 0", nullptr},
+    Row{"where", 3, kAny, Result::like_a, "cond != 0 ? a : b", &pointwise_grad_where},
 };
 
 template <Result R>
@@ -99,6 +102,7 @@ OpSchema schema_of(const Row& row) {
       break;
   }
   s.doc = row.doc;
+  s.grad = row.grad;
   const char* dims = row.arity == 1   ? "out has a's dims"
                      : row.arity == 2 ? "out dims = broadcast(a, b)"
                                       : "out dims = broadcast(cond, a, b)";

@@ -204,7 +204,8 @@ const std::vector<OpSchema>& structured_ops() {
        "sum, mean, max, min, prod, l2 or amax over `axes` (all when empty)",
        "y = x's dims without the reduced axes (each kept as 1 when keepdim); axes in [-rank, "
        "rank), "
-       "none twice; dtype of x"},
+       "none twice; dtype of x",
+       &reduction_grad},
       {"softmax",
        OpKind::structured,
        {{"x", true, kFloat}},
@@ -212,7 +213,8 @@ const std::vector<OpSchema>& structured_ops() {
        {{"axis", AttrType::integer, Attr(-1)}, {"log", AttrType::boolean, Attr(false)}},
        &infer_softmax,
        "softmax (log softmax when log) along `axis`",
-       "y = x's dims and dtype; x has rank >= 1 and axis is in [-rank, rank)"},
+       "y = x's dims and dtype; x has rank >= 1 and axis is in [-rank, rank)",
+       &softmax_grad},
       {"layer_norm",
        OpKind::structured,
        {{"x", true, kFloat}, {"scale", false, kFloat}, {"bias", false, kFloat}},
@@ -223,7 +225,8 @@ const std::vector<OpSchema>& structured_ops() {
        &infer_layer_norm,
        "(x - mean) / sqrt(var + epsilon) * scale + bias over the trailing normalized_ndim dims",
        "y = x's dims and dtype; scale, bias = the trailing normalized_ndim dims of x; mean, "
-       "inv_variance = the leading dims (f64 for f64 x, else f32); normalized_ndim in [1, rank]"},
+       "inv_variance = the leading dims (f64 for f64 x, else f32); normalized_ndim in [1, rank]",
+       &layer_norm_grad},
       {"rms_norm",
        OpKind::structured,
        {{"x", true, kFloat}, {"scale", false, kFloat}, {"bias", false, kFloat}},
@@ -232,7 +235,8 @@ const std::vector<OpSchema>& structured_ops() {
        &infer_rms_norm,
        "x / sqrt(mean(x^2) + epsilon) * scale + bias",
        "y = x's dims and dtype; scale, bias = the trailing normalized_ndim dims of x; inv_rms = "
-       "the leading dims (f64 for f64 x, else f32); normalized_ndim in [1, rank]"},
+       "the leading dims (f64 for f64 x, else f32); normalized_ndim in [1, rank]",
+       &rms_norm_grad},
       {"softmax_bwd",
        OpKind::structured,
        {{"y", true, kFloat}, {"dy", true, kFloat}},
@@ -240,7 +244,8 @@ const std::vector<OpSchema>& structured_ops() {
        {{"axis", AttrType::integer, Attr(-1)}, {"log", AttrType::boolean, Attr(false)}},
        &infer_softmax_bwd,
        "gradient of softmax (log softmax when log) from its output y and dy",
-       "y, dy of one dims (rank >= 1), axis in [-rank, rank) -> dx = dy's dims and dtype"},
+       "y, dy of one dims (rank >= 1), axis in [-rank, rank) -> dx = dy's dims and dtype",
+       nullptr},
       {"layer_norm_bwd",
        OpKind::structured,
        {{"dy", true, kFloat},
@@ -255,7 +260,8 @@ const std::vector<OpSchema>& structured_ops() {
        "gradients of layer_norm from dy, x and the training statistics",
        "dy = x's dims; mean, inv_variance = the leading dims; scale = the trailing "
        "normalized_ndim dims -> dx (dy's dtype), dscale (when scale is wired) and dbias (when "
-       "bias_grad) of the trailing dims, scale's dtype (dy's without scale)"},
+       "bias_grad) of the trailing dims, scale's dtype (dy's without scale)",
+       nullptr},
       {"rms_norm_bwd",
        OpKind::structured,
        {{"dy", true, kFloat},
@@ -267,7 +273,8 @@ const std::vector<OpSchema>& structured_ops() {
         {"bias_grad", AttrType::boolean, Attr(false)}},
        &infer_rms_norm_bwd,
        "gradients of rms_norm from dy, x and the training statistic inv_rms",
-       "as layer_norm_bwd with inv_rms in place of mean and inv_variance"},
+       "as layer_norm_bwd with inv_rms in place of mean and inv_variance",
+       nullptr},
       {"matmul",
        OpKind::structured,
        {{"a", true, kFloat}, {"b", true, kFloat}, {"bias", false, kFloat}},
@@ -277,7 +284,8 @@ const std::vector<OpSchema>& structured_ops() {
        "a [..., M, K] @ b [..., K, N] (+ bias), batch dims broadcast",
        "a [..., M, K], b [..., K, N] -> c [broadcast(batch dims of a and b), M, N], dtype of a; "
        "bias "
-       "broadcasts to c"},
+       "broadcasts to c",
+       &matmul_grad},
       {"embedding",
        OpKind::structured,
        {{"table", true, kFloat}, {"ids", true, kInt}},
@@ -285,7 +293,8 @@ const std::vector<OpSchema>& structured_ops() {
        {},
        &infer_embedding,
        "rows of table [V, D] picked by ids; an id outside [0, V) is refused at execute",
-       "table [V, D], ids [...] -> y [..., D], dtype of table"},
+       "table [V, D], ids [...] -> y [..., D], dtype of table",
+       &embedding_grad},
       {"embedding_bwd",
        OpKind::structured,
        {{"dy", true, kFloat}, {"ids", true, kInt}},
@@ -296,7 +305,8 @@ const std::vector<OpSchema>& structured_ops() {
        "gradient of the table of an embedding: rows of dy summed per id; an id outside [0, V) "
        "is refused at execute",
        "dy [..., D] with ids [...] -> dtable [num_embeddings, D], dtype of dy; deterministic "
-       "(the default) sums each row in the order of the ids"},
+       "(the default) sums each row in the order of the ids",
+       nullptr},
       {"cross_entropy",
        OpKind::structured,
        {{"logits", true, kFloat}, {"targets", true, kInt}},
@@ -309,7 +319,8 @@ const std::vector<OpSchema>& structured_ops() {
        "softmax cross entropy of logits [N, C] against integer targets [N]",
        "logits [N, C], targets [N] -> loss [N] (reduction none) or [] (sum, mean), lse [N]; f64 "
        "for "
-       "f64 logits, else f32"},
+       "f64 logits, else f32",
+       &cross_entropy_grad},
       {"cross_entropy_bwd",
        OpKind::structured,
        {{"logits", true, kFloat},
@@ -323,7 +334,8 @@ const std::vector<OpSchema>& structured_ops() {
        &infer_cross_entropy_bwd,
        "gradient of cross_entropy w.r.t. logits (from the forward's lse when wired)",
        "logits [N, C], targets [N], dloss [N] (reduction none) or [] (sum, mean), lse [N] -> "
-       "dlogits = logits' dims and dtype"},
+       "dlogits = logits' dims and dtype",
+       nullptr},
   };
   return ops;
 }

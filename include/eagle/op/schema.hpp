@@ -76,6 +76,11 @@ struct InferContext {
 };
 using InferFn = void (*)(InferContext& ctx);
 
+// The derivative rule of an op: given one forward node, it adds to the backward graph the
+// vector-Jacobian product of the node (eagle/op/backward.hpp builds backward graphs with it).
+class GradContext;
+using GradFn = void (*)(GradContext& ctx);
+
 struct OpSchema {
   std::string name;
   OpKind kind;
@@ -86,6 +91,9 @@ struct OpSchema {
   std::string doc;  // one line: what it computes
   // The shape rule in words (what `infer` checks and yields), for people: `eagle ops NAME`.
   std::string shape_rule;
+  // The derivative rule, or nullptr: the op does not differentiate (its outputs are integers or
+  // booleans, or it has no rule; op::backward refuses it on a differentiated path).
+  GradFn grad;
 };
 
 // The schema of `op`, or nullptr.
