@@ -16,6 +16,8 @@
 #include "eagle/diff/reverse.hpp"
 #include "eagle/engines/builtin.hpp"
 #include "eagle/engines/planned_kernel.hpp"
+#include "eagle/exec/arena.hpp"
+#include "eagle/exec/bucket_set.hpp"
 #include "eagle/exec/graph.hpp"
 #include "eagle/graph/derivative.hpp"
 #include "eagle/graph/recording.hpp"

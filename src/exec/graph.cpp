@@ -206,9 +206,27 @@ void Graph::build(Device device, const BuildOptions& options) {
                          " implementation for its dtypes; build the graph on " +
                          (device.is_cuda() ? "the CPU" : "a GPU") + " or give the kernel one");
   }
+  const MemoryArena* arena = options.arena.get();
+  if (arena) {
+    if (arena->device() != device)
+      throw InvalidArgument("Graph::build: the arena lives on " + arena->device().str() +
+                            " but the graph is being built for " + device.str());
+    if (arena->bytes() < MemoryArena::bytes_for(*rec_))
+      throw InvalidArgument("Graph::build: the arena holds " + std::to_string(arena->bytes()) +
+                            " bytes, the graph's own arrays need " +
+                            std::to_string(MemoryArena::bytes_for(*rec_)));
+  }
+  std::size_t offset = 0;  // in the arena
   for (const BufferInfo& b : infos) {
     if (b.kind != BufferKind::internal || b.merged_into >= 0) continue;
-    next->buffers[b.id] = Array::empty(b.shape, b.dtype, device);
+    if (arena) {
+      next->buffers[b.id] =
+          Array::on_storage(arena->storage(), b.shape, b.dtype, static_cast<int64_t>(offset));
+      offset += (b.bytes + MemoryArena::kAlignment - 1) / MemoryArena::kAlignment *
+                MemoryArena::kAlignment;
+    } else {
+      next->buffers[b.id] = Array::empty(b.shape, b.dtype, device);
+    }
     next->allocated += b.bytes;
   }
   const auto& nodes = rec_->nodes();

@@ -10,6 +10,7 @@
 #include "eagle/core/array.hpp"
 #include "eagle/core/device.hpp"
 #include "eagle/core/stream.hpp"
+#include "eagle/exec/arena.hpp"
 #include "eagle/graph/recording.hpp"
 
 namespace eagle {
@@ -19,6 +20,10 @@ struct BuildOptions {
   // GPU: build if/else and switch from plain IF conditional nodes and one decision kernel, as
   // eagle does by itself on drivers without IF/ELSE or SWITCH nodes (CUDA < 12.8).
   bool plain_if_only = false;
+  // The graph's own arrays live in this arena (from offset 0) instead of allocations of their
+  // own: for graphs of which only one runs at a time (eagle/exec/arena.hpp). It must be on the
+  // build's device and hold MemoryArena::bytes_for(recording) bytes.
+  std::shared_ptr<MemoryArena> arena = nullptr;
 };
 
 namespace detail {
@@ -59,10 +64,11 @@ class Graph {
   void build();
   bool built() const;
   Device device() const;
-  std::string backend() const;          // "cuda-graph" or "cpu-host-schedule"; "" before build
-  std::string schedule() const;         // what the backend built, in words
-  int native_node_count() const;        // nodes in the instantiated CUDA graph / the host schedule
-  std::size_t allocated_bytes() const;  // device bytes this graph allocated at build
+  std::string backend() const;    // "cuda-graph" or "cpu-host-schedule"; "" before build
+  std::string schedule() const;   // what the backend built, in words
+  int native_node_count() const;  // nodes in the instantiated CUDA graph / the host schedule
+  // Device bytes of the graph's own arrays: allocated at build, or laid out in the arena.
+  std::size_t allocated_bytes() const;
   // Bytes of the copies the forward saves for reverse mode (RecordOptions::record).
   std::size_t saved_bytes() const { return recording().saved_bytes(); }
   // The array recording buffer `buffer` lives in once built (a param's or external's: the
