@@ -63,7 +63,7 @@ std::vector<Segment> read_documents(const fs::path& root, int64_t segment_cap, i
     ++s.files;
     s.tokens += static_cast<int64_t>(bytes.size());
     const auto n = static_cast<int64_t>(bytes.size());
-    const int64_t parts = (n + segment_cap - 1) / segment_cap;
+    const int64_t parts = n / segment_cap + (n % segment_cap != 0);  // no overflow near INT64_MAX
     if (parts > 1) ++s.split_documents;
     for (int64_t k = 0; k < parts; ++k) {
       Segment seg;

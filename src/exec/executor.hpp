@@ -3,7 +3,9 @@
 
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "eagle/core/device.hpp"
@@ -64,9 +66,29 @@ class LibraryHandles {
   std::map<const Library*, std::shared_ptr<void>> handles_;
 };
 
+// Where a tracing executor writes when each node ran (Graph::set_tracing). Thread-safe.
+struct TraceSink {
+  struct Record {
+    int node;
+    int64_t launch;
+    std::thread::id thread;
+    int64_t begin_ns, end_ns;
+  };
+  void add(const Record& r) {
+    std::lock_guard<std::mutex> lock(mutex);
+    records.push_back(r);
+  }
+  std::mutex mutex;
+  std::vector<Record> records;
+  int64_t launch = 0;  // the launch being run
+};
+
 class Executor {
  public:
   virtual ~Executor() = default;
+  // Times every node of every launch into `sink` from now on (nullptr: stop). Throws
+  // NotSupported where the backend cannot (a CUDA graph needs CUPTI).
+  virtual void set_trace(TraceSink* sink) = 0;
   virtual void launch(int n) = 0;
   virtual void synchronize() = 0;
   // Re-reads the arguments of `nodes`; false when one cannot be patched (the graph rebuilds),

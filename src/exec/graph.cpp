@@ -1,5 +1,6 @@
 #include "eagle/exec/graph.hpp"
 
+#include <algorithm>
 #include <iostream>
 #include <mutex>
 #include <optional>
@@ -20,6 +21,7 @@ struct Graph::State {
   std::vector<Array> checks;  // per device check of the recording: the flags array
   std::unique_ptr<detail::Executor> executor;
   std::size_t allocated = 0;
+  std::shared_ptr<detail::TraceSink> trace;  // while tracing: what the executor writes
   int rebuilds = 0;
   bool warned_rebuild = false;
   std::function<void(const std::string&)> warn = [](const std::string& m) {
@@ -249,6 +251,8 @@ void Graph::build(Device device, const BuildOptions& options) {
   next->plan.control_flow = rec_->has_control_flow();
   next->stream.emplace(device);
   next->executor = make_executor(*next);
+  next->trace = state_->trace;
+  if (next->trace) next->executor->set_trace(next->trace.get());
   if (state_->executor) state_->executor->synchronize();
   state_ = std::move(next);
 }
@@ -446,6 +450,48 @@ void Graph::bind(const std::string& name, const Array& array) {
     s.warn(who + ": a node holding the array cannot be patched in place (" + why +
            "); the graph was rebuilt. Further rebuilds of this graph are silent.");
   }
+}
+
+void Graph::set_tracing(bool on) {
+  std::lock_guard<std::mutex> lock(*mutex_);
+  check("set_tracing");
+  if (!state_->executor)
+    throw InvalidArgument("Graph::set_tracing: build the graph first (tracing times its launches)");
+  if (on == static_cast<bool>(state_->trace)) return;
+  if (!on) {
+    state_->executor->synchronize();
+    state_->executor->set_trace(nullptr);
+    state_->trace.reset();
+    return;
+  }
+  auto sink = std::make_shared<detail::TraceSink>();
+  state_->executor->set_trace(sink.get());  // NotSupported on a GPU: nothing changed
+  state_->trace = std::move(sink);
+}
+
+std::vector<TraceEvent> Graph::trace() const {
+  std::lock_guard<std::mutex> lock(*mutex_);
+  check("trace");
+  std::vector<TraceEvent> out;
+  if (!state_->trace) return out;
+  std::lock_guard<std::mutex> records(state_->trace->mutex);
+  std::vector<std::thread::id> threads;  // numbered in order of first appearance
+  for (const auto& r : state_->trace->records) {
+    const NodeInfo& n = rec_->nodes()[static_cast<std::size_t>(r.node)];
+    auto at = std::find(threads.begin(), threads.end(), r.thread);
+    if (at == threads.end()) at = threads.insert(threads.end(), r.thread);
+    out.push_back({r.node, n.label, n.scope, n.kernel, r.launch,
+                   static_cast<int>(at - threads.begin()), r.begin_ns, r.end_ns});
+  }
+  return out;
+}
+
+void Graph::clear_trace() {
+  std::lock_guard<std::mutex> lock(*mutex_);
+  check("clear_trace");
+  if (!state_->trace) return;
+  std::lock_guard<std::mutex> records(state_->trace->mutex);
+  state_->trace->records.clear();
 }
 
 }  // namespace eagle

@@ -8,6 +8,7 @@ namespace eagle {
 int Recording::State::add_node(NodeInfo node, const Kernel* kernel, KernelImpl impl) {
   node.id = static_cast<int>(nodes.size());
   node.parent = open.empty() ? -1 : open.back().first;
+  for (const std::string& name : scopes) node.scope += (node.scope.empty() ? "" : "/") + name;
   if (!open.empty() && nodes[static_cast<std::size_t>(open.back().first)].kind == NodeKind::fork) {
     node.waits = std::move(pending_waits);
     pending_waits.clear();

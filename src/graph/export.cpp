@@ -40,8 +40,9 @@ std::string Recording::to_json() const {
     const NodeInfo& n = s_->nodes[i];
     o << (i ? "," : "") << "\n    {\"id\": " << n.id << ", \"label\": " << json_quote(n.label)
       << ", \"kind\": " << json_quote(node_kind_name(n.kind))
-      << ", \"kernel\": " << json_quote(n.kernel) << ", \"parent\": " << n.parent
-      << ", \"args\": [";
+      << ", \"kernel\": " << json_quote(n.kernel) << ", \"parent\": " << n.parent;
+    if (!n.scope.empty()) o << ", \"scope\": " << json_quote(n.scope);
+    o << ", \"args\": [";
     for (std::size_t j = 0; j < n.arrays.size(); ++j) {
       const NodeArgInfo& a = n.arrays[j];
       o << (j ? ", " : "") << "{\"param\": " << json_quote(a.param)

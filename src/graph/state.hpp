@@ -111,6 +111,7 @@ struct Recording::State {
   std::vector<int> pending_waits;  // waits of the open branch, for its next item
   std::vector<LoopFrame> loops;
   std::vector<std::pair<int, int>> open;  // (control node, arm) being recorded, innermost last
+  std::vector<std::string> scopes;        // Recorder::scope names open now, outermost first
   int record_control(NodeKind kind, const Value& cell,
                      const std::vector<std::function<void()>>& arms);
   std::pair<int, int> innermost_condition() const;

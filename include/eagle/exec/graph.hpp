@@ -11,6 +11,7 @@
 #include "eagle/core/device.hpp"
 #include "eagle/core/stream.hpp"
 #include "eagle/exec/arena.hpp"
+#include "eagle/exec/trace.hpp"
 #include "eagle/graph/recording.hpp"
 
 namespace eagle {
@@ -99,6 +100,15 @@ class Graph {
   // one warning.
   void bind(const std::string& name, const Array& array);
   int rebuild_count() const;  // rebuilds bind() had to do
+  // Tracing (eagle/exec/trace.hpp): from set_tracing(true) on, every launch times each node;
+  // trace() returns the events so far (label, scope, kernel, thread, begin and end), and
+  // clear_trace() drops them. A graph built on the CPU traces from its host schedule; on a GPU
+  // set_tracing(true) throws NotSupported (CUPTI is not wired in yet). Call after build; a
+  // rebuild keeps tracing on.
+  void set_tracing(bool on);
+  std::vector<TraceEvent> trace() const;
+  void clear_trace();
+
   // Where warnings go (default: standard error).
   void set_warning_handler(std::function<void(const std::string&)> handler);
 

@@ -145,6 +145,7 @@ struct NodeInfo {
   std::vector<int> waits;  // fork branches: nodes of earlier branches this one waits for
   std::vector<std::vector<int>> bodies;  // control nodes: node ids of each arm, in order
   int parent = -1;                       // the control node whose body holds this node, or -1
+  std::string scope;  // the Recorder::scope names open when it was recorded, joined by '/'
 };
 
 // Options of a recording.
@@ -266,7 +267,24 @@ class Recorder {
   // refused).
   void release_saves();
 
+  // Names what is recorded while the returned guard lives: each node's scope is the open scope
+  // names joined by '/' ("block0/attention"), kept in to_json and in traces. Scopes nest; the
+  // guard must die in the reverse order of creation (as C++ scopes do).
+  class Scope {
+   public:
+    ~Scope();
+    Scope(const Scope&) = delete;
+    Scope& operator=(const Scope&) = delete;
+
+   private:
+    friend class Recorder;
+    explicit Scope(Recording* rec) : rec_(rec) {}
+    Recording* rec_;
+  };
+  [[nodiscard]] Scope scope(const std::string& name);
+
  private:
+  static void close_scope(Recording* rec);
   friend class Recording;
   friend class RecordingBuilder;
   friend class Value;

@@ -2,7 +2,9 @@
 // past its deepest dependency), run as one flat loop, each kernel over the thread team. With
 // them: the lists run in program order and each control node reads its cell on the host.
 #include <algorithm>
+#include <chrono>
 #include <cstring>
+#include <thread>
 
 #include "eagle/kernel/thread_team.hpp"
 #include "exec/executor.hpp"
@@ -54,14 +56,15 @@ class HostSchedule final : public Executor {
 
   void launch(int n) override {
     for (int k = 0; k < n; ++k) {
-      if (plan_.control_flow) {
+      if (plan_.control_flow)
         run_list(plan_.top);
-        continue;
-      }
-      for (int i : order_) run_leaf(nodes_[i]);
+      else
+        for (int i : order_) run_leaf(nodes_[i]);
+      if (trace_) ++trace_->launch;
     }
   }
   void synchronize() override {}
+  void set_trace(TraceSink* sink) override { trace_ = sink; }
   // Arguments are read at each launch; a call's workspace may have to grow.
   bool patch(const std::vector<int>& ids, std::string&) override {
     for (int i : ids) {
@@ -89,11 +92,20 @@ class HostSchedule final : public Executor {
 
  private:
   void run_leaf(const PlannedNode& node) const {
-    if (node.kind == PlannedNode::Kind::copy) {
+    const auto i = static_cast<std::size_t>(&node - nodes_.data());
+    const int64_t begin = trace_ ? now_ns() : 0;
+    if (node.kind == PlannedNode::Kind::copy)
       std::memcpy(node.copy_dst, node.copy_src, node.copy_bytes);
-      return;
-    }
-    node.call->run(node.args, contexts_[static_cast<std::size_t>(&node - nodes_.data())]);
+    else
+      node.call->run(node.args, contexts_[i]);
+    if (trace_)
+      trace_->add(
+          {static_cast<int>(i), trace_->launch, std::this_thread::get_id(), begin, now_ns()});
+  }
+  static int64_t now_ns() {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(
+               std::chrono::steady_clock::now().time_since_epoch())
+        .count();
   }
 
   void run_list(const std::vector<int>& list) const {
@@ -144,6 +156,7 @@ class HostSchedule final : public Executor {
   LibraryHandles handles_;
   std::vector<CallContext> contexts_;
   std::vector<std::vector<char>> workspaces_;
+  TraceSink* trace_ = nullptr;
   std::vector<int> order_;
   int stages_ = 0;
 };

@@ -64,6 +64,12 @@ class CudaGraphExecutor final : public Executor {
     for (int k = 0; k < n; ++k) EAGLE_CUDA_CHECK(cudaGraphLaunch(exec_, stream_));
   }
   void synchronize() override { EAGLE_CUDA_CHECK(cudaStreamSynchronize(stream_)); }
+  void set_trace(TraceSink* sink) override {
+    if (sink)
+      throw NotSupported(
+          "Graph::set_tracing: tracing a CUDA graph needs CUPTI's activity API, "
+          "which eagle does not use yet; trace the graph built on the CPU");
+  }
 
   bool patch(const std::vector<int>& ids, std::string& why) override {
     DeviceGuard guard(device_.ordinal());
