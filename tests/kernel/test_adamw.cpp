@@ -78,7 +78,7 @@ TEST_P(Adamw, RecordedStepsMatchFloat64OverSeveralTensors) {
       args.emplace_back(r.external(v[static_cast<std::size_t>(j)], "v" + s));
     }
     for (double x : {h.lr, h.beta1, h.beta2, h.eps, h.wd}) args.emplace_back(x);
-    r.call(kernels::adamw(n), args);
+    r.call_all(kernels::adamw(n), args);
   });
   step.build(device());
   for (int64_t t = 4; t <= 8; ++t) {

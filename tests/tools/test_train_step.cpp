@@ -97,7 +97,7 @@ TEST(TrainStep, PaddingRowsChangeNeitherTheLossNorTheUpdate) {
   }
   std::vector<double> losses;
   std::vector<std::vector<float>> params;
-  for (const data::PackedBatch* b : {&batch, &noisy}) {
+  for (const data::PackedBatch* b : {&batch, static_cast<const data::PackedBatch*>(&noisy)}) {
     Model model(tiny());
     TrainState state = TrainState::init(model.config(), seed, cpu);
     const BatchArrays arrays = BatchArrays::allocate(cap, cpu);

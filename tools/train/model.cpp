@@ -15,26 +15,34 @@ void require(bool ok, const std::string& what) {
   if (!ok) throw InvalidArgument(what);
 }
 
-// A planned operation and the names of its operands, in its parameter order (ascending uid).
+// An operation graph recorded as planned calls of segments one engine family serves
+// (engines::planned_segments), so the same recording plans on the CPU's reference engine and on
+// a GPU's engines alike. Operands are passed and returned by tensor name.
 struct Planned {
-  Kernel kernel;
-  std::vector<std::string> inputs, outputs;
-  explicit Planned(const op::Graph& g) : kernel(engines::planned_kernel(g)) {
+  std::vector<engines::PlannedSegment> segments;
+  std::map<std::string, int64_t> inputs, outputs;  // name -> uid in the whole graph
+  explicit Planned(const op::Graph& g) : segments(engines::planned_segments(g)) {
     for (const Tensor& t : g.operand_tensors())
-      (t.producer() < 0 ? inputs : outputs).push_back(t.name());
+      (t.producer() < 0 ? inputs : outputs).emplace(t.name(), t.uid());
   }
-  // Calls it with `args` by operand name; returns the outputs by name.
   std::map<std::string, Value> call(Recorder& r, const std::map<std::string, Value>& args,
                                     const std::string& label) const {
-    std::vector<Arg> ordered;
-    for (const std::string& n : inputs) {
-      const auto it = args.find(n);
-      require(it != args.end(), "train: planned op " + label + " misses operand '" + n + "'");
-      ordered.emplace_back(it->second);
+    std::map<int64_t, Value> values;
+    for (const auto& [name, uid] : inputs) {
+      const auto it = args.find(name);
+      require(it != args.end(), "train: planned op " + label + " misses operand '" + name + "'");
+      values.emplace(uid, it->second);
     }
-    const std::vector<Value> out = r.call_all(kernel, ordered, CallOptions{{}, label});
+    for (std::size_t s = 0; s < segments.size(); ++s) {
+      const engines::PlannedSegment& seg = segments[s];
+      std::vector<Arg> ordered;
+      for (int64_t uid : seg.inputs) ordered.emplace_back(values.at(uid));
+      const std::string name = segments.size() == 1 ? label : label + "." + std::to_string(s);
+      const std::vector<Value> out = r.call_all(seg.kernel, ordered, CallOptions{{}, name});
+      for (std::size_t i = 0; i < out.size(); ++i) values.insert_or_assign(seg.outputs[i], out[i]);
+    }
     std::map<std::string, Value> named;
-    for (std::size_t i = 0; i < outputs.size(); ++i) named.emplace(outputs[i], out[i]);
+    for (const auto& [name, uid] : outputs) named.emplace(name, values.at(uid));
     return named;
   }
 };
@@ -191,10 +199,20 @@ const Model::Kernels& Model::kernels(int64_t t, int64_t slots) {
     const Tensor kk = g.tensor({"k", {t, h, d / h}, f32});
     const Tensor vv = g.tensor({"v", {t, h, d / h}, f32});
     const Tensor cu = g.tensor({"cu_seqlens", {slots + 1}, DType::i32});
-    out(g.op("sdpa", {{"q", q}, {"k", kk}, {"v", vv}, {"cu_seqlens_q", cu}, {"cu_seqlens_kv", cu}},
-             {{"causal", true}})
-            .at("o"),
-        "o");
+    // In attention_dtype (GPU attention kernels serve 16-bit floats), f32 around it.
+    const DType ad = config_.attention_dtype;
+    auto to = [&g](const Tensor& x, DType dt) {
+      return x.dtype() == dt ? x : g.pointwise("cast", x, {{"dtype", dt}});
+    };
+    const Tensor o = g.op("sdpa",
+                          {{"q", to(q, ad)},
+                           {"k", to(kk, ad)},
+                           {"v", to(vv, ad)},
+                           {"cu_seqlens_q", cu},
+                           {"cu_seqlens_kv", cu}},
+                          {{"causal", true}})
+                         .at("o");
+    out(to(o, f32), "o");
     k->attention = std::make_unique<Planned>(g);
   }
   {  // x1 = x + where(active, o, 0) Wo; y = x1 + silu(rms_norm(x1) W1) W2

@@ -4,12 +4,13 @@
 // averaged over the tokens of the loss mask; then the reverse pass (diff::gradients) and a fused
 // AdamW, all recorded into one graph, one launch per step.
 //
-// The structured parts are planned operations (op::Graph through engines::planned_kernel, whose
-// derivatives are op::backward's); glue (masks, the step counter, the update) are standard
-// kernels. Padding rows (past L = cu_seqlens[N]) follow the seed's rules: the attention output's
-// padding rows are undefined, so they are masked (where) before the output projection reduces
-// over rows in its weight gradient; q, k, v pass through a where that is also their gradient
-// barrier (sdpa_bwd's padding rows of dq, dk, dv never reach the projections' weight gradients).
+// The structured parts are planned operations (op::Graphs recorded as engines::planned_segments:
+// one planned kernel per piece an engine family serves, each differentiated by op::backward); glue
+// (masks, the step counter, the update) are standard kernels. Padding rows (past L = cu_seqlens[N])
+// follow the seed's rules: the attention output's padding rows are undefined, so they are masked
+// (where) before the output projection reduces over rows in its weight gradient; q, k, v pass
+// through a where that is also their gradient barrier (sdpa_bwd's padding rows of dq, dk, dv never
+// reach the projections' weight gradients).
 #pragma once
 
 #include <cstdint>
@@ -28,6 +29,9 @@ struct ModelConfig {
   int64_t heads = 4;
   int64_t layers = 2;
   int64_t mlp = 0;  // hidden width of the MLP; 0: 4 * dim
+  // The dtype attention computes in (q, k, v cast to it, o cast back to f32): f32 on the CPU;
+  // bf16 on a GPU, whose attention kernels serve 16-bit floats (head dim 64 or 128).
+  DType attention_dtype = DType::f32;
   int64_t mlp_width() const { return mlp > 0 ? mlp : 4 * dim; }
   // Throws InvalidArgument naming the field when a size is not positive or dim % heads != 0.
   void check() const;

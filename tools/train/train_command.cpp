@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
+#include <map>
 #include <stdexcept>
 
 #include "train/trainer.hpp"
@@ -48,12 +49,15 @@ std::filesystem::path default_docs() {
 train::TrainOptions parse(const std::vector<std::string>& args) {
   train::TrainOptions o;
   o.device = cuda_available() ? Device::cuda(0) : Device::cpu();
+  std::map<std::string, bool> given;
+  std::string attention;
   for (std::size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
     auto value = [&]() -> const std::string& {
       if (i + 1 >= args.size()) throw UsageError(a + " needs a value");
       return args[++i];
     };
+    given[a] = true;
     if (a == "--device") {
       const std::string& v = value();
       try {
@@ -85,12 +89,25 @@ train::TrainOptions parse(const std::vector<std::string>& args) {
       o.seed = static_cast<uint64_t>(integer(a, value(), 0));
     } else if (a == "--lr") {
       o.adamw.lr = real(a, value());
+    } else if (a == "--attention-dtype") {
+      attention = value();
+      if (attention != "f32" && attention != "bf16")
+        throw UsageError("--attention-dtype must be f32 or bf16, got '" + attention + "'");
     } else if (a == "--threads") {
       o.threads = static_cast<int>(integer(a, value(), 0));
     } else {
       throw UsageError("unknown option '" + a + "'");
     }
   }
+  // A GPU gets a larger model by default, shaped for its attention kernels (bf16, head dim 64).
+  if (o.device.is_cuda()) {
+    if (!given["--tokens"]) o.capacity.tokens = 4096;
+    if (!given["--slots"]) o.capacity.slots = 32;
+    if (!given["--dim"]) o.model.dim = 512;
+    if (!given["--heads"]) o.model.heads = 8;
+  }
+  if (attention.empty()) attention = o.device.is_cuda() ? "bf16" : "f32";
+  o.model.attention_dtype = attention == "bf16" ? DType::bf16 : DType::f32;
   if (o.model.dim % o.model.heads != 0)
     throw UsageError("--dim (" + std::to_string(o.model.dim) + ") must be a multiple of --heads (" +
                      std::to_string(o.model.heads) + ")");
@@ -118,15 +135,16 @@ void train_usage(std::FILE* to) {
       "  real documents (byte tokens); each step (forward, reverse, AdamW) is one recorded\n"
       "  graph launch. Prints a line per step and a summary.\n"
       "  --device cpu|cuda[:N]  where to run (default: cuda:0 when a GPU is present, else cpu)\n"
-      "  --steps N              training steps (default 30)\n"
-      "  --tokens T             token capacity of a batch (default 256)\n"
-      "  --slots N              sequence slots of a batch (default 16)\n"
+      "  --steps N              training steps (default 100)\n"
+      "  --tokens T             token capacity of a batch (default 256; on a GPU 4096)\n"
+      "  --slots N              sequence slots of a batch (default 16; on a GPU 32)\n"
       "  --lookahead B          candidate segments the packer chooses from (default 32)\n"
       "  --segment-cap S        documents are split into segments of at most S tokens\n"
       "                         (default T / 4)\n"
       "  --layers L             transformer blocks (default 2)\n"
-      "  --dim D                model width (default 64)\n"
-      "  --heads H              attention heads, dividing D (default 4)\n"
+      "  --dim D                model width (default 64; on a GPU 512)\n"
+      "  --heads H              attention heads, dividing D (default 4; on a GPU 8)\n"
+      "  --attention-dtype f32|bf16  what attention computes in (default f32; on a GPU bf16)\n"
       "  --docs DIR             text to train on (default: the Python standard library under\n"
       "                         /usr/lib/python3.*, else eagle's own src/)\n"
       "  --max-tokens N         read at most N bytes of the corpus (default 4000000)\n"

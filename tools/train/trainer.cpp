@@ -23,7 +23,7 @@ TrainReport run_training(const TrainOptions& o,
   if (o.capacity.tokens < 2 || o.capacity.slots < 1)
     throw InvalidArgument("train: --tokens must be >= 2 and --slots >= 1");
   const int64_t cap =
-      o.segment_cap > 0 ? o.segment_cap : std::max<int64_t>(2, o.capacity.tokens / 2);
+      o.segment_cap > 0 ? o.segment_cap : std::max<int64_t>(2, o.capacity.tokens / 4);
   if (cap > o.capacity.tokens)
     throw InvalidArgument("train: the segment cap (" + std::to_string(cap) +
                           ") must not exceed --tokens (" + std::to_string(o.capacity.tokens) + ")");
