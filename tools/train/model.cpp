@@ -332,8 +332,9 @@ Value Model::forward(Recorder& r, const StepInputs& in, int64_t t,
   return loss;
 }
 
-Value Model::record_loss(Recorder& r, const StepInputs& in, int64_t capacity) {
-  return forward(r, in, capacity, nullptr);
+Value Model::record_loss(Recorder& r, const StepInputs& in, int64_t capacity,
+                         std::vector<Value>* params) {
+  return forward(r, in, capacity, params);
 }
 
 Value Model::record_step(Recorder& r, const StepInputs& in, int64_t capacity) {

@@ -93,8 +93,10 @@ class Model {
   // Returns the loss (a [1] f32 value: the mean cross entropy over the loss mask's tokens, 0
   // when the mask is empty). Record with RecordOptions{.record = true}.
   Value record_step(Recorder& r, const StepInputs& in, int64_t capacity);
-  // The forward alone (no gradients, no update), for checks.
-  Value record_loss(Recorder& r, const StepInputs& in, int64_t capacity);
+  // The forward alone (no gradients, no update), for checks; `params` (may be null) receives
+  // the values of the params (externals), in TrainState order.
+  Value record_loss(Recorder& r, const StepInputs& in, int64_t capacity,
+                    std::vector<Value>* params = nullptr);
 
  private:
   struct Kernels;
