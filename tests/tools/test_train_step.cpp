@@ -171,6 +171,18 @@ TEST(TrainStep, GradientsMatchFiniteDifferencesOfTheLoss) {
   EXPECT_EQ(checked, 3 * state.params.size());
 }
 
+TEST(TrainParagraphs, SplitAfterBlankLinesAndAtTheCap) {
+  data::Segment doc;
+  doc.source = "d";
+  for (char c : std::string("ab\n\ncdefg\nh\n\n\nij")) doc.tokens.push_back(c);
+  const std::vector<data::Segment> parts = train::paragraphs({doc}, 4);
+  std::vector<std::string> got;
+  for (const auto& p : parts) got.emplace_back(p.tokens.begin(), p.tokens.end());
+  EXPECT_EQ(got, (std::vector<std::string>{"ab\n\n", "cdef", "g\nh\n", "\n\n", "ij"}));
+  EXPECT_EQ(parts[1].source, "d#1");
+  test::expect_invalid([&] { train::paragraphs({doc}, 0); }, "segment cap must be >= 1");
+}
+
 TEST(TrainStep, LossGoesDownOverThirtyStepsOnRealText) {
   train::TrainOptions o;
   o.docs = std::filesystem::path(EAGLE_SOURCE_DIR) / "src";

@@ -3,6 +3,7 @@
 #include "train/trainer.hpp"
 
 #include <chrono>
+#include <limits>
 #include <memory>
 
 namespace eagle::train {
@@ -14,6 +15,31 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 }
 
 }  // namespace
+
+std::vector<data::Segment> paragraphs(const std::vector<data::Segment>& documents, int64_t cap) {
+  if (cap < 1)
+    throw InvalidArgument("train: the segment cap must be >= 1, got " + std::to_string(cap));
+  std::vector<data::Segment> out;
+  for (const data::Segment& d : documents) {
+    const std::vector<int32_t>& t = d.tokens;
+    std::size_t begin = 0;
+    int part = 0;
+    auto emit = [&](std::size_t end) {
+      data::Segment s;
+      s.tokens.assign(t.begin() + static_cast<std::ptrdiff_t>(begin),
+                      t.begin() + static_cast<std::ptrdiff_t>(end));
+      s.source = d.source + "#" + std::to_string(part++);
+      out.push_back(std::move(s));
+      begin = end;
+    };
+    for (std::size_t i = 0; i < t.size(); ++i) {
+      const bool blank_line = i > begin && t[i] == '\n' && t[i - 1] == '\n';
+      if (blank_line || i + 1 - begin == static_cast<std::size_t>(cap)) emit(i + 1);
+    }
+    if (begin < t.size()) emit(t.size());
+  }
+  return out;
+}
 
 TrainReport run_training(const TrainOptions& o,
                          const std::function<void(const TrainReport&)>& on_ready,
@@ -28,8 +54,9 @@ TrainReport run_training(const TrainOptions& o,
     throw InvalidArgument("train: the segment cap (" + std::to_string(cap) +
                           ") must not exceed --tokens (" + std::to_string(o.capacity.tokens) + ")");
   TrainReport report;
+  // Whole documents, then paragraphs (split after each blank line) of at most `cap` tokens.
   const std::vector<data::Segment> segments =
-      data::read_documents(o.docs, cap, o.max_tokens, &report.corpus);
+      paragraphs(data::read_documents(o.docs, int64_t{1} << 40, o.max_tokens, &report.corpus), cap);
   if (segments.empty())
     throw InvalidArgument("train: no text found under '" + o.docs.string() + "'");
   report.segments = static_cast<int64_t>(segments.size());

@@ -17,7 +17,7 @@ struct TrainOptions {
   int64_t steps = 100;
   data::BatchCapacity capacity{256, 16};  // T, N
   int64_t lookahead = 32;                 // B
-  int64_t segment_cap = 0;                // 0: T / 4
+  int64_t segment_cap = 0;                // paragraphs are cut at this length; 0: T / 4
   std::filesystem::path docs;             // a folder or a file of text
   int64_t max_tokens = 4'000'000;         // read at most this much of the corpus
   ModelConfig model;
@@ -47,6 +47,11 @@ struct TrainReport {
   std::size_t graph_bytes = 0;  // device bytes the graph allocated at build
   double record_seconds = 0, build_seconds = 0;
 };
+
+// Documents cut into paragraphs: a segment ends after each blank line ("\n\n") and after `cap`
+// tokens, whichever comes first (code and prose give a ragged mix of lengths). Throws
+// InvalidArgument when cap < 1.
+std::vector<data::Segment> paragraphs(const std::vector<data::Segment>& documents, int64_t cap);
 
 // Reads the corpus, records and builds the step graph, runs `steps` replays. `on_step` (may be
 // empty) sees each step as it completes; `on_ready` once the graph is built.
