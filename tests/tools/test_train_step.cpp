@@ -7,7 +7,7 @@
 #include <cmath>
 #include <numeric>
 
-#include "random.hpp"
+#include "test_util.hpp"
 #include "train/trainer.hpp"
 
 namespace eagle {
