@@ -160,6 +160,7 @@ void load_batch(const data::PackedBatch& batch, BatchStaging& staging, const Bat
 
 struct Model::Kernels {
   std::unique_ptr<Planned> embed, qkv, attention, post, head;
+  std::vector<op::Graph> graphs;  // the whole graphs, unplanned
 };
 
 Model::Model(ModelConfig config) : config_(config) {
@@ -177,6 +178,7 @@ const Model::Kernels& Model::kernels(int64_t t, int64_t slots) {
     const Tensor ids = g.tensor({"ids", {t}, DType::i32});
     out(g.op("embedding", {{"table", table}, {"ids", ids}}).at("y"), "x");
     k->embed = std::make_unique<Planned>(g);
+    k->graphs.push_back(g.clone());
   }
   {  // q, k, v = where(active, rms_norm(x) W, 0): also the gradient barrier before sdpa
     op::Graph g("qkv");
@@ -192,6 +194,7 @@ const Model::Kernels& Model::kernels(int64_t t, int64_t slots) {
     out(g.where(active, g.matmul(hn, wk), zero), "k");
     out(g.where(active, g.matmul(hn, wv), zero), "v");
     k->qkv = std::make_unique<Planned>(g);
+    k->graphs.push_back(g.clone());
   }
   {  // causal softmax attention per sequence of the packed batch
     op::Graph g("attention");
@@ -214,6 +217,7 @@ const Model::Kernels& Model::kernels(int64_t t, int64_t slots) {
                          .at("o");
     out(to(o, f32), "o");
     k->attention = std::make_unique<Planned>(g);
+    k->graphs.push_back(g.clone());
   }
   {  // x1 = x + where(active, o, 0) Wo; y = x1 + silu(rms_norm(x1) W1) W2
     op::Graph g("block_out");
@@ -229,6 +233,7 @@ const Model::Kernels& Model::kernels(int64_t t, int64_t slots) {
     const Tensor up = g.pointwise("silu", g.matmul(rms_norm(g, x1, g2), w1));
     out(g.pointwise("add", x1, g.matmul(up, w2)), "y");
     k->post = std::make_unique<Planned>(g);
+    k->graphs.push_back(g.clone());
   }
   {  // loss = sum(ce(rms_norm(x) Wh, labels) * mask) / max(sum(mask), 1)
     op::Graph g("head");
@@ -249,9 +254,16 @@ const Model::Kernels& Model::kernels(int64_t t, int64_t slots) {
     const Tensor count = g.pointwise("max", total(mask), one);
     out(g.pointwise("div", total(g.pointwise("mul", ce, mask)), count), "loss");
     k->head = std::make_unique<Planned>(g);
+    k->graphs.push_back(g.clone());
   }
   slot = k;
   return *slot;
+}
+
+std::vector<op::Graph> Model::op_graphs(int64_t capacity, int64_t slots) {
+  std::vector<op::Graph> out;
+  for (const op::Graph& g : kernels(capacity, slots).graphs) out.push_back(g.clone());
+  return out;
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -93,6 +93,9 @@ class Model {
   // Returns the loss (a [1] f32 value: the mean cross entropy over the loss mask's tokens, 0
   // when the mask is empty). Record with RecordOptions{.record = true}.
   Value record_step(Recorder& r, const StepInputs& in, int64_t capacity);
+  // The model's operation graphs for capacity T and N slots (unplanned copies: embed, qkv,
+  // attention, block_out, head), e.g. to check what a device's engines serve.
+  std::vector<op::Graph> op_graphs(int64_t capacity, int64_t slots);
   // The forward alone (no gradients, no update), for checks; `params` (may be null) receives
   // the values of the params (externals), in TrainState order.
   Value record_loss(Recorder& r, const StepInputs& in, int64_t capacity,
