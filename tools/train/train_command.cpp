@@ -135,7 +135,7 @@ void train_usage(std::FILE* to) {
       "  real documents (byte tokens); each step (forward, reverse, AdamW) is one recorded\n"
       "  graph launch. Prints a line per step and a summary.\n"
       "  --device cpu|cuda[:N]  where to run (default: cuda:0 when a GPU is present, else cpu)\n"
-      "  --steps N              training steps (default 100)\n"
+      "  --steps N              training steps (default 200)\n"
       "  --tokens T             token capacity of a batch (default 256; on a GPU 4096)\n"
       "  --slots N              sequence slots of a batch (default 16; on a GPU 32)\n"
       "  --lookahead B          candidate segments the packer chooses from (default 32)\n"
@@ -197,11 +197,20 @@ int run_train(const std::vector<std::string>& args) {
   double fill = 0;
   for (const auto& s : r.steps) fill += static_cast<double>(s.active_tokens);
   fill /= static_cast<double>(r.steps.size()) * static_cast<double>(o.capacity.tokens);
+  // Single-batch losses are noisy: also the means of the first and last ten steps.
+  const std::size_t n = r.steps.size(), k = std::min<std::size_t>(10, n);
+  double head = 0, tail = 0;
+  for (std::size_t i = 0; i < k; ++i) {
+    head += r.steps[i].loss / static_cast<double>(k);
+    tail += r.steps[n - k + i].loss / static_cast<double>(k);
+  }
   std::printf(
-      "summary: loss %.4f -> %.4f over %zu steps; mean step %.2f ms, host time in launch %.3f "
-      "ms per replay (steps 2..; on the CPU the host schedule runs the step inside launch); "
-      "mean fill %.1f%%\n",
-      r.steps.front().loss, r.steps.back().loss, r.steps.size(),
+      "summary: loss %.4f -> %.4f over %zu steps (mean of the first %zu %.4f, of the last "
+      "%zu %.4f)\n",
+      r.steps.front().loss, r.steps.back().loss, n, k, head, k, tail);
+  std::printf(
+      "  mean step %.2f ms, host time in Graph::launch %.3f ms per replay (steps 2..; on "
+      "the CPU the host schedule runs the whole step inside launch), mean fill %.1f%%\n",
       mean(r.steps, &train::StepLog::seconds, skip) * 1e3,
       mean(r.steps, &train::StepLog::launch_seconds, skip) * 1e3, fill * 100);
   return 0;

@@ -14,7 +14,7 @@ namespace eagle::train {
 
 struct TrainOptions {
   Device device = Device::cpu();
-  int64_t steps = 100;
+  int64_t steps = 200;
   data::BatchCapacity capacity{256, 16};  // T, N
   int64_t lookahead = 32;                 // B
   int64_t segment_cap = 0;                // paragraphs are cut at this length; 0: T / 4
