@@ -84,6 +84,40 @@ TEST(TrainStep, ReplaysWithOtherBatchesGiveTheLossOfAFreshGraph) {
   EXPECT_EQ(state.count.to_vector<int64_t>()[0], static_cast<int64_t>(shapes.size()));
 }
 
+TEST(TrainStep, ASmallerCapacityReadsThePrefixAndGivesTheSameStep) {
+  // A bucket's view: arrays sized for T = 64, steps recorded for T = 64 and for T = 24 (the
+  // prefix rows), fed one batch of L = 21 <= 24: the same loss and the same update.
+  const data::BatchCapacity cap{64, 4};
+  const uint64_t seed = test::rng()();
+  const data::PackedBatch batch = random_batch({8, 6, 7}, cap);
+  std::vector<double> losses;
+  std::vector<std::vector<float>> params;
+  for (int64_t t : {int64_t{64}, int64_t{24}}) {
+    Model model(tiny());
+    TrainState state = TrainState::init(model.config(), seed, cpu);
+    const BatchArrays arrays = BatchArrays::allocate(cap, cpu);
+    BatchStaging staging = BatchStaging::allocate(cap);
+    train::load_batch(batch, staging, arrays, nullptr);
+    const StepInputs in{&model.config(), &state, &arrays, {}};
+    Graph step = Graph::record([&](Recorder& r) { r.result(model.record_step(r, in, t)); },
+                               RecordOptions{.record = true});
+    step.build(cpu);
+    losses.push_back(step()[0].to_vector<double>()[0]);
+    std::vector<float> all;
+    for (const Array& p : state.params) {
+      const std::vector<float> v = p.to_vector<float>();
+      all.insert(all.end(), v.begin(), v.end());
+    }
+    params.push_back(all);
+  }
+  EXPECT_NEAR(losses[1], losses[0], 1e-6 * (1 + std::abs(losses[0])));
+  ASSERT_EQ(params[0].size(), params[1].size());
+  std::size_t differ = 0;
+  for (std::size_t i = 0; i < params[0].size(); ++i)
+    differ += !(std::abs(params[0][i] - params[1][i]) <= 1e-5f * (1 + std::abs(params[0][i])));
+  EXPECT_EQ(differ, 0u) << "params after one step differ between capacities 64 and 24";
+}
+
 TEST(TrainStep, PaddingRowsChangeNeitherTheLossNorTheUpdate) {
   const data::BatchCapacity cap{48, 4};
   const uint64_t seed = test::rng()();
