@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <map>
+#include <set>
 #include <stdexcept>
 
 #include "train/trainer.hpp"
@@ -46,68 +47,64 @@ std::filesystem::path default_docs() {
   return std::filesystem::path(EAGLE_TOOLS_DIR) / ".." / "src";
 }
 
+Device device_of(const std::string& v) {
+  try {
+    return Device::parse(v);
+  } catch (const InvalidArgument&) {
+    throw UsageError("--device must be cpu or cuda[:N], got '" + v + "'");
+  }
+}
+
+DType attention_dtype_of(const std::string& v) {
+  if (v != "f32" && v != "bf16")
+    throw UsageError("--attention-dtype must be f32 or bf16, got '" + v + "'");
+  return v == "bf16" ? DType::bf16 : DType::f32;
+}
+
+// Each option and what it sets (`a` is the option's name, for messages).
+using Setter = void (*)(train::TrainOptions& o, const std::string& a, const std::string& v);
+const std::map<std::string, Setter>& setters() {
+  using O = train::TrainOptions;
+  using S = const std::string&;
+  static const std::map<std::string, Setter> m = {
+      {"--device", [](O& o, S, S v) { o.device = device_of(v); }},
+      {"--steps", [](O& o, S a, S v) { o.steps = integer(a, v, 1); }},
+      {"--tokens", [](O& o, S a, S v) { o.capacity.tokens = integer(a, v, 2); }},
+      {"--slots", [](O& o, S a, S v) { o.capacity.slots = integer(a, v, 1); }},
+      {"--lookahead", [](O& o, S a, S v) { o.lookahead = integer(a, v, 1); }},
+      {"--segment-cap", [](O& o, S a, S v) { o.segment_cap = integer(a, v, 1); }},
+      {"--layers", [](O& o, S a, S v) { o.model.layers = integer(a, v, 1); }},
+      {"--dim", [](O& o, S a, S v) { o.model.dim = integer(a, v, 1); }},
+      {"--heads", [](O& o, S a, S v) { o.model.heads = integer(a, v, 1); }},
+      {"--attention-dtype", [](O& o, S, S v) { o.model.attention_dtype = attention_dtype_of(v); }},
+      {"--docs", [](O& o, S, S v) { o.docs = v; }},
+      {"--max-tokens", [](O& o, S a, S v) { o.max_tokens = integer(a, v, 1); }},
+      {"--seed", [](O& o, S a, S v) { o.seed = static_cast<uint64_t>(integer(a, v, 0)); }},
+      {"--lr", [](O& o, S a, S v) { o.adamw.lr = real(a, v); }},
+      {"--threads", [](O& o, S a, S v) { o.threads = static_cast<int>(integer(a, v, 0)); }},
+  };
+  return m;
+}
+
 train::TrainOptions parse(const std::vector<std::string>& args) {
   train::TrainOptions o;
   o.device = cuda_available() ? Device::cuda(0) : Device::cpu();
-  std::map<std::string, bool> given;
-  std::string attention;
-  for (std::size_t i = 0; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    auto value = [&]() -> const std::string& {
-      if (i + 1 >= args.size()) throw UsageError(a + " needs a value");
-      return args[++i];
-    };
-    given[a] = true;
-    if (a == "--device") {
-      const std::string& v = value();
-      try {
-        o.device = Device::parse(v);
-      } catch (const InvalidArgument&) {
-        throw UsageError("--device must be cpu or cuda[:N], got '" + v + "'");
-      }
-    } else if (a == "--steps") {
-      o.steps = integer(a, value(), 1);
-    } else if (a == "--tokens") {
-      o.capacity.tokens = integer(a, value(), 2);
-    } else if (a == "--slots") {
-      o.capacity.slots = integer(a, value(), 1);
-    } else if (a == "--lookahead") {
-      o.lookahead = integer(a, value(), 1);
-    } else if (a == "--segment-cap") {
-      o.segment_cap = integer(a, value(), 1);
-    } else if (a == "--layers") {
-      o.model.layers = integer(a, value(), 1);
-    } else if (a == "--dim") {
-      o.model.dim = integer(a, value(), 1);
-    } else if (a == "--heads") {
-      o.model.heads = integer(a, value(), 1);
-    } else if (a == "--docs") {
-      o.docs = value();
-    } else if (a == "--max-tokens") {
-      o.max_tokens = integer(a, value(), 1);
-    } else if (a == "--seed") {
-      o.seed = static_cast<uint64_t>(integer(a, value(), 0));
-    } else if (a == "--lr") {
-      o.adamw.lr = real(a, value());
-    } else if (a == "--attention-dtype") {
-      attention = value();
-      if (attention != "f32" && attention != "bf16")
-        throw UsageError("--attention-dtype must be f32 or bf16, got '" + attention + "'");
-    } else if (a == "--threads") {
-      o.threads = static_cast<int>(integer(a, value(), 0));
-    } else {
-      throw UsageError("unknown option '" + a + "'");
-    }
+  std::set<std::string> given;
+  for (std::size_t i = 0; i < args.size(); i += 2) {  // option, value
+    const auto it = setters().find(args[i]);
+    if (it == setters().end()) throw UsageError("unknown option '" + args[i] + "'");
+    if (i + 1 >= args.size()) throw UsageError(args[i] + " needs a value");
+    it->second(o, args[i], args[i + 1]);
+    given.insert(args[i]);
   }
   // A GPU gets a larger model by default, shaped for its attention kernels (bf16, head dim 64).
   if (o.device.is_cuda()) {
-    if (!given["--tokens"]) o.capacity.tokens = 4096;
-    if (!given["--slots"]) o.capacity.slots = 32;
-    if (!given["--dim"]) o.model.dim = 512;
-    if (!given["--heads"]) o.model.heads = 8;
+    if (!given.count("--tokens")) o.capacity.tokens = 4096;
+    if (!given.count("--slots")) o.capacity.slots = 32;
+    if (!given.count("--dim")) o.model.dim = 512;
+    if (!given.count("--heads")) o.model.heads = 8;
+    if (!given.count("--attention-dtype")) o.model.attention_dtype = DType::bf16;
   }
-  if (attention.empty()) attention = o.device.is_cuda() ? "bf16" : "f32";
-  o.model.attention_dtype = attention == "bf16" ? DType::bf16 : DType::f32;
   if (o.model.dim % o.model.heads != 0)
     throw UsageError("--dim (" + std::to_string(o.model.dim) + ") must be a multiple of --heads (" +
                      std::to_string(o.model.heads) + ")");
