@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# The main job: builds eagle and runs `eagle demo` (on the GPU when one is present, else the
-# CPU). Extra arguments go to the demo, e.g. scripts/demo.sh --device cpu --size 512.
+# The main job: builds eagle and runs `eagle train` (on the GPU when one is present, else the
+# CPU): a small model trained on packed batches of real documents, each step one recorded graph.
+# Extra arguments go to it, e.g. scripts/demo.sh --device cpu --steps 50. (`build/tools/eagle
+# demo` is the heat-equation demo.)
 # Says what it is doing and shows the build's progress; prints nothing of the build when
 # everything is already built.
 set -euo pipefail
@@ -20,7 +22,7 @@ fi
 # finished build prints, are not.
 cmake --build build -j"$jobs" --target eagle_cli 2>&1 | awk -v jobs="$jobs" '
   /Built target|Scanning dependencies|Consolidate compiler generated/ { next }
-  !started { print "demo.sh: building eagle and the demo on " jobs " cores (a few minutes the first time, longer with CUDA)"; started = 1 }
+  !started { print "demo.sh: building eagle and the training job on " jobs " cores (a few minutes the first time, longer with CUDA)"; started = 1 }
   { print "  " $0; fflush() }
   END { if (started) print "demo.sh: built" }'
-build/tools/eagle demo "$@"
+build/tools/eagle train "$@"

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs on the GPU machine over the binaries packed by device_pack.sh. Usage (from the repo root
 # there): .carry/device_run.sh [PART...], parts (default all): tests, sanitize, repro, demo,
-# examples, bench. Logs go to $OUT (tests.txt, sanitize-<tool>.txt, repro.txt, demo.txt, bench.txt).
+# examples, bench. Logs go to $OUT (tests.txt, sanitize-<tool>.txt, repro.txt, demo.txt, train.txt, bench.txt).
 #   tests     every test, the CUDA half included
 #   sanitize  compute-sanitizer memcheck, racecheck, synccheck and initcheck over the CUDA tests
 #             (EAGLE_CUDA_TESTS replaces the gtest filter of what they run)
@@ -58,6 +58,7 @@ fi
 if want demo; then
   ./eagle demo 2>&1 | tee "$out/demo.txt"
   ./eagle demo --size 1024 --steps 100 2>&1 | tee -a "$out/demo.txt"
+  ./eagle train --steps 30 2>&1 | tee "$out/train.txt"
 fi
 if want examples; then
   : > "$out/examples.txt"

@@ -70,6 +70,9 @@ ASAN_OPTIONS=detect_leaks=1 run_ctest build-asan "CPU build under ASan + UBSan" 
 echo "== demo smoke run (CPU)"
 build/tools/eagle demo --device cpu --size 64 --steps 10 --repeats 2
 summary+=("demo: the CPU run's eager and graph results agree")
+echo "== training job smoke run (CPU)"
+build/tools/eagle train --device cpu --steps 10
+summary+=("train: ten CPU training steps, one graph launch each")
 
 echo
 echo "== summary"

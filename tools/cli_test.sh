@@ -21,7 +21,7 @@ expect 0 "usage: eagle <command>" -h
 expect 2 "usage: eagle <command>"
 expect 2 "unknown command 'frob'" frob
 expect 2 "unknown option '--frob'" --frob
-for c in demo devices ops pack; do
+for c in demo devices ops pack train; do
   expect 0 "usage: eagle $c" "$c" --help
   expect 0 "usage: eagle $c" "$c" -h
 done
@@ -39,5 +39,17 @@ expect 2 "--budgets takes positive integers" pack --zipf 1000,10 --budgets 0
 expect 1 "does not exist" pack --docs /nonexistent/eagle-docs
 expect 0 "recommendation:" pack --zipf 200000,400,3 --budgets 2048,4096 --lookahead 1,16
 expect 0 "results agree" demo --device cpu --size 16 --steps 2 --repeats 1
+src=$(cd "$(dirname "$0")/../src" && pwd)
+expect 2 "unknown option '--bogus'" train --bogus
+expect 2 "--steps must be an integer >= 1" train --steps 0
+expect 2 "--tokens must be an integer >= 2" train --tokens x
+expect 2 "--device must be cpu or cuda" train --device tpu
+expect 2 "--dim (30) must be a multiple of --heads (4)" train --device cpu --dim 30 --heads 4
+expect 2 "--attention-dtype must be f32 or bf16" train --attention-dtype f16
+expect 2 "--lr must be a positive number" train --lr -1
+expect 2 "--segment-cap must not exceed --tokens" train --device cpu --tokens 64 --segment-cap 65
+expect 1 "does not exist" train --device cpu --docs /nonexistent/eagle-docs
+expect 0 "summary: loss" train --device cpu --steps 3 --tokens 64 --slots 4 --dim 16 --heads 2 \
+  --layers 1 --docs "$src" --max-tokens 100000
 [ "$bad" -eq 0 ] && echo "cli: every check passed"
 exit "$bad"

@@ -9,6 +9,7 @@
 #include "eagle/engines/cudnn.hpp"
 #include "ops.hpp"
 #include "pack.hpp"
+#include "train/train_command.hpp"
 
 namespace {
 
@@ -49,6 +50,8 @@ const Command kCommands[] = {
      &eagle::tools::ops_usage, &eagle::tools::run_ops},
     {"pack", "how sequences pack into token budgets: fill, padding, M; T, N and buckets to use",
      &eagle::tools::pack_usage, &eagle::tools::run_pack},
+    {"train", "train a small model on packed documents: forward, reverse, AdamW as one graph",
+     &eagle::tools::train_usage, &eagle::tools::run_train},
 };
 
 void usage(std::FILE* to) {

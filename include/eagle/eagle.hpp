@@ -23,6 +23,7 @@
 #include "eagle/graph/recording.hpp"
 #include "eagle/kernel/cells.hpp"
 #include "eagle/kernel/kernel.hpp"
+#include "eagle/kernel/optim.hpp"
 #include "eagle/kernel/standard.hpp"
 #include "eagle/kernel/thread_team.hpp"
 #include "eagle/op/graph.hpp"

@@ -23,4 +23,22 @@ Kernel planned_kernel(const op::Graph& graph,
                       const std::vector<plan::HeurMode>& modes = {plan::HeurMode::A},
                       const plan::Manifest& manifest = builtin_manifest());
 
+// One piece of an operation graph cut for planning (planned_segments): a planned kernel, and the
+// uids in the whole graph of what it reads and writes (its parameters, in order).
+struct PlannedSegment {
+  Kernel kernel;
+  std::vector<int64_t> inputs, outputs;
+};
+
+// `graph` cut into segments one engine family serves on its own (each run of consecutive
+// pointwise nodes of one output dims is one segment, every other node a segment of its own),
+// each a planned_kernel, in an order that respects the data flow. A segment's outputs are the
+// tensors the whole graph outputs or another segment reads. For a forward mixing families (a
+// norm, matmuls, a mask) that no one engine serves on a GPU: record the segments' calls in order
+// (their derivatives are each segment's backward). Throws InvalidArgument when the graph fails
+// validate().
+std::vector<PlannedSegment> planned_segments(
+    const op::Graph& graph, const std::vector<plan::HeurMode>& modes = {plan::HeurMode::A},
+    const plan::Manifest& manifest = builtin_manifest());
+
 }  // namespace eagle::engines

@@ -1,0 +1,19 @@
+// planned_segments: an operation graph as planned kernels of segments one engine family serves.
+#include "eagle/engines/planned_kernel.hpp"
+#include "engines/graph_segments.hpp"
+
+namespace eagle::engines {
+
+std::vector<PlannedSegment> planned_segments(const op::Graph& graph,
+                                             const std::vector<plan::HeurMode>& modes,
+                                             const plan::Manifest& manifest) {
+  graph.validate();
+  std::vector<PlannedSegment> out;
+  if (graph.nodes().empty()) return out;
+  for (detail::Segment& s : detail::segments(graph))
+    out.push_back(
+        {planned_kernel(s.graph, modes, manifest), std::move(s.inputs), std::move(s.outputs)});
+  return out;
+}
+
+}  // namespace eagle::engines

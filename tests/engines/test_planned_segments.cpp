@@ -1,0 +1,75 @@
+// engines::planned_segments: an op::Graph mixing engine families as planned kernels of its
+// segments; recorded in order they compute what the whole graph's planned kernel computes, and
+// diff::gradients through them gives the whole kernel's gradients.
+#include <gtest/gtest.h>
+
+#include <map>
+
+#include "eagle/eagle.hpp"
+#include "test_util.hpp"
+
+namespace eagle {
+namespace {
+
+using op::Tensor;
+
+TEST(PlannedSegments, RecordedInOrderTheyMatchTheWholeGraphAndItsGradients) {
+  const Device cpu = Device::cpu();
+  op::Graph g("norm_matmul_mask");
+  const Tensor x = g.tensor({"x", {5, 4}, DType::f64});
+  const Tensor w = g.tensor({"w", {4, 3}, DType::f64});
+  const Tensor keep = g.tensor({"keep", {5, 1}, DType::u8});
+  const Tensor zero = g.tensor({"zero", {1}, DType::f64});
+  const Tensor h = g.op("rms_norm", {{"x", x}}).at("y");
+  g.where(keep, g.pointwise("silu", g.matmul(h, w)), zero).set_output(true).set_name("y");
+  const std::vector<engines::PlannedSegment> segs = engines::planned_segments(g);
+  ASSERT_EQ(segs.size(), 3u);  // rms_norm; matmul; silu and where
+  EXPECT_EQ(segs[0].inputs, std::vector<int64_t>{x.uid()});
+  EXPECT_EQ(segs[2].kernel.def().arrays.size(), 4u);  // matmul's output, keep, zero -> y
+
+  const Array x0 = test::random_array({5, 4}, DType::f64, cpu);
+  const Array w0 = test::random_array({4, 3}, DType::f64, cpu);
+  const Array keep0 = Array::from(std::vector<uint8_t>{1, 1, 0, 1, 0}, {5, 1}, cpu);
+  const Array zero0 = Array::from(std::vector<double>{0}, {1}, cpu);
+  std::vector<std::vector<double>> runs;
+  for (bool segmented : {false, true}) {
+    Graph graph = Graph::record(
+        [&](Recorder& r) {
+          std::map<int64_t, Value> v = {{x.uid(), r.param("x", x0)},
+                                        {w.uid(), r.param("w", w0)},
+                                        {keep.uid(), r.param("keep", keep0)},
+                                        {zero.uid(), r.param("zero", zero0)}};
+          Value y;
+          if (segmented) {
+            for (const engines::PlannedSegment& s : segs) {
+              std::vector<Arg> args;
+              for (int64_t uid : s.inputs) args.emplace_back(v.at(uid));
+              const std::vector<Value> out = r.call_all(s.kernel, args);
+              for (std::size_t i = 0; i < out.size(); ++i) v.insert_or_assign(s.outputs[i], out[i]);
+            }
+            y = v.at(g.operand_tensors().back().uid());
+          } else {
+            y = r.call(engines::planned_kernel(g),
+                       {v.at(x.uid()), v.at(w.uid()), v.at(keep.uid()), v.at(zero.uid())});
+          }
+          const Value loss = r.call(kernels::sum(), {y});
+          std::vector<Value> out = diff::gradients(r, {loss}, {v.at(x.uid()), v.at(w.uid())});
+          out.insert(out.begin(), y);
+          r.result(out);
+        },
+        RecordOptions{.record = true});
+    graph.build(cpu);
+    std::vector<double> all;
+    for (const Array& a : graph()) {
+      const std::vector<double> part = a.to_vector<double>();
+      all.insert(all.end(), part.begin(), part.end());
+    }
+    runs.push_back(all);
+  }
+  ASSERT_EQ(runs[0].size(), runs[1].size());
+  for (std::size_t i = 0; i < runs[0].size(); ++i)
+    EXPECT_NEAR(runs[1][i], runs[0][i], 1e-12 * (1 + std::abs(runs[0][i]))) << "element " << i;
+}
+
+}  // namespace
+}  // namespace eagle

@@ -1,0 +1,84 @@
+// Whether a GPU's engines serve every piece of the training job's step, checked without a GPU:
+// each forward segment of the model's operation graphs (as engines::planned_segments cuts them)
+// and each segment of their backward and recompute graphs (as a planned kernel's derivative
+// records them) gets a non-empty plan list for a stand-in H200 descriptor (sm 90). Planning
+// ranks engines by their capabilities and facts alone, so this runs in a CPU-only build too; it
+// says nothing of whether the plans then build and run on a GPU (EAGLE_TRAIN_PLANS_VERBOSE=1
+// prints the first entry of each list).
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <sstream>
+
+#include "eagle/op/backward.hpp"
+#include "engines/graph_segments.hpp"
+#include "test_util.hpp"
+#include "train/model.hpp"
+
+namespace eagle {
+namespace {
+
+bool is_float(DType d) {
+  return d == DType::f32 || d == DType::f64 || d == DType::f16 || d == DType::bf16;
+}
+
+// "" when some engine plans `g` for the stand-in GPU, else why not.
+std::string unplanned(const op::Graph& g) {
+  try {
+    const plan::ExecutionPlans plans = plan::ExecutionPlans::create(
+        g.clone(), engines::builtin_manifest(), test::stand_in_gpu(90), {plan::HeurMode::A});
+    if (std::getenv("EAGLE_TRAIN_PLANS_VERBOSE"))
+      std::printf("%s: %s\n", g.name().c_str(), plans.count() > 0 ? plans.name_at(0).c_str() : "-");
+    return plans.count() > 0 ? "" : "an empty plan list";
+  } catch (const NotSupported& e) {
+    return e.what();
+  }
+}
+
+std::string describe(const op::Graph& g) {
+  std::ostringstream s;
+  for (const op::Node& n : g.nodes()) {
+    s << n.op() << "(";
+    for (const auto& [port, t] : n.inputs())
+      s << port << ":" << dtype_name(t.dtype()) << shape_str(t.dims()) << " ";
+    s << ") ";
+  }
+  return s.str();
+}
+
+TEST(TrainGpuPlans, EverySegmentOfTheStepHasAPlanOnAnH200) {
+  train::ModelConfig c;  // eagle train's GPU defaults, at a smaller capacity
+  c.dim = 512;
+  c.heads = 8;
+  c.attention_dtype = DType::bf16;
+  train::Model model(c);
+  std::vector<std::string> failures;
+  auto check = [&](const op::Graph& g, const std::string& where) {
+    if (g.nodes().empty()) return;
+    for (const engines::detail::Segment& s : engines::detail::segments(g)) {
+      const std::string why = unplanned(s.graph);
+      if (!why.empty()) failures.push_back(where + ": " + describe(s.graph) + "-> " + why);
+    }
+  };
+  for (const op::Graph& g : model.op_graphs(512, 8)) {
+    for (const engines::detail::Segment& s : engines::detail::segments(g)) {
+      const std::string where = g.name() + " segment " + describe(s.graph);
+      const std::string why = unplanned(s.graph);
+      if (!why.empty()) failures.push_back(where + "-> " + why);
+      std::vector<op::Tensor> cotangents, wrt;
+      for (const op::Tensor& t : s.graph.operand_tensors()) {
+        if (!is_float(t.dtype())) continue;
+        (t.producer() < 0 ? wrt : cotangents).push_back(t);
+      }
+      if (cotangents.empty() || wrt.empty()) continue;
+      const op::BackwardGraph b = op::backward(s.graph, cotangents, wrt);
+      check(b.recompute, where + " recompute");
+      check(b.graph, where + " backward");
+    }
+  }
+  for (const std::string& f : failures) ADD_FAILURE() << f;
+}
+
+}  // namespace
+}  // namespace eagle

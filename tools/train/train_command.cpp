@@ -1,0 +1,216 @@
+// `eagle train`: the command line of the training job (tools/train/trainer.hpp).
+#include "train/train_command.hpp"
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <map>
+#include <set>
+#include <stdexcept>
+
+#include "train/trainer.hpp"
+
+namespace eagle::tools {
+
+namespace {
+
+struct UsageError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+int64_t integer(const std::string& option, const std::string& text, int64_t min) {
+  char* end = nullptr;
+  const long long v = std::strtoll(text.c_str(), &end, 10);
+  if (text.empty() || *end != '\0' || v < min)
+    throw UsageError(option + " must be an integer >= " + std::to_string(min) + ", got '" + text +
+                     "'");
+  return v;
+}
+
+double real(const std::string& option, const std::string& text) {
+  char* end = nullptr;
+  const double v = std::strtod(text.c_str(), &end);
+  if (text.empty() || *end != '\0' || !(v > 0))
+    throw UsageError(option + " must be a positive number, got '" + text + "'");
+  return v;
+}
+
+// The Python standard library's sources (a real corpus most machines carry), else eagle's own.
+std::filesystem::path default_docs() {
+  std::vector<std::filesystem::path> found;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator("/usr/lib", ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind("python3.", 0) == 0 && e.is_directory(ec)) found.push_back(e.path());
+  }
+  if (!found.empty()) return *std::max_element(found.begin(), found.end());
+  return std::filesystem::path(EAGLE_TOOLS_DIR) / ".." / "src";
+}
+
+Device device_of(const std::string& v) {
+  try {
+    return Device::parse(v);
+  } catch (const InvalidArgument&) {
+    throw UsageError("--device must be cpu or cuda[:N], got '" + v + "'");
+  }
+}
+
+DType attention_dtype_of(const std::string& v) {
+  if (v != "f32" && v != "bf16")
+    throw UsageError("--attention-dtype must be f32 or bf16, got '" + v + "'");
+  return v == "bf16" ? DType::bf16 : DType::f32;
+}
+
+// Each option and what it sets (`a` is the option's name, for messages).
+using Setter = void (*)(train::TrainOptions& o, const std::string& a, const std::string& v);
+const std::map<std::string, Setter>& setters() {
+  using O = train::TrainOptions;
+  using S = const std::string&;
+  static const std::map<std::string, Setter> m = {
+      {"--device", [](O& o, S, S v) { o.device = device_of(v); }},
+      {"--steps", [](O& o, S a, S v) { o.steps = integer(a, v, 1); }},
+      {"--tokens", [](O& o, S a, S v) { o.capacity.tokens = integer(a, v, 2); }},
+      {"--slots", [](O& o, S a, S v) { o.capacity.slots = integer(a, v, 1); }},
+      {"--lookahead", [](O& o, S a, S v) { o.lookahead = integer(a, v, 1); }},
+      {"--segment-cap", [](O& o, S a, S v) { o.segment_cap = integer(a, v, 1); }},
+      {"--layers", [](O& o, S a, S v) { o.model.layers = integer(a, v, 1); }},
+      {"--dim", [](O& o, S a, S v) { o.model.dim = integer(a, v, 1); }},
+      {"--heads", [](O& o, S a, S v) { o.model.heads = integer(a, v, 1); }},
+      {"--attention-dtype", [](O& o, S, S v) { o.model.attention_dtype = attention_dtype_of(v); }},
+      {"--docs", [](O& o, S, S v) { o.docs = v; }},
+      {"--max-tokens", [](O& o, S a, S v) { o.max_tokens = integer(a, v, 1); }},
+      {"--seed", [](O& o, S a, S v) { o.seed = static_cast<uint64_t>(integer(a, v, 0)); }},
+      {"--lr", [](O& o, S a, S v) { o.adamw.lr = real(a, v); }},
+      {"--threads", [](O& o, S a, S v) { o.threads = static_cast<int>(integer(a, v, 0)); }},
+  };
+  return m;
+}
+
+train::TrainOptions parse(const std::vector<std::string>& args) {
+  train::TrainOptions o;
+  o.device = cuda_available() ? Device::cuda(0) : Device::cpu();
+  std::set<std::string> given;
+  for (std::size_t i = 0; i < args.size(); i += 2) {  // option, value
+    const auto it = setters().find(args[i]);
+    if (it == setters().end()) throw UsageError("unknown option '" + args[i] + "'");
+    if (i + 1 >= args.size()) throw UsageError(args[i] + " needs a value");
+    it->second(o, args[i], args[i + 1]);
+    given.insert(args[i]);
+  }
+  // A GPU gets a larger model by default, shaped for its attention kernels (bf16, head dim 64).
+  if (o.device.is_cuda()) {
+    if (!given.count("--tokens")) o.capacity.tokens = 4096;
+    if (!given.count("--slots")) o.capacity.slots = 32;
+    if (!given.count("--dim")) o.model.dim = 512;
+    if (!given.count("--heads")) o.model.heads = 8;
+    if (!given.count("--attention-dtype")) o.model.attention_dtype = DType::bf16;
+  }
+  if (o.model.dim % o.model.heads != 0)
+    throw UsageError("--dim (" + std::to_string(o.model.dim) + ") must be a multiple of --heads (" +
+                     std::to_string(o.model.heads) + ")");
+  if (o.segment_cap > o.capacity.tokens) throw UsageError("--segment-cap must not exceed --tokens");
+  if (o.docs.empty()) o.docs = default_docs();
+  return o;
+}
+
+double mean(const std::vector<train::StepLog>& steps, double train::StepLog::*field,
+            std::size_t skip) {
+  double sum = 0;
+  std::size_t n = 0;
+  for (std::size_t i = skip; i < steps.size(); ++i, ++n) sum += steps[i].*field;
+  return n ? sum / static_cast<double>(n) : 0.0;
+}
+
+}  // namespace
+
+void train_usage(std::FILE* to) {
+  std::fprintf(
+      to,
+      "usage: eagle train [options]\n"
+      "  trains a small transformer (embedding, L blocks of rms_norm, causal varlen attention\n"
+      "  and MLP, LM head, cross entropy over the loss mask) on look-ahead packed batches of\n"
+      "  real documents (byte tokens); each step (forward, reverse, AdamW) is one recorded\n"
+      "  graph launch. Prints a line per step and a summary.\n"
+      "  --device cpu|cuda[:N]  where to run (default: cuda:0 when a GPU is present, else cpu)\n"
+      "  --steps N              training steps (default 200)\n"
+      "  --tokens T             token capacity of a batch (default 256; on a GPU 4096)\n"
+      "  --slots N              sequence slots of a batch (default 16; on a GPU 32)\n"
+      "  --lookahead B          candidate segments the packer chooses from (default 32)\n"
+      "  --segment-cap S        documents are split into paragraphs (at blank lines) of at\n"
+      "                         most S tokens\n"
+      "                         (default T / 4)\n"
+      "  --layers L             transformer blocks (default 2)\n"
+      "  --dim D                model width (default 64; on a GPU 512)\n"
+      "  --heads H              attention heads, dividing D (default 4; on a GPU 8)\n"
+      "  --attention-dtype f32|bf16  what attention computes in (default f32; on a GPU bf16)\n"
+      "  --docs DIR             text to train on (default: the Python standard library under\n"
+      "                         /usr/lib/python3.*, else eagle's own src/)\n"
+      "  --max-tokens N         read at most N bytes of the corpus (default 4000000)\n"
+      "  --seed N               initial weights (default 1)\n"
+      "  --lr X                 AdamW learning rate (default 0.003)\n"
+      "  --threads N            CPU thread team size (default 0: one per hardware thread)\n");
+}
+
+int run_train(const std::vector<std::string>& args) {
+  train::TrainOptions o;
+  try {
+    o = parse(args);
+  } catch (const UsageError& e) {
+    std::fprintf(stderr, "eagle train: %s\n", e.what());
+    train_usage(stderr);
+    return 2;
+  }
+  std::printf("eagle train: %lld layers, dim %lld, %lld heads, vocab %lld (bytes) on %s\n",
+              static_cast<long long>(o.model.layers), static_cast<long long>(o.model.dim),
+              static_cast<long long>(o.model.heads), static_cast<long long>(o.model.vocab),
+              o.device.str().c_str());
+  std::printf("  batches: T=%lld tokens, N=%lld slots, look-ahead B=%lld; corpus %s\n",
+              static_cast<long long>(o.capacity.tokens), static_cast<long long>(o.capacity.slots),
+              static_cast<long long>(o.lookahead), o.docs.string().c_str());
+  std::fflush(stdout);
+  const auto ready = [&](const train::TrainReport& r) {
+    std::printf("  corpus: %lld files, %lld bytes, %lld segments; %lld params\n",
+                static_cast<long long>(r.corpus.files), static_cast<long long>(r.corpus.tokens),
+                static_cast<long long>(r.segments), static_cast<long long>(r.params));
+    std::printf(
+        "  step graph: %lld recorded nodes (forward, reverse, AdamW), %d built nodes, %.1f MiB; "
+        "recorded in %.1f ms, built in %.1f ms\n",
+        static_cast<long long>(r.graph_nodes), r.native_nodes,
+        static_cast<double>(r.graph_bytes) / (1 << 20), r.record_seconds * 1e3,
+        r.build_seconds * 1e3);
+    std::fflush(stdout);
+  };
+  const auto step = [&](const train::StepLog& s) {
+    std::printf("step %4lld  loss %.4f  %9.0f tokens/s  fill %lld/%lld  M %lld  %.2f ms\n",
+                static_cast<long long>(s.step), s.loss,
+                static_cast<double>(s.active_tokens) / s.seconds,
+                static_cast<long long>(s.active_tokens), static_cast<long long>(o.capacity.tokens),
+                static_cast<long long>(s.sequences), s.seconds * 1e3);
+    std::fflush(stdout);
+  };
+  const train::TrainReport r = train::run_training(o, ready, step);
+  // Step 1 includes first-touch costs (plans, caches): means skip it when there are others.
+  const std::size_t skip = r.steps.size() > 1 ? 1 : 0;
+  double fill = 0;
+  for (const auto& s : r.steps) fill += static_cast<double>(s.active_tokens);
+  fill /= static_cast<double>(r.steps.size()) * static_cast<double>(o.capacity.tokens);
+  // Single-batch losses are noisy: also the means of the first and last ten steps.
+  const std::size_t n = r.steps.size(), k = std::min<std::size_t>(10, n);
+  double head = 0, tail = 0;
+  for (std::size_t i = 0; i < k; ++i) {
+    head += r.steps[i].loss / static_cast<double>(k);
+    tail += r.steps[n - k + i].loss / static_cast<double>(k);
+  }
+  std::printf(
+      "summary: loss %.4f -> %.4f over %zu steps (mean of the first %zu %.4f, of the last "
+      "%zu %.4f)\n",
+      r.steps.front().loss, r.steps.back().loss, n, k, head, k, tail);
+  std::printf(
+      "  mean step %.2f ms, host time in Graph::launch %.3f ms per replay (steps 2..; on "
+      "the CPU the host schedule runs the whole step inside launch), mean fill %.1f%%\n",
+      mean(r.steps, &train::StepLog::seconds, skip) * 1e3,
+      mean(r.steps, &train::StepLog::launch_seconds, skip) * 1e3, fill * 100);
+  return 0;
+}
+
+}  // namespace eagle::tools
