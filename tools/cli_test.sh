@@ -51,5 +51,16 @@ expect 2 "--segment-cap must not exceed --tokens" train --device cpu --tokens 64
 expect 1 "does not exist" train --device cpu --docs /nonexistent/eagle-docs
 expect 0 "summary: loss" train --device cpu --steps 3 --tokens 64 --slots 4 --dim 16 --heads 2 \
   --layers 1 --docs "$src" --max-tokens 100000
+expect 2 "--buckets must be an integer >= 2" train --buckets 64,x
+expect 0 "buckets: T = 16,32,64" train --device cpu --steps 3 --tokens 64 --slots 4 --dim 16 \
+  --heads 2 --layers 1 --docs "$src" --max-tokens 100000 --buckets 32,16
+trace=$(mktemp)
+expect 0 "summary: loss" train --device cpu --steps 2 --tokens 64 --slots 4 --dim 16 --heads 2 \
+  --layers 1 --docs "$src" --max-tokens 100000 --trace "$trace"
+if ! grep -q '"scope": "block0"' "$trace" || ! grep -q '"scope": "optimizer"' "$trace"; then
+  echo "FAIL: eagle train --trace wrote no scoped events to $trace"
+  bad=1
+fi
+rm -f "$trace"
 [ "$bad" -eq 0 ] && echo "cli: every check passed"
 exit "$bad"

@@ -33,7 +33,8 @@ Array BucketSet::Bucket::input(const std::string& name) const {
 }
 
 BucketSet::BucketSet(std::vector<int64_t> capacities, std::vector<Input> inputs, Device device,
-                     const Body& body, const RecordOptions& options)
+                     const Body& body, const RecordOptions& options,
+                     const BuildOptions& build_options)
     : capacities_(std::move(capacities)),
       inputs_(std::move(inputs)),
       device_(device),
@@ -65,7 +66,7 @@ BucketSet::BucketSet(std::vector<int64_t> capacities, std::vector<Input> inputs,
     arena = std::max(arena, MemoryArena::bytes_for(*recordings.back()));
   }
   arena_ = std::make_shared<MemoryArena>(device, arena);
-  BuildOptions build;
+  BuildOptions build = build_options;
   build.arena = arena_;
   for (auto& rec : recordings) {
     graphs_.push_back(Graph::from(rec));
@@ -108,6 +109,13 @@ BucketResults BucketSet::run(int64_t active) {
   out.generation_ = generation;
   out.current_ = generation_;
   return out;
+}
+
+int BucketSet::launch(int64_t active) {
+  const int b = select(active);
+  generation_->fetch_add(1);
+  graphs_[static_cast<std::size_t>(b)].launch(1);
+  return b;
 }
 
 std::size_t BucketSet::backing_bytes() const {

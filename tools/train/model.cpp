@@ -299,6 +299,7 @@ Value Model::forward(Recorder& r, const StepInputs& in, int64_t t,
   Value x = k.embed->call(r, {{"table", p[at++]}, {"ids", ids}}, "embed").at("x");
   for (int64_t l = 0; l < config_.layers; ++l) {
     const std::string tag = "l" + std::to_string(l) + ".";
+    auto block = r.scope("block" + std::to_string(l));
     std::map<std::string, Value> qkv = k.qkv->call(r,
                                                    {{"x", x},
                                                     {"g1", p[at]},
@@ -352,7 +353,12 @@ Value Model::record_loss(Recorder& r, const StepInputs& in, int64_t capacity,
 Value Model::record_step(Recorder& r, const StepInputs& in, int64_t capacity) {
   std::vector<Value> p;
   const Value loss = forward(r, in, capacity, &p);
-  const std::vector<Value> grads = diff::gradients(r, {loss}, p);
+  std::vector<Value> grads;
+  {
+    auto backward = r.scope("backward");
+    grads = diff::gradients(r, {loss}, p);
+  }
+  auto optimizer = r.scope("optimizer");
   TrainState& s = *in.state;
   std::vector<Value> m, v;
   for (std::size_t i = 0; i < s.params.size(); ++i) {

@@ -27,6 +27,18 @@ int64_t integer(const std::string& option, const std::string& text, int64_t min)
   return v;
 }
 
+// "64,128": integers >= 2 separated by commas.
+std::vector<int64_t> integer_list(const std::string& option, const std::string& text) {
+  std::vector<int64_t> out;
+  std::size_t at = 0;
+  while (at <= text.size()) {
+    const std::size_t comma = std::min(text.find(',', at), text.size());
+    out.push_back(integer(option, text.substr(at, comma - at), 2));
+    at = comma + 1;
+  }
+  return out;
+}
+
 double real(const std::string& option, const std::string& text) {
   char* end = nullptr;
   const double v = std::strtod(text.c_str(), &end);
@@ -82,6 +94,8 @@ const std::map<std::string, Setter>& setters() {
       {"--seed", [](O& o, S a, S v) { o.seed = static_cast<uint64_t>(integer(a, v, 0)); }},
       {"--lr", [](O& o, S a, S v) { o.adamw.lr = real(a, v); }},
       {"--threads", [](O& o, S a, S v) { o.threads = static_cast<int>(integer(a, v, 0)); }},
+      {"--trace", [](O& o, S, S v) { o.trace = v; }},
+      {"--buckets", [](O& o, S a, S v) { o.buckets = integer_list(a, v); }},
   };
   return m;
 }
@@ -143,6 +157,10 @@ void train_usage(std::FILE* to) {
       "  --dim D                model width (default 64; on a GPU 512)\n"
       "  --heads H              attention heads, dividing D (default 4; on a GPU 8)\n"
       "  --attention-dtype f32|bf16  what attention computes in (default f32; on a GPU bf16)\n"
+      "  --buckets LIST         also record graphs for these capacities below T (e.g. 64,128):\n"
+      "                         each step runs the smallest T_b >= L, all share one arena\n"
+      "  --trace FILE           write every step's nodes as trace-event JSON (CPU only: node\n"
+      "                         labels and scopes)\n"
       "  --docs DIR             text to train on (default: the Python standard library under\n"
       "                         /usr/lib/python3.*, else eagle's own src/)\n"
       "  --max-tokens N         read at most N bytes of the corpus (default 4000000)\n"
@@ -174,17 +192,22 @@ int run_train(const std::vector<std::string>& args) {
                 static_cast<long long>(r.segments), static_cast<long long>(r.params));
     std::printf(
         "  step graph: %lld recorded nodes (forward, reverse, AdamW), %d built nodes, %.1f MiB; "
-        "recorded in %.1f ms, built in %.1f ms\n",
+        "recorded and built in %.1f ms\n",
         static_cast<long long>(r.graph_nodes), r.native_nodes,
-        static_cast<double>(r.graph_bytes) / (1 << 20), r.record_seconds * 1e3,
-        r.build_seconds * 1e3);
+        static_cast<double>(r.graph_bytes) / (1 << 20), r.record_seconds * 1e3);
+    if (r.capacities.size() > 1) {
+      std::string list;
+      for (int64_t c : r.capacities) list += (list.empty() ? "" : ",") + std::to_string(c);
+      std::printf("  buckets: T = %s, one graph each, sharing an arena of %.1f MiB\n", list.c_str(),
+                  static_cast<double>(r.set_bytes) / (1 << 20));
+    }
     std::fflush(stdout);
   };
   const auto step = [&](const train::StepLog& s) {
     std::printf("step %4lld  loss %.4f  %9.0f tokens/s  fill %lld/%lld  M %lld  %.2f ms\n",
                 static_cast<long long>(s.step), s.loss,
                 static_cast<double>(s.active_tokens) / s.seconds,
-                static_cast<long long>(s.active_tokens), static_cast<long long>(o.capacity.tokens),
+                static_cast<long long>(s.active_tokens), static_cast<long long>(s.capacity),
                 static_cast<long long>(s.sequences), s.seconds * 1e3);
     std::fflush(stdout);
   };

@@ -2,6 +2,7 @@
 // params, one launch and the loss read back.
 #include "train/trainer.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <limits>
 #include <memory>
@@ -72,17 +73,31 @@ TrainReport run_training(const TrainOptions& o,
   load_batch(*next, staging, batch, nullptr);
 
   const StepInputs inputs{&o.model, &state, &batch, o.adamw};
+  // One graph per capacity, T last; the batch arrays are the same for all (a step for capacity
+  // T_b reads their first T_b rows), the graphs' own arrays share one arena.
+  std::vector<int64_t> capacities;
+  for (int64_t c : o.buckets)
+    if (c < o.capacity.tokens) capacities.push_back(c);
+  std::sort(capacities.begin(), capacities.end());
+  capacities.erase(std::unique(capacities.begin(), capacities.end()), capacities.end());
+  capacities.push_back(o.capacity.tokens);
   auto t0 = std::chrono::steady_clock::now();
-  Graph step =
-      Graph::record([&](Recorder& r) { r.result(model.record_step(r, inputs, o.capacity.tokens)); },
-                    RecordOptions{.record = true});
-  report.record_seconds = seconds_since(t0);
-  report.graph_nodes = static_cast<int64_t>(step.nodes().size());
-  t0 = std::chrono::steady_clock::now();
-  step.build(o.device, BuildOptions{.threads = o.threads});
-  report.build_seconds = seconds_since(t0);
-  report.native_nodes = step.native_node_count();
-  report.graph_bytes = step.allocated_bytes();
+  BucketSet steps(
+      capacities, {}, o.device,
+      [&](Recorder& r, const BucketSet::Bucket& b) {
+        r.result(model.record_step(r, inputs, b.capacity));
+      },
+      RecordOptions{.record = true}, BuildOptions{.threads = o.threads});
+  report.record_seconds = seconds_since(t0);  // recording and building, every bucket
+  Graph& largest = steps.graph(static_cast<int>(capacities.size()) - 1);
+  report.graph_nodes = static_cast<int64_t>(largest.nodes().size());
+  report.native_nodes = largest.native_node_count();
+  report.graph_bytes = largest.allocated_bytes();
+  report.capacities = capacities;
+  report.set_bytes = steps.arena_bytes();
+  if (!o.trace.empty())  // NotSupported on a GPU (no CUPTI yet)
+    for (std::size_t b = 0; b < capacities.size(); ++b)
+      steps.graph(static_cast<int>(b)).set_tracing(true);
   if (on_ready) on_ready(report);
 
   for (int64_t s = 1; s <= o.steps; ++s) {
@@ -91,19 +106,31 @@ TrainReport run_training(const TrainOptions& o,
     const auto start = std::chrono::steady_clock::now();
     if (s > 1) {
       next = loader.next();
-      load_batch(*next, staging, batch, &step.stream());
+      load_batch(*next, staging, batch, &largest.stream());
     }
     log.active_tokens = next->active_tokens;
     log.sequences = next->active_sequences;
     for (float w : next->loss_mask) log.loss_tokens += w > 0 ? 1 : 0;
     const auto launch_start = std::chrono::steady_clock::now();
-    step.launch(1);
+    const int b = steps.launch(next->active_tokens);  // L is known on the host
     log.launch_seconds = seconds_since(launch_start);
+    Graph& step = steps.graph(b);
     step.synchronize();
+    log.capacity = capacities[static_cast<std::size_t>(b)];
     log.loss = step.results()[0].to_vector<double>()[0];
     log.seconds = seconds_since(start);
     report.steps.push_back(log);
     if (on_step) on_step(log);
+  }
+  if (!o.trace.empty()) {
+    std::vector<TraceEvent> events;
+    for (std::size_t b = 0; b < capacities.size(); ++b)
+      for (TraceEvent& e : steps.graph(static_cast<int>(b)).trace()) {
+        if (capacities.size() > 1)  // which bucket ran it
+          e.scope = "T" + std::to_string(capacities[b]) + (e.scope.empty() ? "" : "/") + e.scope;
+        events.push_back(std::move(e));
+      }
+    write_chrome_trace(o.trace, events, "eagle train step");
   }
   return report;
 }

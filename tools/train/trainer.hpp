@@ -24,6 +24,10 @@ struct TrainOptions {
   AdamwConfig adamw;
   uint64_t seed = 1;
   int threads = 0;  // CPU thread team (0: one per hardware thread)
+  // Capacity buckets below T (one graph each, sharing one arena; T is always the last); empty:
+  // one graph for T.
+  std::vector<int64_t> buckets;
+  std::string trace;  // write a trace-event JSON of every step's nodes here ("" : none; CPU only)
 };
 
 // One replay's numbers.
@@ -34,6 +38,7 @@ struct StepLog {
   double launch_seconds = 0;  // time in Graph::launch (host work per replay)
   int64_t active_tokens = 0;  // L
   int64_t sequences = 0;      // M
+  int64_t capacity = 0;       // the bucket's T that ran the step
   int64_t loss_tokens = 0;    // tokens the loss averages over
 };
 
@@ -41,11 +46,13 @@ struct TrainReport {
   std::vector<StepLog> steps;
   data::CorpusStats corpus;
   int64_t segments = 0;
-  int64_t params = 0;           // parameter elements
-  int64_t graph_nodes = 0;      // nodes recorded in the step graph
-  int native_nodes = 0;         // nodes of what was built (CUDA graph / host schedule)
-  std::size_t graph_bytes = 0;  // device bytes the graph allocated at build
-  double record_seconds = 0, build_seconds = 0;
+  int64_t params = 0;               // parameter elements
+  int64_t graph_nodes = 0;          // nodes recorded in the step graph
+  int native_nodes = 0;             // nodes of what was built (CUDA graph / host schedule)
+  std::size_t graph_bytes = 0;      // device bytes the graph allocated at build (the largest)
+  std::vector<int64_t> capacities;  // of the buckets (T alone without buckets)
+  std::size_t set_bytes = 0;        // the bucket set's arena (what every bucket shares)
+  double record_seconds = 0;        // recording and building every bucket's graph
 };
 
 // Documents cut into paragraphs: a segment ends after each blank line ("\n\n") and after `cap`

@@ -70,8 +70,9 @@ class BucketSet {
   // increasing; an input that follows the capacity must have a leading dimension equal to the
   // largest. Throws InvalidArgument otherwise (naming the argument), or what recording and
   // building throw.
+  // `build` is passed to every graph's build with its arena set to the set's.
   BucketSet(std::vector<int64_t> capacities, std::vector<Input> inputs, Device device,
-            const Body& body, const RecordOptions& options = {});
+            const Body& body, const RecordOptions& options = {}, const BuildOptions& build = {});
 
   // The bucket for `active` rows: the smallest capacity >= active. Throws InvalidArgument when
   // active < 0 or exceeds the largest capacity.
@@ -81,6 +82,11 @@ class BucketSet {
   // Selects the bucket for `active`, launches its graph once, waits, runs its device checks
   // and returns its results with the new generation.
   BucketResults run(int64_t active);
+  // The same without waiting: selects the bucket, moves the generation on (earlier results are
+  // stale from here), launches its graph once and returns the bucket. Then graph(b).synchronize()
+  // and graph(b).results() (launch() alone runs no device check: run() and Graph::operator()
+  // do).
+  int launch(int64_t active);
 
   const std::vector<int64_t>& capacities() const { return capacities_; }
   Graph& graph(int bucket);
