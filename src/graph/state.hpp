@@ -37,6 +37,12 @@ struct Recording::State {
     std::size_t depth;  // open.size() at the for_ body's top level
     int guards = 0;     // if_ arms opened by break_if / continue_if, closed when the body ends
   };
+  // A loop whose turns are taped (RecordOptions::record, a cap, not inside another loop).
+  struct TapeFrame {
+    int loop;     // the while_ node
+    int64_t cap;  // rows of every tape
+    Value turn;   // the turn number: tapes are written at this row
+  };
   // One caller array (param or external) by its bytes, to keep caller memory distinct.
   struct CallerSpan {
     uintptr_t hi;
@@ -50,7 +56,8 @@ struct Recording::State {
       merged_into,
       nodes_of_size,
       values_of_size,
-      snapshot  // snapshots[id][slot] was snapshot_undo[size]
+      snapshot,  // snapshots[id][slot] was snapshot_undo[size]
+      scope      // scope[id] was (buffer, slot)
     };
     Kind kind;
     int id;    // node, value or buffer
@@ -63,6 +70,7 @@ struct Recording::State {
     std::size_t values, buffers, nodes, params, results, checks, journal;
     std::vector<std::pair<int, int>> open;
     std::vector<LoopFrame> loops;
+    std::vector<TapeFrame> tapes;
     std::vector<int> pending_waits;
     bool results_set;
     int save_horizon;
@@ -113,6 +121,9 @@ struct Recording::State {
   std::vector<std::pair<int, int>> open;  // (control node, arm) being recorded, innermost last
   int record_control(NodeKind kind, const Value& cell,
                      const std::vector<std::function<void()>>& arms);
+  // A while_ (max_turns -1: uncapped) or, with for_loop, the while_ of a for_ (which caps it).
+  int record_loop(const Value& cell, const std::function<void()>& body, int64_t max_turns,
+                  bool for_loop);
   std::pair<int, int> innermost_condition() const;
   void guard_rest_of_loop_body(const Value& flag, const Value& cell, const char* who);
   int item_holding(const std::vector<int>& list, int id) const;
@@ -141,6 +152,10 @@ struct Recording::State {
 
   // ---- what the reverse pass needs (saving.cpp)
   RecordOptions options;
+  std::vector<TapeFrame> tapes;  // the open taped loop (at most one: loops nest untaped)
+  int no_saving = 0;             // inside Recorder::without_saves
+  bool saving() const { return options.record && no_saving == 0; }
+  int open_loops_here() const;                   // while_ nodes open now
   std::vector<std::vector<Snapshot>> snapshots;  // per node, per array argument
   std::vector<Snapshot> snapshot_undo;           // old snapshots, by Undo::size
   std::vector<bool> labeled;                     // per buffer: Recorder::empty with a label
@@ -151,6 +166,23 @@ struct Recording::State {
   std::vector<Snapshot> save_overwritten(const NodeInfo& node, const Kernel& kernel);
   void set_snapshot(int node, int slot, Snapshot snap);
   void make_names();
+  // Whether the reverse pass reads argument `slot` of node `id` (a derivative's read, or the
+  // condition of an if_ / switch_).
+  bool derivative_reads(int id, int slot) const;
+  // The constructs (node, arm) holding node `id`, outermost first.
+  std::vector<std::pair<int, int>> chain_of(int id) const;
+  // The snapshot of a condition cell (an if_ or switch_ about to be added here).
+  Snapshot note_condition(const NodeArgInfo& cond);
+  // Tapes `a` at the open taped loop's turn row (a tape_write recorded here).
+  Snapshot tape(const NodeArgInfo& a, const std::string& label);
+  // After kernel node `id` was added: its write-only arguments a derivative reads, inside a
+  // loop, are taped (or lost).
+  void tape_outputs(int id);
+  // Saves, before writer node `writer` (already added, rewritten by a merge), what earlier
+  // nodes' derivatives read of `w`.
+  void save_before_existing(int writer, const NodeArgInfo& w);
+  // Adds `node` right before node `before`, in the same list.
+  int insert_before(NodeInfo node, int before);
 
   // ---- transactions (transaction.cpp)
   std::vector<Undo> journal;

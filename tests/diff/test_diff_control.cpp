@@ -1,0 +1,349 @@
+// Reverse mode through device control flow and forks (src/diff, the tapes of src/graph/saving.cpp):
+// an if/else whose condition changes between launches, a switch, a fork with a wait, a capped
+// for_ loop with break and continue, a while_ with a turn cap; each in both forms (a reverse
+// graph, and forward + reverse as one graph) against float64 central finite differences of the
+// forward graph itself on the CPU, on fresh random inputs (the suite prints its seed). And the
+// refusal of a while_ without a cap, after which the forward graph still runs.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <functional>
+
+#include "eagle/eagle.hpp"
+#include "random.hpp"
+#include "test_util.hpp"
+#include "testing_kernels.hpp"
+
+namespace eagle {
+namespace {
+
+using test::expect_throw_with;
+const Device cpu = Device::cpu();
+
+// d result[0][0] / d param, by central differences of the built graph (param rebound).
+std::vector<double> finite_difference(Graph& g, const std::string& param, const Array& at) {
+  const double h = 1e-6;
+  std::vector<double> x = at.to_vector<double>(), grad(x.size());
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    std::vector<double> p = x, m = x;
+    p[i] += h;
+    m[i] -= h;
+    g.bind(param, Array::from(p, at.shape(), cpu));
+    const double fp = g()[0].to_vector<double>()[0];
+    g.bind(param, Array::from(m, at.shape(), cpu));
+    const double fm = g()[0].to_vector<double>()[0];
+    grad[i] = (fp - fm) / (2 * h);
+  }
+  g.bind(param, at);
+  return grad;
+}
+
+void expect_close(const std::vector<double>& got, const std::vector<double>& want,
+                  const std::string& what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  for (std::size_t i = 0; i < got.size(); ++i)
+    EXPECT_NEAR(got[i], want[i], 1e-5 * (1 + std::abs(want[i]))) << what << ", element " << i;
+}
+
+Array cell(uint32_t v) {
+  return Array::from(std::vector<uint32_t>{v}, {1}, cpu);
+}
+
+// A forward: records the loss (f64[1]) and appends the values to differentiate, whose params are
+// named `names` in the same order.
+using Forward = std::function<Value(Recorder&, std::vector<Value>& wrt)>;
+struct Param {
+  std::string name;
+  Array value;
+};
+
+// The two graphs of one forward: `f` (the forward alone, with a reverse graph over it) and `one`
+// (forward and reverse recorded together: results loss, then the gradients).
+struct Both {
+  Graph f, back, one;
+  std::vector<std::string> names;
+};
+
+Both make_both(const Forward& forward, const std::vector<std::string>& names) {
+  Graph f = Graph::record(
+      [&](Recorder& r) {
+        std::vector<Value> wrt;
+        r.result(forward(r, wrt));
+      },
+      RecordOptions{.record = true});
+  f.build(cpu);
+  Graph back = diff::reverse(f, {"result"}, names);
+  Graph one = Graph::record(
+      [&](Recorder& r) {
+        std::vector<Value> wrt;
+        const Value loss = forward(r, wrt);
+        std::vector<Value> out{loss};
+        for (const Value& g : diff::gradients(r, {loss}, wrt)) out.push_back(g);
+        r.result(out);
+      },
+      RecordOptions{.record = true});
+  one.build(cpu);
+  return Both{std::move(f), std::move(back), std::move(one), names};
+}
+
+// Both forms against finite differences at the graphs' current bindings.
+void check(Both& b, const std::vector<Param>& params, const std::string& variant) {
+  b.f();
+  const std::vector<Array>& grads = b.back();
+  std::vector<std::vector<double>> got;
+  for (const Array& g : grads) got.push_back(g.to_vector<double>());
+  const std::vector<Array>& one = b.one();
+  std::vector<std::vector<double>> got_one;
+  for (std::size_t i = 1; i < one.size(); ++i) got_one.push_back(one[i].to_vector<double>());
+  EXPECT_EQ(one[0].to_vector<double>(), b.f()[0].to_vector<double>()) << variant;
+  ASSERT_EQ(got.size(), params.size());
+  ASSERT_EQ(got_one.size(), params.size());
+  for (std::size_t i = 0; i < params.size(); ++i) {
+    const std::vector<double> want = finite_difference(b.f, params[i].name, params[i].value);
+    expect_close(got[i], want, variant + ": diff::reverse d/d" + params[i].name);
+    expect_close(got_one[i], want, variant + ": diff::gradients d/d" + params[i].name);
+  }
+}
+
+// A reverse graph reads the forward's arrays as they were when it was made: after a bind, make
+// it again.
+void bind_both(Both& b, const std::string& name, const Array& a) {
+  b.f.bind(name, a);
+  b.back = diff::reverse(b.f, {"result"}, b.names);
+  b.one.bind(name, a);
+}
+
+// h = x w (then) or x^2 + x (else), chosen by a cell copied from "flag" and overwritten after
+// the if: the reverse must take the arm that ran, from the saved cell.
+TEST(DiffControl, IfElseWhoseConditionChangesBetweenLaunches) {
+  const std::vector<Param> params{{"x", test::random_array({4}, DType::f64, cpu)},
+                                  {"w", test::random_array({4}, DType::f64, cpu)}};
+  Both b = make_both(
+      [&](Recorder& r, std::vector<Value>& wrt) {
+        Value x = r.param("x", params[0].value), w = r.param("w", params[1].value);
+        wrt = {x, w};
+        Value c = r.empty({1}, DType::u32, "c");
+        r.call(kernels::copy(), {r.param("flag", cell(1))}, buffer(c));
+        Value h = r.empty({4}, DType::f64, "h");
+        r.if_(
+            c,
+            [&] {
+              r.call(kernels::mul(), {x, w}, buffer(h));
+            },
+            [&] {
+              r.call(kernels::mul(), {x, x}, buffer(h));
+              r.call(kernels::add(), {h, x}, buffer(h));
+            });
+        r.call(kernels::fill(), {0.0}, buffer(c));  // the condition changes after the if
+        return r.call(kernels::sum(), {r.call(kernels::mul(), {h, h})});
+      },
+      {"x", "w"});
+  EXPECT_EQ(b.f.saved_bytes(), 4u);  // the condition cell, before the fill overwrote it
+  for (uint32_t flag : {1u, 0u, 1u}) {
+    bind_both(b, "flag", cell(flag));
+    check(b, params, "flag " + std::to_string(flag));
+  }
+}
+
+// Arm k when the cell holds k; none for 3 (h keeps the copy of x made before).
+TEST(DiffControl, ASwitchReversesTheArmThatRan) {
+  const std::vector<Param> params{{"x", test::random_array({3}, DType::f64, cpu)},
+                                  {"w", test::random_array({3}, DType::f64, cpu)}};
+  Both b = make_both(
+      [&](Recorder& r, std::vector<Value>& wrt) {
+        Value x = r.param("x", params[0].value), w = r.param("w", params[1].value);
+        wrt = {x, w};
+        Value h = r.empty({3}, DType::f64, "h");
+        r.call(kernels::copy(), {x}, buffer(h));
+        r.switch_(r.param("k", cell(0)), {[&] {
+                                            r.call(kernels::scale(), {h, 2.0}, buffer(h));
+                                          },
+                                          [&] {
+                                            r.call(kernels::mul(), {h, w}, buffer(h));
+                                          },
+                                          [&] {
+                                            r.call(kernels::mul(), {h, h}, buffer(h));
+                                            r.call(kernels::axpy(), {w, h, 0.5}, buffer(h));
+                                          }});
+        return r.call(kernels::sum(), {r.call(kernels::mul(), {h, w})});
+      },
+      {"x", "w"});
+  for (uint32_t k : {0u, 1u, 2u, 3u}) {
+    bind_both(b, "k", cell(k));
+    check(b, params, "arm " + std::to_string(k));
+  }
+}
+
+// Branch 0: a = x^2; branch 1: b = 3w, waits for a, c = a b. loss = sum(c) + sum(a w).
+TEST(DiffControl, AForkWithAWait) {
+  const std::vector<Param> params{{"x", test::random_array({5}, DType::f64, cpu)},
+                                  {"w", test::random_array({5}, DType::f64, cpu)}};
+  Both b = make_both(
+      [&](Recorder& r, std::vector<Value>& wrt) {
+        Value x = r.param("x", params[0].value), w = r.param("w", params[1].value);
+        wrt = {x, w};
+        Value a = r.empty({5}, DType::f64, "a"), bb = r.empty({5}, DType::f64, "b");
+        Value c = r.empty({5}, DType::f64, "c");
+        r.parallel({[&](Branch&) {
+                      r.call(kernels::mul(), {x, x}, buffer(a));
+                    },
+                    [&](Branch& branch) {
+                      r.call(kernels::scale(), {w, 3.0}, buffer(bb));
+                      branch.wait(a);
+                      r.call(kernels::mul(), {a, bb}, buffer(c));
+                    }});
+        return r.call(kernels::axpy(),
+                      {r.call(kernels::sum(), {c}),
+                       r.call(kernels::sum(), {r.call(kernels::mul(), {a, w})}), 1.0});
+      },
+      {"x", "w"});
+  check(b, params, "fork");
+}
+
+// A cell that is 1 when the f64 counter t lies in (lo, hi).
+Value between(Recorder& r, const Value& t, double lo, double hi) {
+  const Value above_lo = r.call(test::greater_kernel(), {t, lo});
+  const Value above_hi = r.call(test::greater_kernel(), {t, hi});
+  return r.call(kernels::cell_none(),
+                {r.call(kernels::cell_none(), {above_lo, above_lo}), above_hi});
+}
+
+// for_(6): t = turn + 1; y = y w every turn; the second turn skips the rest (continue); acc +=
+// y otherwise, and acc = acc w after the break guard; the fourth turn breaks there. So 4 turns
+// run, and acc = acc w runs in turns 1 and 3 only. loss = sum(acc^2) + sum(y).
+Value capped_loop(Recorder& r, const Value& x, const Value& w) {
+  Value y = r.empty({4}, DType::f64, "y"), acc = r.empty({4}, DType::f64, "acc");
+  Value t = r.empty({1}, DType::f64, "t"), one = r.empty({1}, DType::f64, "one");
+  r.call(kernels::copy(), {x}, buffer(y));
+  r.call(kernels::fill(), {0.0}, buffer(acc));
+  r.call(kernels::fill(), {0.0}, buffer(t));
+  r.call(kernels::fill(), {1.0}, buffer(one));
+  r.for_(6, [&] {
+    r.call(kernels::axpy(), {one, t, 1.0}, buffer(t));
+    r.call(kernels::mul(), {y, w}, buffer(y));
+    r.continue_if(between(r, t, 1.5, 2.5));
+    r.call(kernels::add(), {acc, y}, buffer(acc));
+    r.break_if(between(r, t, 3.5, 4.5));
+    r.call(kernels::mul(), {acc, w}, buffer(acc));
+  });
+  return r.call(kernels::axpy(), {r.call(kernels::sum(), {r.call(kernels::mul(), {acc, acc})}),
+                                  r.call(kernels::sum(), {y}), 1.0});
+}
+
+TEST(DiffControl, ACappedLoopWithBreakAndContinue) {
+  const std::vector<Param> params{{"x", test::random_array({4}, DType::f64, cpu)},
+                                  {"w", test::random_array({4}, DType::f64, cpu)}};
+  Both b = make_both(
+      [&](Recorder& r, std::vector<Value>& wrt) {
+        Value x = r.param("x", params[0].value), w = r.param("w", params[1].value);
+        wrt = {x, w};
+        return capped_loop(r, x, w);
+      },
+      {"x", "w"});
+  // The forward by hand: 4 turns.
+  const std::vector<double> x = params[0].value.to_vector<double>();
+  const std::vector<double> w = params[1].value.to_vector<double>();
+  double loss = 0;
+  for (std::size_t i = 0; i < 4; ++i) {
+    double y = x[i], acc = 0;
+    for (int turn = 1; turn <= 4; ++turn) {
+      y *= w[i];
+      if (turn == 2) continue;
+      acc += y;
+      if (turn == 4) break;
+      acc *= w[i];
+    }
+    loss += acc * acc + y;
+  }
+  EXPECT_NEAR(b.f()[0].to_vector<double>()[0], loss, 1e-12);
+  // The tape: per turn (6 rows), y and w for y = y w, acc and w for acc = acc w (both f64[4]),
+  // and the two guards' condition cells (u32[1]).
+  EXPECT_EQ(b.f.saved_bytes(), 4u * 6 * 4 * 8 + 2 * 6 * 4);
+  check(b, params, "for_ with break and continue");
+}
+
+// while max(y) <= 4: y = y w, at most `cap` turns. loss = sum(y^2).
+Value capped_while(Recorder& r, const Value& x, const Value& w, int64_t cap) {
+  Value y = r.empty({3}, DType::f64, "y");
+  r.call(kernels::copy(), {x}, buffer(y));
+  Value going = r.empty({1}, DType::u32, "going");
+  r.call(kernels::fill(), {1.0}, buffer(going));
+  r.while_(
+      going,
+      [&] {
+        r.call(kernels::mul(), {y, w}, buffer(y));
+        const Value big = r.call(test::greater_kernel(), {r.call(kernels::max(), {y}), 4.0});
+        r.call(kernels::cell_none(), {big, big}, buffer(going));
+      },
+      cap);
+  return r.call(kernels::sum(), {r.call(kernels::mul(), {y, y})});
+}
+
+TEST(DiffControl, AWhileWithATurnCap) {
+  const std::vector<Param> params{{"x", test::random_array({3}, DType::f64, cpu, 0.5, 1.0)},
+                                  {"w", test::random_array({3}, DType::f64, cpu, 1.2, 1.6)}};
+  const std::vector<double> x = params[0].value.to_vector<double>();
+  const std::vector<double> w = params[1].value.to_vector<double>();
+  for (int64_t cap : {int64_t{3}, int64_t{40}}) {
+    Both b = make_both(
+        [&](Recorder& r, std::vector<Value>& wrt) {
+          Value xv = r.param("x", params[0].value), wv = r.param("w", params[1].value);
+          wrt = {xv, wv};
+          return capped_while(r, xv, wv, cap);
+        },
+        {"x", "w"});
+    // The forward by hand: turns until max(y) > 4, at most cap.
+    std::vector<double> y = x;
+    for (int64_t turn = 0; turn < cap; ++turn) {
+      double top = -1e300;
+      for (std::size_t i = 0; i < 3; ++i) top = std::max(top, y[i] *= w[i]);
+      if (top > 4) break;
+    }
+    double loss = 0;
+    for (double v : y) loss += v * v;
+    EXPECT_NEAR(b.f()[0].to_vector<double>()[0], loss, 1e-9 * loss) << "cap " << cap;
+    check(b, params, "while_ with max_turns " + std::to_string(cap));
+  }
+}
+
+// ---- refusals, each leaving the forward graph usable
+
+TEST(DiffControl, AWhileWithoutACapIsRefusedWithTheFix) {
+  const Array x0 = test::random_array({3}, DType::f64, cpu, 0.5, 1.0);
+  const Array w0 = test::random_array({3}, DType::f64, cpu, 1.2, 1.6);
+  Graph g = Graph::record(
+      [&](Recorder& r) { r.result(capped_while(r, r.param("x", x0), r.param("w", w0), -1)); },
+      RecordOptions{.record = true});
+  g.build(cpu);
+  const double before = g()[0].to_vector<double>()[0];
+  expect_throw_with<NotSupported>([&] { diff::reverse(g, {"result"}, {"x"}); },
+                                  {"(while)", "no turn cap", "max_turns"});
+  EXPECT_EQ(g()[0].to_vector<double>()[0], before);
+  // The one-graph form: refused, nothing recorded, and the recording goes on.
+  Graph one = Graph::record(
+      [&](Recorder& r) {
+        Value x = r.param("x", x0);
+        const Value loss = capped_while(r, x, r.param("w", w0), -1);
+        const std::size_t nodes = r.recording().nodes().size();
+        expect_throw_with<NotSupported>([&] { diff::gradients(r, {loss}, {x}); },
+                                        {"no turn cap", "max_turns"});
+        EXPECT_EQ(r.recording().nodes().size(), nodes);
+        r.result(loss);
+      },
+      RecordOptions{.record = true});
+  one.build(cpu);
+  EXPECT_EQ(one()[0].to_vector<double>()[0], before);
+}
+
+TEST(DiffControl, MaxTurnsIsChecked) {
+  Graph::record([&](Recorder& r) {
+    Value going = r.empty({1}, DType::u32, "going");
+    r.call(kernels::fill(), {1.0}, buffer(going));
+    auto body = [&] { r.call(kernels::fill(), {0.0}, buffer(going)); };
+    expect_throw_with<InvalidArgument>([&] { r.while_(going, body, 0); }, {"max_turns"});
+    r.while_(going, body, 2);
+  });
+}
+
+}  // namespace
+}  // namespace eagle
