@@ -306,6 +306,53 @@ TEST(DiffControl, AWhileWithATurnCap) {
   }
 }
 
+// An if inside a capped loop (its condition taped per turn) and a param rebound inside the loop
+// and the arm (merged in place into the param's private copy): y = y w each turn, halved in the
+// turns where max(y) > 1. loss = sum(y^2).
+TEST(DiffControl, AnIfInsideALoopReversesTheArmThatRanInEachTurn) {
+  const std::vector<Param> params{{"x", test::random_array({3}, DType::f64, cpu, 0.5, 1.0)},
+                                  {"w", test::random_array({3}, DType::f64, cpu, 1.1, 1.5)}};
+  Both b = make_both(
+      [&](Recorder& r, std::vector<Value>& wrt) {
+        Value y = r.param("x", params[0].value), w = r.param("w", params[1].value);
+        wrt = {y, w};
+        r.for_(5, [&] {
+          y = r.call(kernels::mul(), {y, w});
+          const Value big = r.call(test::greater_kernel(), {r.call(kernels::max(), {y}), 1.0});
+          r.if_(big, [&] { y = r.call(kernels::scale(), {y, 0.5}); });
+        });
+        return r.call(kernels::sum(), {r.call(kernels::mul(), {y, y})});
+      },
+      {"x", "w"});
+  check(b, params, "if inside for_");
+}
+
+// h is read by a derivative (z = h w) before a loop rebinds it in place: the old h is saved
+// before the loop, not in it. loss = sum(z) + sum(h).
+TEST(DiffControl, AValueALoopOverwritesIsSavedBeforeTheLoop) {
+  const std::vector<Param> params{{"x", test::random_array({3}, DType::f64, cpu)},
+                                  {"w", test::random_array({3}, DType::f64, cpu)}};
+  Both b = make_both(
+      [&](Recorder& r, std::vector<Value>& wrt) {
+        Value x = r.param("x", params[0].value), w = r.param("w", params[1].value);
+        wrt = {x, w};
+        Value h = r.empty({3}, DType::f64, "h");
+        r.call(kernels::copy(), {x}, buffer(h));
+        const Value z = r.call(kernels::mul(), {h, w});
+        Value hv = h;
+        r.for_(3, [&] {
+          hv = r.call(kernels::scale(), {hv, 0.5});
+          hv = r.call(kernels::mul(), {hv, hv});
+        });
+        return r.call(kernels::axpy(),
+                      {r.call(kernels::sum(), {z}), r.call(kernels::sum(), {hv}), 1.0});
+      },
+      {"x", "w"});
+  // h before the loop (f64[3]), and per turn (3 rows) both arguments of hv * hv.
+  EXPECT_EQ(b.f.saved_bytes(), 3u * 8 + 2 * 3 * 3 * 8);
+  check(b, params, "saved before the loop");
+}
+
 // ---- refusals, each leaving the forward graph usable
 
 TEST(DiffControl, AWhileWithoutACapIsRefusedWithTheFix) {
@@ -333,6 +380,23 @@ TEST(DiffControl, AWhileWithoutACapIsRefusedWithTheFix) {
       RecordOptions{.record = true});
   one.build(cpu);
   EXPECT_EQ(one()[0].to_vector<double>()[0], before);
+}
+
+TEST(DiffControl, ALoopInsideALoopOnThePathIsRefused) {
+  const Array x0 = test::random_array({3}, DType::f64, cpu);
+  Graph g = Graph::record(
+      [&](Recorder& r) {
+        Value y = r.param("x", x0);
+        r.for_(2, [&] { r.for_(2, [&] { y = r.call(kernels::scale(), {y, 2.0}); }); });
+        r.result(r.call(kernels::sum(), {y}));
+      },
+      RecordOptions{.record = true});
+  g.build(cpu);
+  expect_throw_with<NotSupported>([&] { diff::reverse(g, {"result"}, {"x"}); },
+                                  {"(while)", "inside another loop"});
+  EXPECT_EQ(
+      g()[0].to_vector<double>()[0],
+      16 * (x0.to_vector<double>()[0] + x0.to_vector<double>()[1] + x0.to_vector<double>()[2]));
 }
 
 TEST(DiffControl, MaxTurnsIsChecked) {
