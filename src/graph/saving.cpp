@@ -1,6 +1,9 @@
 // RecordOptions::record: before a node overwrites in place an array that a derivative reads (of
 // an earlier node, or the node's own input), a `save` node copies it and the reverse pass reads
-// the copy; and the name map, made when the recording is finished.
+// the copy (placed so it runs whenever the reader ran: before the construct holding the writer
+// when the reader is not in it); inside a capped loop, each turn writes what derivatives read
+// (and if conditions) into row `turn` of a tape instead; and the name map, made when the
+// recording is finished.
 #include <algorithm>
 #include <map>
 

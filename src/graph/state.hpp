@@ -8,7 +8,8 @@
 //   rebinding.cpp   readability of values made in arms; merging a rebound name in place
 //   finish.cpp      the passes that seal a recording: param shadows, numbering, edges
 //   transaction.cpp checkpoints and rollback: a refused call leaves the recording as it was
-//   saving.cpp      RecordOptions::record: saves before in-place overwrites, the name map
+//   saving.cpp      RecordOptions::record: saves before in-place overwrites, per-turn tapes
+//                   in capped loops, the name map
 #pragma once
 
 #include <cstdint>
