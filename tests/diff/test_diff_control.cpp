@@ -200,6 +200,32 @@ TEST(DiffControl, AForkWithAWait) {
   check(b, params, "fork");
 }
 
+// Branch 1 overwrites, after its wait, the array branch 0's derivative read: the copy is made
+// in branch 1, after the wait. loss = sum(z) + sum(a).
+TEST(DiffControl, AForkBranchOverwritingWhatAnotherBranchReadSavesItAfterItsWait) {
+  const std::vector<Param> params{{"x", test::random_array({4}, DType::f64, cpu)},
+                                  {"w", test::random_array({4}, DType::f64, cpu)}};
+  Both b = make_both(
+      [&](Recorder& r, std::vector<Value>& wrt) {
+        Value x = r.param("x", params[0].value), w = r.param("w", params[1].value);
+        wrt = {x, w};
+        Value a = r.empty({4}, DType::f64, "a"), z = r.empty({4}, DType::f64, "z");
+        r.call(kernels::copy(), {x}, buffer(a));
+        r.parallel({[&](Branch&) {
+                      r.call(kernels::mul(), {a, w}, buffer(z));
+                    },
+                    [&](Branch& branch) {
+                      branch.wait(z);
+                      r.call(kernels::mul(), {a, a}, buffer(a));
+                    }});
+        return r.call(kernels::axpy(),
+                      {r.call(kernels::sum(), {z}), r.call(kernels::sum(), {a}), 1.0});
+      },
+      {"x", "w"});
+  EXPECT_EQ(b.f.saved_bytes(), 4u * 8);  // one copy of a, for z = a w and for a = a a
+  check(b, params, "fork overwrite");
+}
+
 // A cell that is 1 when the f64 counter t lies in (lo, hi).
 Value between(Recorder& r, const Value& t, double lo, double hi) {
   const Value above_lo = r.call(test::greater_kernel(), {t, lo});
