@@ -30,6 +30,11 @@ class Adjoints {
   // many turns) is known on the device only, so the cotangent must stay one array throughout.
   void pin(int b);
   bool has(int b) const { return entries_.count(b) != 0; }
+  // The whole cotangent array of forward buffer `b` (nullopt: zero).
+  std::optional<Value> array_of(int b) const {
+    auto it = entries_.find(b);
+    return it == entries_.end() ? std::nullopt : it->second.value;
+  }
   // Back to keeping whole contributions as they are (after the construct).
   void unpin_all() { pinned_.clear(); }
 

@@ -3,6 +3,7 @@
 // dependency), then the walk last to first recording each such node's vector-Jacobian product.
 #include "diff/reverse_pass.hpp"
 
+#include <algorithm>
 #include <functional>
 #include <map>
 
@@ -341,12 +342,7 @@ class Pass {
 
   void reverse_construct(int id) {
     const NodeInfo& n = node(id);
-    if (n.kind == NodeKind::fork) {
-      // Last branch first: a valid order of the forward's reversed. The reverse's edges come
-      // from its accesses, so branches with disjoint cotangents still run concurrently.
-      for (auto b = n.bodies.rbegin(); b != n.bodies.rend(); ++b) walk(*b, false);
-      return;
-    }
+    if (n.kind == NodeKind::fork) return reverse_fork(n);
     if (n.kind == NodeKind::while_) {
       if (n.max_turns == 0) return;  // for_(0, ...): never runs
       if (turn_)
@@ -374,6 +370,54 @@ class Pass {
       } else {
         r_.switch_(cond, arms);
       }
+    }
+    --depth_;
+    if (outermost) adj_.unpin_all();
+  }
+
+  // The floating forward buffers the reverse of node `id` touches that have a cotangent array.
+  std::vector<int> cotangents_of(int id) {
+    std::vector<int> out, stack{id};
+    while (!stack.empty()) {
+      const NodeInfo& n = node(stack.back());
+      stack.pop_back();
+      for (const auto& body : n.bodies) stack.insert(stack.end(), body.begin(), body.end());
+      if (is_control(n.kind) || bookkeeping(n)) continue;
+      for (const NodeArgInfo& a : n.arrays)
+        if (is_floating(a.dtype) && adj_.has(a.buffer) &&
+            std::find(out.begin(), out.end(), a.buffer) == out.end())
+          out.push_back(a.buffer);
+    }
+    return out;
+  }
+
+  // A fork reverses as a fork: reversed branch k is forward branch n-1-k walked back (a forward
+  // wait of branch j on branch i < j becomes, reversed, one of branch n-1-i on branch n-1-j).
+  // Every cotangent the fork touches is one array (pinned), and each reversed item first waits
+  // for the last writer of each cotangent it touches, which orders the accumulations branches
+  // share. Should the recorder still find a race, the branches are reversed one after another.
+  void reverse_fork(const NodeInfo& n) {
+    const bool outermost = depth_ == 0;
+    if (outermost) pin_for(n.id);
+    ++depth_;
+    const int depth = depth_;
+    const std::optional<Value> turn = turn_;
+    try {
+      r_.atomically([&] {
+        std::vector<std::function<void(Branch&)>> branches;
+        for (auto b = n.bodies.rbegin(); b != n.bodies.rend(); ++b)
+          branches.push_back([this, &list = *b](Branch& branch) {
+            for (auto it = list.rbegin(); it != list.rend(); ++it) {
+              for (int buffer : cotangents_of(*it)) branch.wait(*adj_.array_of(buffer));
+              walk({*it}, false);
+            }
+          });
+        r_.parallel(branches);
+      });
+    } catch (const RecordError&) {
+      depth_ = depth;
+      set(turn_, turn);
+      for (auto b = n.bodies.rbegin(); b != n.bodies.rend(); ++b) walk(*b, false);
     }
     --depth_;
     if (outermost) adj_.unpin_all();

@@ -174,6 +174,16 @@ TEST(DiffControl, ASwitchReversesTheArmThatRan) {
   }
 }
 
+// Fork nodes, and nodes with waits, of a graph.
+std::pair<int, int> forks_and_waits(const Graph& g) {
+  std::pair<int, int> n{0, 0};
+  for (const NodeInfo& node : g.nodes()) {
+    n.first += node.kind == NodeKind::fork;
+    n.second += !node.waits.empty();
+  }
+  return n;
+}
+
 // Branch 0: a = x^2; branch 1: b = 3w, waits for a, c = a b. loss = sum(c) + sum(a w).
 TEST(DiffControl, AForkWithAWait) {
   const std::vector<Param> params{{"x", test::random_array({5}, DType::f64, cpu)},
@@ -197,6 +207,10 @@ TEST(DiffControl, AForkWithAWait) {
                        r.call(kernels::sum(), {r.call(kernels::mul(), {a, w})}), 1.0});
       },
       {"x", "w"});
+  // Reversed as a fork: forward branch 1 first, and the reverse of branch 0 waits for it (it
+  // reads the cotangent of a that c = a b added to).
+  EXPECT_EQ(forks_and_waits(b.back), (std::pair<int, int>{1, 1}));
+  EXPECT_EQ(forks_and_waits(b.one), (std::pair<int, int>{2, 2}));  // the forward's and reverse's
   check(b, params, "fork");
 }
 
@@ -223,6 +237,7 @@ TEST(DiffControl, AForkBranchOverwritingWhatAnotherBranchReadSavesItAfterItsWait
       },
       {"x", "w"});
   EXPECT_EQ(b.f.saved_bytes(), 4u * 8);  // one copy of a, for z = a w and for a = a a
+  EXPECT_EQ(forks_and_waits(b.back).first, 1);
   check(b, params, "fork overwrite");
 }
 
