@@ -111,6 +111,7 @@ int Recording::State::record_loop(const Value& cell, const std::function<void()>
                          r.call_all(kernels::loop_next(), {remaining, off}, buffer(cell));
                        }
                        if (taped) {
+                         resolve_tapes(open.back().first);
                          r.call(kernels::cell_increment(), {turn}, buffer(turn));
                          tapes.pop_back();
                        }

@@ -82,7 +82,7 @@ Placement place(const std::vector<NodeInfo>& nodes, const std::vector<std::pair<
 
 }  // namespace
 
-int Recording::State::insert_before(NodeInfo node, int before) {
+int Recording::State::insert_before(NodeInfo node, int before, bool after) {
   const int parent = nodes[static_cast<std::size_t>(before)].parent;
   node.id = static_cast<int>(nodes.size());
   node.parent = parent;
@@ -91,13 +91,14 @@ int Recording::State::insert_before(NodeInfo node, int before) {
     NodeInfo& p = nodes[static_cast<std::size_t>(parent)];
     for (auto& body : p.bodies)
       if (std::find(body.begin(), body.end(), before) != body.end()) list = &body;
-    if (p.kind == NodeKind::fork) node.waits = nodes[static_cast<std::size_t>(before)].waits;
+    if (p.kind == NodeKind::fork && !after)
+      node.waits = nodes[static_cast<std::size_t>(before)].waits;
   }
   for (const NodeArgInfo& a : node.arrays) {
     auto& on = nodes_of_buffer[static_cast<std::size_t>(a.buffer)];
     if (on.empty() || on.back() != node.id) on.push_back(node.id);
   }
-  list->insert(std::find(list->begin(), list->end(), before), node.id);
+  list->insert(std::find(list->begin(), list->end(), before) + (after ? 1 : 0), node.id);
   snapshots.emplace_back(node.arrays.size());
   nodes.push_back(std::move(node));
   kernels.push_back(nullptr);
@@ -110,24 +111,6 @@ void Recording::State::set_snapshot(int node, int slot, Snapshot snap) {
   journal.push_back(Undo{Undo::Kind::snapshot, node, slot, 0, 0, snapshot_undo.size()});
   snapshot_undo.push_back(at);
   at = std::move(snap);
-}
-
-Snapshot Recording::State::tape(const NodeArgInfo& a, const std::string& label) {
-  const TapeFrame& f = tapes.back();
-  if (!a.strides.empty())
-    return {Snapshot::State::lost, {}, label + " inside a loop (a strided view is not taped yet)"};
-  Shape shape{f.cap};
-  shape.insert(shape.end(), a.shape.begin(), a.shape.end());
-  Recorder r(self);
-  const Value t = r.empty(shape, a.dtype, "tape " + label + "." + a.param);
-  labeled[static_cast<std::size_t>(t.buffer())] = false;   // not a name of the map
-  scope[static_cast<std::size_t>(t.buffer())] = {-1, -1};  // the reverse reads it after the loop
-  const Value src = handle(new_value(a.buffer, a.byte_offset, a.shape, a.dtype));
-  r.call(kernels::tape_write(), {src, f.turn, t}, CallOptions{{}, "tape " + label});
-  const BufferInfo& b = buffers[static_cast<std::size_t>(t.buffer())];
-  return {Snapshot::State::taped,
-          {"tape", Access::read, b.id, 0, static_cast<int64_t>(b.bytes), b.shape, b.dtype},
-          {}};
 }
 
 namespace {
@@ -146,23 +129,93 @@ Snapshot not_taped(const std::string& what) {
               "inside a loop)"};
 }
 
+// Taped, once the loop is recorded and it is known whether the loop writes the argument (then a
+// tape, else nothing: it holds the same in every turn). Marked by a tape of buffer -1.
+Snapshot pending() {
+  Snapshot p{Snapshot::State::taped, NodeArgInfo{}, {}};
+  p.saved.buffer = -1;
+  return p;
+}
+bool is_pending(const Snapshot& s) {
+  return s.state == Snapshot::State::taped && s.saved.buffer < 0;
+}
+
 }  // namespace
 
-Snapshot Recording::State::note_condition(const NodeArgInfo& cond) {
+Snapshot Recording::State::note_condition(const NodeArgInfo&) {
   if (!saving() || open_loops(nodes, open) == 0) return {};
-  if (open_loops(nodes, open) == 1 && !tapes.empty()) return tape(cond, "condition");
+  if (open_loops(nodes, open) == 1 && !tapes.empty()) return pending();
   return not_taped("a condition");
 }
 
 void Recording::State::tape_outputs(int id) {
   if (!saving() || open_loops(nodes, open) == 0) return;
-  const NodeInfo n = nodes[static_cast<std::size_t>(id)];
+  const NodeInfo& n = nodes[static_cast<std::size_t>(id)];
   for (std::size_t k = 0; k < n.arrays.size(); ++k) {
     if (reads(n.arrays[k].access) || !derivative_reads(id, static_cast<int>(k))) continue;
     snapshots[static_cast<std::size_t>(id)][k] =
         open_loops(nodes, open) == 1 && !tapes.empty()
-            ? tape(n.arrays[k], n.label)
+            ? pending()
             : not_taped(node_name(n) + " (kernel " + n.kernel + ")");
+  }
+}
+
+void Recording::State::resolve_tapes(int loop) {
+  const TapeFrame f = tapes.back();
+  std::vector<NodeArgInfo> inside;
+  subtree_accesses(loop, inside);
+  std::vector<std::pair<int, int>> todo;
+  std::vector<int> stack{loop};
+  while (!stack.empty()) {
+    const NodeInfo& n = nodes[static_cast<std::size_t>(stack.back())];
+    stack.pop_back();
+    for (const auto& body : n.bodies) stack.insert(stack.end(), body.begin(), body.end());
+    for (std::size_t k = 0; k < n.arrays.size(); ++k)
+      if (is_pending(snapshots[static_cast<std::size_t>(n.id)][k]))
+        todo.emplace_back(n.id, static_cast<int>(k));
+  }
+  std::sort(todo.begin(), todo.end());
+  const BufferInfo turn = buffers[static_cast<std::size_t>(f.turn.buffer())];
+  for (const auto& [id, slot] : todo) {
+    const NodeInfo& n = nodes[static_cast<std::size_t>(id)];
+    const NodeArgInfo a = n.arrays[static_cast<std::size_t>(slot)];
+    const std::string label = "tape " + n.label + "." + a.param;
+    const std::string where = node_name(n);
+    const bool written = std::any_of(inside.begin(), inside.end(), [&](const NodeArgInfo& w) {
+      return w.buffer == a.buffer && writes(w.access) &&
+             overlaps(w.byte_offset, w.byte_offset + w.bytes, a.byte_offset,
+                      a.byte_offset + a.bytes);
+    });
+    auto& snap = snapshots[static_cast<std::size_t>(id)][static_cast<std::size_t>(slot)];
+    if (!written) {
+      snap = Snapshot{};  // the loop never writes it: the same in every turn
+      continue;
+    }
+    if (!a.strides.empty()) {
+      snap = {
+          Snapshot::State::lost, {}, where + " inside a loop (a strided view is not taped yet)"};
+      continue;
+    }
+    Shape shape{f.cap};
+    shape.insert(shape.end(), a.shape.begin(), a.shape.end());
+    const int tape = new_buffer(BufferKind::internal, shape, a.dtype, label);
+    scope[static_cast<std::size_t>(tape)] = {-1, -1};  // the reverse reads it after the loop
+    const auto bytes = static_cast<int64_t>(buffers[static_cast<std::size_t>(tape)].bytes);
+    NodeInfo t;
+    t.kind = NodeKind::kernel;
+    t.label = label;
+    t.kernel = kernels::tape_write().name();
+    t.arrays = {{"src", Access::read, a.buffer, a.byte_offset, a.bytes, a.shape, a.dtype},
+                {"index", Access::read, turn.id, 0, static_cast<int64_t>(turn.bytes), turn.shape,
+                 turn.dtype},
+                {"tape", Access::read_write, tape, 0, bytes, shape, a.dtype}};
+    // A read argument is taped before the node, a written one after it.
+    const int t_id = insert_before(std::move(t), id, !reads(a.access));
+    kernels[static_cast<std::size_t>(t_id)] = std::make_unique<Kernel>(kernels::tape_write());
+    impls[static_cast<std::size_t>(t_id)] =
+        kernels::tape_write().select({a.dtype, DType::u32, a.dtype});
+    snapshots[static_cast<std::size_t>(id)][static_cast<std::size_t>(slot)] = {
+        Snapshot::State::taped, {"tape", Access::read, tape, 0, bytes, shape, a.dtype}, {}};
   }
 }
 
@@ -176,8 +229,7 @@ std::vector<Snapshot> Recording::State::save_overwritten(const NodeInfo& node,
   if (loops_open > 0)
     for (std::size_t k = 0; k < node.arrays.size(); ++k)
       if (reads(node.arrays[k].access) && read_by_derivative(&kernel, static_cast<int>(k)))
-        own[k] =
-            loops_open == 1 && !tapes.empty() ? tape(node.arrays[k], node.label) : not_taped(by);
+        own[k] = loops_open == 1 && !tapes.empty() ? pending() : not_taped(by);
   for (const NodeArgInfo& w : node.arrays) {
     if (!writes(w.access)) continue;
     const int64_t w_lo = w.byte_offset, w_hi = w.byte_offset + w.bytes;

@@ -174,16 +174,18 @@ struct Recording::State {
   std::vector<std::pair<int, int>> chain_of(int id) const;
   // The snapshot of a condition cell (an if_ or switch_ about to be added here).
   Snapshot note_condition(const NodeArgInfo& cond);
-  // Tapes `a` at the open taped loop's turn row (a tape_write recorded here).
-  Snapshot tape(const NodeArgInfo& a, const std::string& label);
   // After kernel node `id` was added: its write-only arguments a derivative reads, inside a
-  // loop, are taped (or lost).
+  // loop, are to be taped (or lost).
   void tape_outputs(int id);
+  // At the end of taped loop `loop`'s body: each argument to be taped that the loop writes gets
+  // a tape [cap, ...] and a tape_write at the turn's row before its node (after it, for a written
+  // one); the others hold the same in every turn and are read in place.
+  void resolve_tapes(int loop);
   // Saves, before writer node `writer` (already added, rewritten by a merge), what earlier
   // nodes' derivatives read of `w`.
   void save_before_existing(int writer, const NodeArgInfo& w);
-  // Adds `node` right before node `before`, in the same list.
-  int insert_before(NodeInfo node, int before);
+  // Adds `node` right before node `before` (after it, with `after`), in the same list.
+  int insert_before(NodeInfo node, int before, bool after = false);
 
   // ---- transactions (transaction.cpp)
   std::vector<Undo> journal;

@@ -297,9 +297,9 @@ TEST(DiffControl, ACappedLoopWithBreakAndContinue) {
     loss += acc * acc + y;
   }
   EXPECT_NEAR(b.f()[0].to_vector<double>()[0], loss, 1e-12);
-  // The tape: per turn (6 rows), y and w for y = y w, acc and w for acc = acc w (both f64[4]),
-  // and the two guards' condition cells (u32[1]).
-  EXPECT_EQ(b.f.saved_bytes(), 4u * 6 * 4 * 8 + 2 * 6 * 4);
+  // The tape: per turn (6 rows), y for y = y w and acc for acc = acc w (f64[4]), and the two
+  // guards' condition cells (u32[1]); w, which the loop never writes, is read in place.
+  EXPECT_EQ(b.f.saved_bytes(), 2u * 6 * 4 * 8 + 2 * 6 * 4);
   check(b, params, "for_ with break and continue");
 }
 
@@ -392,6 +392,29 @@ TEST(DiffControl, AValueALoopOverwritesIsSavedBeforeTheLoop) {
   // h before the loop (f64[3]), and per turn (3 rows) both arguments of hv * hv.
   EXPECT_EQ(b.f.saved_bytes(), 3u * 8 + 2 * 3 * 3 * 8);
   check(b, params, "saved before the loop");
+}
+
+// v is read by derivatives in a loop that never writes it: not taped; overwritten after the
+// loop, it is saved there. loss = sum(y) + sum(v x) with y = x v^3.
+TEST(DiffControl, AnArrayTheLoopNeverWritesIsNotTapedButSavedWhenOverwrittenLater) {
+  const std::vector<Param> params{{"x", test::random_array({3}, DType::f64, cpu)},
+                                  {"w", test::random_array({3}, DType::f64, cpu)}};
+  Both b = make_both(
+      [&](Recorder& r, std::vector<Value>& wrt) {
+        Value x = r.param("x", params[0].value), w = r.param("w", params[1].value);
+        wrt = {x, w};
+        Value v = r.empty({3}, DType::f64, "v"), y = r.empty({3}, DType::f64, "y");
+        r.call(kernels::copy(), {w}, buffer(v));
+        r.call(kernels::copy(), {x}, buffer(y));
+        r.for_(3, [&] { r.call(kernels::mul(), {y, v}, buffer(y)); });
+        const Value ys = r.call(kernels::sum(), {y});
+        r.call(kernels::mul(), {v, x}, buffer(v));  // overwrites v after the loop
+        return r.call(kernels::axpy(), {ys, r.call(kernels::sum(), {v}), 1.0});
+      },
+      {"x", "w"});
+  // y per turn (3 rows of f64[3]), and v once, before v = v x.
+  EXPECT_EQ(b.f.saved_bytes(), 3u * 3 * 8 + 3 * 8);
+  check(b, params, "loop-invariant array");
 }
 
 // ---- refusals, each leaving the forward graph usable
