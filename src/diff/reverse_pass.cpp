@@ -76,10 +76,6 @@ void set(std::optional<Value>& to, const std::optional<Value>& from) {
   if (from) to.emplace(*from);
 }
 
-bool bookkeeping(const NodeInfo& n) {
-  return n.kind == NodeKind::save || (n.kind == NodeKind::kernel && n.kernel == "tape_write");
-}
-
 // One reverse pass: which nodes lie on a path from wrt to the seeds, then the walk.
 class Pass {
  public:
@@ -128,6 +124,11 @@ class Pass {
 
  private:
   const NodeInfo& node(int id) const { return nodes_[static_cast<std::size_t>(id)]; }
+  // What the forward records for the reverse (saves, tape writes): never differentiated.
+  bool bookkeeping(const NodeInfo& n) const {
+    return n.kind == NodeKind::save ||
+           (n.kind == NodeKind::kernel && f_.kernel_of(n.id) == kernels::tape_write());
+  }
   char& varied(int b) { return varied_[static_cast<std::size_t>(b)]; }
   char& needed(int b) { return needed_[static_cast<std::size_t>(b)]; }
 
