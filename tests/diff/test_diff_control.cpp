@@ -174,6 +174,36 @@ TEST(DiffControl, ASwitchReversesTheArmThatRan) {
   }
 }
 
+// if / elif / else: the decision cell of the chain is what the reverse's switch reads.
+TEST(DiffControl, AnIfChainReversesTheArmItChose) {
+  const std::vector<Param> params{{"x", test::random_array({3}, DType::f64, cpu)},
+                                  {"w", test::random_array({3}, DType::f64, cpu)}};
+  Both b = make_both(
+      [&](Recorder& r, std::vector<Value>& wrt) {
+        Value x = r.param("x", params[0].value), w = r.param("w", params[1].value);
+        wrt = {x, w};
+        Value h = r.empty({3}, DType::f64, "h");
+        r.if_chain({{r.param("c0", cell(0)),
+                     [&] {
+                       r.call(kernels::mul(), {x, w}, buffer(h));
+                     }},
+                    {r.param("c1", cell(0)),
+                     [&] {
+                       r.call(kernels::mul(), {x, x}, buffer(h));
+                     }}},
+                   [&] {
+                     r.call(kernels::scale(), {w, 3.0}, buffer(h));
+                   });
+        return r.call(kernels::sum(), {r.call(kernels::mul(), {h, h})});
+      },
+      {"x", "w"});
+  for (const auto& [c0, c1] : {std::pair{1u, 0u}, std::pair{0u, 1u}, std::pair{0u, 0u}}) {
+    bind_both(b, "c0", cell(c0));
+    bind_both(b, "c1", cell(c1));
+    check(b, params, "if_chain " + std::to_string(c0) + std::to_string(c1));
+  }
+}
+
 // Fork nodes, and nodes with waits, of a graph.
 std::pair<int, int> forks_and_waits(const Graph& g) {
   std::pair<int, int> n{0, 0};
