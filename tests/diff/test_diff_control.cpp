@@ -333,6 +333,40 @@ TEST(DiffControl, ACappedLoopWithBreakAndContinue) {
   check(b, params, "for_ with break and continue");
 }
 
+// Forward, reverse through the loop and an SGD update of an external weight, one launch per
+// step, replayed: each step matches a reverse graph made for that step's weight.
+TEST(DiffControl, AOneGraphTrainingStepThroughACappedLoop) {
+  const Array x0 = test::random_array({4}, DType::f64, cpu);
+  const std::vector<double> w_init = test::random_values(4, 0.5, 1.0);
+  Array w_state = Array::from(w_init, {4}, cpu);
+  const double lr = 0.01;
+  Graph step = Graph::record(
+      [&](Recorder& r) {
+        Value w = r.external(w_state, "w");
+        const Value loss = capped_loop(r, r.param("x", x0), w);
+        const Value dw = diff::gradients(r, {loss}, {w})[0];
+        r.call(kernels::axpy(), {dw, w, -lr}, buffer(w));
+        r.result(loss);
+      },
+      RecordOptions{.record = true});
+  step.build(cpu);
+  Graph f = Graph::record(
+      [&](Recorder& r) { r.result(capped_loop(r, r.param("x", x0), r.param("w", w_state))); },
+      RecordOptions{.record = true});
+  f.build(cpu);
+  std::vector<double> w = w_init;
+  for (int k = 0; k < 4; ++k) {
+    f.bind("w", Array::from(w, {4}, cpu));
+    const double loss = f()[0].to_vector<double>()[0];
+    Graph back = diff::reverse(f, {"result"}, {"w"});
+    const std::vector<double> dw = back()[0].to_vector<double>();
+    EXPECT_NEAR(step()[0].to_vector<double>()[0], loss, 1e-12 * (1 + std::abs(loss)))
+        << "step " << k;
+    for (std::size_t i = 0; i < w.size(); ++i) w[i] -= lr * dw[i];
+    expect_close(w_state.to_vector<double>(), w, "w after step " + std::to_string(k));
+  }
+}
+
 // while max(y) <= 4: y = y w, at most `cap` turns. loss = sum(y^2).
 Value capped_while(Recorder& r, const Value& x, const Value& w, int64_t cap) {
   Value y = r.empty({3}, DType::f64, "y");
