@@ -238,9 +238,7 @@ class Pass {
       case Snapshot::State::saved:
         return map_(snap.saved);
       case Snapshot::State::taped:
-        if (!turn_)
-          throw RecordError(who_ + ": " + describe(n) + " reads a tape outside its loop's reverse");
-        return r_.call(kernels::tape_read(), {map_(snap.saved), *turn_});
+        return r_.call(kernels::tape_read(), {map_(snap.saved), row(snap.saved, n)});
       case Snapshot::State::lost:
         break;
     }
@@ -346,16 +344,12 @@ class Pass {
     if (n.kind == NodeKind::fork) return reverse_fork(n);
     if (n.kind == NodeKind::while_) {
       if (n.max_turns == 0) return;  // for_(0, ...): never runs
-      if (turn_)
-        throw NotSupported(who_ + ": " + describe(n) +
-                           " lies on a path from wrt to the seeds inside another loop; a loop "
-                           "nested in a loop is not reversed yet (unroll one of them)");
-      if (n.turns < 0)
+      if (n.turns < 0 || (!loops_.empty() && n.turns_tape < 0))
         throw NotSupported(
             who_ + ": " + describe(n) +
             " lies on a path from wrt to the seeds and has no turn cap, so its per-turn tape "
-            "cannot be sized; give it one: r.while_(cell, body, max_turns) (or use r.for_(n, "
-            "body) with break_if)");
+            "cannot be sized; give it (and every loop it is in) one: r.while_(cell, body, "
+            "max_turns) (or use r.for_(n, body) with break_if)");
     }
     const bool outermost = depth_ == 0;
     if (outermost) pin_for(id);
@@ -402,7 +396,7 @@ class Pass {
     if (outermost) pin_for(n.id);
     ++depth_;
     const int depth = depth_;
-    const std::optional<Value> turn = turn_;
+    const std::size_t loops = loops_.size();
     try {
       r_.atomically([&] {
         std::vector<std::function<void(Branch&)>> branches;
@@ -417,28 +411,50 @@ class Pass {
       });
     } catch (const RecordError&) {
       depth_ = depth;
-      set(turn_, turn);
+      loops_.resize(loops);
       for (auto b = n.bodies.rbegin(); b != n.bodies.rend(); ++b) walk(*b, false);
     }
     --depth_;
     if (outermost) adj_.unpin_all();
   }
 
-  // The turns the forward ran (its turn counter), last to first: k counts down, and each turn
-  // reads row k of the tapes.
+  NodeArgInfo whole(int buffer) const {
+    const BufferInfo& b = buffers_[static_cast<std::size_t>(buffer)];
+    return {b.label, Access::read, b.id, 0, static_cast<int64_t>(b.bytes), b.shape, b.dtype};
+  }
+
+  // The row of tape `tape` for the turn being reversed: the innermost loop whose tapes have as
+  // many rows (a loop's tapes have a row per turn of it and of its enclosing loops).
+  Value row(const NodeArgInfo& tape, const NodeInfo& reader) {
+    for (auto it = loops_.rbegin(); it != loops_.rend(); ++it)
+      if (it->rows == tape.shape[0]) return it->index;
+    throw RecordError(who_ + ": " + describe(reader) + " reads a tape outside its loop's reverse");
+  }
+
+  // The turns the forward ran (its turn counter; inside a loop, this turn's row of its tape of
+  // turn counts), last to first: k counts down, and each turn reads its row of the tapes (k, or
+  // inside a loop, the enclosing row * cap + k).
   void reverse_loop(const NodeInfo& n) {
-    const BufferInfo& t = buffers_[static_cast<std::size_t>(n.turns)];
-    const Value count = map_(NodeArgInfo{"turns", Access::read, t.id, 0,
-                                         static_cast<int64_t>(t.bytes), t.shape, t.dtype});
+    const bool nested = !loops_.empty();
+    const Value count =
+        nested ? r_.call(kernels::tape_read(), {map_(whole(n.turns_tape)), loops_.back().index})
+               : map_(whole(n.turns));
     const Value k = r_.call(kernels::copy(), {count});
     const Value going = r_.call(kernels::cell_or(), {k, k});
     const Value no_stop = r_.empty({1}, DType::u32);
     r_.call(kernels::fill(), {0.0}, buffer(no_stop));
+    const int64_t rows = (nested ? loops_.back().rows : 1) * n.max_turns;
+    std::optional<Value> cap;
+    if (nested) {
+      cap.emplace(r_.empty({1}, DType::u32));
+      r_.call(kernels::fill(), {static_cast<double>(n.max_turns)}, buffer(*cap));
+    }
     r_.while_(going, [&] {
       r_.call_all(kernels::loop_next(), {k, no_stop}, buffer(going));  // k -= 1: this turn
-      turn_ = k;
+      const Value index = nested ? r_.call(kernels::cell_mad(), {loops_.back().index, *cap, k}) : k;
+      loops_.push_back({index, rows});
       walk(n.bodies[0], false);
-      turn_.reset();
+      loops_.pop_back();
     });
   }
 
@@ -455,8 +471,12 @@ class Pass {
   std::map<int, std::vector<std::size_t>> starts_;  // node -> wrt entries it writes first
   std::map<int, std::vector<bool>> wanted_;         // per kernel node on the forward path
   std::vector<std::optional<Value>> grads_;
-  std::optional<Value> turn_;  // inside a loop's reverse: the turn being reversed
-  int depth_ = 0;              // device constructs open in the reverse
+  struct Level {
+    Value index;   // the row of the turn being reversed
+    int64_t rows;  // rows of the tapes of the loop
+  };
+  std::vector<Level> loops_;  // the loops whose reverse is open, outermost first
+  int depth_ = 0;             // device constructs open in the reverse
 };
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include "eagle/core/shape.hpp"
 #include "eagle/kernel/cells.hpp"
 #include "eagle/kernel/standard.hpp"
+#include "eagle/kernel/tape.hpp"
 #include "graph/state.hpp"
 
 namespace eagle {
@@ -86,39 +87,64 @@ void Recorder::switch_(const Value& cell, const std::vector<std::function<void()
 }
 
 // A loop; capped (max_turns >= 1), it stops after max_turns turns. With RecordOptions::record,
-// a capped loop outside any other loop counts its turns in a cell (the row of its tapes).
+// a capped loop whose enclosing loops are all taped counts its turns in a cell, and the row of
+// its tapes runs over the turns of all of them (the enclosing loop's row * cap + turn); its turn
+// count is taped per row of the enclosing loop.
 int Recording::State::record_loop(const Value& cell, const std::function<void()>& body,
                                   int64_t max_turns, bool for_loop) {
   Recorder r(self);
-  const bool taped = saving() && max_turns > 0 && open_loops_here() == 0;
-  Value turn, remaining;
+  const int64_t outer_rows = tapes.empty() ? 1 : tapes.back().rows;
+  const bool taped = saving() && max_turns > 0 &&
+                     static_cast<int>(tapes.size()) == open_loops_here() &&
+                     max_turns <= static_cast<int64_t>(UINT32_MAX) / outer_rows;
+  const bool nested = taped && !tapes.empty();
+  Value turn, remaining, cap;
   if (taped) {
     turn = r.empty({1}, DType::u32, "loop.turn");
     labeled[static_cast<std::size_t>(turn.buffer())] = false;
     r.call(kernels::fill(), {0.0}, buffer(turn));
+  }
+  if (nested) {
+    cap = r.empty({1}, DType::u32, "loop.cap");
+    labeled[static_cast<std::size_t>(cap.buffer())] = false;
+    r.call(kernels::fill(), {static_cast<double>(max_turns)}, buffer(cap));
   }
   if (max_turns > 0 && !for_loop) {
     remaining = r.empty({1}, DType::u32, "while.remaining");
     labeled[static_cast<std::size_t>(remaining.buffer())] = false;
     r.call(kernels::fill(), {static_cast<double>(max_turns)}, buffer(remaining));
   }
-  const int id =
-      record_control(NodeKind::while_, cell, {[&] {
-                       if (taped) tapes.push_back({open.back().first, max_turns, turn});
-                       body();
-                       if (max_turns > 0 && !for_loop) {  // cell = cell && turns left
-                         const Value off = r.call(kernels::cell_none(), {cell, cell});
-                         r.call_all(kernels::loop_next(), {remaining, off}, buffer(cell));
-                       }
-                       if (taped) {
-                         resolve_tapes(open.back().first);
-                         r.call(kernels::cell_increment(), {turn}, buffer(turn));
-                         tapes.pop_back();
-                       }
-                     }});
+  const int id = record_control(
+      NodeKind::while_, cell, {[&] {
+        if (taped) {
+          const Value index =
+              nested ? r.call(kernels::cell_mad(), {tapes.back().index, cap, turn}) : turn;
+          tapes.push_back({open.back().first, max_turns, turn, index, outer_rows * max_turns});
+        }
+        body();
+        if (max_turns > 0 && !for_loop) {  // cell = cell && turns left
+          const Value off = r.call(kernels::cell_none(), {cell, cell});
+          r.call_all(kernels::loop_next(), {remaining, off}, buffer(cell));
+        }
+        if (taped) {
+          resolve_tapes(open.back().first);
+          r.call(kernels::cell_increment(), {turn}, buffer(turn));
+          tapes.pop_back();
+        }
+      }});
+  int turns_tape = -1;
+  if (nested) {  // the turns it ran, per row of the enclosing loop
+    const TapeFrame& outer = tapes.back();
+    const Value t = r.empty({outer.rows, 1}, DType::u32, "tape loop.turns");
+    labeled[static_cast<std::size_t>(t.buffer())] = false;
+    scope[static_cast<std::size_t>(t.buffer())] = {-1, -1};
+    r.call(kernels::tape_write(), {turn, outer.index, t});
+    turns_tape = t.buffer();
+  }
   NodeInfo& n = nodes[static_cast<std::size_t>(id)];
   n.max_turns = max_turns;
   n.turns = taped ? turn.buffer() : -1;
+  n.turns_tape = turns_tape;
   return id;
 }
 

@@ -144,7 +144,7 @@ bool is_pending(const Snapshot& s) {
 
 Snapshot Recording::State::note_condition(const NodeArgInfo&) {
   if (!saving() || open_loops(nodes, open) == 0) return {};
-  if (open_loops(nodes, open) == 1 && !tapes.empty()) return pending();
+  if (all_loops_taped()) return pending();
   return not_taped("a condition");
 }
 
@@ -154,9 +154,7 @@ void Recording::State::tape_outputs(int id) {
   for (std::size_t k = 0; k < n.arrays.size(); ++k) {
     if (reads(n.arrays[k].access) || !derivative_reads(id, static_cast<int>(k))) continue;
     snapshots[static_cast<std::size_t>(id)][k] =
-        open_loops(nodes, open) == 1 && !tapes.empty()
-            ? pending()
-            : not_taped(node_name(n) + " (kernel " + n.kernel + ")");
+        all_loops_taped() ? pending() : not_taped(node_name(n) + " (kernel " + n.kernel + ")");
   }
 }
 
@@ -175,7 +173,7 @@ void Recording::State::resolve_tapes(int loop) {
         todo.emplace_back(n.id, static_cast<int>(k));
   }
   std::sort(todo.begin(), todo.end());
-  const BufferInfo turn = buffers[static_cast<std::size_t>(f.turn.buffer())];
+  const BufferInfo index = buffers[static_cast<std::size_t>(f.index.buffer())];
   for (const auto& [id, slot] : todo) {
     const NodeInfo& n = nodes[static_cast<std::size_t>(id)];
     const NodeArgInfo a = n.arrays[static_cast<std::size_t>(slot)];
@@ -188,7 +186,8 @@ void Recording::State::resolve_tapes(int loop) {
     });
     auto& snap = snapshots[static_cast<std::size_t>(id)][static_cast<std::size_t>(slot)];
     if (!written) {
-      snap = Snapshot{};  // the loop never writes it: the same in every turn
+      // The loop never writes it: the same in every turn; an enclosing loop decides.
+      if (tapes.size() == 1) snap = Snapshot{};
       continue;
     }
     if (!a.strides.empty()) {
@@ -196,7 +195,7 @@ void Recording::State::resolve_tapes(int loop) {
           Snapshot::State::lost, {}, where + " inside a loop (a strided view is not taped yet)"};
       continue;
     }
-    Shape shape{f.cap};
+    Shape shape{f.rows};
     shape.insert(shape.end(), a.shape.begin(), a.shape.end());
     const int tape = new_buffer(BufferKind::internal, shape, a.dtype, label);
     scope[static_cast<std::size_t>(tape)] = {-1, -1};  // the reverse reads it after the loop
@@ -206,8 +205,8 @@ void Recording::State::resolve_tapes(int loop) {
     t.label = label;
     t.kernel = kernels::tape_write().name();
     t.arrays = {{"src", Access::read, a.buffer, a.byte_offset, a.bytes, a.shape, a.dtype},
-                {"index", Access::read, turn.id, 0, static_cast<int64_t>(turn.bytes), turn.shape,
-                 turn.dtype},
+                {"index", Access::read, index.id, 0, static_cast<int64_t>(index.bytes), index.shape,
+                 index.dtype},
                 {"tape", Access::read_write, tape, 0, bytes, shape, a.dtype}};
     // A read argument is taped before the node, a written one after it.
     const int t_id = insert_before(std::move(t), id, !reads(a.access));
@@ -229,7 +228,7 @@ std::vector<Snapshot> Recording::State::save_overwritten(const NodeInfo& node,
   if (loops_open > 0)
     for (std::size_t k = 0; k < node.arrays.size(); ++k)
       if (reads(node.arrays[k].access) && read_by_derivative(&kernel, static_cast<int>(k)))
-        own[k] = loops_open == 1 && !tapes.empty() ? pending() : not_taped(by);
+        own[k] = all_loops_taped() ? pending() : not_taped(by);
   for (const NodeArgInfo& w : node.arrays) {
     if (!writes(w.access)) continue;
     const int64_t w_lo = w.byte_offset, w_hi = w.byte_offset + w.bytes;

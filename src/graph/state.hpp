@@ -40,9 +40,11 @@ struct Recording::State {
   };
   // A loop whose turns are taped (RecordOptions::record, a cap, not inside another loop).
   struct TapeFrame {
-    int loop;     // the while_ node
-    int64_t cap;  // rows of every tape
-    Value turn;   // the turn number: tapes are written at this row
+    int loop;      // the while_ node
+    int64_t cap;   // its turn cap
+    Value turn;    // its turn number
+    Value index;   // the tape row of this turn: turn, or (the enclosing loop's row) * cap + turn
+    int64_t rows;  // rows of its tapes: the product of the caps of it and its enclosing loops
   };
   // One caller array (param or external) by its bytes, to keep caller memory distinct.
   struct CallerSpan {
@@ -153,10 +155,14 @@ struct Recording::State {
 
   // ---- what the reverse pass needs (saving.cpp)
   RecordOptions options;
-  std::vector<TapeFrame> tapes;  // the open taped loop (at most one: loops nest untaped)
+  std::vector<TapeFrame> tapes;  // the open taped loops, outermost first
   int no_saving = 0;             // inside Recorder::without_saves
   bool saving() const { return options.record && no_saving == 0; }
-  int open_loops_here() const;                   // while_ nodes open now
+  int open_loops_here() const;  // while_ nodes open now
+  // Whether the open loops are all taped (and there is one): what they read is taped.
+  bool all_loops_taped() const {
+    return !tapes.empty() && static_cast<int>(tapes.size()) == open_loops_here();
+  }
   std::vector<std::vector<Snapshot>> snapshots;  // per node, per array argument
   std::vector<Snapshot> snapshot_undo;           // old snapshots, by Undo::size
   std::vector<bool> labeled;                     // per buffer: Recorder::empty with a label

@@ -150,6 +150,9 @@ struct NodeInfo {
   // ran (-1: none; what the reverse pass walks back), the index of the per-turn tape.
   int64_t max_turns = -1;
   int turns = -1;
+  // A taped while_ inside another taped loop: the buffer of the tape [rows of the enclosing
+  // loops] of its turn counts, one per turn of the enclosing loops (-1: none).
+  int turns_tape = -1;
 };
 
 // Options of a recording.
@@ -166,8 +169,9 @@ struct Snapshot {
     intact,  // the argument's own view still holds it
     saved,   // a later node overwrote it; `saved` is the copy made before
     lost,    // overwritten and not saved (see lost_to)
-    taped,   // inside a capped loop: `saved` is the whole tape [max_turns, ...], row t what the
-             // argument held in turn t (NodeInfo::turns of the loop counts the turns)
+    taped,   // inside a capped loop: `saved` is the whole tape [rows, ...], row t what the
+             // argument held in turn t (NodeInfo::turns of the loop counts the turns); inside
+             // nested loops the row runs over the turns of all of them (outer row * cap + turn)
   };
   State state = State::intact;
   NodeArgInfo saved;    // for State::saved: a view of the copy; State::taped: the tape
