@@ -126,7 +126,7 @@ Snapshot not_taped(const std::string& what) {
           {},
           what +
               " inside a loop that is not taped (a while_ without max_turns, or a loop "
-              "inside a loop)"};
+              "inside one)"};
 }
 
 // Taped, once the loop is recorded and it is known whether the loop writes the argument (then a

@@ -7,11 +7,11 @@
 // several nodes are summed; only nodes on a path from `wrt` to the seeds are differentiated.
 // Device constructs reverse on the device: an if / switch as the same construct on its saved
 // condition, a fork as a fork of its branches reversed (waits on shared cotangents), a capped loop
-// (for_, or while_ with max_turns) as a while_ counting the forward's turns down and reading each
-// turn's row of the per-turn tapes. Refused (and nothing is recorded): a name that is not in the
-// map, a kernel without a derivative on such a path (NotSupported naming the node and the kernel),
-// a while_ without max_turns or a loop inside a loop on such a path (NotSupported naming the node
-// and the fix), a value overwritten and not saved (RecordError).
+// (for_, or while_ with max_turns; loops inside loops too) as a while_ counting the forward's
+// turns down and reading each turn's row of the per-turn tapes. Refused (and nothing is
+// recorded): a name that is not in the map, a kernel without a derivative on such a path
+// (NotSupported naming the node and the kernel), a while_ without max_turns on such a path
+// (NotSupported naming the node and the fix), a value overwritten and not saved (RecordError).
 #pragma once
 
 #include <optional>
