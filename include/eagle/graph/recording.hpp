@@ -267,7 +267,8 @@ class Recorder {
   const Recording& recording() const;
   // A value viewing `buffer` of this recording at `byte_offset` with `shape`, `dtype` (the
   // buffer's) and element `strides` (empty: contiguous): e.g. what a recorded node argument
-  // views. The view must lie within the buffer.
+  // views. The view must lie within the buffer. The buffer is readable anywhere from then on,
+  // even one made inside an arm (the pass reads it only where it holds something).
   Value view(int buffer, int64_t byte_offset, const Shape& shape, DType dtype,
              const Shape& strides = {});
   // Whether calls go to the top level now (no device construct or fork branch is open).
