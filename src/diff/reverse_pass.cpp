@@ -297,7 +297,12 @@ class Pass {
     for (std::size_t k = 0; k < n.arrays.size(); ++k)
       args.arrays.push_back(rule->reads(static_cast<int>(k)) ? argument(id, static_cast<int>(k))
                                                              : map_(n.arrays[k]));
-    std::vector<std::optional<Value>> contrib = rule->vjp(r_, args);
+    std::vector<std::optional<Value>> contrib;
+    try {
+      contrib = rule->vjp(r_, args);
+    } catch (const NotSupported& e) {  // a rule refusing a case it does not cover
+      throw NotSupported(who_ + ": the derivative of " + describe(n) + ": " + e.what());
+    }
     if (contrib.size() != n.arrays.size())
       throw InvalidArgument(who_ + ": the derivative of kernel " + n.kernel + " returned " +
                             std::to_string(contrib.size()) + " entries for " +
