@@ -1,9 +1,10 @@
 // Gradients: reverse mode over a recorded graph, as a graph of its own or inside the same graph.
-// Shows: RecordOptions{.record = true}, the name map, diff::reverse, saved_bytes, and a training
-// step (forward, reverse, an in-place SGD update) recorded once and replayed as one launch.
+// Shows: RecordOptions{.record = true}, the name map, diff::reverse, saved_bytes, the reverse of a
+// capped loop (its per-turn tape), and a training step (forward, reverse, an in-place SGD update)
+// recorded once and replayed as one launch.
 // Pitfalls: a plain temporary has no name (give it a buffer= to differentiate it); a reverse
-// graph reads the forward's arrays, so run the forward first; control flow on the differentiated
-// path is refused for now.
+// graph reads the forward's arrays, so run the forward first; a while_ on the differentiated path
+// needs max_turns.
 #include <cmath>
 #include <cstdio>
 #include <vector>
@@ -34,6 +35,27 @@ bool run(Device device) {
   const bool reverse_ok = g[0].to_vector<float>() == std::vector<float>{0.5f, 4, 24} &&
                           g[1].to_vector<float>() == std::vector<float>{1, -8, 36} && saved == 12;
 
+  // [readme:reverse-loop]
+  Array on = Array::from(std::vector<uint32_t>{1}, {1}, device);
+  Graph loop = Graph::record(
+      [&](Recorder& r) {
+        Value y = r.param("x", x0), w = r.param("w", w0);
+        r.for_(3, [&] {                        // at most 3 turns
+          y = r.call(kernels::mul(), {y, w});  // y = y w, merged in place: y is taped
+          r.continue_if(r.param("skip", on));  // skips the rest of the turn while skip != 0
+          y = r.call(kernels::scale(), {y, 2.0});
+        });
+        r.result(r.call(kernels::sum(), {y}));
+      },
+      RecordOptions{.record = true});
+  loop.build(device);
+  Graph loop_grad = diff::reverse(loop, {"result"}, {"x"});  // a while_ counting turns down
+  loop();
+  const std::vector<Array>& dx = loop_grad();  // w^3: three turns of y = y w
+  std::size_t tape = loop.saved_bytes();       // 48: 3 rows of y (12 bytes), of the guard cell
+  // [/readme]
+  const bool loop_ok = dx[0].to_vector<float>() == std::vector<float>{0.125f, -1, 8} && tape == 48;
+
   // [readme:train]
   Array w = Array::from(std::vector<float>{0, 0, 0}, {3}, device);  // updated by every step
   Array x = Array::from(std::vector<float>{1, 2, 3}, {3}, device);
@@ -54,9 +76,9 @@ bool run(Device device) {
   // [/readme]
   bool train_ok = true;
   for (float v : w.to_vector<float>()) train_ok = train_ok && std::abs(v - 2.0f) < 1e-3f;
-  std::printf("%s: reverse %s, training %s (w -> 2)\n", device.str().c_str(),
-              reverse_ok ? "ok" : "WRONG", train_ok ? "ok" : "WRONG");
-  return reverse_ok && train_ok;
+  std::printf("%s: reverse %s, loop %s, training %s (w -> 2)\n", device.str().c_str(),
+              reverse_ok ? "ok" : "WRONG", loop_ok ? "ok" : "WRONG", train_ok ? "ok" : "WRONG");
+  return reverse_ok && loop_ok && train_ok;
 }
 
 int main() {

@@ -25,6 +25,7 @@
 #include "eagle/kernel/kernel.hpp"
 #include "eagle/kernel/optim.hpp"
 #include "eagle/kernel/standard.hpp"
+#include "eagle/kernel/tape.hpp"
 #include "eagle/kernel/thread_team.hpp"
 #include "eagle/op/graph.hpp"
 #include "eagle/plan/autotune.hpp"

@@ -25,7 +25,7 @@ void Adjoints::own(int b_id, Entry& e) {
   } else {
     r_.call(kernels::fill(), {0.0}, buffer(fresh));
   }
-  e.value = fresh;
+  e.value.emplace(fresh);  // emplace: Value::operator= inside a construct would merge arrays
   e.owned = true;
   owned_.insert(fresh.buffer());
 }
@@ -36,10 +36,16 @@ std::optional<Value> Adjoints::read(const NodeArgInfo& v) {
   return part(it->second, v);
 }
 
+void Adjoints::pin(int b) {
+  if (pinned_.count(b)) return;
+  own(b, entries_[b]);
+  pinned_.insert(b);
+}
+
 void Adjoints::zero(const NodeArgInfo& v) {
   auto it = entries_.find(v.buffer);
   if (it == entries_.end() || !it->second.value) return;
-  if (whole(v)) {
+  if (whole(v) && !pinned_.count(v.buffer)) {
     entries_.erase(it);
     return;
   }
@@ -54,14 +60,14 @@ void Adjoints::add(const NodeArgInfo& v, const Value& c) {
                        "' is a strided view; strided cotangents are not differentiated yet");
   const BufferInfo& b = buffers_[static_cast<std::size_t>(v.buffer)];
   Entry& e = entries_[v.buffer];
-  if (whole(v)) {
+  if (whole(v) && !pinned_.count(v.buffer)) {
     const Value flat = c.shape() == b.shape ? c : c.reshape(b.shape);
     if (!e.value) {
-      e.value = flat;  // kept as is: never written in place while not owned
+      e.value.emplace(flat);  // kept as is: never written in place while not owned
       e.owned = false;
     } else {
       Value sum = r_.call(kernels::add(), {*e.value, flat});
-      e.value = sum;
+      e.value.emplace(sum);
       e.owned = true;
       owned_.insert(sum.buffer());
     }

@@ -25,6 +25,18 @@ class Adjoints {
   // Whether `v` views an array this pass updates in place (a contribution passed through from it
   // must be copied before it is kept elsewhere).
   bool owns(const Value& v) const { return owned_.count(v.buffer()) != 0; }
+  // Gives forward buffer `b` an array of its own, updated in place from now on (zero-filled,
+  // or a copy of its cotangent): inside a device construct's reverse, which arm runs (or how
+  // many turns) is known on the device only, so the cotangent must stay one array throughout.
+  void pin(int b);
+  bool has(int b) const { return entries_.count(b) != 0; }
+  // The whole cotangent array of forward buffer `b` (nullopt: zero).
+  std::optional<Value> array_of(int b) const {
+    auto it = entries_.find(b);
+    return it == entries_.end() ? std::nullopt : it->second.value;
+  }
+  // Back to keeping whole contributions as they are (after the construct).
+  void unpin_all() { pinned_.clear(); }
 
  private:
   struct Entry {
@@ -37,7 +49,8 @@ class Adjoints {
   Recorder& r_;
   std::vector<BufferInfo> buffers_;
   std::map<int, Entry> entries_;
-  std::set<int> owned_;  // buffers of the recording recorded into
+  std::set<int> owned_;   // buffers of the recording recorded into
+  std::set<int> pinned_;  // forward buffers updated in place only
 };
 
 }  // namespace eagle::diff::detail

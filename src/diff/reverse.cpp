@@ -154,7 +154,7 @@ std::vector<Value> gradients(Recorder& r, const std::vector<Value>& seeds,
     throw InvalidArgument(who + ": " + std::to_string(cotangents.size()) + " cotangents for " +
                           std::to_string(seeds.size()) + " seeds (give none or one per seed)");
   std::vector<Value> out;
-  r.atomically([&] {
+  r.without_saves([&] {
     const std::vector<int> order = rec.top();
     std::vector<detail::Seed> in;
     for (std::size_t i = 0; i < seeds.size(); ++i) {

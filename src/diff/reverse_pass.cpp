@@ -3,13 +3,17 @@
 // dependency), then the walk last to first recording each such node's vector-Jacobian product.
 #include "diff/reverse_pass.hpp"
 
+#include <algorithm>
+#include <functional>
 #include <map>
 
 #include "diff/adjoints.hpp"
 #include "eagle/core/error.hpp"
 #include "eagle/core/shape.hpp"
 #include "eagle/graph/derivative.hpp"
+#include "eagle/kernel/cells.hpp"
 #include "eagle/kernel/standard.hpp"
+#include "eagle/kernel/tape.hpp"
 
 namespace eagle::diff::detail {
 
@@ -64,153 +68,243 @@ int first_writer(const Recording& forward, const std::vector<int>& order, int bu
   return -1;
 }
 
-std::vector<Value> record_reverse(Recorder& r, const Recording& forward,
-                                  const std::vector<int>& order, const std::vector<Seed>& seeds,
-                                  const std::vector<Target>& wrt, const ViewMap& map,
-                                  const std::string& who) {
-  // Copies: when recording into the forward's own recording, its vectors grow as we record.
-  const std::vector<NodeInfo> nodes = forward.nodes();
-  const std::vector<BufferInfo> buffers = forward.buffers();
-  const std::size_t nb = buffers.size();
+namespace {
 
-  // ---- forward: what depends on wrt
-  std::vector<char> varied(nb, 0), varied_node(nodes.size(), 0);
-  std::map<int, std::vector<std::size_t>> starts;  // node -> wrt entries it writes first
-  for (std::size_t w = 0; w < wrt.size(); ++w) {
-    if (wrt[w].start < 0) {
-      varied[static_cast<std::size_t>(wrt[w].view.buffer)] = 1;
-    } else {
-      starts[wrt[w].start].push_back(w);
-    }
-  }
-  std::map<int, std::vector<bool>> wanted;  // per kernel node on the forward path, per argument
-  for (int id : order) {
-    const NodeInfo& n = nodes[static_cast<std::size_t>(id)];
-    if (n.kind == NodeKind::save) continue;
-    std::vector<NodeArgInfo> acc;
-    accesses(nodes, id, acc);
-    bool in = false;
-    for (const NodeArgInfo& a : acc)
-      in = in ||
-           (reads(a.access) && is_floating(a.dtype) && varied[static_cast<std::size_t>(a.buffer)]);
-    in = in && !no_gradient(forward, n);
-    varied_node[static_cast<std::size_t>(id)] = in;
-    if (in && !is_control(n.kind)) {
-      std::vector<bool> want;
-      for (const NodeArgInfo& a : n.arrays)
-        want.push_back(reads(a.access) && is_floating(a.dtype) &&
-                       varied[static_cast<std::size_t>(a.buffer)]);
-      wanted[id] = std::move(want);
-    }
-    for (const NodeArgInfo& a : acc) {
-      if (!writes(a.access) || !is_floating(a.dtype)) continue;
-      char& v = varied[static_cast<std::size_t>(a.buffer)];
-      if (in) {
-        v = 1;
-      } else if (!is_control(n.kind) && overwrites(n, a, buffers)) {
-        v = 0;
+// `to = from` without Value::operator=, which inside a device construct would merge the arrays.
+void set(std::optional<Value>& to, const std::optional<Value>& from) {
+  to.reset();
+  if (from) to.emplace(*from);
+}
+
+// One reverse pass: which nodes lie on a path from wrt to the seeds, then the walk.
+class Pass {
+ public:
+  Pass(Recorder& r, const Recording& forward, const std::vector<Target>& wrt, const ViewMap& map,
+       const std::string& who)
+      : r_(r),
+        f_(forward),
+        nodes_(forward.nodes()),
+        buffers_(forward.buffers()),
+        wrt_(wrt),
+        map_(map),
+        who_(who),
+        adj_(r, buffers_),
+        varied_(buffers_.size(), 0),
+        needed_(buffers_.size(), 0),
+        varied_node_(nodes_.size(), 0),
+        path_(nodes_.size(), 0),
+        touch_(nodes_.size(), 0) {}
+
+  std::vector<Value> run(const std::vector<int>& order, const std::vector<Seed>& seeds) {
+    for (std::size_t w = 0; w < wrt_.size(); ++w) {
+      if (wrt_[w].start < 0) {
+        varied_[static_cast<std::size_t>(wrt_[w].view.buffer)] = 1;
+      } else {
+        starts_[wrt_[w].start].push_back(w);
       }
     }
-    if (auto it = starts.find(id); it != starts.end())
-      for (std::size_t w : it->second) varied[static_cast<std::size_t>(wrt[w].view.buffer)] = 1;
-  }
-  // ---- backward: what the seeds depend on
-  std::vector<char> needed(nb, 0), on_path(nodes.size(), 0);
-  for (const Seed& s : seeds) needed[static_cast<std::size_t>(s.view.buffer)] = 1;
-  for (auto it = order.rbegin(); it != order.rend(); ++it) {
-    const NodeInfo& n = nodes[static_cast<std::size_t>(*it)];
-    if (n.kind == NodeKind::save) continue;
-    std::vector<NodeArgInfo> acc;
-    accesses(nodes, *it, acc);
-    bool out = false;
-    for (const NodeArgInfo& a : acc)
-      out = out || (writes(a.access) && is_floating(a.dtype) &&
-                    needed[static_cast<std::size_t>(a.buffer)]);
-    on_path[static_cast<std::size_t>(*it)] = out && varied_node[static_cast<std::size_t>(*it)];
-    for (const NodeArgInfo& a : acc)
-      if (writes(a.access) && !is_control(n.kind) && overwrites(n, a, buffers))
-        needed[static_cast<std::size_t>(a.buffer)] = 0;
-    if (out && !no_gradient(forward, n))
-      for (const NodeArgInfo& a : acc)
-        if (reads(a.access) && is_floating(a.dtype)) needed[static_cast<std::size_t>(a.buffer)] = 1;
+    mark_varied(order, false, true);
+    for (const Seed& s : seeds) needed_[static_cast<std::size_t>(s.view.buffer)] = 1;
+    mark_needed(order, false);
+    for (const Seed& s : seeds) adj_.add(s.view, s.cotangent);
+    grads_.resize(wrt_.size());
+    walk(order, true);
+    std::vector<Value> out;
+    for (std::size_t w = 0; w < wrt_.size(); ++w) {
+      if (wrt_[w].start < 0) set(grads_[w], keep(adj_.read(wrt_[w].view)));
+      if (!grads_[w]) {
+        const Value zero = r_.empty(wrt_[w].view.shape, wrt_[w].view.dtype);
+        r_.call(kernels::fill(), {0.0}, buffer(zero));
+        grads_[w].emplace(zero);
+      }
+      out.push_back(*grads_[w]);
+    }
+    return out;
   }
 
-  // ---- the walk, last to first
-  Adjoints adj(r, buffers);
-  for (const Seed& s : seeds) adj.add(s.view, s.cotangent);
-  std::vector<std::optional<Value>> grads(wrt.size());
-  auto keep = [&](std::optional<Value> g) -> std::optional<Value> {
-    if (g && adj.owns(*g)) return r.call(kernels::copy(), {*g});
+ private:
+  const NodeInfo& node(int id) const { return nodes_[static_cast<std::size_t>(id)]; }
+  // What the forward records for the reverse (saves, tape writes): never differentiated.
+  bool bookkeeping(const NodeInfo& n) const {
+    return n.kind == NodeKind::save ||
+           (n.kind == NodeKind::kernel && f_.kernel_of(n.id) == kernels::tape_write());
+  }
+  char& varied(int b) { return varied_[static_cast<std::size_t>(b)]; }
+  char& needed(int b) { return needed_[static_cast<std::size_t>(b)]; }
+
+  // ---- forward: what depends on wrt. A construct's arms may or may not run (and a loop's
+  // turns repeat): inside one nothing is cut by an overwrite, and a loop runs to a fixpoint.
+  void mark_varied(const std::vector<int>& list, bool conditional, bool top) {
+    for (int id : list) {
+      const NodeInfo& n = node(id);
+      if (bookkeeping(n)) continue;
+      if (n.kind == NodeKind::while_) {
+        std::vector<char> before;
+        do {
+          before = varied_;
+          mark_varied(n.bodies[0], true, false);
+        } while (before != varied_);
+      } else if (n.kind == NodeKind::if_ || n.kind == NodeKind::switch_) {
+        for (const auto& arm : n.bodies) mark_varied(arm, true, false);
+      } else if (n.kind == NodeKind::fork) {
+        for (const auto& branch : n.bodies) mark_varied(branch, conditional, false);
+      } else {
+        bool in = false;
+        for (const NodeArgInfo& a : n.arrays)
+          in = in || (reads(a.access) && is_floating(a.dtype) && varied(a.buffer));
+        in = in && !no_gradient(f_, n);
+        varied_node_[static_cast<std::size_t>(id)] =
+            varied_node_[static_cast<std::size_t>(id)] || in;
+        if (in) {
+          std::vector<bool>& want = wanted_[id];
+          want.resize(n.arrays.size(), false);
+          for (std::size_t k = 0; k < n.arrays.size(); ++k) {
+            const NodeArgInfo& a = n.arrays[k];
+            want[k] = want[k] || (reads(a.access) && is_floating(a.dtype) && varied(a.buffer));
+          }
+        }
+        for (const NodeArgInfo& a : n.arrays) {
+          if (!writes(a.access) || !is_floating(a.dtype)) continue;
+          if (in) {
+            varied(a.buffer) = 1;
+          } else if (!conditional && overwrites(n, a, buffers_)) {
+            varied(a.buffer) = 0;
+          }
+        }
+      }
+      if (top)
+        if (auto it = starts_.find(id); it != starts_.end())
+          for (std::size_t w : it->second) varied(wrt_[w].view.buffer) = 1;
+    }
+  }
+
+  // ---- backward: what the seeds depend on; path_ (differentiated) and touch_ (writes a
+  // needed array: its reverse at least clears cotangents) per node, a construct's from its body.
+  void mark_needed(const std::vector<int>& list, bool conditional) {
+    for (auto it = list.rbegin(); it != list.rend(); ++it) {
+      const int id = *it;
+      const NodeInfo& n = node(id);
+      if (bookkeeping(n)) continue;
+      if (n.kind == NodeKind::while_) {
+        std::vector<char> before;
+        do {
+          before = needed_;
+          mark_needed(n.bodies[0], true);
+        } while (before != needed_);
+      } else if (n.kind == NodeKind::if_ || n.kind == NodeKind::switch_) {
+        for (const auto& arm : n.bodies) mark_needed(arm, true);
+      } else if (n.kind == NodeKind::fork) {
+        for (auto b = n.bodies.rbegin(); b != n.bodies.rend(); ++b) mark_needed(*b, conditional);
+      } else {
+        bool out = false;
+        for (const NodeArgInfo& a : n.arrays)
+          out = out || (writes(a.access) && is_floating(a.dtype) && needed(a.buffer));
+        touch_[static_cast<std::size_t>(id)] |= out;
+        path_[static_cast<std::size_t>(id)] |= out && varied_node_[static_cast<std::size_t>(id)];
+        for (const NodeArgInfo& a : n.arrays)
+          if (writes(a.access) && !conditional && overwrites(n, a, buffers_)) needed(a.buffer) = 0;
+        if (out && !no_gradient(f_, n))
+          for (const NodeArgInfo& a : n.arrays)
+            if (reads(a.access) && is_floating(a.dtype)) needed(a.buffer) = 1;
+        continue;
+      }
+      for (const auto& body : n.bodies)
+        for (int child : body) {
+          path_[static_cast<std::size_t>(id)] |= path_[static_cast<std::size_t>(child)];
+          touch_[static_cast<std::size_t>(id)] |= touch_[static_cast<std::size_t>(child)];
+        }
+    }
+  }
+
+  std::optional<Value> keep(std::optional<Value> g) {
+    if (g && adj_.owns(*g)) return r_.call(kernels::copy(), {*g});
     return g;
-  };
-  auto zero_written = [&](const NodeInfo& n) {
+  }
+
+  void zero_written(const NodeInfo& n) {
     for (const NodeArgInfo& a : n.arrays)
-      if (writes(a.access) && is_floating(a.dtype)) adj.zero(a);
-  };
-  for (auto it = order.rbegin(); it != order.rend(); ++it) {
-    const int id = *it;
-    const NodeInfo& n = nodes[static_cast<std::size_t>(id)];
-    if (auto s = starts.find(id); s != starts.end())
-      for (std::size_t w : s->second) grads[w] = keep(adj.read(wrt[w].view));
-    if (n.kind == NodeKind::save) continue;
-    const bool path = on_path[static_cast<std::size_t>(id)];
-    if (is_control(n.kind)) {
-      if (path)
-        throw NotSupported(who + ": " + describe(n) +
-                           " lies on a path from wrt to the seeds; reversing device control flow "
-                           "(if, switch, while, for) and forks is not done yet");
-      continue;
+      if (writes(a.access) && is_floating(a.dtype)) adj_.zero(a);
+  }
+
+  // What the reverse reads of argument `slot` of node `id`: its view, the saved copy, or this
+  // turn's row of its tape.
+  Value argument(int id, int slot) {
+    const NodeInfo& n = node(id);
+    const NodeArgInfo& a = n.arrays[static_cast<std::size_t>(slot)];
+    const Snapshot& snap = f_.snapshot(id, slot);
+    switch (snap.state) {
+      case Snapshot::State::intact:
+        return map_(a);
+      case Snapshot::State::saved:
+        return map_(snap.saved);
+      case Snapshot::State::taped:
+        return r_.call(kernels::tape_read(), {map_(snap.saved), row(snap.saved, n)});
+      case Snapshot::State::lost:
+        break;
     }
-    if (!path) {
-      zero_written(n);
-      continue;
+    throw RecordError(who_ + ": the derivative of " + describe(n) + " reads its argument '" +
+                      a.param + "', which " + snap.lost_to +
+                      " overwrote; take every gradient in one call, or write the new value to "
+                      "another array");
+  }
+
+  void walk(const std::vector<int>& list, bool top) {
+    for (auto it = list.rbegin(); it != list.rend(); ++it) {
+      const int id = *it;
+      const NodeInfo& n = node(id);
+      if (top)
+        if (auto s = starts_.find(id); s != starts_.end())
+          for (std::size_t w : s->second) set(grads_[w], keep(adj_.read(wrt_[w].view)));
+      if (bookkeeping(n)) continue;
+      const bool path = path_[static_cast<std::size_t>(id)];
+      if (is_control(n.kind)) {
+        if (path || touch_[static_cast<std::size_t>(id)]) reverse_construct(id);
+        continue;
+      }
+      if (!path) {
+        zero_written(n);
+        continue;
+      }
+      if (n.kind == NodeKind::copy_in) {  // dst = src
+        const std::optional<Value> g = keep(adj_.read(n.arrays[1]));
+        adj_.zero(n.arrays[1]);
+        if (g) adj_.add(n.arrays[0], *g);
+        continue;
+      }
+      reverse_kernel(id);
     }
-    if (n.kind == NodeKind::copy_in) {  // dst = src
-      const std::optional<Value> g = keep(adj.read(n.arrays[1]));
-      adj.zero(n.arrays[1]);
-      if (g) adj.add(n.arrays[0], *g);
-      continue;
-    }
-    const Kernel& kernel = forward.kernel_of(id);
-    const VjpRule* rule = derivative_of(kernel);
+  }
+
+  void reverse_kernel(int id) {
+    const NodeInfo& n = node(id);
+    const VjpRule* rule = derivative_of(f_.kernel_of(id));
     if (!rule)
-      throw NotSupported(who + ": " + describe(n) +
+      throw NotSupported(who_ + ": " + describe(n) +
                          " lies on a path from wrt to the seeds and has no derivative; give the "
                          "kernel one (KernelDef::derivative = vjp_rule(...)) or keep it off the "
                          "path");
     VjpArgs args;
     args.scalars = n.scalars;
-    args.wanted = wanted.at(id);
+    args.wanted = wanted_.at(id);
     bool any = false;
     for (std::size_t k = 0; k < n.arrays.size(); ++k) {
       const NodeArgInfo& a = n.arrays[k];
-      args.cotangents.push_back(writes(a.access) && is_floating(a.dtype) ? adj.read(a)
+      args.cotangents.push_back(writes(a.access) && is_floating(a.dtype) ? adj_.read(a)
                                                                          : std::nullopt);
       any = any || args.cotangents.back().has_value();
     }
-    if (!any) continue;  // nothing flows back through it
-    for (std::size_t k = 0; k < n.arrays.size(); ++k) {
-      const NodeArgInfo& a = n.arrays[k];
-      if (!rule->reads(static_cast<int>(k))) {
-        args.arrays.push_back(map(a));
-        continue;
-      }
-      const Snapshot snap = forward.snapshot(id, static_cast<int>(k));
-      if (snap.state == Snapshot::State::lost)
-        throw RecordError(who + ": the derivative of " + describe(n) + " reads its argument '" +
-                          a.param + "', which " + snap.lost_to +
-                          " overwrote; take every gradient in one call, or write the new value "
-                          "to another array");
-      args.arrays.push_back(map(snap.state == Snapshot::State::saved ? snap.saved : a));
-    }
+    if (!any) return;  // nothing flows back through it
+    for (std::size_t k = 0; k < n.arrays.size(); ++k)
+      args.arrays.push_back(rule->reads(static_cast<int>(k)) ? argument(id, static_cast<int>(k))
+                                                             : map_(n.arrays[k]));
     std::vector<std::optional<Value>> contrib;
     try {
-      contrib = rule->vjp(r, args);
+      contrib = rule->vjp(r_, args);
     } catch (const NotSupported& e) {  // a rule refusing a case it does not cover
-      throw NotSupported(who + ": the derivative of " + describe(n) + ": " + e.what());
+      throw NotSupported(who_ + ": the derivative of " + describe(n) + ": " + e.what());
     }
     if (contrib.size() != n.arrays.size())
-      throw InvalidArgument(who + ": the derivative of kernel " + n.kernel + " returned " +
+      throw InvalidArgument(who_ + ": the derivative of kernel " + n.kernel + " returned " +
                             std::to_string(contrib.size()) + " entries for " +
                             std::to_string(n.arrays.size()) + " array parameters");
     for (std::size_t k = 0; k < n.arrays.size(); ++k) {
@@ -221,27 +315,182 @@ std::vector<Value> record_reverse(Recorder& r, const Recording& forward,
       }
       const NodeArgInfo& a = n.arrays[k];
       if (c->shape() != a.shape || c->dtype() != a.dtype)
-        throw InvalidArgument(who + ": the derivative of kernel " + n.kernel + " returned " +
+        throw InvalidArgument(who_ + ": the derivative of kernel " + n.kernel + " returned " +
                               std::string(dtype_name(c->dtype())) + shape_str(c->shape()) +
                               " for '" + a.param + "', which is " +
                               std::string(dtype_name(a.dtype)) + shape_str(a.shape));
-      c = keep(c);
+      set(c, keep(c));
     }
     zero_written(n);
     for (std::size_t k = 0; k < n.arrays.size(); ++k)
-      if (contrib[k]) adj.add(n.arrays[k], *contrib[k]);
+      if (contrib[k]) adj_.add(n.arrays[k], *contrib[k]);
   }
-  std::vector<Value> out;
-  for (std::size_t w = 0; w < wrt.size(); ++w) {
-    if (wrt[w].start < 0) grads[w] = keep(adj.read(wrt[w].view));
-    if (!grads[w]) {
-      const Value zero = r.empty(wrt[w].view.shape, wrt[w].view.dtype);
-      r.call(kernels::fill(), {0.0}, buffer(zero));
-      grads[w] = zero;
+
+  // Cotangents a construct's reverse updates stay one array each throughout it (Adjoints::pin):
+  // what its path nodes read, and what its nodes write that has a cotangent already.
+  void pin_for(int id) {
+    std::vector<int> stack{id};
+    while (!stack.empty()) {
+      const NodeInfo& n = node(stack.back());
+      stack.pop_back();
+      for (const auto& body : n.bodies) stack.insert(stack.end(), body.begin(), body.end());
+      if (is_control(n.kind) || bookkeeping(n)) continue;
+      for (const NodeArgInfo& a : n.arrays) {
+        if (!is_floating(a.dtype)) continue;
+        if ((reads(a.access) && path_[static_cast<std::size_t>(n.id)]) ||
+            (writes(a.access) && adj_.has(a.buffer)))
+          adj_.pin(a.buffer);
+      }
     }
-    out.push_back(*grads[w]);
   }
-  return out;
+
+  void reverse_construct(int id) {
+    const NodeInfo& n = node(id);
+    if (n.kind == NodeKind::fork) return reverse_fork(n);
+    if (n.kind == NodeKind::while_) {
+      if (n.max_turns == 0) return;  // for_(0, ...): never runs
+      if (n.turns < 0 || (!loops_.empty() && n.turns_tape < 0))
+        throw NotSupported(
+            who_ + ": " + describe(n) +
+            " lies on a path from wrt to the seeds and has no turn cap, so its per-turn tape "
+            "cannot be sized; give it (and every loop it is in) one: r.while_(cell, body, "
+            "max_turns) (or use r.for_(n, body) with break_if)");
+    }
+    const bool outermost = depth_ == 0;
+    if (outermost) pin_for(id);
+    ++depth_;
+    if (n.kind == NodeKind::while_) {
+      reverse_loop(n);
+    } else {
+      const Value cond = argument(id, 0);
+      std::vector<std::function<void()>> arms;
+      for (const auto& arm : n.bodies) arms.push_back([this, &arm] { walk(arm, false); });
+      if (n.kind == NodeKind::if_) {
+        r_.if_(cond, arms[0], arms.size() > 1 ? arms[1] : nullptr);
+      } else {
+        r_.switch_(cond, arms);
+      }
+    }
+    --depth_;
+    if (outermost) adj_.unpin_all();
+  }
+
+  // The floating forward buffers the reverse of node `id` touches that have a cotangent array.
+  std::vector<int> cotangents_of(int id) {
+    std::vector<int> out, stack{id};
+    while (!stack.empty()) {
+      const NodeInfo& n = node(stack.back());
+      stack.pop_back();
+      for (const auto& body : n.bodies) stack.insert(stack.end(), body.begin(), body.end());
+      if (is_control(n.kind) || bookkeeping(n)) continue;
+      for (const NodeArgInfo& a : n.arrays)
+        if (is_floating(a.dtype) && adj_.has(a.buffer) &&
+            std::find(out.begin(), out.end(), a.buffer) == out.end())
+          out.push_back(a.buffer);
+    }
+    return out;
+  }
+
+  // A fork reverses as a fork: reversed branch k is forward branch n-1-k walked back (a forward
+  // wait of branch j on branch i < j becomes, reversed, one of branch n-1-i on branch n-1-j).
+  // Every cotangent the fork touches is one array (pinned), and each reversed item first waits
+  // for the last writer of each cotangent it touches, which orders the accumulations branches
+  // share. Should the recorder still find a race, the branches are reversed one after another.
+  void reverse_fork(const NodeInfo& n) {
+    const bool outermost = depth_ == 0;
+    if (outermost) pin_for(n.id);
+    ++depth_;
+    const int depth = depth_;
+    const std::size_t loops = loops_.size();
+    try {
+      r_.atomically([&] {
+        std::vector<std::function<void(Branch&)>> branches;
+        for (auto b = n.bodies.rbegin(); b != n.bodies.rend(); ++b)
+          branches.push_back([this, &list = *b](Branch& branch) {
+            for (auto it = list.rbegin(); it != list.rend(); ++it) {
+              for (int buffer : cotangents_of(*it)) branch.wait(*adj_.array_of(buffer));
+              walk({*it}, false);
+            }
+          });
+        r_.parallel(branches);
+      });
+    } catch (const RecordError&) {
+      depth_ = depth;
+      loops_.resize(loops);
+      for (auto b = n.bodies.rbegin(); b != n.bodies.rend(); ++b) walk(*b, false);
+    }
+    --depth_;
+    if (outermost) adj_.unpin_all();
+  }
+
+  NodeArgInfo whole(int buffer) const {
+    const BufferInfo& b = buffers_[static_cast<std::size_t>(buffer)];
+    return {b.label, Access::read, b.id, 0, static_cast<int64_t>(b.bytes), b.shape, b.dtype};
+  }
+
+  // The row of tape `tape` for the turn being reversed: the innermost loop whose tapes have as
+  // many rows (a loop's tapes have a row per turn of it and of its enclosing loops).
+  Value row(const NodeArgInfo& tape, const NodeInfo& reader) {
+    for (auto it = loops_.rbegin(); it != loops_.rend(); ++it)
+      if (it->rows == tape.shape[0]) return it->index;
+    throw RecordError(who_ + ": " + describe(reader) + " reads a tape outside its loop's reverse");
+  }
+
+  // The turns the forward ran (its turn counter; inside a loop, this turn's row of its tape of
+  // turn counts), last to first: k counts down, and each turn reads its row of the tapes (k, or
+  // inside a loop, the enclosing row * cap + k).
+  void reverse_loop(const NodeInfo& n) {
+    const bool nested = !loops_.empty();
+    const Value count =
+        nested ? r_.call(kernels::tape_read(), {map_(whole(n.turns_tape)), loops_.back().index})
+               : map_(whole(n.turns));
+    const Value k = r_.call(kernels::copy(), {count});
+    const Value going = r_.call(kernels::cell_or(), {k, k});
+    const Value no_stop = r_.empty({1}, DType::u32);
+    r_.call(kernels::fill(), {0.0}, buffer(no_stop));
+    const int64_t rows = (nested ? loops_.back().rows : 1) * n.max_turns;
+    std::optional<Value> cap;
+    if (nested) {
+      cap.emplace(r_.empty({1}, DType::u32));
+      r_.call(kernels::fill(), {static_cast<double>(n.max_turns)}, buffer(*cap));
+    }
+    r_.while_(going, [&] {
+      r_.call_all(kernels::loop_next(), {k, no_stop}, buffer(going));  // k -= 1: this turn
+      const Value index = nested ? r_.call(kernels::cell_mad(), {loops_.back().index, *cap, k}) : k;
+      loops_.push_back({index, rows});
+      walk(n.bodies[0], false);
+      loops_.pop_back();
+    });
+  }
+
+  Recorder& r_;
+  const Recording& f_;
+  // Copies: when recording into the forward's own recording, its vectors grow as we record.
+  const std::vector<NodeInfo> nodes_;
+  const std::vector<BufferInfo> buffers_;
+  const std::vector<Target>& wrt_;
+  const ViewMap& map_;
+  const std::string& who_;
+  Adjoints adj_;
+  std::vector<char> varied_, needed_, varied_node_, path_, touch_;
+  std::map<int, std::vector<std::size_t>> starts_;  // node -> wrt entries it writes first
+  std::map<int, std::vector<bool>> wanted_;         // per kernel node on the forward path
+  std::vector<std::optional<Value>> grads_;
+  struct Level {
+    Value index;   // the row of the turn being reversed
+    int64_t rows;  // rows of the tapes of the loop
+  };
+  std::vector<Level> loops_;  // the loops whose reverse is open, outermost first
+  int depth_ = 0;             // device constructs open in the reverse
+};
+
+}  // namespace
+
+std::vector<Value> record_reverse(Recorder& r, const Recording& forward,
+                                  const std::vector<int>& order, const std::vector<Seed>& seeds,
+                                  const std::vector<Target>& wrt, const ViewMap& map,
+                                  const std::string& who) {
+  return Pass(r, forward, wrt, map, who).run(order, seeds);
 }
 
 }  // namespace eagle::diff::detail

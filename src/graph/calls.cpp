@@ -199,6 +199,7 @@ std::vector<Value> Recorder::call_all(const Kernel& kernel, const std::vector<Ar
   for (std::size_t slot = 0; slot < own.size(); ++slot)
     if (own[slot].state != Snapshot::State::intact)
       s.snapshots[static_cast<std::size_t>(id)][slot] = own[slot];
+  s.tape_outputs(id);
   // The write-only outputs, then each read-write argument (updated in place).
   for (int v : out_values) results.push_back(s.handle(v));
   std::size_t in = 0;

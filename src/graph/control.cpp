@@ -6,6 +6,7 @@
 #include "eagle/core/shape.hpp"
 #include "eagle/kernel/cells.hpp"
 #include "eagle/kernel/standard.hpp"
+#include "eagle/kernel/tape.hpp"
 #include "graph/state.hpp"
 
 namespace eagle {
@@ -54,7 +55,9 @@ int Recording::State::record_control(NodeKind kind, const Value& cell,
   node.kernel = node.label;
   node.arrays = {arg_info("cond", Access::read, cell.id())};
   node.bodies.resize(arms.size());
+  const Snapshot cond = kind == NodeKind::while_ ? Snapshot{} : note_condition(node.arrays[0]);
   const int id = add_node(std::move(node), nullptr, KernelImpl{});
+  snapshots[static_cast<std::size_t>(id)][0] = cond;
   for (std::size_t i = 0; i < arms.size(); ++i) {
     open.emplace_back(id, static_cast<int>(i));
     arms[i]();
@@ -83,12 +86,83 @@ void Recorder::switch_(const Value& cell, const std::vector<std::function<void()
   t.commit();
 }
 
-void Recorder::while_(const Value& cell, const std::function<void()>& body) {
+// A loop; capped (max_turns >= 1), it stops after max_turns turns. With RecordOptions::record,
+// a capped loop whose enclosing loops are all taped counts its turns in a cell, and the row of
+// its tapes runs over the turns of all of them (the enclosing loop's row * cap + turn); its turn
+// count is taped per row of the enclosing loop.
+int Recording::State::record_loop(const Value& cell, const std::function<void()>& body,
+                                  int64_t max_turns, bool for_loop) {
+  Recorder r(self);
+  const int64_t outer_rows = tapes.empty() ? 1 : tapes.back().rows;
+  const bool taped = saving() && max_turns > 0 &&
+                     static_cast<int>(tapes.size()) == open_loops_here() &&
+                     max_turns <= static_cast<int64_t>(UINT32_MAX) / outer_rows;
+  const bool nested = taped && !tapes.empty();
+  Value turn, remaining, cap;
+  if (taped) {
+    turn = r.empty({1}, DType::u32, "loop.turn");
+    labeled[static_cast<std::size_t>(turn.buffer())] = false;
+    r.call(kernels::fill(), {0.0}, buffer(turn));
+  }
+  if (nested) {
+    cap = r.empty({1}, DType::u32, "loop.cap");
+    labeled[static_cast<std::size_t>(cap.buffer())] = false;
+    r.call(kernels::fill(), {static_cast<double>(max_turns)}, buffer(cap));
+  }
+  if (max_turns > 0 && !for_loop) {
+    remaining = r.empty({1}, DType::u32, "while.remaining");
+    labeled[static_cast<std::size_t>(remaining.buffer())] = false;
+    r.call(kernels::fill(), {static_cast<double>(max_turns)}, buffer(remaining));
+  }
+  const int id = record_control(
+      NodeKind::while_, cell, {[&] {
+        if (taped) {
+          const Value index =
+              nested ? r.call(kernels::cell_mad(), {tapes.back().index, cap, turn}) : turn;
+          tapes.push_back({open.back().first, max_turns, turn, index, outer_rows * max_turns});
+        }
+        body();
+        if (max_turns > 0 && !for_loop) {  // cell = cell && turns left
+          const Value off = r.call(kernels::cell_none(), {cell, cell});
+          r.call_all(kernels::loop_next(), {remaining, off}, buffer(cell));
+        }
+        if (taped) {
+          resolve_tapes(open.back().first);
+          r.call(kernels::cell_increment(), {turn}, buffer(turn));
+          tapes.pop_back();
+        }
+      }});
+  int turns_tape = -1;
+  if (nested) {  // the turns it ran, per row of the enclosing loop
+    const TapeFrame& outer = tapes.back();
+    const Value t = r.empty({outer.rows, 1}, DType::u32, "tape loop.turns");
+    labeled[static_cast<std::size_t>(t.buffer())] = false;
+    scope[static_cast<std::size_t>(t.buffer())] = {-1, -1};
+    r.call(kernels::tape_write(), {turn, outer.index, t});
+    turns_tape = t.buffer();
+  }
+  NodeInfo& n = nodes[static_cast<std::size_t>(id)];
+  n.max_turns = max_turns;
+  n.turns = taped ? turn.buffer() : -1;
+  n.turns_tape = turns_tape;
+  return id;
+}
+
+int Recording::State::open_loops_here() const {
+  int n = 0;
+  for (const auto& o : open) n += nodes[static_cast<std::size_t>(o.first)].kind == NodeKind::while_;
+  return n;
+}
+
+void Recorder::while_(const Value& cell, const std::function<void()>& body, int64_t max_turns) {
   Recording::State& s = *rec_->s_;
   s.check_open("Recorder::while_");
   if (!body) throw InvalidArgument("Recorder::while_: body is empty");
+  if (max_turns == 0 || max_turns < -1 || max_turns > static_cast<int64_t>(UINT32_MAX))
+    throw InvalidArgument("Recorder::while_: max_turns must be -1 (no cap) or in [1, 2^32), got " +
+                          std::to_string(max_turns));
   Transaction t(s);
-  const int id = s.record_control(NodeKind::while_, cell, {body});
+  const int id = s.record_loop(cell, body, max_turns, false);
   // A loop whose body never writes its cell could never stop once it started.
   const NodeArgInfo c = s.nodes[static_cast<std::size_t>(id)].arrays[0];
   std::vector<NodeArgInfo> inside;
@@ -120,15 +194,18 @@ void Recorder::for_(int64_t n, const std::function<void()>& body) {
   call(kernels::fill(), {static_cast<double>(n)}, buffer(remaining));
   call(kernels::fill(), {n > 0 ? 1.0 : 0.0}, buffer(going));
   call(kernels::fill(), {0.0}, buffer(stop));
-  while_(going, [&] {
-    call(kernels::fill(), {0.0}, buffer(skip));
-    s.loops.push_back({stop, skip, s.open.size()});
-    body();
-    // Close the guards break_if / continue_if opened, then count the turn.
-    for (int g = 0; g < s.loops.back().guards; ++g) s.open.pop_back();
-    s.loops.pop_back();
-    call_all(kernels::loop_next(), {remaining, stop}, buffer(going));
-  });
+  s.record_loop(
+      going,
+      [&] {
+        call(kernels::fill(), {0.0}, buffer(skip));
+        s.loops.push_back({stop, skip, s.open.size()});
+        body();
+        // Close the guards break_if / continue_if opened, then count the turn.
+        for (int g = 0; g < s.loops.back().guards; ++g) s.open.pop_back();
+        s.loops.pop_back();
+        call_all(kernels::loop_next(), {remaining, stop}, buffer(going));
+      },
+      n, true);
   t.commit();
 }
 
@@ -149,7 +226,9 @@ void Recording::State::guard_rest_of_loop_body(const Value& flag, const Value& c
   guard.kernel = "if";
   guard.arrays = {arg_info("cond", Access::read, keep.id())};
   guard.bodies.resize(1);
+  const Snapshot cond = note_condition(guard.arrays[0]);
   const int id = add_node(std::move(guard), nullptr, KernelImpl{});
+  snapshots[static_cast<std::size_t>(id)][0] = cond;
   open.emplace_back(id, 0);
   ++loops.back().guards;
 }

@@ -93,6 +93,12 @@ void Recording::State::merge_rebound(int old_value, int new_value) {
   journal.push_back({Undo::Kind::merged_into, from, 0,
                      buffers[static_cast<std::size_t>(from)].merged_into, 0, 0});
   buffers[static_cast<std::size_t>(from)].merged_into = to;
+  // The writers now overwrite the old array in place: save what earlier derivatives read of it.
+  std::vector<std::pair<int, NodeArgInfo>> writers;
+  for (int id : nodes_of_buffer[static_cast<std::size_t>(from)])
+    for (const NodeArgInfo& a : nodes[static_cast<std::size_t>(id)].arrays)
+      if (a.buffer == to && writes(a.access)) writers.emplace_back(id, a);
+  for (const auto& [id, a] : writers) save_before_existing(id, a);
 }
 
 void Recorder::assign(Value& dst, const Value& src) {

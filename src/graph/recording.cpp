@@ -2,6 +2,7 @@
 #include "eagle/graph/recording.hpp"
 
 #include "eagle/core/error.hpp"
+#include "eagle/kernel/tape.hpp"
 #include "graph/state.hpp"
 
 namespace eagle {
@@ -47,8 +48,14 @@ const Snapshot& Recording::snapshot(int node, int slot) const {
 }
 std::size_t Recording::saved_bytes() const {
   std::size_t total = 0;
-  for (const NodeInfo& n : s_->nodes)
-    if (n.kind == NodeKind::save) total += static_cast<std::size_t>(n.arrays[1].bytes);
+  for (const NodeInfo& n : s_->nodes) {
+    if (n.kind == NodeKind::save) {
+      total += static_cast<std::size_t>(n.arrays[1].bytes);
+    } else if (n.kind == NodeKind::kernel && kernel_of(n.id) == kernels::tape_write()) {
+      // one per tape
+      total += static_cast<std::size_t>(n.arrays[2].bytes);
+    }
+  }
   return total;
 }
 

@@ -1,11 +1,16 @@
 // RecordOptions::record: before a node overwrites in place an array that a derivative reads (of
 // an earlier node, or the node's own input), a `save` node copies it and the reverse pass reads
-// the copy; and the name map, made when the recording is finished.
+// the copy (placed so it runs whenever the reader ran: before the construct holding the writer
+// when the reader is not in it); inside a capped loop, each turn writes what derivatives read
+// (and if conditions) into row `turn` of a tape instead; and the name map, made when the
+// recording is finished.
 #include <algorithm>
+#include <map>
 
 #include "eagle/core/error.hpp"
 #include "eagle/core/shape.hpp"
 #include "eagle/graph/derivative.hpp"
+#include "eagle/kernel/tape.hpp"
 #include "graph/state.hpp"
 
 namespace eagle {
@@ -25,7 +30,81 @@ struct Need {
   NodeArgInfo arg;
 };
 
+// Where a save for a need goes: nowhere (the need's node and the writer never both run), at the
+// writer (before it), or before node `before` (a construct holding the writer, not the need).
+struct Placement {
+  bool skip = false;
+  int before = -1;
+};
+
 }  // namespace
+
+bool Recording::State::derivative_reads(int id, int slot) const {
+  const NodeInfo& n = nodes[static_cast<std::size_t>(id)];
+  if (n.kind == NodeKind::if_ || n.kind == NodeKind::switch_) return slot == 0;
+  if (n.kind != NodeKind::kernel) return false;
+  return read_by_derivative(kernels[static_cast<std::size_t>(id)].get(), slot);
+}
+
+std::vector<std::pair<int, int>> Recording::State::chain_of(int id) const {
+  std::vector<std::pair<int, int>> chain;
+  for (int child = id, p = nodes[static_cast<std::size_t>(id)].parent; p >= 0;
+       child = p, p = nodes[static_cast<std::size_t>(p)].parent) {
+    const auto& bodies = nodes[static_cast<std::size_t>(p)].bodies;
+    int arm = 0;
+    for (std::size_t b = 0; b < bodies.size(); ++b)
+      if (std::find(bodies[b].begin(), bodies[b].end(), child) != bodies[b].end())
+        arm = static_cast<int>(b);
+    chain.emplace_back(p, arm);
+  }
+  std::reverse(chain.begin(), chain.end());
+  return chain;
+}
+
+namespace {
+
+// A save must run whenever the need's node ran, after it, and before the writer. At the writer
+// is right when every construct holding the writer holds the need's node too; otherwise it goes
+// before the outermost construct holding the writer and not the node (whose list holds both).
+// Different arms of one if / switch never both run: nothing to save. Different branches of a
+// fork: before the writer's item of its branch (ordered after the node by the branch's waits).
+Placement place(const std::vector<NodeInfo>& nodes, const std::vector<std::pair<int, int>>& need,
+                const std::vector<std::pair<int, int>>& writer) {
+  std::size_t i = 0;
+  while (i < need.size() && i < writer.size() && need[i] == writer[i]) ++i;
+  if (i < need.size() && i < writer.size() && need[i].first == writer[i].first) {
+    if (nodes[static_cast<std::size_t>(writer[i].first)].kind != NodeKind::fork) return {true, -1};
+    ++i;  // another branch of the same fork
+  }
+  if (i >= writer.size()) return {};
+  return {false, writer[i].first};
+}
+
+}  // namespace
+
+int Recording::State::insert_before(NodeInfo node, int before, bool after) {
+  const int parent = nodes[static_cast<std::size_t>(before)].parent;
+  node.id = static_cast<int>(nodes.size());
+  node.parent = parent;
+  std::vector<int>* list = &top;
+  if (parent >= 0) {
+    NodeInfo& p = nodes[static_cast<std::size_t>(parent)];
+    for (auto& body : p.bodies)
+      if (std::find(body.begin(), body.end(), before) != body.end()) list = &body;
+    if (p.kind == NodeKind::fork && !after)
+      node.waits = nodes[static_cast<std::size_t>(before)].waits;
+  }
+  for (const NodeArgInfo& a : node.arrays) {
+    auto& on = nodes_of_buffer[static_cast<std::size_t>(a.buffer)];
+    if (on.empty() || on.back() != node.id) on.push_back(node.id);
+  }
+  list->insert(std::find(list->begin(), list->end(), before) + (after ? 1 : 0), node.id);
+  snapshots.emplace_back(node.arrays.size());
+  nodes.push_back(std::move(node));
+  kernels.push_back(nullptr);
+  impls.push_back(KernelImpl{});
+  return static_cast<int>(nodes.size()) - 1;
+}
 
 void Recording::State::set_snapshot(int node, int slot, Snapshot snap) {
   Snapshot& at = snapshots[static_cast<std::size_t>(node)][static_cast<std::size_t>(slot)];
@@ -34,85 +113,238 @@ void Recording::State::set_snapshot(int node, int slot, Snapshot snap) {
   at = std::move(snap);
 }
 
+namespace {
+
+int open_loops(const std::vector<NodeInfo>& nodes, const std::vector<std::pair<int, int>>& open) {
+  int n = 0;
+  for (const auto& o : open) n += nodes[static_cast<std::size_t>(o.first)].kind == NodeKind::while_;
+  return n;
+}
+
+Snapshot not_taped(const std::string& what) {
+  return {Snapshot::State::lost,
+          {},
+          what +
+              " inside a loop that is not taped (a while_ without max_turns, or a loop "
+              "inside one)"};
+}
+
+// Taped, once the loop is recorded and it is known whether the loop writes the argument (then a
+// tape, else nothing: it holds the same in every turn). Marked by a tape of buffer -1.
+Snapshot pending() {
+  Snapshot p{Snapshot::State::taped, NodeArgInfo{}, {}};
+  p.saved.buffer = -1;
+  return p;
+}
+bool is_pending(const Snapshot& s) {
+  return s.state == Snapshot::State::taped && s.saved.buffer < 0;
+}
+
+}  // namespace
+
+Snapshot Recording::State::note_condition(const NodeArgInfo&) {
+  if (!saving() || open_loops(nodes, open) == 0) return {};
+  if (all_loops_taped()) return pending();
+  return not_taped("a condition");
+}
+
+void Recording::State::tape_outputs(int id) {
+  if (!saving() || open_loops(nodes, open) == 0) return;
+  const NodeInfo& n = nodes[static_cast<std::size_t>(id)];
+  for (std::size_t k = 0; k < n.arrays.size(); ++k) {
+    if (reads(n.arrays[k].access) || !derivative_reads(id, static_cast<int>(k))) continue;
+    snapshots[static_cast<std::size_t>(id)][k] =
+        all_loops_taped() ? pending() : not_taped(node_name(n) + " (kernel " + n.kernel + ")");
+  }
+}
+
+void Recording::State::resolve_tapes(int loop) {
+  const TapeFrame f = tapes.back();
+  std::vector<NodeArgInfo> inside;
+  subtree_accesses(loop, inside);
+  std::vector<std::pair<int, int>> todo;
+  std::vector<int> stack{loop};
+  while (!stack.empty()) {
+    const NodeInfo& n = nodes[static_cast<std::size_t>(stack.back())];
+    stack.pop_back();
+    for (const auto& body : n.bodies) stack.insert(stack.end(), body.begin(), body.end());
+    for (std::size_t k = 0; k < n.arrays.size(); ++k)
+      if (is_pending(snapshots[static_cast<std::size_t>(n.id)][k]))
+        todo.emplace_back(n.id, static_cast<int>(k));
+  }
+  std::sort(todo.begin(), todo.end());
+  const BufferInfo index = buffers[static_cast<std::size_t>(f.index.buffer())];
+  for (const auto& [id, slot] : todo) {
+    const NodeInfo& n = nodes[static_cast<std::size_t>(id)];
+    const NodeArgInfo a = n.arrays[static_cast<std::size_t>(slot)];
+    const std::string label = "tape " + n.label + "." + a.param;
+    const std::string where = node_name(n);
+    const bool written = std::any_of(inside.begin(), inside.end(), [&](const NodeArgInfo& w) {
+      return w.buffer == a.buffer && writes(w.access) &&
+             overlaps(w.byte_offset, w.byte_offset + w.bytes, a.byte_offset,
+                      a.byte_offset + a.bytes);
+    });
+    auto& snap = snapshots[static_cast<std::size_t>(id)][static_cast<std::size_t>(slot)];
+    if (!written) {
+      // The loop never writes it: the same in every turn; an enclosing loop decides.
+      if (tapes.size() == 1) snap = Snapshot{};
+      continue;
+    }
+    if (!a.strides.empty()) {
+      snap = {
+          Snapshot::State::lost, {}, where + " inside a loop (a strided view is not taped yet)"};
+      continue;
+    }
+    Shape shape{f.rows};
+    shape.insert(shape.end(), a.shape.begin(), a.shape.end());
+    const int tape = new_buffer(BufferKind::internal, shape, a.dtype, label);
+    scope[static_cast<std::size_t>(tape)] = {-1, -1};  // the reverse reads it after the loop
+    const auto bytes = static_cast<int64_t>(buffers[static_cast<std::size_t>(tape)].bytes);
+    NodeInfo t;
+    t.kind = NodeKind::kernel;
+    t.label = label;
+    t.kernel = kernels::tape_write().name();
+    t.arrays = {{"src", Access::read, a.buffer, a.byte_offset, a.bytes, a.shape, a.dtype},
+                {"index", Access::read, index.id, 0, static_cast<int64_t>(index.bytes), index.shape,
+                 index.dtype},
+                {"tape", Access::read_write, tape, 0, bytes, shape, a.dtype}};
+    // A read argument is taped before the node, a written one after it.
+    const int t_id = insert_before(std::move(t), id, !reads(a.access));
+    kernels[static_cast<std::size_t>(t_id)] = std::make_unique<Kernel>(kernels::tape_write());
+    impls[static_cast<std::size_t>(t_id)] =
+        kernels::tape_write().select({a.dtype, DType::u32, a.dtype});
+    snapshots[static_cast<std::size_t>(id)][static_cast<std::size_t>(slot)] = {
+        Snapshot::State::taped, {"tape", Access::read, tape, 0, bytes, shape, a.dtype}, {}};
+  }
+}
+
 std::vector<Snapshot> Recording::State::save_overwritten(const NodeInfo& node,
                                                          const Kernel& kernel) {
   std::vector<Snapshot> own(node.arrays.size());
-  if (!options.record) return own;
+  if (!saving()) return own;
+  const std::string by = node_name(node) + " (kernel " + node.kernel + ")";
+  // Inside a loop the node's own reads are taped per turn (or lost), not saved.
+  const int loops_open = open_loops(nodes, open);
+  if (loops_open > 0)
+    for (std::size_t k = 0; k < node.arrays.size(); ++k)
+      if (reads(node.arrays[k].access) && read_by_derivative(&kernel, static_cast<int>(k)))
+        own[k] = all_loops_taped() ? pending() : not_taped(by);
   for (const NodeArgInfo& w : node.arrays) {
     if (!writes(w.access)) continue;
     const int64_t w_lo = w.byte_offset, w_hi = w.byte_offset + w.bytes;
     auto overlaps_w = [&](const NodeArgInfo& a) {
       return a.buffer == w.buffer && overlaps(a.byte_offset, a.byte_offset + a.bytes, w_lo, w_hi);
     };
-    std::vector<Need> needs;
+    // Grouped by where the save goes: -1 at this node, else before that construct.
+    std::map<int, std::vector<Need>> groups;
     for (int id : nodes_of_buffer[static_cast<std::size_t>(w.buffer)]) {
       const NodeInfo& n = nodes[static_cast<std::size_t>(id)];
-      if (n.kind != NodeKind::kernel || n.parent >= 0) continue;  // constructs: not reversed yet
       for (std::size_t k = 0; k < n.arrays.size(); ++k) {
         const Snapshot& snap = snapshots[static_cast<std::size_t>(id)][k];
         if (snap.state != Snapshot::State::intact || !overlaps_w(n.arrays[k]) ||
-            !read_by_derivative(kernels[static_cast<std::size_t>(id)].get(), static_cast<int>(k)))
+            !derivative_reads(id, static_cast<int>(k)))
           continue;
-        needs.push_back({id, static_cast<int>(k), n.arrays[k]});
+        if (id < save_horizon) {
+          set_snapshot(id, static_cast<int>(k),
+                       {Snapshot::State::lost,
+                        {},
+                        by + " after Recorder::release_saves (its reverse was recorded)"});
+          continue;
+        }
+        const Placement p = place(nodes, chain_of(id), open);
+        if (!p.skip) groups[p.before].push_back({id, static_cast<int>(k), n.arrays[k]});
       }
     }
     for (std::size_t k = 0; k < node.arrays.size(); ++k)
       if (reads(node.arrays[k].access) && own[k].state == Snapshot::State::intact &&
           overlaps_w(node.arrays[k]) && read_by_derivative(&kernel, static_cast<int>(k)))
-        needs.push_back({-1, static_cast<int>(k), node.arrays[k]});
-    if (needs.empty()) continue;
-    const std::string by = node_name(node) + " (kernel " + node.kernel + ")";
-    // Not saved: inside a device construct (a save there would run per turn or not at all), or a
-    // node whose reverse was recorded already (Recorder::release_saves).
-    std::vector<Need> kept;
-    for (const Need& need : needs) {
-      const bool inside = !open.empty();
-      if (!inside && (need.node < 0 || need.node >= save_horizon)) {
-        kept.push_back(need);
-        continue;
-      }
-      Snapshot lost{Snapshot::State::lost,
-                    {},
-                    by + (inside ? " inside a device construct (not saved there yet)"
-                                 : " after Recorder::release_saves (its reverse was recorded)")};
-      if (need.node < 0) {
-        own[static_cast<std::size_t>(need.slot)] = lost;
+        groups[-1].push_back({-1, static_cast<int>(k), node.arrays[k]});
+    for (const auto& [before, kept] : groups) {
+      // Save the written view when it is contiguous and holds every needed view; else the buffer.
+      bool view_only = w.strides.empty();
+      for (const Need& need : kept)
+        view_only = view_only && need.arg.byte_offset >= w_lo &&
+                    need.arg.byte_offset + need.arg.bytes <= w_hi;
+      const BufferInfo src = buffers[static_cast<std::size_t>(w.buffer)];
+      const int64_t lo = view_only ? w_lo : 0;
+      const Shape shape = view_only ? w.shape : src.shape;
+      const int64_t bytes = view_only ? w.bytes : static_cast<int64_t>(src.bytes);
+      const int copy = new_buffer(BufferKind::internal, shape, src.dtype,
+                                  "save#" + std::to_string(nodes.size()) + " " + src.label);
+      scope[static_cast<std::size_t>(copy)] = {-1, -1};  // the reverse reads it anywhere
+      NodeInfo save;
+      save.kind = NodeKind::save;
+      save.label = "save " + src.label + " before " + node.label;
+      save.kernel = "save";
+      save.arrays = {{"src", Access::read, w.buffer, lo, bytes, shape, src.dtype},
+                     {"dst", Access::write, copy, 0, bytes, shape, src.dtype}};
+      if (before < 0) {
+        add_node(std::move(save), nullptr, KernelImpl{});
       } else {
-        set_snapshot(need.node, need.slot, lost);
+        insert_before(std::move(save), before);
       }
-    }
-    if (kept.empty()) continue;
-    // Save the written view when it is contiguous and holds every needed view; else the buffer.
-    bool view_only = w.strides.empty();
-    for (const Need& need : kept)
-      view_only = view_only && need.arg.byte_offset >= w_lo &&
-                  need.arg.byte_offset + need.arg.bytes <= w_hi;
-    const BufferInfo src = buffers[static_cast<std::size_t>(w.buffer)];
-    const int64_t lo = view_only ? w_lo : 0;
-    const Shape shape = view_only ? w.shape : src.shape;
-    const int64_t bytes = view_only ? w.bytes : static_cast<int64_t>(src.bytes);
-    const int copy = new_buffer(BufferKind::internal, shape, src.dtype,
-                                "save#" + std::to_string(nodes.size()) + " " + src.label);
-    NodeInfo save;
-    save.kind = NodeKind::save;
-    save.label = "save " + src.label + " before " + node.label;
-    save.kernel = "save";
-    save.arrays = {{"src", Access::read, w.buffer, lo, bytes, shape, src.dtype},
-                   {"dst", Access::write, copy, 0, bytes, shape, src.dtype}};
-    add_node(std::move(save), nullptr, KernelImpl{});
-    for (const Need& need : kept) {
-      NodeArgInfo at = need.arg;
-      at.buffer = copy;
-      at.byte_offset -= lo;
-      Snapshot snap{Snapshot::State::saved, at, {}};
-      if (need.node < 0) {
-        own[static_cast<std::size_t>(need.slot)] = snap;
-      } else {
-        set_snapshot(need.node, need.slot, snap);
+      for (const Need& need : kept) {
+        NodeArgInfo at = need.arg;
+        at.buffer = copy;
+        at.byte_offset -= lo;
+        Snapshot snap{Snapshot::State::saved, at, {}};
+        if (need.node < 0) {
+          own[static_cast<std::size_t>(need.slot)] = snap;
+        } else {
+          set_snapshot(need.node, need.slot, snap);
+        }
       }
     }
   }
   return own;
+}
+
+void Recording::State::save_before_existing(int writer, const NodeArgInfo& w) {
+  if (!saving()) return;
+  const int64_t w_lo = w.byte_offset, w_hi = w.byte_offset + w.bytes;
+  const std::vector<std::pair<int, int>> writer_chain = chain_of(writer);
+  const std::string by = node_name(nodes[static_cast<std::size_t>(writer)]);
+  std::map<int, std::vector<Need>> groups;
+  for (int id : nodes_of_buffer[static_cast<std::size_t>(w.buffer)]) {
+    if (id >= writer) continue;  // recorded after the writer: reads what it wrote
+    const NodeInfo& n = nodes[static_cast<std::size_t>(id)];
+    for (std::size_t k = 0; k < n.arrays.size(); ++k) {
+      const NodeArgInfo& a = n.arrays[k];
+      const Snapshot& snap = snapshots[static_cast<std::size_t>(id)][k];
+      if (snap.state != Snapshot::State::intact || a.buffer != w.buffer ||
+          !overlaps(a.byte_offset, a.byte_offset + a.bytes, w_lo, w_hi) ||
+          !derivative_reads(id, static_cast<int>(k)))
+        continue;
+      if (id < save_horizon) {
+        set_snapshot(id, static_cast<int>(k),
+                     {Snapshot::State::lost,
+                      {},
+                      by + " after Recorder::release_saves (its reverse was recorded)"});
+        continue;
+      }
+      const Placement p = place(nodes, chain_of(id), writer_chain);
+      if (!p.skip) groups[p.before < 0 ? writer : p.before].push_back({id, static_cast<int>(k), a});
+    }
+  }
+  const BufferInfo src = buffers[static_cast<std::size_t>(w.buffer)];
+  for (const auto& [before, kept] : groups) {
+    const int copy = new_buffer(BufferKind::internal, src.shape, src.dtype,
+                                "save#" + std::to_string(nodes.size()) + " " + src.label);
+    scope[static_cast<std::size_t>(copy)] = {-1, -1};
+    const auto bytes = static_cast<int64_t>(src.bytes);
+    NodeInfo save;
+    save.kind = NodeKind::save;
+    save.label = "save " + src.label + " before " + by;
+    save.kernel = "save";
+    save.arrays = {{"src", Access::read, w.buffer, 0, bytes, src.shape, src.dtype},
+                   {"dst", Access::write, copy, 0, bytes, src.shape, src.dtype}};
+    insert_before(std::move(save), before);
+    for (const Need& need : kept) {
+      NodeArgInfo at = need.arg;
+      at.buffer = copy;
+      set_snapshot(need.node, need.slot, {Snapshot::State::saved, at, {}});
+    }
+  }
 }
 
 void Recording::State::make_names() {
@@ -147,6 +379,19 @@ const Recording& Recorder::recording() const {
 
 bool Recorder::at_top_level() const {
   return rec_->s_->open.empty();
+}
+
+void Recorder::without_saves(const std::function<void()>& body) {
+  Recording::State& s = *rec_->s_;
+  s.check_open("Recorder::without_saves");
+  struct Off {
+    Recording::State& s;
+    explicit Off(Recording::State& st) : s(st) { ++s.no_saving; }
+    ~Off() { --s.no_saving; }
+  } off(s);
+  Transaction t(s);
+  body();
+  t.commit();
 }
 
 void Recorder::release_saves() {

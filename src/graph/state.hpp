@@ -8,7 +8,8 @@
 //   rebinding.cpp   readability of values made in arms; merging a rebound name in place
 //   finish.cpp      the passes that seal a recording: param shadows, numbering, edges
 //   transaction.cpp checkpoints and rollback: a refused call leaves the recording as it was
-//   saving.cpp      RecordOptions::record: saves before in-place overwrites, the name map
+//   saving.cpp      RecordOptions::record: saves before in-place overwrites, per-turn tapes
+//                   in capped loops, the name map
 #pragma once
 
 #include <cstdint>
@@ -37,6 +38,14 @@ struct Recording::State {
     std::size_t depth;  // open.size() at the for_ body's top level
     int guards = 0;     // if_ arms opened by break_if / continue_if, closed when the body ends
   };
+  // A loop whose turns are taped (RecordOptions::record, a cap, not inside another loop).
+  struct TapeFrame {
+    int loop;      // the while_ node
+    int64_t cap;   // its turn cap
+    Value turn;    // its turn number
+    Value index;   // the tape row of this turn: turn, or (the enclosing loop's row) * cap + turn
+    int64_t rows;  // rows of its tapes: the product of the caps of it and its enclosing loops
+  };
   // One caller array (param or external) by its bytes, to keep caller memory distinct.
   struct CallerSpan {
     uintptr_t hi;
@@ -50,7 +59,8 @@ struct Recording::State {
       merged_into,
       nodes_of_size,
       values_of_size,
-      snapshot  // snapshots[id][slot] was snapshot_undo[size]
+      snapshot,  // snapshots[id][slot] was snapshot_undo[size]
+      scope      // scope[id] was (buffer, slot)
     };
     Kind kind;
     int id;    // node, value or buffer
@@ -63,6 +73,7 @@ struct Recording::State {
     std::size_t values, buffers, nodes, params, results, checks, journal;
     std::vector<std::pair<int, int>> open;
     std::vector<LoopFrame> loops;
+    std::vector<TapeFrame> tapes;
     std::vector<int> pending_waits;
     bool results_set;
     int save_horizon;
@@ -114,6 +125,9 @@ struct Recording::State {
   std::vector<std::string> scopes;        // Recorder::scope names open now, outermost first
   int record_control(NodeKind kind, const Value& cell,
                      const std::vector<std::function<void()>>& arms);
+  // A while_ (max_turns -1: uncapped) or, with for_loop, the while_ of a for_ (which caps it).
+  int record_loop(const Value& cell, const std::function<void()>& body, int64_t max_turns,
+                  bool for_loop);
   std::pair<int, int> innermost_condition() const;
   void guard_rest_of_loop_body(const Value& flag, const Value& cell, const char* who);
   int item_holding(const std::vector<int>& list, int id) const;
@@ -142,6 +156,14 @@ struct Recording::State {
 
   // ---- what the reverse pass needs (saving.cpp)
   RecordOptions options;
+  std::vector<TapeFrame> tapes;  // the open taped loops, outermost first
+  int no_saving = 0;             // inside Recorder::without_saves
+  bool saving() const { return options.record && no_saving == 0; }
+  int open_loops_here() const;  // while_ nodes open now
+  // Whether the open loops are all taped (and there is one): what they read is taped.
+  bool all_loops_taped() const {
+    return !tapes.empty() && static_cast<int>(tapes.size()) == open_loops_here();
+  }
   std::vector<std::vector<Snapshot>> snapshots;  // per node, per array argument
   std::vector<Snapshot> snapshot_undo;           // old snapshots, by Undo::size
   std::vector<bool> labeled;                     // per buffer: Recorder::empty with a label
@@ -152,6 +174,25 @@ struct Recording::State {
   std::vector<Snapshot> save_overwritten(const NodeInfo& node, const Kernel& kernel);
   void set_snapshot(int node, int slot, Snapshot snap);
   void make_names();
+  // Whether the reverse pass reads argument `slot` of node `id` (a derivative's read, or the
+  // condition of an if_ / switch_).
+  bool derivative_reads(int id, int slot) const;
+  // The constructs (node, arm) holding node `id`, outermost first.
+  std::vector<std::pair<int, int>> chain_of(int id) const;
+  // The snapshot of a condition cell (an if_ or switch_ about to be added here).
+  Snapshot note_condition(const NodeArgInfo& cond);
+  // After kernel node `id` was added: its write-only arguments a derivative reads, inside a
+  // loop, are to be taped (or lost).
+  void tape_outputs(int id);
+  // At the end of taped loop `loop`'s body: each argument to be taped that the loop writes gets
+  // a tape [cap, ...] and a tape_write at the turn's row before its node (after it, for a written
+  // one); the others hold the same in every turn and are read in place.
+  void resolve_tapes(int loop);
+  // Saves, before writer node `writer` (already added, rewritten by a merge), what earlier
+  // nodes' derivatives read of `w`.
+  void save_before_existing(int writer, const NodeArgInfo& w);
+  // Adds `node` right before node `before` (after it, with `after`), in the same list.
+  int insert_before(NodeInfo node, int before, bool after = false);
 
   // ---- transactions (transaction.cpp)
   std::vector<Undo> journal;

@@ -26,6 +26,7 @@ Recording::State::Checkpoint Recording::State::checkpoint() const {
                     journal.size(),
                     open,
                     loops,
+                    tapes,
                     pending_waits,
                     results_set,
                     save_horizon};
@@ -36,6 +37,14 @@ namespace {
 template <class T>
 void pop_trailing_from(std::vector<int>& list, T limit) {
   while (!list.empty() && static_cast<T>(list.back()) >= limit) list.pop_back();
+}
+
+// A list of nodes may hold a newer node before older ones (a save placed before a construct
+// that was open when it was added): every node past the checkpoint goes.
+void drop_newer(std::vector<int>& list, std::size_t limit) {
+  list.erase(std::remove_if(list.begin(), list.end(),
+                            [&](int id) { return static_cast<std::size_t>(id) >= limit; }),
+             list.end());
 }
 
 }  // namespace
@@ -69,6 +78,10 @@ void Recording::State::rollback(const Checkpoint& c) {
         if (static_cast<std::size_t>(u.id) < c.buffers)
           values_of_buffer[static_cast<std::size_t>(u.id)].resize(u.size);
         break;
+      case Undo::Kind::scope:
+        if (static_cast<std::size_t>(u.id) < c.buffers)
+          scope[static_cast<std::size_t>(u.id)] = {u.buffer, u.slot};
+        break;
       case Undo::Kind::snapshot:
         if (static_cast<std::size_t>(u.id) < c.nodes)
           snapshots[static_cast<std::size_t>(u.id)][static_cast<std::size_t>(u.slot)] =
@@ -91,10 +104,10 @@ void Recording::State::rollback(const Checkpoint& c) {
   for (auto& list : nodes_of_buffer) pop_trailing_from(list, c.nodes);
   for (auto& list : values_of_buffer) pop_trailing_from(list, c.values);
   for (std::size_t v = c.values; v < values.size(); ++v) values[v].dead = true;
-  pop_trailing_from(top, c.nodes);
+  drop_newer(top, c.nodes);
   for (const auto& [node, arm] : c.open)
-    pop_trailing_from(nodes[static_cast<std::size_t>(node)].bodies[static_cast<std::size_t>(arm)],
-                      c.nodes);
+    drop_newer(nodes[static_cast<std::size_t>(node)].bodies[static_cast<std::size_t>(arm)],
+               c.nodes);
   while (param_names.size() > c.params) {
     param_by_name.erase(param_names.back());
     param_names.pop_back();
@@ -114,6 +127,7 @@ void Recording::State::rollback(const Checkpoint& c) {
   results_set = c.results_set;
   open = c.open;
   loops = c.loops;
+  tapes = c.tapes;
   pending_waits = c.pending_waits;
   save_horizon = c.save_horizon;
 }

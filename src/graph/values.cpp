@@ -188,6 +188,13 @@ Value Recorder::view(int buffer, int64_t byte_offset, const Shape& shape, DType 
     throw InvalidArgument(who + ": bytes [" + std::to_string(byte_offset) + ", " +
                           std::to_string(byte_offset + span) + ") do not lie within buffer '" +
                           b.label + "' of " + std::to_string(b.bytes) + " bytes");
+  // A pass reads what a node of an arm wrote when that arm ran: readable anywhere from now on.
+  auto& where = s.scope[static_cast<std::size_t>(buffer)];
+  if (where.first >= 0) {
+    s.journal.push_back(
+        {Recording::State::Undo::Kind::scope, buffer, where.second, where.first, 0, 0});
+    where = {-1, -1};
+  }
   return s.handle(s.new_value(buffer, byte_offset, shape, dtype, strides));
 }
 

@@ -72,6 +72,19 @@ const Kernel& loop_next() {
   return k;
 }
 
+const Kernel& cell_increment() {
+  static const Kernel k = cell_kernel<CellOp::increment>(
+      "cell_increment", {{"a", Access::read}, {"out", Access::write}});
+  return k;
+}
+
+const Kernel& cell_mad() {
+  static const Kernel k = cell_kernel<CellOp::mad>(
+      "cell_mad",
+      {{"a", Access::read}, {"b", Access::read}, {"c", Access::read}, {"out", Access::write}});
+  return k;
+}
+
 const Kernel& first_true(int n) {
   constexpr int kMax = kMaxFirstTrue;
   if (n < 1 || n > kMax)

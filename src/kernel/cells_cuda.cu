@@ -31,6 +31,10 @@ CudaFunction cell_cuda_function(CellOp op, int arrays) {
       return cuda_function(&cell_kernel<CellOp::none, 3>);
     case CellOp::loop_next:
       return cuda_function(&cell_kernel<CellOp::loop_next, 3>);
+    case CellOp::increment:
+      return cuda_function(&cell_kernel<CellOp::increment, 2>);
+    case CellOp::mad:
+      return cuda_function(&cell_kernel<CellOp::mad, 4>);
     case CellOp::first_true:
       return first_true_of(arrays, std::make_index_sequence<kernels::kMaxFirstTrue>());
   }

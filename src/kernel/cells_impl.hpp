@@ -15,7 +15,7 @@
 
 namespace eagle::detail {
 
-enum class CellOp : int { any, none, loop_next, first_true };
+enum class CellOp : int { any, none, loop_next, first_true, increment, mad };
 
 template <CellOp op, class Args>
 EAGLE_CELL_HD void cell_apply(const Args& a) {
@@ -27,6 +27,10 @@ EAGLE_CELL_HD void cell_apply(const Args& a) {
   } else if constexpr (op == CellOp::loop_next) {
     if (cell(0) > 0) cell(0) -= 1;
     cell(2) = (cell(0) > 0 && cell(1) == 0) ? 1u : 0u;
+  } else if constexpr (op == CellOp::increment) {
+    cell(1) = cell(0) + 1u;
+  } else if constexpr (op == CellOp::mad) {
+    cell(3) = cell(0) * cell(1) + cell(2);
   } else {  // first_true: conds are arrays 0..n-1, the index is the last array
     const int n = a.num_arrays - 1;
     uint32_t index = static_cast<uint32_t>(n);

@@ -297,22 +297,5 @@ TEST(DiffReverse, AKernelWithoutADerivativeOnThePathIsRefused) {
   EXPECT_EQ(g()[1].to_vector<float>(), before);
 }
 
-TEST(DiffReverse, ControlFlowOnThePathIsNotDoneYet) {
-  const Array x0 = test::random_array({3}, DType::f64, cpu);
-  const Array on = Array::from(std::vector<uint32_t>{1}, {1}, cpu);
-  Graph g = Graph::record(
-      [&](Recorder& r) {
-        Value x = r.param("x", x0);
-        Value out = r.empty({3}, DType::f64, "out");
-        r.if_(r.param("flag", on), [&] { r.call(kernels::scale(), {x, 2.0}, buffer(out)); });
-        r.result(r.call(kernels::sum(), {out}));
-      },
-      RecordOptions{.record = true});
-  g.build(cpu);
-  expect_throw_with<NotSupported>([&] { diff::reverse(g, {"result"}, {"x"}); },
-                                  {"(if)", "not done yet"});
-  EXPECT_NO_THROW(g());
-}
-
 }  // namespace
 }  // namespace eagle

@@ -5,9 +5,13 @@
 // overwrites in place. The reverse pass walks the top-level nodes last to first and records each
 // kernel's vector-Jacobian product (eagle/graph/derivative.hpp); cotangents of an array read by
 // several nodes are summed; only nodes on a path from `wrt` to the seeds are differentiated.
-// Refused (and nothing is recorded): a name that is not in the map, a kernel without a derivative
-// on such a path (NotSupported naming the node and the kernel), a device construct or fork on
-// such a path (NotSupported: not done yet), a value overwritten and not saved (RecordError).
+// Device constructs reverse on the device: an if / switch as the same construct on its saved
+// condition, a fork as a fork of its branches reversed (waits on shared cotangents), a capped loop
+// (for_, or while_ with max_turns; loops inside loops too) as a while_ counting the forward's
+// turns down and reading each turn's row of the per-turn tapes. Refused (and nothing is
+// recorded): a name that is not in the map, a kernel without a derivative on such a path
+// (NotSupported naming the node and the kernel), a while_ without max_turns on such a path
+// (NotSupported naming the node and the fix), a value overwritten and not saved (RecordError).
 #pragma once
 
 #include <optional>

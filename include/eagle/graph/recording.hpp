@@ -146,6 +146,14 @@ struct NodeInfo {
   std::vector<std::vector<int>> bodies;  // control nodes: node ids of each arm, in order
   int parent = -1;                       // the control node whose body holds this node, or -1
   std::string scope;  // the Recorder::scope names open when it was recorded, joined by '/'
+  // while_: the most turns it runs (for_'s n, while_'s max_turns; -1: no cap) and, with
+  // RecordOptions::record, the buffer of a one-cell u32 array counting the turns each launch
+  // ran (-1: none; what the reverse pass walks back), the index of the per-turn tape.
+  int64_t max_turns = -1;
+  int turns = -1;
+  // A taped while_ inside another taped loop: the buffer of the tape [rows of the enclosing
+  // loops] of its turn counts, one per turn of the enclosing loops (-1: none).
+  int turns_tape = -1;
 };
 
 // Options of a recording.
@@ -161,10 +169,13 @@ struct Snapshot {
   enum class State : uint8_t {
     intact,  // the argument's own view still holds it
     saved,   // a later node overwrote it; `saved` is the copy made before
-    lost,    // overwritten and not saved (inside a device construct, or after release_saves)
+    lost,    // overwritten and not saved (see lost_to)
+    taped,   // inside a capped loop: `saved` is the whole tape [rows, ...], row t what the
+             // argument held in turn t (NodeInfo::turns of the loop counts the turns); inside
+             // nested loops the row runs over the turns of all of them (outer row * cap + turn)
   };
   State state = State::intact;
-  NodeArgInfo saved;    // for State::saved: a view of the copy
+  NodeArgInfo saved;    // for State::saved: a view of the copy; State::taped: the tape
   std::string lost_to;  // for State::lost: the node that overwrote it, and why it was not saved
 };
 
@@ -218,11 +229,13 @@ class Recorder {
   // the cell is non-zero, else_arm (if given) when it is zero. switch_: arm k runs when the cell
   // holds k; none when it is >= the number of arms. while_: the body runs while the cell is
   // non-zero (the body must update the cell). A value carried from one turn to the next must
-  // be written in place (buffer=) so every turn reads what the last one wrote.
+  // be written in place (buffer=) so every turn reads what the last one wrote. `max_turns`
+  // (>= 1; -1: none) caps the loop: after that many turns it stops, its cell set to 0; reverse
+  // mode needs the cap (it sizes the per-turn tape) and refuses an uncapped while_.
   void if_(const Value& cell, const std::function<void()>& then_arm,
            const std::function<void()>& else_arm = nullptr);
   void switch_(const Value& cell, const std::vector<std::function<void()>>& arms);
-  void while_(const Value& cell, const std::function<void()>& body);
+  void while_(const Value& cell, const std::function<void()>& body, int64_t max_turns = -1);
   // A capped loop: body runs at most n times; inside it, break_if(cell) ends the loop and
   // continue_if(cell) ends this turn when the cell is non-zero. Either guards the rest of the
   // body (what is recorded after it runs only if no break or continue fired). Both must be
@@ -255,7 +268,8 @@ class Recorder {
   const Recording& recording() const;
   // A value viewing `buffer` of this recording at `byte_offset` with `shape`, `dtype` (the
   // buffer's) and element `strides` (empty: contiguous): e.g. what a recorded node argument
-  // views. The view must lie within the buffer.
+  // views. The view must lie within the buffer. The buffer is readable anywhere from then on,
+  // even one made inside an arm (the pass reads it only where it holds something).
   Value view(int buffer, int64_t byte_offset, const Shape& shape, DType dtype,
              const Shape& strides = {});
   // Whether calls go to the top level now (no device construct or fork branch is open).
@@ -266,6 +280,9 @@ class Recorder {
   // save what those nodes' derivatives read (a later reverse pass reading such a value is
   // refused).
   void release_saves();
+  // Runs `body` as one transaction that saves and tapes nothing (RecordOptions::record aside):
+  // what a reverse pass records is never differentiated itself.
+  void without_saves(const std::function<void()>& body);
 
   // Names what is recorded while the returned guard lives: each node's scope is the open scope
   // names joined by '/' ("block0/attention"), kept in to_json and in traces. Scopes nest; the
