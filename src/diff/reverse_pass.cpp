@@ -149,33 +149,40 @@ class Pass {
       } else if (n.kind == NodeKind::fork) {
         for (const auto& branch : n.bodies) mark_varied(branch, conditional, false);
       } else {
-        bool in = false;
-        for (const NodeArgInfo& a : n.arrays)
-          in = in || (reads(a.access) && is_floating(a.dtype) && varied(a.buffer));
-        in = in && !no_gradient(f_, n);
-        varied_node_[static_cast<std::size_t>(id)] =
-            varied_node_[static_cast<std::size_t>(id)] || in;
-        if (in) {
-          std::vector<bool>& want = wanted_[id];
-          want.resize(n.arrays.size(), false);
-          for (std::size_t k = 0; k < n.arrays.size(); ++k) {
-            const NodeArgInfo& a = n.arrays[k];
-            want[k] = want[k] || (reads(a.access) && is_floating(a.dtype) && varied(a.buffer));
-          }
-        }
-        for (const NodeArgInfo& a : n.arrays) {
-          if (!writes(a.access) || !is_floating(a.dtype)) continue;
-          if (in) {
-            varied(a.buffer) = 1;
-          } else if (!conditional && overwrites(n, a, buffers_)) {
-            varied(a.buffer) = 0;
-          }
-        }
+        mark_varied_leaf(id, n, conditional);
       }
-      if (top)
-        if (auto it = starts_.find(id); it != starts_.end())
-          for (std::size_t w : it->second) varied(wrt_[w].view.buffer) = 1;
+      if (top) mark_wrt_starts(id);
     }
+  }
+
+  // A leaf node: differentiated when it reads a varied floating array; what it writes is then
+  // varied, else an unconditional overwrite ends the dependence.
+  void mark_varied_leaf(int id, const NodeInfo& n, bool conditional) {
+    const auto varied_read = [&](const NodeArgInfo& a) {
+      return reads(a.access) && is_floating(a.dtype) && varied(a.buffer);
+    };
+    bool in = std::any_of(n.arrays.begin(), n.arrays.end(), varied_read) && !no_gradient(f_, n);
+    varied_node_[static_cast<std::size_t>(id)] = varied_node_[static_cast<std::size_t>(id)] || in;
+    if (in) {
+      std::vector<bool>& want = wanted_[id];
+      want.resize(n.arrays.size(), false);
+      for (std::size_t k = 0; k < n.arrays.size(); ++k)
+        want[k] = want[k] || varied_read(n.arrays[k]);
+    }
+    for (const NodeArgInfo& a : n.arrays) {
+      if (!writes(a.access) || !is_floating(a.dtype)) continue;
+      if (in)
+        varied(a.buffer) = 1;
+      else if (!conditional && overwrites(n, a, buffers_))
+        varied(a.buffer) = 0;
+    }
+  }
+
+  // The wrt arrays whose values start at top-level node `id` are varied from there on.
+  void mark_wrt_starts(int id) {
+    const auto it = starts_.find(id);
+    if (it == starts_.end()) return;
+    for (std::size_t w : it->second) varied(wrt_[w].view.buffer) = 1;
   }
 
   // ---- backward: what the seeds depend on; path_ (differentiated) and touch_ (writes a
@@ -196,24 +203,35 @@ class Pass {
       } else if (n.kind == NodeKind::fork) {
         for (auto b = n.bodies.rbegin(); b != n.bodies.rend(); ++b) mark_needed(*b, conditional);
       } else {
-        bool out = false;
-        for (const NodeArgInfo& a : n.arrays)
-          out = out || (writes(a.access) && is_floating(a.dtype) && needed(a.buffer));
-        touch_[static_cast<std::size_t>(id)] |= out;
-        path_[static_cast<std::size_t>(id)] |= out && varied_node_[static_cast<std::size_t>(id)];
-        for (const NodeArgInfo& a : n.arrays)
-          if (writes(a.access) && !conditional && overwrites(n, a, buffers_)) needed(a.buffer) = 0;
-        if (out && !no_gradient(f_, n))
-          for (const NodeArgInfo& a : n.arrays)
-            if (reads(a.access) && is_floating(a.dtype)) needed(a.buffer) = 1;
+        mark_needed_leaf(id, n, conditional);
         continue;
       }
-      for (const auto& body : n.bodies)
-        for (int child : body) {
-          path_[static_cast<std::size_t>(id)] |= path_[static_cast<std::size_t>(child)];
-          touch_[static_cast<std::size_t>(id)] |= touch_[static_cast<std::size_t>(child)];
-        }
+      absorb_bodies(id, n);
     }
+  }
+
+  // A leaf node: on the path when it writes a needed floating array (and reads a varied one);
+  // an unconditional overwrite ends the need, and what it reads is needed when it is on it.
+  void mark_needed_leaf(int id, const NodeInfo& n, bool conditional) {
+    bool out = false;
+    for (const NodeArgInfo& a : n.arrays)
+      out = out || (writes(a.access) && is_floating(a.dtype) && needed(a.buffer));
+    touch_[static_cast<std::size_t>(id)] |= out;
+    path_[static_cast<std::size_t>(id)] |= out && varied_node_[static_cast<std::size_t>(id)];
+    for (const NodeArgInfo& a : n.arrays)
+      if (writes(a.access) && !conditional && overwrites(n, a, buffers_)) needed(a.buffer) = 0;
+    if (!out || no_gradient(f_, n)) return;
+    for (const NodeArgInfo& a : n.arrays)
+      if (reads(a.access) && is_floating(a.dtype)) needed(a.buffer) = 1;
+  }
+
+  // A construct is on the path (touches) when a node of its bodies is.
+  void absorb_bodies(int id, const NodeInfo& n) {
+    for (const auto& body : n.bodies)
+      for (int child : body) {
+        path_[static_cast<std::size_t>(id)] |= path_[static_cast<std::size_t>(child)];
+        touch_[static_cast<std::size_t>(id)] |= touch_[static_cast<std::size_t>(child)];
+      }
   }
 
   std::optional<Value> keep(std::optional<Value> g) {

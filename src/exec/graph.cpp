@@ -176,6 +176,39 @@ void Graph::build() {
   build(where.value_or(Device::cpu()), {});
 }
 
+namespace {
+
+// Gives each of the graph's own arrays memory: laid out in the arena from offset 0 (aligned),
+// or allocated. Returns their bytes.
+std::size_t place_own_arrays(const Recording& rec, Device device, const MemoryArena* arena,
+                             std::vector<Array>& buffers) {
+  if (arena) {
+    if (arena->device() != device)
+      throw InvalidArgument("Graph::build: the arena lives on " + arena->device().str() +
+                            " but the graph is being built for " + device.str());
+    if (arena->bytes() < MemoryArena::bytes_for(rec))
+      throw InvalidArgument("Graph::build: the arena holds " + std::to_string(arena->bytes()) +
+                            " bytes, the graph's own arrays need " +
+                            std::to_string(MemoryArena::bytes_for(rec)));
+  }
+  std::size_t offset = 0, total = 0;  // offset in the arena
+  for (const BufferInfo& b : rec.buffers()) {
+    if (b.kind != BufferKind::internal || b.merged_into >= 0) continue;
+    if (arena) {
+      buffers[b.id] =
+          Array::on_storage(arena->storage(), b.shape, b.dtype, static_cast<int64_t>(offset));
+      offset += (b.bytes + MemoryArena::kAlignment - 1) / MemoryArena::kAlignment *
+                MemoryArena::kAlignment;
+    } else {
+      buffers[b.id] = Array::empty(b.shape, b.dtype, device);
+    }
+    total += b.bytes;
+  }
+  return total;
+}
+
+}  // namespace
+
 void Graph::build(Device device, const BuildOptions& options) {
   check("build");
   std::lock_guard<std::mutex> lock(*mutex_);
@@ -208,29 +241,7 @@ void Graph::build(Device device, const BuildOptions& options) {
                          " implementation for its dtypes; build the graph on " +
                          (device.is_cuda() ? "the CPU" : "a GPU") + " or give the kernel one");
   }
-  const MemoryArena* arena = options.arena.get();
-  if (arena) {
-    if (arena->device() != device)
-      throw InvalidArgument("Graph::build: the arena lives on " + arena->device().str() +
-                            " but the graph is being built for " + device.str());
-    if (arena->bytes() < MemoryArena::bytes_for(*rec_))
-      throw InvalidArgument("Graph::build: the arena holds " + std::to_string(arena->bytes()) +
-                            " bytes, the graph's own arrays need " +
-                            std::to_string(MemoryArena::bytes_for(*rec_)));
-  }
-  std::size_t offset = 0;  // in the arena
-  for (const BufferInfo& b : infos) {
-    if (b.kind != BufferKind::internal || b.merged_into >= 0) continue;
-    if (arena) {
-      next->buffers[b.id] =
-          Array::on_storage(arena->storage(), b.shape, b.dtype, static_cast<int64_t>(offset));
-      offset += (b.bytes + MemoryArena::kAlignment - 1) / MemoryArena::kAlignment *
-                MemoryArena::kAlignment;
-    } else {
-      next->buffers[b.id] = Array::empty(b.shape, b.dtype, device);
-    }
-    next->allocated += b.bytes;
-  }
+  next->allocated = place_own_arrays(*rec_, device, options.arena.get(), next->buffers);
   const auto& nodes = rec_->nodes();
   next->plan.nodes.resize(nodes.size());
   next->nodes_of_buffer.resize(infos.size());

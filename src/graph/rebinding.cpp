@@ -18,6 +18,28 @@ void Recording::State::check_readable(int buffer, const std::string& what) const
                     "array before the construct and write it in place inside (buffer=)");
 }
 
+namespace {
+
+// Every writer of buffer `from` must be per-sample and reduce nothing: then it may write the old
+// array in place. Throws RecordError naming the first that is not.
+void check_in_place_writers(const Recording::State& s, int from, const std::string& what) {
+  for (int id : s.nodes_of_buffer[static_cast<std::size_t>(from)]) {
+    const NodeInfo& n = s.nodes[static_cast<std::size_t>(id)];
+    for (const NodeArgInfo& a : n.arrays) {
+      if (a.buffer != from || !writes(a.access)) continue;
+      const Kernel* k = s.kernels[static_cast<std::size_t>(id)].get();
+      if (!k || !k->def().per_sample || k->def().reduces)
+        throw RecordError(what + ": " + node_name(n) + " (kernel " + n.kernel + ") " +
+                          (k && k->def().reduces ? "reduces across samples" : "is not per-sample") +
+                          ", so writing the old array in place would race. Keep the result in "
+                          "an array made before the construct with buffer= (e.g. ping-pong "
+                          "two arrays)");
+    }
+  }
+}
+
+}  // namespace
+
 // `y = new` inside a device construct, where y held a value from outside it and `new` was made
 // in the open arm: the new value's buffer is merged into the old view, in place, so the name
 // keeps one array across the construct (and across a loop's turns). Every change to what was
@@ -44,21 +66,7 @@ void Recording::State::merge_rebound(int old_value, int new_value) {
                       "and dtype (and both contiguous) to be merged in place; write the old "
                       "array with buffer=");
   const int from = new_v.buffer, to = old_v.buffer;
-  // Every writer of the new array must be per-sample and reduce nothing: then it may write the
-  // old array in place.
-  for (int id : nodes_of_buffer[static_cast<std::size_t>(from)]) {
-    const NodeInfo& n = nodes[static_cast<std::size_t>(id)];
-    for (const NodeArgInfo& a : n.arrays) {
-      if (a.buffer != from || !writes(a.access)) continue;
-      const Kernel* k = kernels[static_cast<std::size_t>(id)].get();
-      if (!k || !k->def().per_sample || k->def().reduces)
-        throw RecordError(what + ": " + node_name(n) + " (kernel " + n.kernel + ") " +
-                          (k && k->def().reduces ? "reduces across samples" : "is not per-sample") +
-                          ", so writing the old array in place would race. Keep the result in "
-                          "an array made before the construct with buffer= (e.g. ping-pong "
-                          "two arrays)");
-    }
-  }
+  check_in_place_writers(*this, from, what);
   using Undo = Recording::State::Undo;
   auto& to_nodes = nodes_of_buffer[static_cast<std::size_t>(to)];
   auto& to_values = values_of_buffer[static_cast<std::size_t>(to)];

@@ -218,127 +218,130 @@ void Recording::State::resolve_tapes(int loop) {
   }
 }
 
+namespace {
+
+// The reads of nodes recorded before `writer` (all nodes so far when writer < 0) that a
+// derivative needs and `w` overwrites, grouped by where their save goes: the key is the node to
+// save before (the writer itself when writer >= 0 and the save goes at it; -1: at the end, for
+// a node not added yet). Reads before the save horizon are marked lost instead.
+std::map<int, std::vector<Need>> earlier_needs(Recording::State& s, const NodeArgInfo& w,
+                                               int writer, const std::string& by,
+                                               const std::vector<std::pair<int, int>>& chain) {
+  const int64_t w_lo = w.byte_offset, w_hi = w.byte_offset + w.bytes;
+  std::map<int, std::vector<Need>> groups;
+  for (int id : s.nodes_of_buffer[static_cast<std::size_t>(w.buffer)]) {
+    if (writer >= 0 && id >= writer) continue;  // recorded after the writer: reads what it wrote
+    const NodeInfo& n = s.nodes[static_cast<std::size_t>(id)];
+    for (std::size_t k = 0; k < n.arrays.size(); ++k) {
+      const NodeArgInfo& a = n.arrays[k];
+      const Snapshot& snap = s.snapshots[static_cast<std::size_t>(id)][k];
+      if (snap.state != Snapshot::State::intact || a.buffer != w.buffer ||
+          !overlaps(a.byte_offset, a.byte_offset + a.bytes, w_lo, w_hi) ||
+          !s.derivative_reads(id, static_cast<int>(k)))
+        continue;
+      if (id < s.save_horizon) {
+        s.set_snapshot(id, static_cast<int>(k),
+                       {Snapshot::State::lost,
+                        {},
+                        by + " after Recorder::release_saves (its reverse was recorded)"});
+        continue;
+      }
+      const Placement p = place(s.nodes, s.chain_of(id), chain);
+      if (p.skip) continue;
+      groups[p.before < 0 && writer >= 0 ? writer : p.before].push_back(
+          {id, static_cast<int>(k), a});
+    }
+  }
+  return groups;
+}
+
+// A save node copying `bytes` of `buffer` from byte `lo` (viewed as `shape`) into a new array,
+// added at the end (before < 0) or right before node `before`; returns the copy's buffer.
+int add_save(Recording::State& s, int buffer, int64_t lo, const Shape& shape, int64_t bytes,
+             int before, const std::string& label) {
+  const BufferInfo src = s.buffers[static_cast<std::size_t>(buffer)];
+  const int copy = s.new_buffer(BufferKind::internal, shape, src.dtype,
+                                "save#" + std::to_string(s.nodes.size()) + " " + src.label);
+  s.scope[static_cast<std::size_t>(copy)] = {-1, -1};  // the reverse reads it anywhere
+  NodeInfo save;
+  save.kind = NodeKind::save;
+  save.label = label;
+  save.kernel = "save";
+  save.arrays = {{"src", Access::read, buffer, lo, bytes, shape, src.dtype},
+                 {"dst", Access::write, copy, 0, bytes, shape, src.dtype}};
+  if (before < 0)
+    s.add_node(std::move(save), nullptr, KernelImpl{});
+  else
+    s.insert_before(std::move(save), before);
+  return copy;
+}
+
+// Saves each group of needs of `w` (the node about to be added writes it): the written view
+// when it is contiguous and holds every needed view, else the whole buffer; each need then reads
+// the copy (the node's own, need.node < 0, through `own`).
+void save_groups(Recording::State& s, const NodeArgInfo& w, const std::string& writer_label,
+                 const std::map<int, std::vector<Need>>& groups, std::vector<Snapshot>& own) {
+  const int64_t w_lo = w.byte_offset, w_hi = w.byte_offset + w.bytes;
+  const BufferInfo src = s.buffers[static_cast<std::size_t>(w.buffer)];
+  for (const auto& [before, kept] : groups) {
+    const bool view_only =
+        w.strides.empty() && std::all_of(kept.begin(), kept.end(), [&](const Need& need) {
+          return need.arg.byte_offset >= w_lo && need.arg.byte_offset + need.arg.bytes <= w_hi;
+        });
+    const int64_t lo = view_only ? w_lo : 0;
+    const int copy = add_save(s, w.buffer, lo, view_only ? w.shape : src.shape,
+                              view_only ? w.bytes : static_cast<int64_t>(src.bytes), before,
+                              "save " + src.label + " before " + writer_label);
+    for (const Need& need : kept) {
+      NodeArgInfo at = need.arg;
+      at.buffer = copy;
+      at.byte_offset -= lo;
+      const Snapshot snap{Snapshot::State::saved, at, {}};
+      if (need.node < 0)
+        own[static_cast<std::size_t>(need.slot)] = snap;
+      else
+        s.set_snapshot(need.node, need.slot, snap);
+    }
+  }
+}
+
+}  // namespace
+
 std::vector<Snapshot> Recording::State::save_overwritten(const NodeInfo& node,
                                                          const Kernel& kernel) {
   std::vector<Snapshot> own(node.arrays.size());
   if (!saving()) return own;
   const std::string by = node_name(node) + " (kernel " + node.kernel + ")";
   // Inside a loop the node's own reads are taped per turn (or lost), not saved.
-  const int loops_open = open_loops(nodes, open);
-  if (loops_open > 0)
+  const auto own_read = [&](std::size_t k) {
+    return reads(node.arrays[k].access) && read_by_derivative(&kernel, static_cast<int>(k));
+  };
+  if (open_loops(nodes, open) > 0)
     for (std::size_t k = 0; k < node.arrays.size(); ++k)
-      if (reads(node.arrays[k].access) && read_by_derivative(&kernel, static_cast<int>(k)))
-        own[k] = all_loops_taped() ? pending() : not_taped(by);
+      if (own_read(k)) own[k] = all_loops_taped() ? pending() : not_taped(by);
   for (const NodeArgInfo& w : node.arrays) {
     if (!writes(w.access)) continue;
-    const int64_t w_lo = w.byte_offset, w_hi = w.byte_offset + w.bytes;
-    auto overlaps_w = [&](const NodeArgInfo& a) {
-      return a.buffer == w.buffer && overlaps(a.byte_offset, a.byte_offset + a.bytes, w_lo, w_hi);
-    };
-    // Grouped by where the save goes: -1 at this node, else before that construct.
-    std::map<int, std::vector<Need>> groups;
-    for (int id : nodes_of_buffer[static_cast<std::size_t>(w.buffer)]) {
-      const NodeInfo& n = nodes[static_cast<std::size_t>(id)];
-      for (std::size_t k = 0; k < n.arrays.size(); ++k) {
-        const Snapshot& snap = snapshots[static_cast<std::size_t>(id)][k];
-        if (snap.state != Snapshot::State::intact || !overlaps_w(n.arrays[k]) ||
-            !derivative_reads(id, static_cast<int>(k)))
-          continue;
-        if (id < save_horizon) {
-          set_snapshot(id, static_cast<int>(k),
-                       {Snapshot::State::lost,
-                        {},
-                        by + " after Recorder::release_saves (its reverse was recorded)"});
-          continue;
-        }
-        const Placement p = place(nodes, chain_of(id), open);
-        if (!p.skip) groups[p.before].push_back({id, static_cast<int>(k), n.arrays[k]});
-      }
+    std::map<int, std::vector<Need>> groups = earlier_needs(*this, w, -1, by, open);
+    for (std::size_t k = 0; k < node.arrays.size(); ++k) {
+      const NodeArgInfo& a = node.arrays[k];
+      if (own_read(k) && own[k].state == Snapshot::State::intact && a.buffer == w.buffer &&
+          overlaps(a.byte_offset, a.byte_offset + a.bytes, w.byte_offset, w.byte_offset + w.bytes))
+        groups[-1].push_back({-1, static_cast<int>(k), a});
     }
-    for (std::size_t k = 0; k < node.arrays.size(); ++k)
-      if (reads(node.arrays[k].access) && own[k].state == Snapshot::State::intact &&
-          overlaps_w(node.arrays[k]) && read_by_derivative(&kernel, static_cast<int>(k)))
-        groups[-1].push_back({-1, static_cast<int>(k), node.arrays[k]});
-    for (const auto& [before, kept] : groups) {
-      // Save the written view when it is contiguous and holds every needed view; else the buffer.
-      bool view_only = w.strides.empty();
-      for (const Need& need : kept)
-        view_only = view_only && need.arg.byte_offset >= w_lo &&
-                    need.arg.byte_offset + need.arg.bytes <= w_hi;
-      const BufferInfo src = buffers[static_cast<std::size_t>(w.buffer)];
-      const int64_t lo = view_only ? w_lo : 0;
-      const Shape shape = view_only ? w.shape : src.shape;
-      const int64_t bytes = view_only ? w.bytes : static_cast<int64_t>(src.bytes);
-      const int copy = new_buffer(BufferKind::internal, shape, src.dtype,
-                                  "save#" + std::to_string(nodes.size()) + " " + src.label);
-      scope[static_cast<std::size_t>(copy)] = {-1, -1};  // the reverse reads it anywhere
-      NodeInfo save;
-      save.kind = NodeKind::save;
-      save.label = "save " + src.label + " before " + node.label;
-      save.kernel = "save";
-      save.arrays = {{"src", Access::read, w.buffer, lo, bytes, shape, src.dtype},
-                     {"dst", Access::write, copy, 0, bytes, shape, src.dtype}};
-      if (before < 0) {
-        add_node(std::move(save), nullptr, KernelImpl{});
-      } else {
-        insert_before(std::move(save), before);
-      }
-      for (const Need& need : kept) {
-        NodeArgInfo at = need.arg;
-        at.buffer = copy;
-        at.byte_offset -= lo;
-        Snapshot snap{Snapshot::State::saved, at, {}};
-        if (need.node < 0) {
-          own[static_cast<std::size_t>(need.slot)] = snap;
-        } else {
-          set_snapshot(need.node, need.slot, snap);
-        }
-      }
-    }
+    save_groups(*this, w, node.label, groups, own);
   }
   return own;
 }
 
 void Recording::State::save_before_existing(int writer, const NodeArgInfo& w) {
   if (!saving()) return;
-  const int64_t w_lo = w.byte_offset, w_hi = w.byte_offset + w.bytes;
-  const std::vector<std::pair<int, int>> writer_chain = chain_of(writer);
   const std::string by = node_name(nodes[static_cast<std::size_t>(writer)]);
-  std::map<int, std::vector<Need>> groups;
-  for (int id : nodes_of_buffer[static_cast<std::size_t>(w.buffer)]) {
-    if (id >= writer) continue;  // recorded after the writer: reads what it wrote
-    const NodeInfo& n = nodes[static_cast<std::size_t>(id)];
-    for (std::size_t k = 0; k < n.arrays.size(); ++k) {
-      const NodeArgInfo& a = n.arrays[k];
-      const Snapshot& snap = snapshots[static_cast<std::size_t>(id)][k];
-      if (snap.state != Snapshot::State::intact || a.buffer != w.buffer ||
-          !overlaps(a.byte_offset, a.byte_offset + a.bytes, w_lo, w_hi) ||
-          !derivative_reads(id, static_cast<int>(k)))
-        continue;
-      if (id < save_horizon) {
-        set_snapshot(id, static_cast<int>(k),
-                     {Snapshot::State::lost,
-                      {},
-                      by + " after Recorder::release_saves (its reverse was recorded)"});
-        continue;
-      }
-      const Placement p = place(nodes, chain_of(id), writer_chain);
-      if (!p.skip) groups[p.before < 0 ? writer : p.before].push_back({id, static_cast<int>(k), a});
-    }
-  }
+  const std::map<int, std::vector<Need>> groups =
+      earlier_needs(*this, w, writer, by, chain_of(writer));
   const BufferInfo src = buffers[static_cast<std::size_t>(w.buffer)];
   for (const auto& [before, kept] : groups) {
-    const int copy = new_buffer(BufferKind::internal, src.shape, src.dtype,
-                                "save#" + std::to_string(nodes.size()) + " " + src.label);
-    scope[static_cast<std::size_t>(copy)] = {-1, -1};
-    const auto bytes = static_cast<int64_t>(src.bytes);
-    NodeInfo save;
-    save.kind = NodeKind::save;
-    save.label = "save " + src.label + " before " + by;
-    save.kernel = "save";
-    save.arrays = {{"src", Access::read, w.buffer, 0, bytes, src.shape, src.dtype},
-                   {"dst", Access::write, copy, 0, bytes, src.shape, src.dtype}};
-    insert_before(std::move(save), before);
+    const int copy = add_save(*this, w.buffer, 0, src.shape, static_cast<int64_t>(src.bytes),
+                              before, "save " + src.label + " before " + by);
     for (const Need& need : kept) {
       NodeArgInfo at = need.arg;
       at.buffer = copy;

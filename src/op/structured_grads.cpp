@@ -28,6 +28,30 @@ void refuse_cotangents(GradContext& c, const std::vector<std::string>& ports) {
 
 }  // namespace
 
+namespace {
+
+// The reduction's cotangent in dims that broadcast against x: as given when keepdim or the
+// reduced axes lead (`broadcasts`); else only a cotangent given from outside can be read in the
+// keepdim dims (a reshaped view of the same elements; the op IR has no reshape), and only sum
+// and mean need nothing else.
+Tensor reduction_cotangent(GradContext& c, const Dims& dims, const std::vector<bool>& reduced,
+                           bool broadcasts, const std::string& mode) {
+  if (broadcasts) return c.cot("y");
+  Dims kept = dims;
+  for (std::size_t i = 0; i < dims.size(); ++i)
+    if (reduced[i]) kept[i] = 1;
+  Tensor g;
+  if (mode == "sum" || mode == "mean") g = c.cot_as("y", kept);
+  if (!g.defined())
+    c.refuse(
+        "reduction over axes that are not leading without keepdim (other than a sum or "
+        "mean of a graph output no node reads): the op IR has no reshape to broadcast "
+        "the cotangent back; reduce with keepdim = true");
+  return g;
+}
+
+}  // namespace
+
 void reduction_grad(GradContext& c) {
   if (!c.wants("x")) return;
   const Node& n = c.node();
@@ -41,22 +65,7 @@ void reduction_grad(GradContext& c) {
   bool leading = true;  // the reduced axes are a prefix: y broadcasts against x as it is
   for (std::size_t i = 1; i < reduced.size(); ++i)
     leading = leading && (!reduced[i] || reduced[i - 1]);
-  Tensor g;
-  if (!keep && !leading) {
-    // The op IR has no reshape: only a cotangent given from outside can be read in the keepdim
-    // dims (a reshaped view of the same elements), and only sum and mean need nothing else.
-    Dims kept = dims;
-    for (std::size_t i = 0; i < dims.size(); ++i)
-      if (reduced[i]) kept[i] = 1;
-    if (mode == "sum" || mode == "mean") g = c.cot_as("y", kept);
-    if (!g.defined())
-      c.refuse(
-          "reduction over axes that are not leading without keepdim (other than a sum or "
-          "mean of a graph output no node reads): the op IR has no reshape to broadcast "
-          "the cotangent back; reduce with keepdim = true");
-  } else {
-    g = c.cot("y");
-  }
+  Tensor g = reduction_cotangent(c, dims, reduced, keep || leading, mode);
   if (mode == "sum" || mode == "mean") {
     if (mode == "mean") {
       int64_t count = 1;

@@ -42,6 +42,22 @@ std::vector<data::Segment> paragraphs(const std::vector<data::Segment>& document
   return out;
 }
 
+namespace {
+
+// Every bucket graph's trace in one file; with several buckets each scope starts with "T<b>".
+void write_trace(const std::string& path, BucketSet& steps, const std::vector<int64_t>& caps) {
+  std::vector<TraceEvent> events;
+  for (std::size_t b = 0; b < caps.size(); ++b)
+    for (TraceEvent& e : steps.graph(static_cast<int>(b)).trace()) {
+      if (caps.size() > 1)
+        e.scope = "T" + std::to_string(caps[b]) + (e.scope.empty() ? "" : "/") + e.scope;
+      events.push_back(std::move(e));
+    }
+  write_chrome_trace(path, events, "eagle train step");
+}
+
+}  // namespace
+
 TrainReport run_training(const TrainOptions& o,
                          const std::function<void(const TrainReport&)>& on_ready,
                          const std::function<void(const StepLog&)>& on_step) {
@@ -122,16 +138,7 @@ TrainReport run_training(const TrainOptions& o,
     report.steps.push_back(log);
     if (on_step) on_step(log);
   }
-  if (!o.trace.empty()) {
-    std::vector<TraceEvent> events;
-    for (std::size_t b = 0; b < capacities.size(); ++b)
-      for (TraceEvent& e : steps.graph(static_cast<int>(b)).trace()) {
-        if (capacities.size() > 1)  // which bucket ran it
-          e.scope = "T" + std::to_string(capacities[b]) + (e.scope.empty() ? "" : "/") + e.scope;
-        events.push_back(std::move(e));
-      }
-    write_chrome_trace(o.trace, events, "eagle train step");
-  }
+  if (!o.trace.empty()) write_trace(o.trace, steps, capacities);
   return report;
 }
 
