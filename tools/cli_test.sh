@@ -54,6 +54,8 @@ expect 0 "summary: loss" train --device cpu --steps 3 --tokens 64 --slots 4 --di
 expect 2 "--buckets must be an integer >= 2" train --buckets 64,x
 expect 0 "buckets: T = 16,32,64" train --device cpu --steps 3 --tokens 64 --slots 4 --dim 16 \
   --heads 2 --layers 1 --docs "$src" --max-tokens 100000 --buckets 32,16
+expect 0 "chosen: entry 0" train --device cpu --tokens 64 --slots 4 --dim 16 --heads 2 \
+  --layers 1 --plans -
 trace=$(mktemp)
 expect 0 "summary: loss" train --device cpu --steps 2 --tokens 64 --slots 4 --dim 16 --heads 2 \
   --layers 1 --docs "$src" --max-tokens 100000 --trace "$trace"

@@ -8,6 +8,7 @@
 #include <set>
 #include <stdexcept>
 
+#include "train/plans.hpp"
 #include "train/trainer.hpp"
 
 namespace eagle::tools {
@@ -95,6 +96,7 @@ const std::map<std::string, Setter>& setters() {
       {"--lr", [](O& o, S a, S v) { o.adamw.lr = real(a, v); }},
       {"--threads", [](O& o, S a, S v) { o.threads = static_cast<int>(integer(a, v, 0)); }},
       {"--trace", [](O& o, S, S v) { o.trace = v; }},
+      {"--plans", [](O& o, S, S v) { o.plans = v; }},
       {"--buckets", [](O& o, S a, S v) { o.buckets = integer_list(a, v); }},
   };
   return m;
@@ -159,6 +161,8 @@ void train_usage(std::FILE* to) {
       "  --attention-dtype f32|bf16  what attention computes in (default f32; on a GPU bf16)\n"
       "  --buckets LIST         also record graphs for these capacities below T (e.g. 64,128):\n"
       "                         each step runs the smallest T_b >= L, all share one arena\n"
+      "  --plans FILE           write each planned op's plan list (forward, recompute and\n"
+      "                         backward segments) with the chosen entry, then stop ( - : stdout)\n"
       "  --trace FILE           write every step's nodes as trace-event JSON (CPU only: node\n"
       "                         labels and scopes)\n"
       "  --docs DIR             text to train on (default: the Python standard library under\n"
@@ -167,6 +171,29 @@ void train_usage(std::FILE* to) {
       "  --seed N               initial weights (default 1)\n"
       "  --lr X                 AdamW learning rate (default 0.003)\n"
       "  --threads N            CPU thread team size (default 0: one per hardware thread)\n");
+}
+
+// --plans: every planned op's plan list on the chosen device; 1 when a segment has no engine.
+int plans(const train::TrainOptions& o) {
+  std::FILE* to = o.plans == "-" ? stdout : std::fopen(o.plans.c_str(), "w");
+  if (!to) {
+    std::fprintf(stderr, "eagle train: cannot write '%s'\n", o.plans.c_str());
+    return 1;
+  }
+  int unserved = 0;
+  try {
+    unserved = train::print_plans(o.model, o.capacity.tokens, o.capacity.slots, o.device, to);
+  } catch (const Error& e) {
+    std::fprintf(stderr, "eagle train: %s\n", e.what());
+    unserved = -1;
+  }
+  if (to != stdout) std::fclose(to);
+  if (unserved > 0)
+    std::fprintf(stderr, "eagle train: %d planned segments have no engine on %s\n", unserved,
+                 o.device.str().c_str());
+  else if (unserved == 0 && to != stdout)
+    std::printf("plans: written to %s\n", o.plans.c_str());
+  return unserved == 0 ? 0 : 1;
 }
 
 int run_train(const std::vector<std::string>& args) {
@@ -186,6 +213,7 @@ int run_train(const std::vector<std::string>& args) {
               static_cast<long long>(o.capacity.tokens), static_cast<long long>(o.capacity.slots),
               static_cast<long long>(o.lookahead), o.docs.string().c_str());
   std::fflush(stdout);
+  if (!o.plans.empty()) return plans(o);
   const auto ready = [&](const train::TrainReport& r) {
     std::printf("  corpus: %lld files, %lld bytes, %lld segments; %lld params\n",
                 static_cast<long long>(r.corpus.files), static_cast<long long>(r.corpus.tokens),

@@ -27,7 +27,9 @@ struct TrainOptions {
   // Capacity buckets below T (one graph each, sharing one arena; T is always the last); empty:
   // one graph for T.
   std::vector<int64_t> buckets;
-  std::string trace;  // write a trace-event JSON of every step's nodes here ("" : none; CPU only)
+  std::string trace;
+  // Write every planned op's plan list and choice here ('-': standard output) instead of training.
+  std::string plans;  // write a trace-event JSON of every step's nodes here ("" : none; CPU only)
 };
 
 // One replay's numbers.
