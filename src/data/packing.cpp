@@ -124,9 +124,7 @@ std::optional<PackedBatch> PackedLoader::next() {
   std::vector<const Segment*> segments;
   for (std::size_t i : chosen) segments.push_back(&buffer_[i]);
   PackedBatch batch = pack_batch(segments, capacity_);
-  std::vector<std::size_t> drop = chosen;
-  std::sort(drop.rbegin(), drop.rend());
-  for (std::size_t i : drop) buffer_.erase(buffer_.begin() + static_cast<std::ptrdiff_t>(i));
+  remove_taken(buffer_, chosen);
   return batch;
 }
 

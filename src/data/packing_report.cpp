@@ -48,13 +48,12 @@ PackingStats measure_packing(const std::vector<int64_t>& lengths, int64_t tokens
     while (buffer.size() < b && next < lengths.size()) buffer.push_back(lengths[next++]);
     if (buffer.empty()) break;
     const bool full = buffer.size() == b;
-    std::vector<std::size_t> chosen = select_candidates(buffer, capacity);
+    const std::vector<std::size_t> chosen = select_candidates(buffer, capacity);
     int64_t l = 0;
     for (std::size_t i : chosen) l += buffer[i];
     (full ? fills : all_fills).push_back(l);
     (full ? ms : all_ms).push_back(static_cast<int64_t>(chosen.size()));
-    std::sort(chosen.rbegin(), chosen.rend());
-    for (std::size_t i : chosen) buffer.erase(buffer.begin() + static_cast<std::ptrdiff_t>(i));
+    remove_taken(buffer, chosen);
   }
   if (fills.empty()) {  // the data never filled the buffer: every batch counts
     fills = all_fills;

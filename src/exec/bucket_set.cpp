@@ -24,12 +24,15 @@ bool BucketResults::valid() const {
 }
 
 Array BucketSet::Bucket::input(const std::string& name) const {
-  for (std::size_t i = 0; i < set->inputs_.size(); ++i) {
-    if (set->inputs_[i].name != name) continue;
-    const Array& whole = set->backing_[i];
-    return set->inputs_[i].follows_capacity ? whole.slice(0, 0, capacity) : whole;
-  }
-  throw InvalidArgument("BucketSet: no input named '" + name + "'");
+  const std::size_t i = set->input_index(name, "BucketSet");
+  const Array& whole = set->backing_[i];
+  return set->inputs_[i].follows_capacity ? whole.slice(0, 0, capacity) : whole;
+}
+
+std::size_t BucketSet::input_index(const std::string& name, const char* who) const {
+  for (std::size_t i = 0; i < inputs_.size(); ++i)
+    if (inputs_[i].name == name) return i;
+  throw InvalidArgument(std::string(who) + ": no input named '" + name + "'");
 }
 
 BucketSet::BucketSet(std::vector<int64_t> capacities, std::vector<Input> inputs, Device device,
@@ -84,9 +87,7 @@ int BucketSet::select(int64_t active) const {
 }
 
 const Array& BucketSet::backing(const std::string& name) const {
-  for (std::size_t i = 0; i < inputs_.size(); ++i)
-    if (inputs_[i].name == name) return backing_[i];
-  throw InvalidArgument("BucketSet::backing: no input named '" + name + "'");
+  return backing_[input_index(name, "BucketSet::backing")];
 }
 
 Graph& BucketSet::graph(int bucket) {

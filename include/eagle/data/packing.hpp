@@ -7,6 +7,7 @@
 // until N sequences are taken or none fits. M <= min(N, B) by construction.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -28,6 +29,14 @@ struct BatchCapacity {
 // than T (no batch could ever hold it) or not positive.
 std::vector<std::size_t> select_candidates(const std::deque<int64_t>& candidates,
                                            BatchCapacity capacity);
+
+// Removes from `buffer` the entries at `taken` (what select_candidates chose), keeping the
+// others in their order.
+template <class T>
+void remove_taken(std::deque<T>& buffer, std::vector<std::size_t> taken) {
+  std::sort(taken.rbegin(), taken.rend());
+  for (std::size_t i : taken) buffer.erase(buffer.begin() + static_cast<std::ptrdiff_t>(i));
+}
 
 // One packed batch, host side, at full capacity: what the training step copies into its static
 // inputs. Rows past L are padding: input 0, label -100 (ignored), loss mask 0.

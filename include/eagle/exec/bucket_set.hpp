@@ -100,6 +100,8 @@ class BucketSet {
   std::size_t largest_alone_bytes() const;
 
  private:
+  // The index of input `name`; throws InvalidArgument naming `who` when there is none.
+  std::size_t input_index(const std::string& name, const char* who) const;
   std::vector<int64_t> capacities_;
   std::vector<Input> inputs_;
   std::vector<Array> backing_;
