@@ -10,7 +10,6 @@ from ._eagle import (
     Array,
     Branch,
     BucketResults,
-    BucketSet,
     CudaError,
     Device,
     DeviceKind,
@@ -38,7 +37,7 @@ from ._eagle import (
     ragged,
 )
 from ._arrays import asarray, empty, full, from_numpy, to_numpy
-from ._graph import Graph, current_recorder, parallel
+from ._graph import BucketSet, EagleWarning, Graph, current_recorder, parallel
 from . import kernels, diff
 from .kernels import load_kernels
 

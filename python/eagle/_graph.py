@@ -158,9 +158,21 @@ class Graph:
         return f"<eagle.Graph of {len(self.nodes)} nodes, {where}>"
 
 
-def _bucket_graph(self, bucket: int) -> Graph:
-    return Graph(self._graph_native(bucket))
+class BucketSet(_eagle.BucketSet):
+    """Graphs recorded from one body for capacities T_1 < ... < T_k, sharing one memory arena;
+    ``run(L)`` replays the smallest T_b >= L and returns its results (valid until the set's
+    next launch).
 
+    ``inputs`` are (name, shape at the largest capacity, dtype[, follows_capacity]) tuples;
+    ``body(r, bucket)`` records one bucket's graph (``r.param(name, bucket.input(name))``), with
+    kernel calls recording inside it as in Graph.record."""
 
-_eagle.BucketSet._graph_native = _eagle.BucketSet.graph
-_eagle.BucketSet.graph = _bucket_graph
+    def __init__(self, capacities, inputs, device, body, record: bool = False):
+        if not isinstance(device, _eagle.Device):
+            device = _eagle.Device(str(device))
+        super().__init__(list(capacities), list(inputs), device,
+                         lambda r, b: _recording_body(lambda rr: body(rr, b))(r), record)
+
+    def graph(self, bucket: int) -> Graph:
+        """Bucket ``bucket``'s built graph."""
+        return Graph(super().graph(bucket))

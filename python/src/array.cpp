@@ -127,7 +127,8 @@ Array from_dlpack_object(nb::handle obj, const Stream* stream) {
   }
   nb::object capsule;
   try {
-    nb::dict versioned = kwargs;
+    nb::dict versioned;  // a new dict: the fallback below must not see max_version
+    for (auto [k, v] : kwargs) versioned[k] = v;
     versioned["max_version"] = nb::make_tuple(DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION);
     capsule = obj.attr("__dlpack__")(**versioned);
   } catch (nb::python_error& e) {
