@@ -5,8 +5,11 @@
 # its tests and examples, and a CPU demo run. Ends with what ran, passed and was skipped, and why.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+repo=$PWD
 scripts/deps.sh
 . scripts/env.sh
+echo "== Python environment (.venv)"
+python=$(scripts/pydeps.sh)
 
 summary=()  # one line per check and build, printed at the end
 failures=0
@@ -57,9 +60,42 @@ scripts/tidy.sh
 summary+=("clang-tidy: the checks of .clang-tidy pass over src/ and tools/")
 
 echo "== build and test (release)"
-cuda=$(cmake -S . -B build -DCMAKE_BUILD_TYPE=Release | sed -n 's/.*eagle: CUDA backend //p')
+cuda=$(cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DEAGLE_PYTHON=ON -DPython_EXECUTABLE="$python" |
+  sed -n 's/.*eagle: CUDA backend //p')
 cmake --build build -j"$jobs"
 run_ctest build "release build (CUDA backend ${cuda:-?})" || failures=1
+
+# run_pytest <label> [env...]: the Python tests, from outside the repository so `import eagle` is
+# the package under test (the build tree's, or the installed one).
+run_pytest() {
+  local label=$1 log rc=0
+  shift
+  log=$(mktemp)
+  (cd /tmp && env "$@" "$python" -m pytest -q -rs "$repo/python/tests") >"$log" 2>&1 || rc=$?
+  if [ "$rc" -ne 0 ]; then cat "$log"; else tail -n 3 "$log"; fi
+  local passed failed skipped
+  passed=$(grep -oE '[0-9]+ passed' "$log" | tail -1 | cut -d' ' -f1)
+  failed=$(grep -oE '[0-9]+ failed' "$log" | tail -1 | cut -d' ' -f1)
+  skipped=$(grep -oE '[0-9]+ skipped' "$log" | tail -1 | cut -d' ' -f1)
+  passed=${passed:-0} failed=${failed:-0} skipped=${skipped:-0}
+  total_passed=$((total_passed + passed))
+  total_failed=$((total_failed + failed))
+  total_skipped=$((total_skipped + skipped))
+  summary+=("$label: $passed passed, $failed failed, $skipped skipped")
+  local reasons
+  reasons=$(grep -E '^SKIPPED' "$log" | sed -E 's/^SKIPPED \[[0-9]+\] [^:]+:[0-9]+: /        /' | sort | uniq -c || true)
+  [ -n "$reasons" ] && summary+=("  skipped, by reason:" "$reasons")
+  rm -f "$log"
+  return "$rc"
+}
+
+echo "== Python tests (the release build's extension, build/python)"
+run_pytest "Python tests, build tree" PYTHONPATH="$PWD/build/python" \
+  EAGLE_TEST_KERNELS="$PWD/build/python/libeagle_py_test_kernels.so" || failures=1
+
+echo "== pip install . (CPU build) and the Python tests against the installed package"
+EAGLE_CUDA=OFF "$python" -m pip install --quiet --no-build-isolation --disable-pip-version-check .
+run_pytest "Python tests, pip-installed package" || failures=1
 
 echo "== build and test (CPU, ASan + UBSan)"
 cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DEAGLE_CUDA=OFF -DEAGLE_SANITIZE=ON \

@@ -89,7 +89,17 @@ void bind_core(nb::module_& m) {
                      "An ordered queue of work on one device (a non-blocking CUDA "
                      "stream on a GPU; on the CPU work runs when issued).")
       .def(nb::init<Device>(), nb::arg("device"))
+      .def_static(
+          "borrow",
+          [](Device device, uintptr_t handle) {
+            return Stream::borrow(device, reinterpret_cast<void*>(handle));
+          },
+          nb::arg("device"), nb::arg("handle"),
+          "Another library's cudaStream_t (an int; 0: the legacy default stream), e.g. "
+          "torch.cuda.current_stream().cuda_stream: eagle orders its work on it and never "
+          "destroys it.")
       .def_prop_ro("device", &Stream::device)
+      .def_prop_ro("borrowed", &Stream::borrowed)
       .def_prop_ro(
           "handle", [](const Stream& s) { return reinterpret_cast<uintptr_t>(s.native()); },
           "The cudaStream_t as an integer (0 on the CPU).")

@@ -26,11 +26,26 @@ Stream::Stream(Device device) : device_(device), cache_(std::make_unique<Cache>(
 #endif
 }
 
+Stream Stream::borrow(Device device, void* native) {
+  if (device.is_cpu()) {
+    if (native != nullptr)
+      throw InvalidArgument("Stream::borrow: a CPU stream has no native handle (pass nullptr)");
+    return Stream(device);
+  }
+  if (device.ordinal() >= cuda_device_count())
+    throw InvalidArgument("Stream::borrow: device " + device.str() + " is not attached");
+  Stream s(Device::cpu());
+  s.device_ = device;
+  s.handle_ = native;
+  s.borrowed_ = true;
+  return s;
+}
+
 Stream::~Stream() {
   // What was cached for the stream (library handles bound to it) goes before the stream.
   cache_.reset();
 #ifdef EAGLE_HAVE_CUDA
-  if (handle_) {
+  if (handle_ && !borrowed_) {
     detail::DeviceGuard guard(device_.ordinal());
     cudaStreamDestroy(static_cast<cudaStream_t>(handle_));
   }
@@ -38,13 +53,17 @@ Stream::~Stream() {
 }
 
 Stream::Stream(Stream&& o) noexcept
-    : device_(o.device_), handle_(std::exchange(o.handle_, nullptr)), cache_(std::move(o.cache_)) {}
+    : device_(o.device_),
+      handle_(std::exchange(o.handle_, nullptr)),
+      borrowed_(std::exchange(o.borrowed_, false)),
+      cache_(std::move(o.cache_)) {}
 
 Stream& Stream::operator=(Stream&& o) noexcept {
   if (this != &o) {
     Stream dead(std::move(*this));
     device_ = o.device_;
     handle_ = std::exchange(o.handle_, nullptr);
+    borrowed_ = std::exchange(o.borrowed_, false);
     cache_ = std::move(o.cache_);
   }
   return *this;
@@ -52,7 +71,7 @@ Stream& Stream::operator=(Stream&& o) noexcept {
 
 void Stream::synchronize() const {
 #ifdef EAGLE_HAVE_CUDA
-  if (handle_) {
+  if (handle_ || borrowed_) {  // a borrowed nullptr is the legacy default stream
     detail::DeviceGuard guard(device_.ordinal());
     EAGLE_CUDA_CHECK(cudaStreamSynchronize(static_cast<cudaStream_t>(handle_)));
   }

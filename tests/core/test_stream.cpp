@@ -65,5 +65,37 @@ TEST_P(StreamOnDevice, MoveTransfersTheHandle) {
   EXPECT_EQ(c.native(), handle);
 }
 
+TEST(StreamTest, BorrowRefusesACpuHandleAndAnAbsentDevice) {
+  Stream cpu = Stream::borrow(Device::cpu(), nullptr);
+  EXPECT_EQ(cpu.native(), nullptr);
+  EXPECT_FALSE(cpu.borrowed());
+  int not_a_stream = 0;
+  expect_throw_with<InvalidArgument>([&] { Stream::borrow(Device::cpu(), &not_a_stream); },
+                                     {"borrow", "nullptr"});
+  const Device absent = Device::cuda(cuda_device_count());
+  expect_throw_with<InvalidArgument>([&] { Stream::borrow(absent, nullptr); },
+                                     {"borrow", absent.str()});
+}
+
+// A borrowed stream orders eagle's work on the caller's stream and outlives eagle's handle: the
+// owner destroys it after eagle's Stream is gone (a double destroy would fail under memcheck).
+TEST_P(StreamOnDevice, BorrowedStreamIsUsedAndNotDestroyed) {
+  if (device().is_cpu()) GTEST_SKIP() << "a borrowed stream is a CUDA stream";
+  Stream owner(device());
+  Array src = Array::from(std::vector<float>{1, 2, 3}, {3}, device());
+  Array dst = Array::empty({3}, DType::f32, device());
+  {
+    Stream borrowed = Stream::borrow(device(), owner.native());
+    EXPECT_TRUE(borrowed.borrowed());
+    EXPECT_EQ(borrowed.native(), owner.native());
+    dst.copy_from(src, &borrowed);
+    borrowed.synchronize();
+    Stream legacy = Stream::borrow(device(), nullptr);  // the legacy default stream
+    EXPECT_NO_THROW(legacy.synchronize());
+  }
+  EXPECT_EQ(dst.to_vector<float>(), (std::vector<float>{1, 2, 3}));
+  EXPECT_NO_THROW(owner.synchronize());  // still a live stream
+}
+
 }  // namespace
 }  // namespace eagle

@@ -12,6 +12,11 @@ class Stream {
  public:
   // A new stream on the device (a non-blocking cudaStream_t on CUDA devices).
   explicit Stream(Device device);
+  // A stream eagle does not own: another library's cudaStream_t on `device` (nullptr: the legacy
+  // default stream), e.g. PyTorch's current stream, so eagle's work is ordered with the caller's.
+  // eagle never destroys it; the caller keeps it alive while eagle uses it. On the CPU `native`
+  // must be nullptr. Throws InvalidArgument for a CUDA device that is not attached.
+  static Stream borrow(Device device, void* native);
   ~Stream();
   Stream(Stream&&) noexcept;
   Stream& operator=(Stream&&) noexcept;
@@ -19,7 +24,8 @@ class Stream {
   Stream& operator=(const Stream&) = delete;
 
   Device device() const { return device_; }
-  // The cudaStream_t, or nullptr on the CPU.
+  bool borrowed() const { return borrowed_; }
+  // The cudaStream_t, or nullptr on the CPU (and for the borrowed legacy default stream).
   void* native() const { return handle_; }
   // Waits until all work issued on the stream has finished.
   void synchronize() const;
@@ -33,6 +39,7 @@ class Stream {
   struct Cache;
   Device device_;
   void* handle_ = nullptr;
+  bool borrowed_ = false;
   std::unique_ptr<Cache> cache_;
 };
 
