@@ -1,11 +1,13 @@
 // The ragged kernels, written once (eagle/kernel/typed.hpp) for the CPU and the GPU. Compiled as
 // CUDA in a CUDA build and as C++ otherwise (CMake: *_typed.cu).
 #include <array>
+#include <memory>
 
 #include "eagle/core/dtype.hpp"
 #include "eagle/kernel/typed.hpp"
 #include "eagle/ragged/kernels.hpp"
 #include "eagle/ragged/schedule.hpp"
+#include "ragged/row_derivative.hpp"
 
 #ifdef __CUDACC__
 #include <climits>
@@ -75,6 +77,7 @@ __device__ void block_validate(const int32_t* cu, int64_t n, int64_t tokens, uin
 
 struct Validate {
   static constexpr const char* name = "ragged_validate_cu_seqlens";
+  static constexpr bool no_gradient = true;  // an error word: nothing flows back
   static constexpr std::array<const char*, 3> params = {"cu_seqlens", "error", "tokens"};
   using types = eagle::types<int32_t>;
   static constexpr bool per_sample = false;
@@ -116,6 +119,7 @@ struct Validate {
 
 struct ChunkOffsets {
   static constexpr const char* name = "ragged_chunk_offsets";
+  static constexpr bool no_gradient = true;  // integer offsets: constants to reverse mode
   static constexpr std::array<const char*, 4> params = {"cu_seqlens", "offsets", "tokens", "chunk"};
   using types = eagle::types<int32_t>;
   static constexpr bool per_sample = false;
@@ -149,6 +153,7 @@ struct ChunkOffsets {
 
 struct ChunkTasks {
   static constexpr const char* name = "ragged_chunk_tasks";
+  static constexpr bool no_gradient = true;  // integer tasks: constants to reverse mode
   static constexpr std::array<const char*, 6> params = {"cu_seqlens", "chunk_offsets", "tasks",
                                                         "tokens",     "chunk",         "count"};
   using types = eagle::types<int32_t>;
@@ -179,6 +184,7 @@ struct ChunkTasks {
 
 struct ActiveRows {
   static constexpr const char* name = "ragged_active_rows";
+  static constexpr bool no_gradient = true;  // a u8 mask: constant to reverse mode
   static constexpr std::array<const char*, 3> params = {"cu_seqlens", "mask", "tokens"};
   using types = eagle::types<int32_t>;
   static std::vector<ArrayMeta> infer(const std::vector<ArrayMeta>& in,
@@ -206,10 +212,13 @@ std::vector<ArrayMeta> rows_like_x(const std::vector<ArrayMeta>& in, const char*
   return {in[0]};
 }
 
-// x [T, ...] and cu_seqlens in, y like x out: the row kernels' signature.
+// x [T, ...] and cu_seqlens in, y like x out: the row kernels' signature, and their derivative:
+// dx = mask_rows(dy) (mask_rows' own; gradient_barrier's by design, zeroing the padding rows of
+// the gradient an ordinary producer receives).
 struct RowKernel {
   static constexpr std::array<const char*, 3> params = {"x", "cu_seqlens", "y"};
   using types = eagle::types<float, double, half, bfloat16>;
+  static std::shared_ptr<const Derivative> derivative() { return detail::masked_cotangent_rule(); }
 };
 
 struct MaskRows : RowKernel {

@@ -2,7 +2,7 @@
 // recorded graphs, differentiated by diff::reverse and diff::gradients on the CPU against
 // float64 central finite differences of the forward graph itself (params rebound), on fresh
 // random inputs: an MLP with cross entropy, a softmax / rms_norm chain followed by ordinary
-// kernels, sdpa and gdn on small ragged batches (sdpa with NaN padding rows), a saved input the
+// kernels, sdpa and gdn on small ragged batches (both with NaN padding rows), a saved input the
 // forward overwrites after the planned call; and the refusal of an op without a rule.
 #include <gtest/gtest.h>
 
@@ -236,10 +236,11 @@ TEST(PlannedDerivative, ItReadsOnlyTheOperandsItsBackwardReads) {
   EXPECT_EQ(read, (std::vector<std::string>{"a", "b", "y", "z"}));
 }
 
-// Random values of `shape` with the rows `padding` (along dim 0) NaN; which elements are active.
-std::pair<Array, std::vector<bool>> padded(const Shape& shape,
-                                           const std::vector<int64_t>& padding) {
-  std::vector<double> v = test::random_values(static_cast<std::size_t>(test::numel(shape)));
+// Random values of `shape` in [lo, hi) with the rows `padding` (along dim 0) NaN; which elements
+// are active.
+std::pair<Array, std::vector<bool>> padded(const Shape& shape, const std::vector<int64_t>& padding,
+                                           double lo = -1.0, double hi = 1.0) {
+  std::vector<double> v = test::random_values(static_cast<std::size_t>(test::numel(shape)), lo, hi);
   std::vector<bool> active(v.size(), true);
   const int64_t row = test::numel(shape) / shape[0];
   for (int64_t p : padding)
@@ -335,6 +336,52 @@ TEST(PlannedDerivative, GdnOnARaggedBatch) {
     SCOPED_TRACE(names[i]);
     expect_close(grads[i].to_vector<double>(),
                  finite_difference(f, names[i], init[i], dot_with(c0)));
+  }
+}
+
+TEST(PlannedDerivative, GdnOnARaggedBatchWithNaNPaddingRows) {
+  // Sequences [0, 3), [3, 3) (empty) and [3, 5); row 5 padding, NaN in every input and in the
+  // cotangent. The gradients' active rows are finite and right, their padding rows 0.
+  op::Graph og("gdn");
+  const Tensor q = og.tensor({"q", {6, 1, 3}, f64});
+  const Tensor k = og.tensor({"k", {6, 1, 3}, f64});
+  const Tensor v = og.tensor({"v", {6, 2, 2}, f64});
+  const Tensor g = og.tensor({"g", {6, 2}, f64});
+  const Tensor beta = og.tensor({"beta", {6, 2}, f64});
+  const Tensor cu = og.tensor({"cu", {4}, DType::i64});
+  og.op("gdn", {{"q", q}, {"k", k}, {"v", v}, {"g", g}, {"beta", beta}, {"cu_seqlens", cu}},
+        {{"use_qk_l2norm", true}})
+      .at("o")
+      .set_output(true)
+      .set_name("o");
+  const Kernel gdn = engines::planned_kernel(og);
+  const std::vector<std::string> names = {"q", "k", "v", "g", "beta"};
+  const std::vector<std::pair<Array, std::vector<bool>>> init = {
+      padded({6, 1, 3}, {5}), padded({6, 1, 3}, {5}), padded({6, 2, 2}, {5}),
+      padded({6, 2}, {5}, -0.5, -0.05), padded({6, 2}, {5}, 0.1, 0.9)};
+  const auto [c0, c_active] = padded({6, 2, 2}, {5});
+  Graph f = Graph::record(
+      [&](Recorder& r) {
+        std::vector<Arg> args;
+        for (std::size_t i = 0; i < names.size(); ++i)
+          args.emplace_back(r.param(names[i], init[i].first));
+        args.emplace_back(r.param("cu", Array::from(std::vector<int64_t>{0, 3, 3, 5}, {4}, cpu)));
+        r.result(r.call(gdn, args));
+      },
+      RecordOptions{.record = true});
+  f.build(cpu);
+  Graph back = diff::reverse(f, {diff::Seed("result", c0)}, names);
+  f();
+  const std::vector<Array> grads = back();
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    SCOPED_TRACE(names[i]);
+    const auto& [x0, active] = init[i];
+    const std::vector<double> got = grads[i].to_vector<double>();
+    expect_close(got, finite_difference(f, names[i], x0, dot_with(c0), active));
+    for (std::size_t e = 0; e < got.size(); ++e)
+      if (!active[e]) {
+        EXPECT_EQ(got[e], 0.0) << "padding element " << e;
+      }
   }
 }
 

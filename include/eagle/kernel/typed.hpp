@@ -37,10 +37,14 @@
 //       threads, each calling cuda_point(threadIdx.x, ...) once, so the body may use shared
 //       memory and synchronise the block (a block-wide scan); the CPU still runs [0, extent)
 //   static constexpr bool no_gradient = ...; the outputs carry no gradient (see Derivative)
+//   static std::shared_ptr<const eagle::Derivative> derivative();  the rule (KernelDef::
+//       derivative), made once with the kernel; a rule that records the kernel itself may, since
+//       it calls the kernel only when the reverse pass runs it
 #pragma once
 
 #include <array>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <tuple>
 #include <type_traits>
@@ -383,6 +387,7 @@ Kernel typed_kernel() {
   if constexpr (requires { Def::per_sample; }) def.per_sample = Def::per_sample;
   if constexpr (requires { Def::reduces; }) def.reduces = Def::reduces;
   if constexpr (requires { Def::no_gradient; }) def.no_gradient = Def::no_gradient;
+  if constexpr (requires { Def::derivative(); }) def.derivative = Def::derivative();
   // The implementations, one per T, keyed by the dtypes of the array parameters.
   struct Entry {
     std::vector<DType> dtypes;

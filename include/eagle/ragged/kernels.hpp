@@ -4,6 +4,10 @@
 // recorded into a graph like any kernel, so a captured graph reads the real batch from the device
 // at every replay.
 //
+// Reverse mode (eagle/diff/reverse.hpp): mask_rows and gradient_barrier carry a derivative (the
+// cotangent's active rows, 0 in its padding rows); the others write integers or flags and declare
+// no_gradient, so the reverse pass treats what they write as constants.
+//
 // Bad metadata never makes a ragged kernel read or write out of bounds: every kernel clamps what
 // it reads to [0, T] (chunk_offsets also keeps the boundaries non-decreasing, so its lengths are
 // >= 0 and sum to at most T), and validate_cu_seqlens says what was wrong. With valid metadata
@@ -50,12 +54,12 @@ const Kernel& active_rows();
 
 // x [T, ...] (f32, f64, f16, bf16), cu_seqlens [N+1] i32 -> y like x: the active rows of x, and
 // 0 in the padding rows. Where ragged output meets an ordinary op that mixes or reduces rows
-// (padding rows hold anything, NaN included).
+// (padding rows hold anything, NaN included). Derivative: dx = mask_rows(dy).
 const Kernel& mask_rows();
 
 // x [T, ...], cu_seqlens [N+1] i32 -> y = x. Forward identity; its derivative zeroes the padding
-// rows of the gradient (where an ordinary producer feeds a ragged kernel: reverse mode, issue
-// 12, gives it that derivative).
+// rows of the gradient, dx = mask_rows(dy) (where an ordinary producer feeds a ragged kernel whose
+// gradient leaves anything, NaN included, in the padding rows).
 const Kernel& gradient_barrier();
 
 }  // namespace eagle::ragged

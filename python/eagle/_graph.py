@@ -1,0 +1,178 @@
+"""Graph: record once, build for a device, replay; ``Graph.builder`` for the decorator."""
+
+from __future__ import annotations
+
+import contextvars
+import warnings
+
+from . import _eagle
+
+_current = contextvars.ContextVar("eagle_recorder", default=None)
+
+
+class EagleWarning(UserWarning):
+    """A warning from eagle's core (e.g. a bind that had to rebuild the graph)."""
+
+
+def current_recorder():
+    """The Recorder of the recording being made on this thread, or None outside one."""
+    return _current.get()
+
+
+def _recording_body(fn):
+    def body(r):
+        token = _current.set(r)
+        try:
+            fn(r)
+        finally:
+            _current.reset(token)
+
+    return body
+
+
+class parallel:
+    """``with eagle.parallel() as (b1, b2): ...`` in a builder function (see Graph.builder)."""
+
+    def __init__(self, *args, **kwargs):
+        raise _eagle.RecordError(
+            "eagle.parallel() is a form of the @eagle.Graph.builder rewrite; outside a builder "
+            "function record a fork with r.parallel([fn(branch), ...])"
+        )
+
+
+class Graph:
+    """A recorded graph: built once for a device, replayed by ``g()`` with next to no host cost.
+
+    ``Graph.record(fn)`` runs ``fn(r)`` once with a Recorder; ordinary Python control flow
+    inside it decides at record time. ``g.build(device)`` captures it (a CUDA graph on a GPU, a
+    host schedule on the CPU); ``g()`` launches it once, waits and returns the result (an Array,
+    or a tuple of them: the graph's own arrays, valid until its next launch).
+    """
+
+    __slots__ = ("_g", "_results", "_results_key", "__weakref__")
+
+    def __init__(self, native):
+        self._g = native
+        self._results = None
+        self._results_key = None
+        native.set_warning_handler(lambda message: warnings.warn(message, EagleWarning, 2))
+
+    @staticmethod
+    def record(fn, record: bool = False) -> "Graph":
+        """Records ``fn(r)`` (r: a Recorder) into a new, unbuilt graph.
+
+        ``record=True`` keeps what reverse mode needs (eagle.diff.reverse)."""
+        return Graph(_eagle._Graph.record(_recording_body(fn), record))
+
+    @staticmethod
+    def builder(fn=None, **options):
+        """``@eagle.Graph.builder``: a function whose if / while / for / match on device cells
+        become graph constructs; calling it records and builds a graph. See eagle.builder."""
+        from .builder import builder
+
+        return builder(fn, **options) if fn is not None else builder(**options)
+
+    # ---- build
+    def build(self, device=None, threads: int = 0, plain_if_only: bool = False) -> "Graph":
+        """Builds for ``device`` (default: where the params live, the CPU when there are none).
+        Returns the graph, so ``Graph.record(f).build()`` reads naturally."""
+        if device is not None and not isinstance(device, _eagle.Device):
+            device = _eagle.Device(str(device))
+        self._g.build(device, threads, plain_if_only)
+        self._results = None
+        return self
+
+    # ---- run
+    def __call__(self, n: int = 1):
+        """``n`` launches and one wait, then the device checks; returns the result."""
+        g = self._g
+        g.run(n)
+        key = g.rebuild_count
+        if self._results is None or self._results_key != key:
+            r = tuple(g.results())
+            self._results = r[0] if len(r) == 1 else (None if not r else r)
+            self._results_key = key
+        return self._results
+
+    def launch(self, n: int = 1) -> None:
+        """Issues ``n`` launches on the graph's stream without waiting."""
+        self._g.launch(n)
+
+    def synchronize(self) -> None:
+        self._g.synchronize()
+
+    def results(self):
+        return tuple(self._g.results())
+
+    def bind(self, name=None, array=None, /, **arrays) -> None:
+        """Swaps the arrays bound to params: ``g.bind(x=new)`` or ``g.bind('x', new)``.
+
+        Same shape, dtype, device and contiguity as before; on a GPU the graph is patched in
+        place (no capture). Arrays from other libraries are imported on the graph's stream."""
+        if name is not None:
+            arrays = {name: array, **arrays}
+        for k, v in arrays.items():
+            self._g.bind(k, v)
+        self._results = None
+
+    # ---- introspection
+    built = property(lambda self: self._g.built)
+    device = property(lambda self: self._g.device)
+    backend = property(lambda self: self._g.backend)
+    schedule = property(lambda self: self._g.schedule)
+    nodes = property(lambda self: self._g.nodes)
+    edges = property(lambda self: self._g.edges)
+    buffers = property(lambda self: self._g.buffers)
+    param_names = property(lambda self: self._g.param_names)
+    native_node_count = property(lambda self: self._g.native_node_count)
+    allocated_bytes = property(lambda self: self._g.allocated_bytes)
+    saved_bytes = property(lambda self: self._g.saved_bytes)
+    rebuild_count = property(lambda self: self._g.rebuild_count)
+    native_graph = property(lambda self: self._g.native_graph)
+    native_graph_exec = property(lambda self: self._g.native_graph_exec)
+    stream = property(lambda self: self._g.stream())
+
+    def to_json(self) -> str:
+        return self._g.to_json()
+
+    def to_dot(self) -> str:
+        return self._g.to_dot()
+
+    # ---- traces
+    def set_tracing(self, on: bool = True) -> None:
+        """From now on every launch times each node (CPU graphs; GPU: NotSupported for now)."""
+        self._g.set_tracing(on)
+
+    def trace(self) -> list:
+        return self._g.trace()
+
+    def clear_trace(self) -> None:
+        self._g.clear_trace()
+
+    def chrome_trace(self, process: str = "eagle") -> str:
+        """The trace so far as Chrome / Perfetto trace-event JSON."""
+        return _eagle.chrome_trace_json(self._g.trace(), process)
+
+    def __repr__(self) -> str:
+        where = f"built for {self.device} ({self.backend})" if self.built else "not built"
+        return f"<eagle.Graph of {len(self.nodes)} nodes, {where}>"
+
+
+class BucketSet(_eagle.BucketSet):
+    """Graphs recorded from one body for capacities T_1 < ... < T_k, sharing one memory arena;
+    ``run(L)`` replays the smallest T_b >= L and returns its results (valid until the set's
+    next launch).
+
+    ``inputs`` are (name, shape at the largest capacity, dtype[, follows_capacity]) tuples;
+    ``body(r, bucket)`` records one bucket's graph (``r.param(name, bucket.input(name))``), with
+    kernel calls recording inside it as in Graph.record."""
+
+    def __init__(self, capacities, inputs, device, body, record: bool = False):
+        if not isinstance(device, _eagle.Device):
+            device = _eagle.Device(str(device))
+        super().__init__(list(capacities), list(inputs), device,
+                         lambda r, b: _recording_body(lambda rr: body(rr, b))(r), record)
+
+    def graph(self, bucket: int) -> Graph:
+        """Bucket ``bucket``'s built graph."""
+        return Graph(super().graph(bucket))

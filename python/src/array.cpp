@@ -1,0 +1,293 @@
+// Array, and arrays to and from other libraries without copying: DLPack both ways (versioned
+// and legacy capsules, the consumer's stream honoured) and __cuda_array_interface__ in.
+#include <Python.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/pair.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include <cstring>
+#include <optional>
+
+#include "bindings.hpp"
+#include "eagle/core/dlpack.hpp"
+#include "eagle/core/error.hpp"
+
+namespace eagle::python {
+
+namespace {
+
+constexpr const char* kVersioned = "dltensor_versioned";
+constexpr const char* kVersionedUsed = "used_dltensor_versioned";
+constexpr const char* kLegacy = "dltensor";
+constexpr const char* kLegacyUsed = "used_dltensor";
+
+// DLPack 0.x's managed tensor, what producers without max_version support hand out.
+struct DLManagedTensor {
+  DLTensor dl_tensor;
+  void* manager_ctx;
+  void (*deleter)(DLManagedTensor* self);
+};
+
+// A reference to a Python object that a C++ Array keeps alive; dropped under the GIL.
+std::shared_ptr<void> keep_python(nb::handle obj) {
+  return {obj.inc_ref().ptr(), [](void* p) {
+            if (!Py_IsInitialized()) return;
+            nb::gil_scoped_acquire gil;
+            Py_DECREF(static_cast<PyObject*>(p));
+          }};
+}
+
+void capsule_versioned_destructor(PyObject* capsule) {
+  if (!PyCapsule_IsValid(capsule, kVersioned)) return;  // consumed: the consumer owns it
+  auto* t = static_cast<DLManagedTensorVersioned*>(PyCapsule_GetPointer(capsule, kVersioned));
+  if (t != nullptr && t->deleter != nullptr) t->deleter(t);
+}
+
+void capsule_legacy_destructor(PyObject* capsule) {
+  if (!PyCapsule_IsValid(capsule, kLegacy)) return;
+  auto* t = static_cast<DLManagedTensor*>(PyCapsule_GetPointer(capsule, kLegacy));
+  if (t != nullptr && t->deleter != nullptr) t->deleter(t);
+}
+
+nb::object export_capsule(const Array& array, bool versioned) {
+  DLManagedTensorVersioned* t = to_dlpack(array);
+  if (versioned) {
+    PyObject* cap = PyCapsule_New(t, kVersioned, capsule_versioned_destructor);
+    if (cap == nullptr) {
+      t->deleter(t);
+      throw nb::python_error();
+    }
+    return nb::steal(cap);
+  }
+  if ((t->flags & DLPACK_FLAG_BITMASK_READ_ONLY) != 0) {
+    t->deleter(t);
+    PyErr_SetString(PyExc_BufferError,
+                    "__dlpack__: a read-only eagle array cannot be exported through a DLPack 0.x "
+                    "capsule (it has no read-only flag): ask for max_version=(1, 0)");
+    throw nb::python_error();
+  }
+  auto* legacy =
+      new DLManagedTensor{t->dl_tensor, t, [](DLManagedTensor* self) {
+                            auto* v = static_cast<DLManagedTensorVersioned*>(self->manager_ctx);
+                            v->deleter(v);
+                            delete self;
+                          }};
+  PyObject* cap = PyCapsule_New(legacy, kLegacy, capsule_legacy_destructor);
+  if (cap == nullptr) {
+    legacy->deleter(legacy);
+    throw nb::python_error();
+  }
+  return nb::steal(cap);
+}
+
+// The Array of a DLPack capsule; the capsule is marked used once the Array owns the tensor.
+Array import_capsule(nb::handle capsule) {
+  PyObject* c = capsule.ptr();
+  if (PyCapsule_IsValid(c, kVersioned)) {
+    auto* t = static_cast<DLManagedTensorVersioned*>(PyCapsule_GetPointer(c, kVersioned));
+    Array a = from_dlpack(t);  // on failure the capsule still owns the tensor
+    PyCapsule_SetName(c, kVersionedUsed);
+    return a;
+  }
+  if (PyCapsule_IsValid(c, kLegacy)) {
+    auto* legacy = static_cast<DLManagedTensor*>(PyCapsule_GetPointer(c, kLegacy));
+    auto* v = new DLManagedTensorVersioned{};
+    v->version = {1, 0};
+    v->manager_ctx = legacy;
+    v->deleter = [](DLManagedTensorVersioned* self) {
+      auto* l = static_cast<DLManagedTensor*>(self->manager_ctx);
+      if (l->deleter != nullptr) l->deleter(l);
+      delete self;
+    };
+    v->dl_tensor = legacy->dl_tensor;
+    try {
+      Array a = from_dlpack(v);
+      PyCapsule_SetName(c, kLegacyUsed);
+      return a;
+    } catch (...) {
+      delete v;  // the legacy tensor stays the capsule's
+      throw;
+    }
+  }
+  throw InvalidArgument(
+      "asarray: the object's __dlpack__ returned no unused 'dltensor_versioned' or 'dltensor' "
+      "capsule");
+}
+
+Array from_dlpack_object(nb::handle obj, const Stream* stream) {
+  nb::tuple dev = nb::cast<nb::tuple>(obj.attr("__dlpack_device__")());
+  const int type = nb::cast<int>(dev[0]);
+  nb::dict kwargs;
+  if (type == kDLCUDA || type == kDLCUDAManaged) {
+    // The producer orders its pending work before the stream eagle uses (1: legacy default).
+    kwargs["stream"] = stream != nullptr && stream->native() != nullptr
+                           ? nb::int_(reinterpret_cast<uintptr_t>(stream->native()))
+                           : nb::int_(1);
+  }
+  nb::object capsule;
+  try {
+    nb::dict versioned;  // a new dict: the fallback below must not see max_version
+    for (auto [k, v] : kwargs) versioned[k] = v;
+    versioned["max_version"] = nb::make_tuple(DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION);
+    capsule = obj.attr("__dlpack__")(**versioned);
+  } catch (nb::python_error& e) {
+    if (!e.matches(PyExc_TypeError)) throw;  // a producer from before DLPack 1.0
+    capsule = obj.attr("__dlpack__")(**kwargs);
+  }
+  return import_capsule(capsule);
+}
+
+DType dtype_of_typestr(const std::string& typestr) {
+  static const std::pair<const char*, DType> table[] = {
+      {"f8", DType::f64}, {"f4", DType::f32}, {"f2", DType::f16}, {"i8", DType::i64},
+      {"i4", DType::i32}, {"u4", DType::u32}, {"u1", DType::u8},  {"b1", DType::boolean}};
+  if (typestr.size() == 3 && typestr[0] != '>') {
+    for (const auto& [code, d] : table)
+      if (typestr.compare(1, 2, code) == 0) return d;
+  }
+  throw InvalidArgument("asarray: __cuda_array_interface__ typestr '" + typestr +
+                        "' is not an eagle dtype (f8 f4 f2 i8 i4 u4 u1 b1, little-endian)");
+}
+
+Array from_cuda_array_interface(nb::handle obj) {
+  nb::dict cai = nb::cast<nb::dict>(obj.attr("__cuda_array_interface__"));
+  if (cai.contains("stream") && !cai["stream"].is_none())
+    throw NotSupported(
+        "asarray: the __cuda_array_interface__ names a stream with pending work; eagle imports "
+        "it only through __dlpack__ (which orders that work before eagle's stream), or "
+        "synchronize the producer first");
+  const DType dtype = dtype_of_typestr(nb::cast<std::string>(cai["typestr"]));
+  const Shape shape = to_shape(cai["shape"]);
+  nb::tuple data = nb::cast<nb::tuple>(cai["data"]);
+  const auto ptr = nb::cast<uintptr_t>(data[0]);
+  Shape strides;
+  if (cai.contains("strides") && !cai["strides"].is_none()) {
+    const auto item = static_cast<int64_t>(itemsize(dtype));
+    for (int64_t s : to_shape(cai["strides"])) {
+      if (s % item != 0)
+        throw InvalidArgument(
+            "asarray: __cuda_array_interface__ strides must be multiples of "
+            "the item size");
+      strides.push_back(s / item);
+    }
+  }
+  int ordinal = 0;
+  if (ptr != 0) {
+    // The array's device is the current CUDA device of its producer; eagle has no current
+    // device, so a pointer's device would need the driver: take cuda:0 unless told otherwise.
+    if (nb::hasattr(obj, "device") && nb::hasattr(obj.attr("device"), "id"))
+      ordinal = nb::cast<int>(obj.attr("device").attr("id"));
+  }
+  Array a = Array::wrap(reinterpret_cast<void*>(ptr), shape, dtype, Device::cuda(ordinal), strides,
+                        keep_python(obj));
+  return nb::cast<bool>(data[1]) ? a.as_read_only() : a;
+}
+
+}  // namespace
+
+bool is_array_like(nb::handle obj) {
+  return nb::isinstance<Array>(obj) || nb::hasattr(obj, "__dlpack__") ||
+         nb::hasattr(obj, "__cuda_array_interface__");
+}
+
+Array to_array(nb::handle obj, const Stream* stream) {
+  if (nb::isinstance<Array>(obj)) return nb::cast<Array>(obj);
+  if (nb::hasattr(obj, "__dlpack__")) return from_dlpack_object(obj, stream);
+  if (nb::hasattr(obj, "__cuda_array_interface__")) return from_cuda_array_interface(obj);
+  throw InvalidArgument(
+      "expected an array: an eagle.Array or an object with __dlpack__ or "
+      "__cuda_array_interface__ (numpy, torch, cupy), got " +
+      nb::cast<std::string>(nb::str(obj.type())));
+}
+
+void bind_array(nb::module_& m) {
+  nb::class_<Array>(m, "Array",
+                    "A typed, strided view of device or host memory, owning or borrowed. Arrays "
+                    "made from other libraries share their memory (no copy).")
+      .def_prop_ro("shape", [](const Array& a) { return shape_tuple(a.shape()); })
+      .def_prop_ro(
+          "strides", [](const Array& a) { return shape_tuple(a.strides()); }, "In elements.")
+      .def_prop_ro("dtype", &Array::dtype)
+      .def_prop_ro("device", &Array::device)
+      .def_prop_ro("ndim", &Array::ndim)
+      .def_prop_ro("numel", &Array::numel)
+      .def_prop_ro("nbytes", &Array::nbytes)
+      .def_prop_ro("read_only", &Array::read_only)
+      .def_prop_ro("owning", &Array::owning)
+      .def_prop_ro("is_contiguous", &Array::is_contiguous)
+      .def_prop_ro(
+          "data_ptr", [](const Array& a) { return reinterpret_cast<uintptr_t>(a.data()); },
+          "Address of the first element.")
+      .def("as_read_only", &Array::as_read_only, "A read-only view of the same elements.")
+      .def(
+          "slice", [](const Array& a, int dim, int64_t b, int64_t e) { return a.slice(dim, b, e); },
+          nb::arg("dim"), nb::arg("begin"), nb::arg("end"), "Rows [begin, end) of `dim` (a view).")
+      .def(
+          "reshape", [](const Array& a, nb::handle shape) { return a.reshape(to_shape(shape)); },
+          nb::arg("shape"), "Same elements, new shape (contiguous arrays only).")
+      .def("to", &Array::to, nb::arg("device"), nb::call_guard<nb::gil_scoped_release>(),
+           "A new contiguous copy on `device`.")
+      .def(
+          "copy_from", [](const Array& self, nb::handle src) { self.copy_from(to_array(src)); },
+          nb::arg("src"), "Copies `src` (same shape and dtype, both contiguous) into this array.")
+      .def("__len__",
+           [](const Array& a) {
+             if (a.ndim() == 0) throw nb::type_error("len() of a 0-d array");
+             return a.shape()[0];
+           })
+      .def("__repr__", [](const Array& a) { return "eagle.Array(" + a.describe() + ")"; })
+      .def(
+          "__dlpack__",
+          [](const Array& self, nb::handle stream, std::optional<std::pair<int, int>> max_version,
+             std::optional<std::pair<int, int>> dl_device, std::optional<bool> copy) {
+            Array a = self;
+            if (dl_device) {
+              const Device want = dl_device->first == kDLCPU ? Device::cpu()
+                                  : dl_device->first == kDLCUDA
+                                      ? Device::cuda(dl_device->second)
+                                      : throw nb::buffer_error(
+                                            "__dlpack__: dl_device must be "
+                                            "CPU or CUDA");
+              if (want != a.device()) {
+                if (copy && !*copy)
+                  throw nb::buffer_error("__dlpack__: dl_device differs and copy=False");
+                a = a.to(want);
+              }
+            }
+            if (copy && *copy && a.storage() == self.storage()) a = a.to(a.device());
+            if (a.device().is_cpu() && !stream.is_none() && nb::cast<int64_t>(stream) != -1)
+              throw nb::buffer_error("__dlpack__: stream must be None for a CPU array");
+            // eagle's work is complete when g() returns (it waits): nothing is pending on
+            // eagle's side for the consumer's stream to wait for.
+            const bool versioned = max_version && max_version->first >= 1;
+            return export_capsule(a, versioned);
+          },
+          nb::kw_only(), nb::arg("stream") = nb::none(), nb::arg("max_version") = nb::none(),
+          nb::arg("dl_device") = nb::none(), nb::arg("copy") = nb::none(),
+          "DLPack export (shares memory; read-only arrays carry the read-only flag).")
+      .def(
+          "__dlpack_device__",
+          [](const Array& a) {
+            return nb::make_tuple(a.device().is_cpu() ? int(kDLCPU) : int(kDLCUDA),
+                                  a.device().is_cpu() ? 0 : a.device().ordinal());
+          },
+          "(device type, ordinal) as DLPack numbers them.");
+
+  m.def(
+      "_import", [](nb::handle obj, const Stream* stream) { return to_array(obj, stream); },
+      nb::arg("obj"), nb::arg("stream") = nb::none(),
+      "An array-like object (DLPack, __cuda_array_interface__) as an Array, without copying.");
+  m.def("_is_array_like", &is_array_like, nb::arg("obj"));
+  m.def(
+      "empty",
+      [](nb::handle shape, DType dtype, Device device) {
+        return Array::empty(to_shape(shape), dtype, device);
+      },
+      nb::arg("shape"), nb::arg("dtype") = DType::f32, nb::arg("device") = Device::cpu(),
+      "A new contiguous array with unspecified contents.");
+  m.def("bytes_in_use", &bytes_in_use, nb::arg("device"),
+        "Bytes eagle holds allocated on `device`.");
+}
+
+}  // namespace eagle::python

@@ -1,0 +1,40 @@
+// The pieces of eagle's Python extension (eagle._eagle), one per area of the C++ library.
+#pragma once
+
+#include <nanobind/nanobind.h>
+
+#include <vector>
+
+#include "eagle/core/array.hpp"
+#include "eagle/core/stream.hpp"
+
+namespace eagle::python {
+
+namespace nb = nanobind;
+
+void bind_errors(nb::module_& m);     // Error and its subclasses, with their translator
+void bind_core(nb::module_& m);       // Device, DType, DeviceProperties, Stream
+void bind_array(nb::module_& m);      // Array, DLPack both ways, __cuda_array_interface__
+void bind_kernels(nb::module_& m);    // Kernel, the standard and cell kernels, eager launch
+void bind_recording(nb::module_& m);  // Value, Recorder, Branch, Recording introspection
+void bind_graph(nb::module_& m);      // Graph: build, run, bind, introspection, traces
+void bind_diff(nb::module_& m);       // reverse mode
+void bind_op(nb::module_& m);         // the operation IR and planning
+void bind_ragged(nb::module_& m);     // ragged helpers and capacity buckets
+
+// An object as an eagle Array: an Array itself, anything with __dlpack__ (numpy, torch, cupy,
+// ...) or __cuda_array_interface__, without copying. `stream` is the stream the Array is used on
+// (its producer orders its pending work before that stream); nullptr: the legacy default stream.
+Array to_array(nb::handle obj, const Stream* stream = nullptr);
+// Whether `obj` can become an Array without copying.
+bool is_array_like(nb::handle obj);
+
+// The Stream and thread team eager calls use on `device` (one each per device, made on first
+// use).
+const Stream& eager_stream(Device device);
+
+// A shape from any Python sequence of ints.
+Shape to_shape(nb::handle seq);
+nb::tuple shape_tuple(const Shape& shape);
+
+}  // namespace eagle::python

@@ -1,0 +1,71 @@
+"""Op graphs and planning from Python: the plan list, selection, execute with numpy arrays."""
+
+import numpy as np
+import pytest
+
+import eagle
+from conftest import random_values
+
+
+def scale_rows_graph():
+    og = eagle.op.Graph("scale_rows")
+    ta = og.tensor("a", (2, 3))
+    tb = og.tensor("b", (2, 3))
+    ty = og.pointwise("mul", ta, tb).set_output(True).set_name("y")
+    return og, ta, tb, ty
+
+
+def test_plan_inspect_and_execute_with_numpy(rng):
+    og, ta, tb, ty = scale_rows_graph()
+    plans = eagle.plan(og, eagle.cpu)
+    assert len(plans) >= 1 and plans.family == "pointwise"
+    assert "reference" in plans.describe()
+    assert plans.build_plans() == plans.selected == 0
+    a, b = random_values(rng, (2, 3)), random_values(rng, (2, 3))
+    y = np.full((2, 3), np.nan, np.float32)
+    plans.execute({ta: a, tb: b, ty: y})
+    np.testing.assert_allclose(y, a * b, rtol=1e-6)
+    y2 = np.full((2, 3), np.nan, np.float32)
+    plans.execute({"a": b, "b": b, "y": y2})  # operands by name
+    np.testing.assert_allclose(y2, b * b, rtol=1e-6)
+    assert og.frozen
+    with pytest.raises(eagle.InvalidArgument, match="frozen"):
+        og.tensor("c", (1,))
+
+
+def test_execute_errors(rng):
+    og, ta, tb, ty = scale_rows_graph()
+    plans = eagle.plan(og, eagle.cpu)
+    with pytest.raises(eagle.InvalidArgument, match="build"):
+        plans.execute({ta: random_values(rng, (2, 3))})
+    plans.build_plans()
+    with pytest.raises(eagle.InvalidArgument, match="no operand is named 'q'"):
+        plans.execute({"q": random_values(rng, (2, 3))})
+    with pytest.raises(eagle.InvalidArgument):
+        plans.execute({ta: random_values(rng, (3, 3)), tb: random_values(rng, (2, 3)),
+                       ty: np.zeros((2, 3), np.float32)})
+
+
+def test_op_graph_introspection():
+    og = eagle.op.Graph("mlp")
+    x = og.tensor("x", (4, 8))
+    w = og.tensor("w", (8, 16))
+    h = og.matmul(x, w)
+    y = og.pointwise("gelu", h).set_output(True)
+    assert [n.op for n in og.nodes] == ["matmul", "gelu"]
+    assert og.nodes[1].inputs["a"] == h
+    assert y.dims == (4, 16) and y.dtype == eagle.f32 and not y.is_virtual
+    with pytest.raises(eagle.InvalidArgument, match="nope"):
+        og.op("nope", {"a": x})
+    with pytest.raises(eagle.InvalidArgument, match="attribute"):
+        og.pointwise("gelu", x, approximate=object())
+
+
+def test_planned_kernel_in_a_recorded_graph(rng):
+    og = eagle.op.Graph("mul")
+    ta, tb = og.tensor("a", (4,), eagle.f64), og.tensor("b", (4,), eagle.f64)
+    og.pointwise("mul", ta, tb).set_output(True)
+    k = eagle.planned_kernel(og)
+    a, b = random_values(rng, (4,), np.float64), random_values(rng, (4,), np.float64)
+    g = eagle.Graph.record(lambda r: r.result(k(r.param("a", a), r.param("b", b)))).build()
+    np.testing.assert_allclose(g().numpy(), a * b)

@@ -1,0 +1,60 @@
+"""Ragged batches and capacity buckets from Python."""
+
+import numpy as np
+import pytest
+
+import eagle
+from conftest import random_values
+
+K = eagle.kernels
+
+
+def test_capacity_bounds():
+    assert eagle.ragged.chunk_capacity(10, 4, 4) == 4 + (10 - 4) // 4
+    assert eagle.ragged.max_sequences(3, 8) == 3
+    with pytest.raises(eagle.InvalidArgument, match="chunk"):
+        eagle.ragged.chunk_capacity(10, 4, 0)
+
+
+def test_validate_raises_from_g_on_a_bad_batch(rng):
+    if not eagle.ragged.checks_enabled():
+        pytest.skip("built with EAGLE_RAGGED_CHECKS=OFF")
+    T = 8
+    x = random_values(rng, (T, 2))
+    good = np.array([0, 3, 8], np.int32)
+
+    def body(r):
+        cu = r.param("cu", good)
+        eagle.ragged.validate(r, cu, T)
+        r.result(K.mask_rows(r.param("x", x), cu))
+
+    g = eagle.Graph.record(body).build()
+    np.testing.assert_array_equal(g().numpy(), x)
+    g.bind(cu=np.array([0, 5, 3], np.int32))
+    with pytest.raises(eagle.InvalidArgument, match="cu_seqlens"):
+        g()
+    g.bind(cu=np.array([0, 2, 5], np.int32))
+    out = g().numpy()
+    np.testing.assert_array_equal(out[:5], x[:5])
+    np.testing.assert_array_equal(out[5:], 0)
+
+
+def test_bucket_set_picks_the_smallest_capacity(rng):
+    def body(r, b):
+        x = r.param("x", b.input("x"))
+        r.result(K.scale(x, 2.0))
+
+    buckets = eagle.BucketSet([4, 8], [("x", (8, 3), eagle.f32)], eagle.cpu, body)
+    assert buckets.select(3) == 0 and buckets.select(5) == 1
+    x = random_values(rng, (8, 3))
+    buckets.backing("x").copy_from(x)
+    small = buckets.run(3)
+    assert small.bucket == 0 and small.capacity == 4 and small[0].shape == (4, 3)
+    np.testing.assert_allclose(small[0].numpy(), 2 * x[:4], rtol=1e-6)
+    big = buckets.run(7)
+    assert big[0].shape == (8, 3) and not small.valid
+    with pytest.raises(eagle.InvalidArgument, match="launch"):
+        small[0]
+    with pytest.raises(eagle.InvalidArgument, match="active"):
+        buckets.run(9)
+    assert buckets.graph(0).built and buckets.arena_bytes > 0
