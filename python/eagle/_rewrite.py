@@ -592,25 +592,28 @@ class Rewriter:
         return head + defs + snap_defs + [branch] + self.after(s, ctx, kinds, line)
 
     def switch_table(self, s, defs):
-        """((values, arm), ...) for a switch on a device cell, or why it cannot be one."""
+        """((values, arm), ...) for a switch on a device cell, or (why not, line)."""
         rows = []
+
+        def refuse(case, why):
+            return ast.Tuple(elts=[_const(why), _const(case.pattern.lineno)], ctx=ast.Load())
+
         for k, case in enumerate(s.cases):
             p = case.pattern
-            where = f"line {case.pattern.lineno}: "
             if case.guard is not None:
-                return _const(where + "a case with a guard (`case 0 if ...:`) cannot be a "
-                              "switch arm of a device cell")
+                return refuse(case, "a case with a guard (`case 0 if ...:`) cannot be a switch "
+                              "arm of a device cell")
             if isinstance(p, ast.MatchAs) and p.pattern is None and p.name is None:
                 if k != len(s.cases) - 1:
                     continue
                 if all(isinstance(b, ast.Pass) for b in case.body):
                     continue  # a no-op default: the switch runs no arm for other values
-                return _const(where + "`case _:` with a body is not a switch arm: a device "
-                              "switch runs no arm when the cell holds none of the cases' values; "
-                              "list the values (`case 2 | 3:`), or write `case _: pass`")
+                return refuse(case, "`case _:` with a body is not a switch arm: a device switch "
+                              "runs no arm when the cell holds none of the cases' values; list "
+                              "the values (`case 2 | 3:`), or write `case _: pass`")
             values = _int_values(p)
             if values is None:
-                return _const(where + "a switch on a device cell takes only non-negative int "
+                return refuse(case, "a switch on a device cell takes only non-negative int "
                               "literals as cases (`case 0:`, `case 1 | 2:`) and a final "
                               "`case _: pass`")
             rows.append(ast.Tuple(elts=[ast.Tuple(elts=[_const(v) for v in values],

@@ -259,8 +259,8 @@ class Runtime:
 
     # ---- match
     def switch_(self, line, cell, table, snap):
-        if isinstance(table, str):
-            raise self.error(line, table)
+        if table and isinstance(table[0], str):  # (why not, the case's line)
+            raise self.error(table[1], table[0])
         self.check_cell(line, cell, "the match subject")
         n = 1 + max((v for values, _ in table for v in values), default=-1)
         if n == 0:
@@ -544,6 +544,10 @@ class GraphBuilder:
         device = arrays[0][1].device if arrays else None
         g.build(device)
         return g
+
+    def __get__(self, obj, objtype=None):
+        """A builder defined in a class body is a method: obj.f(x) passes obj as self."""
+        return self if obj is None else functools.partial(self, obj)
 
     def __repr__(self):
         return f"<eagle graph builder {self._fn.__qualname__}>"

@@ -463,6 +463,53 @@ def test_nested_function_and_closure(rng):
     np.testing.assert_allclose(f(x, cell(0))().numpy(), 5 * x, rtol=1e-6)
 
 
+COUNT = 0
+
+
+def test_python_loops_and_globals_inside_device_arms(rng):
+    x = random_values(rng, (8,))
+
+    @eagle.Graph.builder
+    def f(x, c, factors):
+        global COUNT
+        y = K.copy(x)
+        if c:
+            for s in factors:  # an ordinary loop in a device arm, with a Python break
+                if s > 4.0:
+                    break
+                COUNT += 1
+                y = K.scale(y, s)
+        else:
+            y = K.scale(y, -1.0)
+        return y
+
+    g = f(x, cell(1), [2.0, 3.0, 5.0, 7.0])
+    assert COUNT == 2
+    np.testing.assert_allclose(g().numpy(), 6 * x, rtol=1e-6)
+    g.bind(c=cell(0))
+    np.testing.assert_allclose(g().numpy(), -x, rtol=1e-6)
+
+
+def test_builder_as_a_method(rng):
+    x = random_values(rng, (8,))
+
+    class Model:
+        def __init__(self, alpha):
+            self.alpha = alpha
+
+        @eagle.Graph.builder
+        def forward(self, x, c):
+            y = K.copy(x)
+            if c:
+                y = K.scale(y, self.alpha)
+            return y
+
+    g = Model(4.0).forward(x, cell(1))
+    np.testing.assert_allclose(g().numpy(), 4 * x, rtol=1e-6)
+    g.bind(c=cell(0))
+    np.testing.assert_allclose(g().numpy(), x, rtol=1e-6)
+
+
 # ---------------------------------------------------------------- parallel
 
 
@@ -654,6 +701,19 @@ def test_error_break_in_a_device_while(rng):
     raises_at(f, "# here", x, cell(1), match="`break` inside a device branch")
 
 
+def test_error_plain_break_in_a_device_while(rng):
+    x = random_values(rng, (4,))
+
+    @eagle.Graph.builder
+    def f(x, going):
+        while going:
+            x = K.scale(x, 2.0)
+            break  # here
+        return x
+
+    raises_at(f, "# here", x, cell(1), match="`break` inside a device while loop")
+
+
 def test_error_break_not_in_guard_form(rng):
     x = random_values(rng, (4,))
 
@@ -705,10 +765,10 @@ def test_error_match_default_with_a_body_on_a_cell(rng):
     @eagle.Graph.builder
     def f(x, k):
         y = K.copy(x)
-        match k:  # here
+        match k:
             case 0:
                 y = K.scale(y, 2.0)
-            case _:
+            case _:  # here
                 y = K.scale(y, 3.0)
         return y
 
