@@ -194,12 +194,22 @@ def _plain_expression(e):
 # ---------------------------------------------------------------- code templates
 
 
+_LOCATED = (ast.stmt, ast.expr, ast.excepthandler, ast.arg, ast.keyword, ast.pattern)
+
+
 def _at(node, line):
+    """Places the generated nodes at `line`; the user's nodes inside keep their own place."""
     for n in ast.walk(node):
-        if isinstance(n, (ast.stmt, ast.expr, ast.excepthandler, ast.arg, ast.keyword,
-                          ast.pattern, ast.match_case if hasattr(ast, "match_case") else ast.AST)):
-            n.lineno = n.end_lineno = line
-            n.col_offset = n.end_col_offset = 0
+        if not isinstance(n, _LOCATED):
+            continue
+        if getattr(n, "lineno", None) is None:
+            n.lineno = line
+        if getattr(n, "col_offset", None) is None:
+            n.col_offset = 0
+        if getattr(n, "end_lineno", None) is None:
+            n.end_lineno = n.lineno
+        if getattr(n, "end_col_offset", None) is None:
+            n.end_col_offset = n.col_offset
     return node
 
 
@@ -241,7 +251,7 @@ def _def(name, params, body):
 
 
 def _assign(target, value):
-    return ast.Assign(targets=[_name(target, ast.Store())], value=value, lineno=0)
+    return ast.Assign(targets=[_name(target, ast.Store())], value=value)
 
 
 # ---------------------------------------------------------------- the rewrite

@@ -476,6 +476,15 @@ def _is_array(v):
     return hasattr(v, "__dlpack__") or hasattr(v, "__cuda_array_interface__")
 
 
+class _Slot:
+    """Where an array argument goes: replaced by its param's Value when recording."""
+
+    __slots__ = ("index",)
+
+    def __init__(self, index):
+        self.index = index
+
+
 class GraphBuilder:
     """What ``@eagle.Graph.builder`` returns: call it with arrays to record and build a Graph.
 
@@ -495,45 +504,47 @@ class GraphBuilder:
     def __call__(self, *args, **kwargs):
         api = _api()
         bound = self._signature.bind(*args, **kwargs)
-        arrays = []  # (param name, array)
+        bound.apply_defaults()
+        arrays = []  # (param name, array), in order: each becomes r.param(name, array)
 
-        def array(name, v):
-            a = v if isinstance(v, api.Array) else api.asarray(v)
-            arrays.append((name, a))
-            return a
+        def slot(name, v):
+            arrays.append((name, v if isinstance(v, api.Array) else api.asarray(v)))
+            return _Slot(len(arrays) - 1)
 
         params = self._signature.parameters
         for name, v in list(bound.arguments.items()):
             kind = params[name].kind
             if kind is inspect.Parameter.VAR_POSITIONAL:
                 bound.arguments[name] = tuple(
-                    array(f"{name}{i}", x) if _is_array(x) else x for i, x in enumerate(v))
+                    slot(f"{name}{i}", x) if _is_array(x) else x for i, x in enumerate(v))
             elif kind is inspect.Parameter.VAR_KEYWORD:
-                bound.arguments[name] = {k: array(k, x) if _is_array(x) else x
+                bound.arguments[name] = {k: slot(k, x) if _is_array(x) else x
                                          for k, x in v.items()}
             elif _is_array(v):
-                bound.arguments[name] = array(name, v)
-        bound.apply_defaults()
+                bound.arguments[name] = slot(name, v)
 
         def body(r):
-            values = {id(a): r.param(name, a) for name, a in arrays}
-            call = bound.arguments.copy()
-            for name, v in call.items():
-                kind = params[name].kind
-                if kind is inspect.Parameter.VAR_POSITIONAL:
-                    call[name] = tuple(values.get(id(x), x) if _is_array(x) else x for x in v)
-                elif kind is inspect.Parameter.VAR_KEYWORD:
-                    call[name] = {k: values.get(id(x), x) if _is_array(x) else x
-                                  for k, x in v.items()}
-                elif _is_array(v):
-                    call[name] = values[id(v)]
+            values = [r.param(name, a) for name, a in arrays]
+
+            def fill(v):
+                return values[v.index] if isinstance(v, _Slot) else v
+
+            call = {}
+            for name, v in bound.arguments.items():
+                if isinstance(v, tuple) and params[name].kind is inspect.Parameter.VAR_POSITIONAL:
+                    call[name] = tuple(fill(x) for x in v)
+                elif isinstance(v, dict) and params[name].kind is inspect.Parameter.VAR_KEYWORD:
+                    call[name] = {k: fill(x) for k, x in v.items()}
+                else:
+                    call[name] = fill(v)
             b = inspect.BoundArguments(self._signature, call)
             out = self._rewritten(*b.args, **b.kwargs)
             if out is None:
                 return
             if isinstance(out, api.Value):
                 r.result(out)
-            elif isinstance(out, (tuple, list)) and all(isinstance(v, api.Value) for v in out):
+            elif isinstance(out, (tuple, list)) and out and all(
+                    isinstance(v, api.Value) for v in out):
                 r.result(list(out))
             else:
                 raise BuildError(f"{self._fn.__qualname__} returned {out!r}: a builder returns an "
@@ -541,8 +552,7 @@ class GraphBuilder:
                                  self._runtime.filename, self._line)
 
         g = api.Graph.record(body, record=self._record)
-        device = arrays[0][1].device if arrays else None
-        g.build(device)
+        g.build(arrays[0][1].device if arrays else None)
         return g
 
     def __get__(self, obj, objtype=None):

@@ -595,6 +595,35 @@ def test_print_works_and_arguments_by_keyword(rng, capsys):
     assert g.param_names == ["x"]
 
 
+def test_var_arguments_become_params(rng):
+    x, v, u, w = (random_values(rng, (8,)) for _ in range(4))
+
+    @eagle.Graph.builder
+    def f(a, b, *more, **named):
+        y = K.add(a, b)
+        for m in more:
+            y = K.add(y, m)
+        return K.mul(y, named["w"])
+
+    g = f(x, v, u, w=w)
+    assert g.param_names == ["a", "b", "more0", "w"]
+    np.testing.assert_allclose(g().numpy(), (x + v + u) * w, rtol=1e-5)
+    v2 = random_values(rng, (8,))
+    g.bind(b=v2)
+    np.testing.assert_allclose(g().numpy(), (x + v2 + u) * w, rtol=1e-5)
+
+
+def test_a_builder_returning_something_else_is_refused(rng):
+    x = random_values(rng, (4,))
+
+    @eagle.Graph.builder
+    def f(x):
+        return 3.0
+
+    with pytest.raises(eagle.BuildError, match="returned 3.0"):
+        f(x)
+
+
 # ---------------------------------------------------------------- the one parse
 
 
