@@ -303,6 +303,11 @@ class Rewriter:
     # -- functions
     def function(self, fn):
         """Rewrites a real function in place (its body, and nested functions in it)."""
+        for n in _walk_scope(fn.body):
+            if isinstance(n, (ast.Yield, ast.YieldFrom, ast.Await)):
+                raise self.err(n, "a builder function (or a function defined in one) cannot be "
+                               "a generator or a coroutine: its arms and loop bodies become "
+                               "functions of their own")
         scope = _Scope(fn)
         ctx = _Ctx(scope, object(), False, None)
         body = self.block(fn.body, ctx)

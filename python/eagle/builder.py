@@ -1,20 +1,46 @@
 """``@eagle.Graph.builder``: ordinary Python whose ``if`` / ``while`` / ``for`` / ``match`` on
 device cells become graph constructs.
 
-The decorator rewrites the function once (eagle._rewrite); calling the result records a Graph
-(each array argument a param named after its parameter), builds it on the arguments' device and
-returns it. A condition decides by its value when the construct runs:
+The decorator reads and rewrites the function once (eagle._rewrite; ``.source`` shows the
+result); calling it records a Graph (each array argument, positional or keyword, becomes
+``r.param(name, array)``; other arguments stay Python values), makes the returned Value or tuple
+of Values the result, builds it on the arguments' device and returns it: ``g()``,
+``g.bind(x=...)`` follow. ``@eagle.Graph.builder(record=True)`` records for reverse mode.
 
-- a Python value decides once, at record time: only the chosen path is recorded;
+A condition decides by its value when the construct runs:
+
+- a Python value decides once, at record time: only the chosen path is recorded (``for`` over a
+  list, ``while n > 0`` with ``n -= 1``, ``if debug:``); print works;
 - a one-cell u32 ``eagle.Value`` is a device condition: every arm is recorded and the device
-  decides at every launch (Recorder.if_, if_chain, switch_, while_, for_ with break_if /
-  continue_if).
+  decides at each launch:
+
+  ``if c: ... else: ...``            Recorder.if_ (``not``, ``and``, ``or`` on cells work)
+  ``if a: ... elif b: ... else:``    Recorder.if_chain, decided once at the head
+  ``match k: case 0: ... case 1 | 2: ... case _: pass``   Recorder.switch_ (no arm runs for
+                                     other values; ``case _:`` with a body is refused)
+  ``while c: ...``                   Recorder.while_ (a condition that is not a bare name is
+                                     recomputed at the end of each turn into the cell)
+  ``for _ in range(N): ... if c: break / if not c: continue``   Recorder.for_ with break_if /
+                                     continue_if, which guard the rest of the body
+  ``with eagle.parallel() as (b1, b2): with b1: ... with b2: b2.wait(y) ...``
+                                     Recorder.parallel; branches run concurrently
+
+A ``for _ in range(N)`` holding ``if c: break`` / ``continue`` is tried as a device loop; when
+its first guard's condition is a Python value, that recording is undone (the names restored)
+and the loop runs as Python: other Python side effects made before that guard in the first turn
+happen twice.
 
 A name rebound inside a device arm or loop body to a new Value is merged into the array it held
 before (Recorder.assign), so it keeps one array across the construct and across a loop's turns.
 The runtime here does that: it snapshots the names a construct assigns, runs an arm, and assigns
 each rebound name (at the end of the arm, and before each break_if / continue_if, which guard the
-rest of a loop body).
+rest of a loop body). A Value first made inside an arm is readable only there.
+
+What cannot be recorded is a BuildError (an eagle.RecordError) naming the file and line: a
+device condition in ``x if c else y`` or a comprehension, ``return`` / ``break`` / ``continue``
+inside a device arm other than the guard forms, a ``while`` on a Python value that never
+changes, a name holding a Value rebound to a Python value in a device arm, a malformed
+``eagle.parallel()`` block, a generator.
 """
 
 from __future__ import annotations

@@ -844,6 +844,14 @@ def test_error_value_made_in_an_arm_read_after_it(rng):
         f(x, cell(1))
 
 
+def test_error_generator_at_decoration():
+    with pytest.raises(eagle.BuildError, match="generator"):
+
+        @eagle.Graph.builder
+        def f(x):
+            yield K.copy(x)
+
+
 def test_error_malformed_parallel_at_decoration():
     with pytest.raises(eagle.BuildError) as e:
 
