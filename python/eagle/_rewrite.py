@@ -23,7 +23,6 @@ import types
 RT = "_eagle_rt"  # the runtime, a free variable of the rewritten function
 SIG = "_eagle_s"  # what the last construct call handed back (None or a Signal)
 
-_FUNCS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
 _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
 _COMPS = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
 _LOOPS = (ast.For, ast.While, ast.AsyncFor)
@@ -316,8 +315,9 @@ class Rewriter:
             pre = ast.If(test=_const(False),
                          body=[_assign(n, _const(None)) for n in scope.prebind], orelse=[])
             _at(pre, line)
-            doc = (body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant)
-                   and isinstance(body[0].value.value, str))
+            first = body[0] if body else None
+            doc = (isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant)
+                   and isinstance(first.value.value, str))
             body = body[:1] + [pre] + body[1:] if doc else [pre] + body
         fn.body = body
 
@@ -751,8 +751,7 @@ def rewrite(fn):
         raise TypeError(f"@eagle.Graph.builder: could not find `def {fn.__name__}` in its source")
     fdef = defs[0]
     fdef.decorator_list = []
-    for a in fdef.args.defaults + [d for d in fdef.args.kw_defaults if d]:
-        pass  # defaults are taken from the function object, not re-evaluated
+    # Defaults and annotations come from the function object: never evaluated again.
     fdef.args.defaults = [_const(None) for _ in fdef.args.defaults]
     fdef.args.kw_defaults = [None if d is None else _const(None) for d in fdef.args.kw_defaults]
     fdef.returns = None
