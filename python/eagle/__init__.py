@@ -40,6 +40,7 @@ from ._arrays import asarray, empty, full, from_numpy, to_numpy
 from ._graph import BucketSet, EagleWarning, Graph, current_recorder, parallel
 from . import kernels, diff
 from .kernels import load_kernels
+from .builder import BuildError
 
 cpu = Device("cpu")
 f64, f32, f16, bf16 = DType.f64, DType.f32, DType.f16, DType.bf16
