@@ -4,14 +4,24 @@
 #   // [readme:NAME]
 #   ...
 #   // [/readme]
-# and the examples are built and run by ctest. Names each block that does not. Usage:
-# scripts/check_readme.sh [README] [examples dir]
+# and the examples are built and run by ctest. Likewise every ```python block must be a region of
+# python/examples/*.py marked with `# [readme:NAME]` ... `# [/readme]` (run by the Python tests).
+# Names each block that does not. Usage: scripts/check_readme.sh [README] [examples dir]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 readme=${1:-README.md}
 examples=${2:-examples}
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+root=$(mktemp -d)
+trap 'rm -rf "$root"' EXIT
+status=0
+
+# check_blocks <language> <comment marker> <examples dir> <find name patterns...>
+check_blocks() {
+local lang=$1 mark=$2 dir=$3
+shift 3
+local tmp=$root/$lang
+mkdir -p "$tmp"
+local examples=$dir
 
 # Removes the indentation common to the non-blank lines, and trailing blanks.
 dedent() {
@@ -21,8 +31,8 @@ dedent() {
 }
 
 # README blocks: block_<line>.raw, where <line> is the line of the opening fence.
-awk -v dir="$tmp" '
-  /^[ \t]*```cpp[ \t]*$/ { inside = 1; file = dir "/block_" NR ".raw"; printf "" > file; next }
+awk -v dir="$tmp" -v lang="$lang" '
+  $0 ~ "^[ \t]*```" lang "[ \t]*$" { inside = 1; file = dir "/block_" NR ".raw"; printf "" > file; next }
   inside && /^[ \t]*```[ \t]*$/ { inside = 0; close(file); next }
   inside { print > file }' "$readme"
 
@@ -30,13 +40,13 @@ awk -v dir="$tmp" '
 bad=0
 n=0
 while IFS= read -r file; do
-  out=$(awk -v dir="$tmp" -v src="$file" -v start="$n" '
-    /\/\/ \[readme:[A-Za-z0-9_.-]+\]/ {
+  out=$(awk -v dir="$tmp" -v src="$file" -v start="$n" -v mark="$mark" '
+    $0 ~ "^[ \t]*" mark " \\[readme:[A-Za-z0-9_.-]+\\]" {
       if (inside) { print "unclosed " name " before line " NR > "/dev/stderr"; exit 1 }
       inside = 1; n++; name = $0; sub(/.*\[readme:/, "", name); sub(/\].*/, "", name)
       file = dir "/region_" (start + n) ".raw"; printf "" > file
       print src ":" NR " " name > (dir "/region_" (start + n) ".name"); next }
-    /\/\/ \[\/readme\]/ {
+    $0 ~ "^[ \t]*" mark " \\[/readme\\]" {
       if (!inside) { print "[/readme] without an opening marker at line " NR > "/dev/stderr"; exit 1 }
       inside = 0; close(file); next }
     inside { print > file }
@@ -46,7 +56,7 @@ while IFS= read -r file; do
     continue
   }
   n=$((n + out))
-done < <(find "$examples" -type f \( -name '*.cpp' -o -name '*.cu' -o -name '*.hpp' \) | sort)
+done < <(find "$examples" -type f \( "$@" \) | sort)
 
 for f in "$tmp"/region_*.raw "$tmp"/block_*.raw; do
   [ -e "$f" ] && dedent "$f" >"${f%.raw}.txt"
@@ -73,15 +83,21 @@ for block in $(find "$tmp" -name 'block_*.txt' | sort -t_ -k2 -n); do
   done
   if [ -z "$found" ]; then
     first=$(grep -m1 -v '^$' "$block" || true)
-    echo "check_readme: the \`\`\`cpp block at $readme:$line (\"$first\") is not a verbatim excerpt" \
-      "of a // [readme:NAME] region of $examples/"
+    echo "check_readme: the \`\`\`$lang block at $readme:$line (\"$first\") is not a verbatim excerpt" \
+      "of a $mark [readme:NAME] region of $examples/"
     bad=1
   fi
 done
 
 if [ "$bad" -ne 0 ]; then
   echo "check_readme: copy the block from its example, or mark the example's code with" \
-    "// [readme:NAME] ... // [/readme] (the examples are compiled and run by ctest)"
-  exit 1
+    "$mark [readme:NAME] ... $mark [/readme] (the examples are run by the tests)"
+  status=1
+  return
 fi
-echo "check_readme: all $blocks C++ blocks of $readme are excerpts of $examples/"
+echo "check_readme: all $blocks $lang blocks of $readme are excerpts of $examples/"
+}
+
+check_blocks cpp // "$examples" -name '*.cpp' -o -name '*.cu' -o -name '*.hpp'
+check_blocks python '#' python/examples -name '*.py'
+exit "$status"

@@ -9,6 +9,10 @@ plan on torch's current stream with the tensors shared through DLPack: no copy, 
 (Capture under torch.cuda.graph after one warm-up call per shape, as for any library that
 allocates its workspace on first use.)
 
+Padding rows (rows past cu_seqlens[-1] of a batch captured at capacity) of every output and
+gradient are exactly 0; FlashAttention leaves them unspecified. eagle zeroes them so that a
+capacity-sized batch never leaks a NaN into a weight gradient.
+
 ``varlen_attn`` follows torch's and FlashAttention's varlen signature (max_seqlen is accepted
 and not needed); ``chunk_gated_delta_rule`` and ``chunk_kda`` follow fla's.
 """
@@ -113,8 +117,14 @@ def _run(op: str, inputs: dict, attrs: dict, outputs: tuple) -> dict:
     return planned(like, inputs)
 
 
-def _none_if_empty(t: Tensor) -> Optional[Tensor]:
-    return None if t.numel() == 0 else t
+def _zero_padding(cu_seqlens: Tensor, *tensors: Tensor) -> None:
+    """Sets the padding rows (row >= cu_seqlens[-1]) of eagle's fresh outputs to 0, on the device
+    (no host read): eagle's kernels leave them unspecified, and a NaN there would reach a weight
+    gradient through the projection that produced the rows."""
+    rows = tensors[0].shape[0]
+    active = torch.arange(rows, device=tensors[0].device) < cu_seqlens[-1]
+    for t in tensors:
+        t.masked_fill_(~active.view(-1, *([1] * (t.dim() - 1))), 0)
 
 
 # ---- varlen attention ------------------------------------------------------------------------
@@ -129,6 +139,7 @@ def varlen_attention(q: Tensor, k: Tensor, v: Tensor, cu_seqlens_q: Tensor, cu_s
                         "cu_seqlens_kv": cu_seqlens_k},
                {"scale": float(scale), "causal": bool(causal), "generate_stats": True},
                ("o", "stats"))
+    _zero_padding(cu_seqlens_q, out["o"], out["stats"])
     return out["o"], out["stats"]
 
 
@@ -146,6 +157,8 @@ def varlen_attention_bwd(q: Tensor, k: Tensor, v: Tensor, o: Tensor, d_o: Tensor
     out = _run("sdpa_bwd", {"q": q, "k": k, "v": v, "o": o, "d_o": d_o, "stats": lse,
                             "cu_seqlens_q": cu_seqlens_q, "cu_seqlens_kv": cu_seqlens_k},
                {"scale": float(scale), "causal": bool(causal)}, ("dq", "dk", "dv"))
+    _zero_padding(cu_seqlens_q, out["dq"])
+    _zero_padding(cu_seqlens_k, out["dk"], out["dv"])
     return out["dq"], out["dk"], out["dv"]
 
 
@@ -201,6 +214,7 @@ def _define_delta_rule(op: str, g_doc: str):
         out = _run(op, {"q": q, "k": k, "v": v, "g": g, "beta": beta, "cu_seqlens": cu_seqlens,
                         "initial_state": initial_state},
                    _delta_attrs(scale, use_qk_l2norm, output_final_state), ("o", "final_state"))
+        _zero_padding(cu_seqlens, out["o"])
         final = out.get("final_state")
         return out["o"], final if final is not None else q.new_empty((0,), dtype=torch.float32)
 
@@ -226,6 +240,7 @@ def _define_delta_rule(op: str, g_doc: str):
                                  "cu_seqlens": cu_seqlens, "initial_state": initial_state,
                                  "d_o": d_o, "d_final_state": d_final_state},
                    attrs, ("dq", "dk", "dv", "dg", "dbeta", "d_initial_state"))
+        _zero_padding(cu_seqlens, *(out[p] for p in ("dq", "dk", "dv", "dg", "dbeta")))
         d_init = out.get("d_initial_state")
         return (out["dq"], out["dk"], out["dv"], out["dg"], out["dbeta"],
                 d_init if d_init is not None else q.new_empty((0,), dtype=torch.float32))

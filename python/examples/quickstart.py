@@ -56,10 +56,10 @@ def run(device):
     print(plans.describe())
     plans.build_plans()             # the first entry that builds
     y = eagle.empty((1024,), eagle.f32, device)
-    plans.execute({"x": b, "w": eagle.asarray(w, device=device), "y": y})
+    stream = eagle.Stream(device)   # or torch's: eagle.Stream.borrow(device, handle)
+    plans.execute({"x": b, "w": eagle.asarray(w, device=device), "y": y}, stream)
+    stream.synchronize()            # execute issues the work and returns
     # [/readme]
-    plans_stream = eagle.Stream(device)
-    plans_stream.synchronize()
     want = x * w
     want = 0.5 * want * (1 + np.vectorize(__import__("math").erf)(want / np.sqrt(2)))
     np.testing.assert_allclose(y.numpy(), want, rtol=1e-4, atol=1e-5)
