@@ -97,7 +97,11 @@ def _install_methods() -> None:
     A.__array__ = lambda self, dtype=None, copy=None: (
         _numpy_of(self) if dtype is None else _numpy_of(self).astype(dtype)
     )
-    A.tolist = lambda self: _numpy_of(self).tolist()
+    def tolist(self):
+        """The values as nested Python lists (a host copy)."""
+        return _numpy_of(self).tolist()
+
+    A.tolist = tolist
 
 
 _install_methods()

@@ -99,9 +99,11 @@ class Graph:
         self._g.launch(n)
 
     def synchronize(self) -> None:
+        """Waits until every launch issued so far has finished."""
         self._g.synchronize()
 
     def results(self):
+        """The arrays of the last launch's result (the graph's own arrays), as a tuple."""
         return tuple(self._g.results())
 
     def bind(self, name=None, array=None, /, **arrays) -> None:
@@ -116,26 +118,40 @@ class Graph:
         self._results = None
 
     # ---- introspection
-    built = property(lambda self: self._g.built)
-    device = property(lambda self: self._g.device)
-    backend = property(lambda self: self._g.backend)
-    schedule = property(lambda self: self._g.schedule)
-    nodes = property(lambda self: self._g.nodes)
-    edges = property(lambda self: self._g.edges)
-    buffers = property(lambda self: self._g.buffers)
-    param_names = property(lambda self: self._g.param_names)
-    native_node_count = property(lambda self: self._g.native_node_count)
-    allocated_bytes = property(lambda self: self._g.allocated_bytes)
-    saved_bytes = property(lambda self: self._g.saved_bytes)
-    rebuild_count = property(lambda self: self._g.rebuild_count)
-    native_graph = property(lambda self: self._g.native_graph)
-    native_graph_exec = property(lambda self: self._g.native_graph_exec)
-    stream = property(lambda self: self._g.stream())
+    def _native(name, doc):  # noqa: N805 (a helper of the class body)
+        return property(lambda self: getattr(self._g, name), doc=doc)
+
+    built = _native("built", "Whether build() has run.")
+    device = _native("device", "The device the graph was built for.")
+    backend = _native("backend", "'cuda-graph' or 'cpu-host-schedule' ('' before build).")
+    schedule = _native("schedule", "What the backend built, in words.")
+    nodes = _native("nodes", "The recorded nodes as dicts (id, kind, label, kernel, arrays, "
+                    "deps, waits, bodies, parent, scope, max_turns).")
+    edges = _native("edges", "(from, to) node pairs: the dependencies eagle inferred.")
+    buffers = _native("buffers", "The recording's buffers as dicts (id, label, kind, shape, "
+                      "dtype, bytes).")
+    param_names = _native("param_names", "The names bind() takes, in recording order.")
+    native_node_count = _native("native_node_count",
+                                "Nodes of the CUDA graph or host schedule built.")
+    allocated_bytes = _native("allocated_bytes", "Device bytes of the graph's own arrays.")
+    saved_bytes = _native("saved_bytes", "Bytes the forward saves for reverse mode.")
+    rebuild_count = _native("rebuild_count", "Rebuilds bind() had to do.")
+    native_graph = _native("native_graph", "The cudaGraph_t as an int (0 on the CPU).")
+    native_graph_exec = _native("native_graph_exec",
+                                "The cudaGraphExec_t as an int (0 on the CPU).")
+    del _native
+
+    @property
+    def stream(self):
+        """The eagle.Stream the graph launches on."""
+        return self._g.stream()
 
     def to_json(self) -> str:
+        """The recording (nodes, buffers, edges) as JSON."""
         return self._g.to_json()
 
     def to_dot(self) -> str:
+        """The recording as a Graphviz digraph."""
         return self._g.to_dot()
 
     # ---- traces
@@ -144,9 +160,12 @@ class Graph:
         self._g.set_tracing(on)
 
     def trace(self) -> list:
+        """The trace events so far (node, label, scope, kernel, launch, thread, begin_ns,
+        end_ns)."""
         return self._g.trace()
 
     def clear_trace(self) -> None:
+        """Drops the trace events so far (tracing stays on)."""
         self._g.clear_trace()
 
     def chrome_trace(self, process: str = "eagle") -> str:

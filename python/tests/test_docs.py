@@ -1,0 +1,40 @@
+"""Every public name of the package has a docstring (the typed stubs carry them too)."""
+
+import inspect
+
+import eagle
+
+PUBLIC_MODULES = ("eagle", "eagle.kernels", "eagle.diff", "eagle.op", "eagle.ragged")
+
+
+def public_members(obj):
+    for name in dir(obj):
+        if name.startswith("_"):
+            continue
+        value = getattr(obj, name)
+        if isinstance(value, (int, float, str, bool, eagle.DType, eagle.DeviceKind, eagle.Device)):
+            continue
+        if type(value).__name__ == "_Feature":  # from __future__ import annotations
+            continue
+        yield name, value
+
+
+def test_every_public_name_has_a_docstring():
+    missing = []
+    for module_name in PUBLIC_MODULES:
+        module = eval(module_name)  # noqa: S307 (a fixed list of our own modules)
+        for name, value in public_members(module):
+            if inspect.ismodule(value):
+                continue
+            doc = inspect.getdoc(value)
+            if not doc:
+                missing.append(f"{module_name}.{name}")
+            if inspect.isclass(value) and value.__module__.startswith("eagle"):
+                for member, attr in public_members(value):
+                    if isinstance(attr, type) and issubclass(attr, BaseException):
+                        continue
+                    if member in ("args", "with_traceback", "add_note"):
+                        continue
+                    if not inspect.getdoc(attr):
+                        missing.append(f"{module_name}.{name}.{member}")
+    assert not missing, "no docstring: " + ", ".join(missing)
