@@ -18,4 +18,5 @@ NB_MODULE(_eagle, m) {
   bind_diff(m);
   bind_op(m);
   bind_ragged(m);
+  bind_bench(m);
 }

@@ -152,3 +152,12 @@ def test_errors_are_typed_and_keep_messages():
         eagle.Device("cuda:-1")
     with pytest.raises(eagle.InvalidArgument, match="reshape"):
         eagle.empty((2, 3)).reshape((4, 2))
+
+
+def test_a_capsule_imports_directly(rng):
+    x = random_values(rng, (3,))
+    cap = eagle.asarray(x).__dlpack__(max_version=(1, 0))
+    a = eagle.asarray(cap)
+    assert a.data_ptr == x.ctypes.data
+    with pytest.raises(eagle.InvalidArgument, match="unused"):
+        eagle.asarray(cap)  # a capsule is consumed once

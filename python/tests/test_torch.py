@@ -178,3 +178,19 @@ def test_plans_are_cached_per_shape(gen):
     et.varlen_attn(q[:3], q[:3], q[:3], torch.tensor([0, 3], dtype=torch.int32),
                    torch.tensor([0, 3], dtype=torch.int32))
     assert len(et._plans) == 2
+
+
+def test_torch_tensors_are_shared_both_ways(gen):
+    t = torch.randn(4, 3, generator=gen)
+    a = eagle.asarray(t)  # the fast export (no __dlpack__ handshake on the CPU)
+    assert a.data_ptr == t.data_ptr() and a.shape == (4, 3) and a.dtype == eagle.f32
+    back = torch.from_dlpack(a)
+    assert back.data_ptr() == t.data_ptr()
+    t[0, 0] = 42.0
+    assert a.numpy()[0, 0] == 42.0
+    b = eagle.full((2,), 1.5, eagle.bf16)
+    tb = torch.from_dlpack(b)
+    assert tb.dtype == torch.bfloat16 and tb.tolist() == [1.5, 1.5]
+    strided = t[:, 1]
+    s = eagle.asarray(strided)
+    assert s.strides == (3,) and s.data_ptr == strided.data_ptr()
