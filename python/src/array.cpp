@@ -230,8 +230,8 @@ Array torch_fast_import(nb::handle obj, const Stream* stream) {
 }  // namespace
 
 bool is_array_like(nb::handle obj) {
-  return nb::isinstance<Array>(obj) || nb::hasattr(obj, "__dlpack__") ||
-         nb::hasattr(obj, "__cuda_array_interface__");
+  return nb::isinstance<Array>(obj) || PyCapsule_CheckExact(obj.ptr()) ||
+         nb::hasattr(obj, "__dlpack__") || nb::hasattr(obj, "__cuda_array_interface__");
 }
 
 Array to_array(nb::handle obj, const Stream* stream) {
