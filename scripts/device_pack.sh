@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds the release binaries here and packs what a GPU machine needs to run them into .carry/
 # (ignored by git): the test, demo and bench programs, libeagle, the TBB runtime, the synccheck
-# reproducer and scripts/device_run.sh.
+# reproducer, the Python package with its extension (for the GPU machine's Python 3.12, when a
+# python3.12 is here) and scripts/device_run.sh.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/env.sh
@@ -9,11 +10,25 @@ launcher=()
 if command -v ccache >/dev/null; then
   launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_CUDA_COMPILER_LAUNCHER=ccache)
 fi
-cmake -S . -B build-device -DCMAKE_BUILD_TYPE=Release "${launcher[@]}" >/dev/null
+python_args=() python_targets=()
+if command -v python3.12 >/dev/null; then
+  py312=$(scripts/pydeps.sh python3.12 .venv312)
+  python_args=(-DEAGLE_PYTHON=ON -DPython_EXECUTABLE="$py312")
+  python_targets=(_eagle _eagle_stub eagle_py_test_kernels)
+else
+  echo "device_pack: no python3.12 here: the Python package is not packed"
+fi
+cmake -S . -B build-device -DCMAKE_BUILD_TYPE=Release "${launcher[@]}" "${python_args[@]}" >/dev/null
 example_targets=$(grep -oE '[a-z_]+\.(cpp|cu)' examples/CMakeLists.txt | sed -E 's/\.(cpp|cu)$//; s/^/example_/')
 cmake --build build-device -j"$jobs" --target eagle_tests eagle_cli eagle_bench eagle_bench_cudnn eagle_repro_synccheck \
-  $example_targets
+  $example_targets "${python_targets[@]}"
 rm -rf .carry && mkdir -p .carry
+if [ ${#python_targets[@]} -gt 0 ]; then
+  mkdir -p .carry/python
+  cp -rL build-device/python/eagle .carry/python/
+  rm -rf .carry/python/eagle/__pycache__
+  cp build-device/python/libeagle_py_test_kernels.so .carry/python/
+fi
 cp build-device/tests/eagle_tests build-device/tools/eagle build-device/bench/eagle_bench build-device/bench/eagle_bench_cudnn \
   build-device/tests/eagle_repro_synccheck .carry/
 cp -L build-device/libeagle.so.0 .carry/

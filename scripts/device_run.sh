@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # Runs on the GPU machine over the binaries packed by device_pack.sh. Usage (from the repo root
 # there): .carry/device_run.sh [PART...], parts (default all): tests, sanitize, repro, demo,
-# examples, bench. Logs go to $OUT (tests.txt, sanitize-<tool>.txt, repro.txt, demo.txt, train.txt, bench.txt).
+# examples, python, bench. Logs go to $OUT (tests.txt, sanitize-<tool>.txt, repro.txt, demo.txt,
+# train.txt, python.txt, bench.txt).
 #   tests     every test, the CUDA half included
 #   sanitize  compute-sanitizer memcheck, racecheck, synccheck and initcheck over the CUDA tests
 #             (EAGLE_CUDA_TESTS replaces the gtest filter of what they run)
 #             (EAGLE_SANITIZERS="memcheck racecheck" picks tools; EAGLE_SANITIZE_TIMEOUT seconds each)
 #   repro     the synccheck reproducer outside eagle (every mode, plain and under synccheck)
+#   python    the Python tests (python/tests, CUDA ones included) and bench/python/host_cost.py
 #   bench     bench/peers/torch_ops.py (the torch peers) then eagle_bench --peers
 #             (EAGLE_BENCH_ARGS adds arguments, e.g. "--only 2,10")
 set -uo pipefail
@@ -15,7 +17,7 @@ export LD_LIBRARY_PATH=$PWD:${LD_LIBRARY_PATH:-}
 out=${OUT:-/tmp/out}
 mkdir -p "$out"
 parts=("$@")
-[ ${#parts[@]} -eq 0 ] && parts=(tests sanitize repro demo examples bench)
+[ ${#parts[@]} -eq 0 ] && parts=(tests sanitize repro demo examples python bench)
 want() { [[ " ${parts[*]} " == *" $1 "* ]]; }
 # Every CUDA test, but the one that provokes a failing graph update on purpose (to test the
 # rebuild fallback): the sanitizers report the API error it asks for.
@@ -66,6 +68,12 @@ if want examples; then
     if "$e" >> "$out/examples.txt" 2>&1; then echo "example $(basename "$e"): ok"; else
       echo "example $(basename "$e"): FAILED"; fi
   done | tee -a "$out/examples.txt"
+fi
+if want python && [ -d python/eagle ]; then
+  PYTHONPATH=$PWD/python EAGLE_TEST_KERNELS=$PWD/python/libeagle_py_test_kernels.so \
+    python3 -m pytest -q -rs -p no:cacheprovider ../python/tests > "$out/python.txt" 2>&1
+  echo "python tests: exit $? | $(tail -1 "$out/python.txt")"
+  PYTHONPATH=$PWD/python python3 ../bench/python/host_cost.py 2>&1 | tee "$out/python-host-cost.txt"
 fi
 if want bench; then
   # The torch side first, in the same call: eagle_bench prints eagle / torch for each case.
