@@ -65,6 +65,23 @@ std::shared_ptr<Storage> Storage::allocate(Device device, std::size_t bytes) {
   return std::shared_ptr<Storage>(new Storage(device, p, bytes, true, nullptr));
 }
 
+std::shared_ptr<Storage> Storage::allocate_pinned(std::size_t bytes) {
+#ifdef EAGLE_HAVE_CUDA
+  if (cuda_available()) {
+    if (bytes > static_cast<std::size_t>(INT64_MAX))
+      throw InvalidArgument("Storage::allocate_pinned: " + std::to_string(bytes) +
+                            " bytes is more than fits in int64 (no array can address it)");
+    void* p = nullptr;
+    EAGLE_CUDA_CHECK(cudaMallocHost(&p, std::max<std::size_t>(bytes, 1)));
+    counter(Device::cpu()) += bytes;
+    std::shared_ptr<Storage> s(new Storage(Device::cpu(), p, bytes, true, nullptr));
+    s->pinned_ = true;
+    return s;
+  }
+#endif
+  return allocate(Device::cpu(), bytes);
+}
+
 std::shared_ptr<Storage> Storage::borrow(Device device, void* data, std::size_t bytes,
                                          std::shared_ptr<void> keep_alive) {
   if (data == nullptr && bytes > 0)
@@ -75,6 +92,12 @@ std::shared_ptr<Storage> Storage::borrow(Device device, void* data, std::size_t 
 Storage::~Storage() {
   if (!owning_) return;
   counter(device_) -= bytes_;
+#ifdef EAGLE_HAVE_CUDA
+  if (pinned_) {
+    cudaFreeHost(data_);
+    return;
+  }
+#endif
   if (device_.is_cpu()) {
     ::operator delete(data_, std::align_val_t(64));
   } else {
@@ -92,6 +115,16 @@ Array Array::empty(const Shape& shape, DType dtype, Device device) {
   a.shape_ = shape;
   a.strides_ = contiguous_strides(shape);
   a.storage_ = Storage::allocate(device, bytes);
+  return a;
+}
+
+Array Array::empty_pinned(const Shape& shape, DType dtype) {
+  const std::size_t bytes = checked_nbytes(shape, dtype, "Array::empty_pinned");
+  Array a;
+  a.dtype_ = dtype;
+  a.shape_ = shape;
+  a.strides_ = contiguous_strides(shape);
+  a.storage_ = Storage::allocate_pinned(bytes);
   return a;
 }
 
@@ -159,6 +192,10 @@ int64_t Array::numel() const {
 bool Array::is_contiguous() const {
   return numel() <= 1 || strides_ == contiguous_strides(shape_);
 }
+bool Array::pinned() const {
+  return storage_ && storage_->pinned();
+}
+
 bool Array::owning() const {
   return storage_ && storage_->owning();
 }

@@ -756,3 +756,34 @@ TEST(ArrayTest, ToVectorSaturatesFloatsIntoIntegers) {
 
 }  // namespace
 }  // namespace eagle
+
+namespace eagle {
+namespace {
+
+// Pinned staging: a host array, page-locked exactly when a GPU is usable; asynchronous copies on
+// a stream to the GPU and back leave the values intact once the stream is synchronized.
+TEST(PinnedArray, IsAHostArrayPageLockedWhereAGpuIsUsable) {
+  Array a = Array::empty_pinned({5}, DType::f32);
+  EXPECT_EQ(a.device(), Device::cpu());
+  EXPECT_EQ(a.pinned(), cuda_available());
+  EXPECT_TRUE(a.owning() && a.is_contiguous());
+  const std::vector<float> values = {1.5f, -2, 3, 4.25f, 5};
+  std::memcpy(a.data(), values.data(), a.nbytes());
+  EXPECT_FALSE(Array::empty({5}, DType::f32, Device::cpu()).pinned());
+  if (!cuda_available()) return;
+  Stream stream(Device::cuda(0));
+  Array gpu = Array::empty({5}, DType::f32, Device::cuda(0));
+  Array back = Array::empty_pinned({5}, DType::f32);
+  gpu.copy_from(a, &stream);
+  back.copy_from(gpu, &stream);
+  stream.synchronize();
+  EXPECT_EQ(back.to_vector<float>(), values);
+}
+
+TEST(PinnedArray, RefusesWhatEmptyRefuses) {
+  EXPECT_THROW(Array::empty_pinned({-1}, DType::f32), InvalidArgument);
+  EXPECT_THROW(Array::empty_pinned({INT64_MAX, 4}, DType::f32), InvalidArgument);
+}
+
+}  // namespace
+}  // namespace eagle

@@ -130,8 +130,15 @@ BatchArrays BatchArrays::allocate(data::BatchCapacity cap, Device device) {
   return b;
 }
 
-BatchStaging BatchStaging::allocate(data::BatchCapacity capacity) {
-  return BatchStaging{BatchArrays::allocate(capacity, Device::cpu())};
+BatchStaging BatchStaging::allocate(data::BatchCapacity cap) {
+  require(cap.tokens > 0 && cap.slots > 0, "train: --tokens and --slots must be positive");
+  // Pinned where a GPU is usable: the step's copies then run asynchronously on its stream.
+  BatchArrays b;
+  b.input_ids = Array::empty_pinned({cap.tokens}, DType::i32);
+  b.labels = Array::empty_pinned({cap.tokens}, DType::i32);
+  b.loss_mask = Array::empty_pinned({cap.tokens}, f32);
+  b.cu_seqlens = Array::empty_pinned({cap.slots + 1}, DType::i32);
+  return BatchStaging{b};
 }
 
 void load_batch(const data::PackedBatch& batch, BatchStaging& staging, const BatchArrays& arrays,

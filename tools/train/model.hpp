@@ -63,14 +63,17 @@ struct BatchArrays {
   static BatchArrays allocate(data::BatchCapacity capacity, Device device);
 };
 
-// Host staging of one batch (on the GPU: the source of the asynchronous copies).
+// Host staging of one batch (on the GPU: the pinned source of the asynchronous copies). The copies
+// read it after load_batch returns: write it again only once they are done (the trainer waits for
+// each step, whose launch follows the copies on the same stream).
 struct BatchStaging {
   BatchArrays host;
   static BatchStaging allocate(data::BatchCapacity capacity);
 };
 
 // Copies `batch` into the step's batch params: directly on the CPU; on a GPU through `staging`
-// with asynchronous copies on `stream` (the graph's stream, so the next launch sees them).
+// with asynchronous copies on `stream`, which must be the stream of the graph launched next (each
+// bucket's graph has its own), so that launch sees them.
 // Throws InvalidArgument when the batch's capacity differs from the arrays'.
 void load_batch(const data::PackedBatch& batch, BatchStaging& staging, const BatchArrays& arrays,
                 const Stream* stream);

@@ -122,7 +122,9 @@ TrainReport run_training(const TrainOptions& o,
     const auto start = std::chrono::steady_clock::now();
     if (s > 1) {
       next = loader.next();
-      load_batch(*next, staging, batch, &largest.stream());
+      // On the stream of the bucket that runs this batch: the launch is ordered after the copies.
+      const int chosen = steps.select(next->active_tokens);
+      load_batch(*next, staging, batch, &steps.graph(chosen).stream());
     }
     log.active_tokens = next->active_tokens;
     log.sequences = next->active_sequences;

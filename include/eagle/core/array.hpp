@@ -20,6 +20,10 @@ class Storage {
   // Allocates `bytes` on `device` (cudaMalloc on CUDA, aligned new on the CPU). Throws
   // InvalidArgument when `bytes` exceeds INT64_MAX (no array can address more).
   static std::shared_ptr<Storage> allocate(Device device, std::size_t bytes);
+  // Host memory, page-locked (cudaMallocHost) when this build has CUDA and a GPU is usable, so
+  // copies between it and a GPU on a stream are asynchronous; plain host memory otherwise
+  // (pinned() says which). Its device is the CPU.
+  static std::shared_ptr<Storage> allocate_pinned(std::size_t bytes);
   // Borrows a caller's pointer; `keep_alive` (may be null) is held until the storage dies.
   static std::shared_ptr<Storage> borrow(Device device, void* data, std::size_t bytes,
                                          std::shared_ptr<void> keep_alive = nullptr);
@@ -31,6 +35,7 @@ class Storage {
   void* data() const { return data_; }
   std::size_t bytes() const { return bytes_; }
   bool owning() const { return owning_; }
+  bool pinned() const { return pinned_; }
 
  private:
   Storage(Device device, void* data, std::size_t bytes, bool owning, std::shared_ptr<void> keep);
@@ -38,6 +43,7 @@ class Storage {
   void* data_;
   std::size_t bytes_;
   bool owning_;
+  bool pinned_ = false;
   std::shared_ptr<void> keep_alive_;
 };
 
@@ -59,6 +65,10 @@ class Array {
 
   // A new owning, contiguous (row-major) array. Contents are unspecified.
   static Array empty(const Shape& shape, DType dtype, Device device);
+  // A new owning, contiguous host array in page-locked memory where a GPU is usable
+  // (Storage::allocate_pinned): the source or target of asynchronous copies to a GPU, e.g. the
+  // staging of each training step's batch.
+  static Array empty_pinned(const Shape& shape, DType dtype);
   // A non-owning array over a caller's pointer; strides in elements (empty = row-major).
   // The caller keeps the memory alive for as long as the array (and any graph using it) lives.
   // `keep_alive` (may be null) is held until the last view of the memory dies; a wrap that
@@ -88,6 +98,7 @@ class Array {
   int64_t byte_offset() const { return byte_offset_; }
   bool is_contiguous() const;
   bool owning() const;
+  bool pinned() const;  // the storage is page-locked host memory
   // Address of the first element (storage base + byte offset).
   void* data() const;
   const std::shared_ptr<Storage>& storage() const { return storage_; }
