@@ -13,8 +13,6 @@ namespace eagle::comm {
 
 namespace {
 
-using detail::Collective;
-using detail::CollectiveCall;
 using detail::NcclLibrary;
 
 const NcclLibrary& loaded_nccl(const char* who) {
@@ -24,6 +22,9 @@ const NcclLibrary& loaded_nccl(const char* who) {
 }
 
 #ifdef EAGLE_HAVE_CUDA
+
+using detail::Collective;
+using detail::CollectiveCall;
 
 // The NCCL dtype of a reduction, or (for data movement) bytes.
 int nccl_dtype(DType dtype) {
