@@ -48,6 +48,13 @@ class CommImpl {
   virtual const char* kind() const = 0;
   // Runs (CPU) or issues on ctx.stream (GPU) this rank's side of `call`.
   virtual void run(const CollectiveCall& call, const CallContext& ctx) const = 0;
+  // Adds `call`'s work to `graph` (an empty cudaGraph_t the executor keeps for the node's
+  // life); false when the backend has no CUDA graph form.
+  virtual bool populate_cuda_graph(const CollectiveCall& call, const CallContext& ctx,
+                                   void* graph) const {
+    (void)call, (void)ctx, (void)graph;
+    return false;
+  }
 
  private:
   int rank_, size_;

@@ -61,6 +61,19 @@ class CommCall final : public Call {
       : comm_(std::move(comm)), kind_(kind), op_(op), root_(root) {}
 
   void run(const ArgBlock& args, const CallContext& ctx) const override {
+    comm_->run(describe(args), ctx);
+  }
+  // NCCL's captured work keeps its resources alive through the graph it was captured into, so
+  // a collective enters a CUDA graph as its own child graph, which the executor keeps; never as
+  // a lone kernel lifted out of a capture (that would drop those resources). bind() populates
+  // it anew.
+  bool populate_cuda_graph(const ArgBlock& args, const CallContext& ctx,
+                           void* graph) const override {
+    return comm_->populate_cuda_graph(describe(args), ctx, graph);
+  }
+
+ private:
+  CollectiveCall describe(const ArgBlock& args) const {
     const ArrayArg& x = args.array(0);
     const ArrayArg& out = args.array(1);
     CollectiveCall call;
@@ -74,10 +87,9 @@ class CommCall final : public Call {
     call.out = out.data;
     call.x_count = x.numel;
     call.out_count = out.numel;
-    comm_->run(call, ctx);
+    return call;
   }
 
- private:
   std::shared_ptr<CommImpl> comm_;
   Collective kind_;
   ReduceOp op_;

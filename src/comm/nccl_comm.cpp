@@ -102,6 +102,33 @@ class NcclComm final : public detail::CommImpl {
     if (result != 0) throw CudaError(detail::nccl_error(lib_, what, result));
   }
 
+  // Captured straight into `graph` (which the executor keeps) on a side stream of the device.
+  bool populate_cuda_graph(const CollectiveCall& call, const CallContext& ctx,
+                           void* graph) const override {
+    eagle::detail::DeviceGuard guard(device().ordinal());
+    cudaStream_t side = nullptr;
+    EAGLE_CUDA_CHECK(cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking));
+    cudaGraph_t captured = nullptr;
+    try {
+      EAGLE_CUDA_CHECK(cudaStreamBeginCaptureToGraph(side, static_cast<cudaGraph_t>(graph), nullptr,
+                                                     nullptr, 0, cudaStreamCaptureModeThreadLocal));
+      CallContext on_side = ctx;
+      on_side.stream = side;
+      try {
+        run(call, on_side);
+      } catch (...) {
+        cudaStreamEndCapture(side, &captured);
+        throw;
+      }
+      EAGLE_CUDA_CHECK(cudaStreamEndCapture(side, &captured));
+    } catch (...) {
+      cudaStreamDestroy(side);
+      throw;
+    }
+    cudaStreamDestroy(side);
+    return true;
+  }
+
  private:
   const NcclLibrary& lib_;
   void* comm_;
