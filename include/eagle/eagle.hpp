@@ -1,6 +1,8 @@
 // The whole public API of eagle.
 #pragma once
 
+#include "eagle/comm/collectives.hpp"
+#include "eagle/comm/communicator.hpp"
 #include "eagle/core/array.hpp"
 #include "eagle/core/convert.hpp"
 #include "eagle/core/device.hpp"
