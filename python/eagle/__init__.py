@@ -29,6 +29,7 @@ from ._eagle import (
     cublaslt_status,
     cuda_available,
     cuda_device_count,
+    comm,
     cudnn_status,
     op,
     plan,

@@ -18,5 +18,6 @@ NB_MODULE(_eagle, m) {
   bind_diff(m);
   bind_op(m);
   bind_ragged(m);
+  bind_comm(m);
   bind_bench(m);
 }

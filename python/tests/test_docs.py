@@ -1,10 +1,11 @@
 """Every public name of the package has a docstring (the typed stubs carry them too)."""
 
+import enum
 import inspect
 
 import eagle
 
-PUBLIC_MODULES = ("eagle", "eagle.kernels", "eagle.diff", "eagle.op", "eagle.ragged")
+PUBLIC_MODULES = ("eagle", "eagle.kernels", "eagle.diff", "eagle.op", "eagle.ragged", "eagle.comm")
 
 
 def public_members(obj):
@@ -12,7 +13,7 @@ def public_members(obj):
         if name.startswith("_"):
             continue
         value = getattr(obj, name)
-        if isinstance(value, (int, float, str, bool, eagle.DType, eagle.DeviceKind, eagle.Device)):
+        if isinstance(value, (int, float, str, bool, enum.Enum, eagle.Device)):
             continue
         if type(value).__name__ == "_Feature":  # from __future__ import annotations
             continue
