@@ -10,6 +10,7 @@
 #include <functional>
 
 #include "eagle/eagle.hpp"
+#include "graph_gradients.hpp"
 #include "random.hpp"
 #include "test_util.hpp"
 #include "testing_kernels.hpp"
@@ -19,24 +20,6 @@ namespace {
 
 using test::expect_throw_with;
 const Device cpu = Device::cpu();
-
-// d result[0][0] / d param, by central differences of the built graph (param rebound).
-std::vector<double> finite_difference(Graph& g, const std::string& param, const Array& at) {
-  const double h = 1e-6;
-  std::vector<double> x = at.to_vector<double>(), grad(x.size());
-  for (std::size_t i = 0; i < x.size(); ++i) {
-    std::vector<double> p = x, m = x;
-    p[i] += h;
-    m[i] -= h;
-    g.bind(param, Array::from(p, at.shape(), cpu));
-    const double fp = g()[0].to_vector<double>()[0];
-    g.bind(param, Array::from(m, at.shape(), cpu));
-    const double fm = g()[0].to_vector<double>()[0];
-    grad[i] = (fp - fm) / (2 * h);
-  }
-  g.bind(param, at);
-  return grad;
-}
 
 void expect_close(const std::vector<double>& got, const std::vector<double>& want,
                   const std::string& what) {
@@ -99,7 +82,8 @@ void check(Both& b, const std::vector<Param>& params, const std::string& variant
   ASSERT_EQ(got.size(), params.size());
   ASSERT_EQ(got_one.size(), params.size());
   for (std::size_t i = 0; i < params.size(); ++i) {
-    const std::vector<double> want = finite_difference(b.f, params[i].name, params[i].value);
+    const std::vector<double> want =
+        test::graph_finite_difference(b.f, params[i].name, params[i].value);
     expect_close(got[i], want, variant + ": diff::reverse d/d" + params[i].name);
     expect_close(got_one[i], want, variant + ": diff::gradients d/d" + params[i].name);
   }

@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "eagle/eagle.hpp"
+#include "graph_gradients.hpp"
 #include "random.hpp"
 #include "test_util.hpp"
 #include "testing_kernels.hpp"
@@ -16,25 +17,6 @@ namespace {
 
 using test::expect_throw_with;
 const Device cpu = Device::cpu();
-
-// d result[index][0] / d param, by central differences of the built graph (param rebound).
-std::vector<double> finite_difference(Graph& g, const std::string& param, const Array& at,
-                                      std::size_t index = 0) {
-  const double h = 1e-6;
-  std::vector<double> x = at.to_vector<double>(), grad(x.size());
-  for (std::size_t i = 0; i < x.size(); ++i) {
-    std::vector<double> p = x, m = x;
-    p[i] += h;
-    m[i] -= h;
-    g.bind(param, Array::from(p, at.shape(), cpu));
-    const double fp = g()[index].to_vector<double>()[0];
-    g.bind(param, Array::from(m, at.shape(), cpu));
-    const double fm = g()[index].to_vector<double>()[0];
-    grad[i] = (fp - fm) / (2 * h);
-  }
-  g.bind(param, at);
-  return grad;
-}
 
 void expect_close(const std::vector<double>& got, const std::vector<double>& want) {
   ASSERT_EQ(got.size(), want.size());
@@ -64,11 +46,11 @@ TEST(DiffReverse, AChainAgainstFiniteDifferences) {
   const std::vector<double> x = x0.to_vector<double>(), w = w0.to_vector<double>();
   std::vector<double> dz = w;  // d loss / d z
   expect_close(grads[2].to_vector<double>(), dz);
-  expect_close(grads[0].to_vector<double>(), finite_difference(g, "x", x0));
-  expect_close(grads[1].to_vector<double>(), finite_difference(g, "w", w0));
+  expect_close(grads[0].to_vector<double>(), test::graph_finite_difference(g, "x", x0));
+  expect_close(grads[1].to_vector<double>(), test::graph_finite_difference(g, "w", w0));
   // Replayable: another forward and reverse give the same gradients. (The differences first:
   // they rerun the forward at x +- h, and the reverse reads the last forward's arrays.)
-  const std::vector<double> want = finite_difference(g, "x", x0);
+  const std::vector<double> want = test::graph_finite_difference(g, "x", x0);
   g();
   expect_close(back()[0].to_vector<double>(), want);
 }
@@ -89,7 +71,7 @@ TEST(DiffReverse, ADiamondSumsTheCotangentsOfASharedInput) {
       RecordOptions{.record = true});
   g.build(cpu);
   const std::vector<double> grad = g()[1].to_vector<double>();
-  expect_close(grad, finite_difference(g, "x", x0));
+  expect_close(grad, test::graph_finite_difference(g, "x", x0));
   const std::vector<double> x = x0.to_vector<double>();
   for (std::size_t i = 0; i < x.size(); ++i)  // d/dx (x^2 + x^3) = 2x + 3x^2
     EXPECT_NEAR(grad[i], 2 * x[i] + 3 * x[i] * x[i], 1e-12);
@@ -129,8 +111,8 @@ TEST(DiffReverse, InPlaceBufferUpdatesReadSavedValues) {
   g();
   const std::vector<double> dx = back()[0].to_vector<double>();
   const std::vector<double> dw = back()[1].to_vector<double>();
-  expect_close(dx, finite_difference(g, "x", x0));
-  expect_close(dw, finite_difference(g, "w", w0));
+  expect_close(dx, test::graph_finite_difference(g, "x", x0));
+  expect_close(dw, test::graph_finite_difference(g, "w", w0));
   // The same in one graph.
   Graph one = Graph::record(
       [&](Recorder& r) {

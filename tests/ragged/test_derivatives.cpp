@@ -16,6 +16,7 @@
 #include "eagle/eagle.hpp"
 #include "eagle/ragged/kernels.hpp"
 #include "eagle/ragged/validate.hpp"
+#include "graph_gradients.hpp"
 #include "random.hpp"
 
 namespace eagle {
@@ -56,25 +57,6 @@ Array nan_padded(const Batch& b, const Shape& shape) {
   return Array::from(v, shape, cpu);
 }
 
-// d result[index][0] / d param, by central differences of the built graph (param rebound).
-std::vector<double> finite_difference(Graph& g, const std::string& param, const Array& at,
-                                      std::size_t index = 0) {
-  const double h = 1e-6;
-  std::vector<double> x = at.to_vector<double>(), grad(x.size());
-  for (std::size_t i = 0; i < x.size(); ++i) {
-    std::vector<double> p = x, m = x;
-    p[i] += h;
-    m[i] -= h;
-    g.bind(param, Array::from(p, at.shape(), cpu));
-    const double fp = g()[index].to_vector<double>()[0];
-    g.bind(param, Array::from(m, at.shape(), cpu));
-    const double fm = g()[index].to_vector<double>()[0];
-    grad[i] = (fp - fm) / (2 * h);
-  }
-  g.bind(param, at);
-  return grad;
-}
-
 // The active rows of `grad` finite and equal to `want`, its padding rows exactly 0.
 void expect_active_right_padding_zero(const Batch& b, const Array& grad,
                                       const std::vector<double>& want) {
@@ -108,8 +90,8 @@ TEST(RaggedDerivatives, MaskRowsAgainstFiniteDifferences) {
         RecordOptions{.record = true});
     g.build(cpu);
     // The differences first: they rerun the forward, and the reverse reads the last forward.
-    const std::vector<double> want_dx = finite_difference(g, "x", x0);
-    const std::vector<double> want_dw = finite_difference(g, "w", w0);
+    const std::vector<double> want_dx = test::graph_finite_difference(g, "x", x0);
+    const std::vector<double> want_dw = test::graph_finite_difference(g, "w", w0);
     ASSERT_TRUE(std::isfinite(g()[0].to_vector<double>()[0]));
     Graph back = diff::reverse(g, {"result"}, {"x", "w"});
     const std::vector<Array>& grads = back();
@@ -149,7 +131,7 @@ TEST(RaggedDerivatives, GradientBarrierZeroesThePaddingRowsOfTheGradient) {
     const Array v0 = test::random_array(b.shape(), f64, cpu);
     Graph g = barrier_step(b, x0, v0, c0, ragged::gradient_barrier());
     g.build(cpu);
-    const std::vector<double> want = finite_difference(g, "x", x0);
+    const std::vector<double> want = test::graph_finite_difference(g, "x", x0);
     const std::vector<Array>& out = g();
     ASSERT_TRUE(std::isfinite(out[0].to_vector<double>()[0]));
     expect_active_right_padding_zero(b, out[1], want);
@@ -182,7 +164,7 @@ TEST(RaggedDerivatives, ACuSeqlensOverwrittenLaterIsSavedForTheDerivative) {
       RecordOptions{.record = true});
   EXPECT_GT(g.saved_bytes(), 0u);
   g.build(cpu);
-  const std::vector<double> want = finite_difference(g, "x", x0);
+  const std::vector<double> want = test::graph_finite_difference(g, "x", x0);
   g();
   Graph back = diff::reverse(g, {"result"}, {"x"});
   expect_active_right_padding_zero(b, back()[0], want);
@@ -211,7 +193,7 @@ TEST(RaggedDerivatives, IntegerKernelsUpstreamOfADifferentiatedPathAreAccepted) 
         },
         RecordOptions{.record = true});
     g.build(cpu);
-    const std::vector<double> want = finite_difference(g, "x", x0);
+    const std::vector<double> want = test::graph_finite_difference(g, "x", x0);
     g();
     Graph back = diff::reverse(g, {"result.0"}, {"x"});
     expect_active_right_padding_zero(b, back()[0], want);
