@@ -39,3 +39,14 @@ def test_every_public_name_has_a_docstring():
                     if not inspect.getdoc(attr):
                         missing.append(f"{module_name}.{name}.{member}")
     assert not missing, "no docstring: " + ", ".join(missing)
+
+
+def test_typed_stubs_ship_with_the_package():
+    import pathlib
+
+    stubs = pathlib.Path(eagle.__file__).parent / "_eagle"
+    for name in ("__init__", "op", "ragged", "comm"):
+        assert (stubs / f"{name}.pyi").is_file(), f"missing stub {name}.pyi"
+    text = (stubs / "__init__.pyi").read_text()
+    assert "class Recorder" in text and "def plan(" in text
+    assert (pathlib.Path(eagle.__file__).parent / "py.typed").is_file()
