@@ -8,6 +8,8 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <random>
 
 #include "../comm/ranks.hpp"
@@ -223,7 +225,9 @@ TEST(TrainDataParallel, TwoRankStepsWithDifferentBucketsEqualOneRankOverTheConca
   const std::vector<float> one = all_params(whole_state);
   const double d = max_difference(p0, one);
   std::printf("max |two ranks - one rank| over the params after %zu steps: %.3g\n", steps, d);
-  EXPECT_LE(d, 1e-4) << "params after the steps: two ranks vs one rank over the whole batches";
+  // AdamW's early updates divide by |g|, so gradient elements near 0 amplify float rounding of
+  // the two summation orders; over 15 seeds this measured at most 1.2e-7.
+  EXPECT_LE(d, 1e-5) << "params after the steps: two ranks vs one rank over the whole batches";
   EXPECT_GT(max_difference(one, all_params(TrainState::init(tiny(), seed, cpu))), 1e-3)
       << "the steps changed nothing";
 }
@@ -271,6 +275,16 @@ TEST(TrainDataParallel, RankCountsAreChecked) {
   o.docs = std::filesystem::path(EAGLE_SOURCE_DIR) / "src";
   o.ranks = 0;
   test::expect_invalid([&] { train::run_training(o, {}, {}); }, "rank count must be >= 1");
+  // One paragraph cannot be shared among three ranks.
+  const std::filesystem::path one = std::filesystem::temp_directory_path() / "eagle_dp_one.txt";
+  {
+    std::ofstream f(one);
+    f << "one short paragraph";
+  }
+  o.docs = one;
+  o.ranks = 3;
+  test::expect_invalid([&] { train::run_training(o, {}, {}); }, "1 segments for 3 ranks");
+  std::filesystem::remove(one);
 }
 
 }  // namespace

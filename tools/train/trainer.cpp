@@ -184,6 +184,106 @@ void compare_params(const std::vector<TrainState>& states, TrainReport& report) 
   }
 }
 
+// The devices of the ranks: the CPU for each, or cuda:(d + r) from o.device = cuda:d.
+std::vector<Device> rank_devices(const TrainOptions& o) {
+  std::vector<Device> devices;
+  for (int r = 0; r < o.ranks; ++r)
+    devices.push_back(o.device.is_cpu() ? o.device : Device::cuda(o.device.ordinal() + r));
+  const int last = devices.back().ordinal();
+  if (o.device.is_cuda() && last >= cuda_device_count())
+    throw InvalidArgument("train: " + std::to_string(o.ranks) + " GPU ranks from " +
+                          o.device.str() + " need cuda:" + std::to_string(last) + ", but " +
+                          std::to_string(cuda_device_count()) + " GPUs are visible");
+  return devices;
+}
+
+// What the rank threads hand the calling thread, under one mutex: rank 0's built graph, every
+// rank's step logs, errors and how many ranks finished. (Each rank's own report stays its
+// thread's until the join.)
+class Relay {
+ public:
+  explicit Relay(int ranks) : ranks_(ranks), logged_(static_cast<std::size_t>(ranks)) {}
+  void built(const TrainReport& report) {
+    const std::lock_guard<std::mutex> lock(mutex_);
+    built_ = report;
+    ready_ = true;
+    changed_.notify_all();
+  }
+  void stepped(int rank, const StepLog& log) {
+    const std::lock_guard<std::mutex> lock(mutex_);
+    logged_[static_cast<std::size_t>(rank)].push_back(log);
+    changed_.notify_all();
+  }
+  void finished(const std::exception_ptr& error) {
+    const std::lock_guard<std::mutex> lock(mutex_);
+    if (error) errors_.push_back(error);
+    ++finished_;
+    changed_.notify_all();
+  }
+  // On the calling thread: relays rank 0's readiness, then each step once every rank logged it
+  // (combined into `report`), until every rank finished or one failed.
+  void run(TrainReport& report, const std::function<void(const TrainReport&)>& on_ready,
+           const std::function<void(const StepLog&)>& on_step) {
+    bool told_ready = false;
+    for (;;) {
+      std::unique_lock<std::mutex> lock(mutex_);
+      changed_.wait(lock, [&] {
+        return !errors_.empty() || finished_ == ranks_ || (ready_ && !told_ready) ||
+               steps_logged() > report.steps.size();
+      });
+      if (!errors_.empty()) return;
+      if (ready_ && !told_ready) {
+        TrainReport built = built_;
+        lock.unlock();
+        told_ready = true;
+        built.ranks = report.ranks;
+        built.rank_kind = report.rank_kind;
+        built.corpus = report.corpus;
+        built.segments = report.segments;
+        if (on_ready) on_ready(built);
+      } else if (steps_logged() > report.steps.size()) {
+        std::vector<StepLog> logs;
+        for (const std::vector<StepLog>& l : logged_) logs.push_back(l[report.steps.size()]);
+        lock.unlock();
+        report.steps.push_back(combine(logs));
+        if (on_step) on_step(report.steps.back());
+      } else {
+        return;  // every rank finished and every step was relayed
+      }
+    }
+  }
+  // After the join: the first cause, a rank's own error rather than the timeouts it caused in
+  // the others.
+  void rethrow_first_cause() const {
+    std::exception_ptr timeout;
+    for (const std::exception_ptr& e : errors_) {
+      try {
+        std::rethrow_exception(e);
+      } catch (const comm::TimeoutError&) {
+        if (!timeout) timeout = e;
+      } catch (...) {
+        std::rethrow_exception(e);
+      }
+    }
+    if (timeout) std::rethrow_exception(timeout);
+  }
+
+ private:
+  std::size_t steps_logged() const {
+    std::size_t n = logged_[0].size();
+    for (const std::vector<StepLog>& l : logged_) n = std::min(n, l.size());
+    return n;
+  }
+  int ranks_;
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  TrainReport built_;
+  bool ready_ = false;
+  std::vector<std::vector<StepLog>> logged_;
+  std::vector<std::exception_ptr> errors_;  // in the order the ranks failed
+  int finished_ = 0;
+};
+
 // Several ranks, one thread each; the calling thread relays their progress.
 void train_ranks(const TrainOptions& o, const std::vector<data::Segment>& segments,
                  TrainReport& report, const std::function<void(const TrainReport&)>& on_ready,
@@ -192,17 +292,8 @@ void train_ranks(const TrainOptions& o, const std::vector<data::Segment>& segmen
   const auto uk = static_cast<std::size_t>(k);
   std::vector<std::vector<data::Segment>> shards(uk);
   for (std::size_t i = 0; i < segments.size(); ++i) shards[i % uk].push_back(segments[i]);
-  std::vector<Device> devices;
-  for (int r = 0; r < k; ++r)
-    devices.push_back(o.device.is_cpu() ? o.device : Device::cuda(o.device.ordinal() + r));
-  if (o.device.is_cuda()) {
-    const int last = devices.back().ordinal();
-    if (last >= cuda_device_count())
-      throw InvalidArgument("train: " + std::to_string(k) + " GPU ranks from " + o.device.str() +
-                            " need cuda:" + std::to_string(last) + ", but " +
-                            std::to_string(cuda_device_count()) + " GPUs are visible");
-    setenv("NCCL_NVLS_ENABLE", "0", 0);  // NVLink multicast off unless the caller chose
-  }
+  const std::vector<Device> devices = rank_devices(o);
+  if (o.device.is_cuda()) setenv("NCCL_NVLS_ENABLE", "0", 0);  // unless the caller chose
   const std::vector<comm::Communicator> group =
       o.device.is_cpu() ? comm::cpu_group(k) : comm::nccl_group(devices);
   report.ranks = k;
@@ -211,99 +302,31 @@ void train_ranks(const TrainOptions& o, const std::vector<data::Segment>& segmen
   const int hardware = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
   const int threads = o.threads > 0 ? o.threads : std::max(1, hardware / k);
   std::vector<TrainState> states;
-  for (int r = 0; r < k; ++r)  // the same seed: the same initial params on every rank
-    states.push_back(TrainState::init(o.model, o.seed, devices[static_cast<std::size_t>(r)]));
+  for (const Device& d : devices)  // the same seed: the same initial params on every rank
+    states.push_back(TrainState::init(o.model, o.seed, d));
 
-  std::mutex mutex;
-  std::condition_variable changed;
-  // Each rank's report is its thread's until the join; what the calling thread reads meanwhile
-  // (rank 0's built graph, every rank's step logs) is copied here under the mutex.
+  Relay relay(k);
   std::vector<TrainReport> reports(uk);
-  TrainReport rank0_built;
-  std::vector<std::vector<StepLog>> logged(uk);
-  std::vector<std::exception_ptr> errors(uk);
-  bool ready = false, failed = false;
-  int finished = 0;
-  std::vector<std::thread> threads_of_ranks;
+  std::vector<std::thread> rank_threads;
   for (int r = 0; r < k; ++r)
-    threads_of_ranks.emplace_back([&, r] {
+    rank_threads.emplace_back([&, r] {
       const auto ur = static_cast<std::size_t>(r);
+      std::exception_ptr error;
       try {
-        const Rank rank{r, &group[ur], devices[ur], threads};
         train_rank(
-            o, shards[ur], rank, states[ur], reports[ur],
+            o, shards[ur], Rank{r, &group[ur], devices[ur], threads}, states[ur], reports[ur],
             [&](const TrainReport& built) {
-              if (r != 0) return;
-              const std::lock_guard<std::mutex> lock(mutex);
-              rank0_built = built;
-              ready = true;
-              changed.notify_all();
+              if (r == 0) relay.built(built);
             },
-            [&](const StepLog& log) {
-              const std::lock_guard<std::mutex> lock(mutex);
-              logged[ur].push_back(log);
-              changed.notify_all();
-            });
+            [&](const StepLog& log) { relay.stepped(r, log); });
       } catch (...) {
-        const std::lock_guard<std::mutex> lock(mutex);
-        errors[ur] = std::current_exception();
-        failed = true;
+        error = std::current_exception();
       }
-      const std::lock_guard<std::mutex> lock(mutex);
-      ++finished;
-      changed.notify_all();
+      relay.finished(error);
     });
-
-  // Relays rank 0's readiness, then each step once every rank has logged it.
-  bool told_ready = false;
-  std::size_t told = 0;
-  auto steps_done = [&] {
-    std::size_t n = logged[0].size();
-    for (const std::vector<StepLog>& l : logged) n = std::min(n, l.size());
-    return n;
-  };
-  for (;;) {
-    std::unique_lock<std::mutex> lock(mutex);
-    changed.wait(lock, [&] {
-      return failed || finished == k || (ready && !told_ready) || steps_done() > told;
-    });
-    if (failed) break;
-    if (ready && !told_ready) {
-      TrainReport built = rank0_built;
-      built.ranks = report.ranks;
-      built.rank_kind = report.rank_kind;
-      built.corpus = report.corpus;
-      built.segments = report.segments;
-      lock.unlock();
-      told_ready = true;
-      if (on_ready) on_ready(built);
-      continue;
-    }
-    if (steps_done() > told) {
-      std::vector<StepLog> logs;
-      for (const std::vector<StepLog>& l : logged) logs.push_back(l[told]);
-      ++told;
-      lock.unlock();
-      report.steps.push_back(combine(logs));
-      if (on_step) on_step(report.steps.back());
-      continue;
-    }
-    break;  // every rank finished and every step was relayed
-  }
-  for (std::thread& t : threads_of_ranks) t.join();
-  // The first cause: a rank's own error rather than the timeouts it caused in the others.
-  std::exception_ptr first;
-  for (const std::exception_ptr& e : errors) {
-    if (!e) continue;
-    try {
-      std::rethrow_exception(e);
-    } catch (const comm::TimeoutError&) {
-      if (!first) first = e;
-    } catch (...) {
-      std::rethrow_exception(e);
-    }
-  }
-  if (first) std::rethrow_exception(first);
+  relay.run(report, on_ready, on_step);
+  for (std::thread& t : rank_threads) t.join();
+  relay.rethrow_first_cause();
 
   const TrainReport& zero = reports[0];
   report.params = zero.params;
