@@ -165,10 +165,10 @@ double mean(const std::vector<train::StepLog>& steps, double train::StepLog::*fi
   return n ? sum / static_cast<double>(n) : 0.0;
 }
 
-// "2 ranks on cpu (cpu-group)" or "2 ranks on cuda:0..cuda:1 (nccl)".
+// "2 ranks on cpu (in-process group)" or "2 ranks on cuda:0..cuda:1 (NCCL)".
 std::string ranks_text(const train::TrainOptions& o) {
   const std::string k = std::to_string(o.ranks) + " ranks on ";
-  if (o.device.is_cpu()) return k + "cpu (in-process group, one thread each)";
+  if (o.device.is_cpu()) return k + "cpu (in-process group)";
   return k + o.device.str() + "..cuda:" + std::to_string(o.device.ordinal() + o.ranks - 1) +
          " (NCCL)";
 }
