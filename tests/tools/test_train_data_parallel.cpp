@@ -270,6 +270,32 @@ TEST(TrainDataParallel, TwoRanksEndWithIdenticalParamsAndTheLossGoesDown) {
   EXPECT_LT(last, 0.8 * first) << "first five steps " << first << ", last five " << last;
 }
 
+TEST(TrainDataParallel, TwoGpuRanksEndWithMatchingParams) {
+  if (cuda_device_count() < 2) GTEST_SKIP() << "needs 2 GPUs, " << cuda_device_count() << " here";
+  if (!comm::nccl_available()) GTEST_SKIP() << "NCCL: " << comm::nccl_status();
+  train::TrainOptions o;
+  o.device = Device::cuda(0);
+  o.docs = std::filesystem::path(EAGLE_SOURCE_DIR) / "src";
+  o.steps = 30;
+  o.capacity = {512, 8};
+  o.buckets = {256};
+  o.model.dim = 128;  // head dim 64 in bf16: what the GPU attention kernels serve
+  o.model.heads = 2;
+  o.model.layers = 1;
+  o.model.attention_dtype = DType::bf16;
+  o.max_tokens = 300'000;
+  o.seed = test::rng()();
+  o.adamw.lr = 1e-2;
+  o.ranks = 2;
+  const train::TrainReport r = train::run_training(o, {}, {});
+  ASSERT_EQ(r.steps.size(), 30u);
+  EXPECT_EQ(r.rank_kind, "nccl");
+  std::printf("max difference of the ranks' params: %.3g (bitwise equal: %d)\n",
+              r.max_param_difference, r.params_bitwise_equal ? 1 : 0);
+  EXPECT_TRUE(train::params_match(r));
+  EXPECT_LT(r.steps.back().loss, r.steps.front().loss);
+}
+
 TEST(TrainDataParallel, RankCountsAreChecked) {
   train::TrainOptions o;
   o.docs = std::filesystem::path(EAGLE_SOURCE_DIR) / "src";

@@ -178,9 +178,7 @@ int check_rank_params(const train::TrainReport& r) {
   const bool ok = train::params_match(r);
   std::printf("  params across %d ranks (%s): %s, max difference %.3g%s\n", r.ranks,
               r.rank_kind.c_str(),
-              r.params_bitwise_equal ? "bitwise identical"
-                                     : "not bitwise "
-                                       "identical",
+              r.params_bitwise_equal ? "bitwise identical" : "not bitwise identical",
               r.max_param_difference, ok ? "" : ": MISMATCH");
   if (!ok)
     std::fprintf(stderr, "eagle train: the ranks' params differ at the end (max difference %g)\n",
