@@ -52,6 +52,15 @@ expect 1 "does not exist" train --device cpu --docs /nonexistent/eagle-docs
 expect 0 "summary: loss" train --device cpu --steps 3 --tokens 64 --slots 4 --dim 16 --heads 2 \
   --layers 1 --docs "$src" --max-tokens 100000
 expect 2 "--buckets must be an integer >= 2" train --buckets 64,x
+expect 2 "--gpus must be an integer >= 1" train --gpus 0
+expect 2 "--ranks must be an integer >= 1" train --ranks x
+expect 2 "--gpus needs a GPU device" train --device cpu --gpus 2
+expect 2 "exclude each other" train --gpus 1 --ranks 2
+expect 2 "--ranks runs thread ranks on --device cpu" train --device cuda:0 --ranks 2
+gpus=$("$eagle" devices 2>/dev/null | grep -c '"device": "cuda' || true)
+expect 2 "but $gpus are visible" train --gpus $((gpus + 1))
+expect 0 "params across 2 ranks (cpu-group): bitwise identical" train --ranks 2 --steps 3 \
+  --tokens 64 --slots 4 --dim 16 --heads 2 --layers 1 --docs "$src" --max-tokens 100000
 expect 0 "buckets: T = 16,32,64" train --device cpu --steps 3 --tokens 64 --slots 4 --dim 16 \
   --heads 2 --layers 1 --docs "$src" --max-tokens 100000 --buckets 32,16
 expect 0 "chosen: entry 0" train --device cpu --tokens 64 --slots 4 --dim 16 --heads 2 \

@@ -365,6 +365,10 @@ Value Model::record_step(Recorder& r, const StepInputs& in, int64_t capacity) {
     auto backward = r.scope("backward");
     grads = diff::gradients(r, {loss}, p);
   }
+  if (in.average_gradients) {
+    auto average = r.scope("gradient_average");
+    grads = record_gradient_average(r, grads, *in.average_gradients);
+  }
   auto optimizer = r.scope("optimizer");
   TrainState& s = *in.state;
   std::vector<Value> m, v;
@@ -374,6 +378,15 @@ Value Model::record_step(Recorder& r, const StepInputs& in, int64_t capacity) {
   }
   record_adamw(r, r.external(s.count, "step_count"), p, grads, m, v, in.adamw);
   return loss;
+}
+
+std::vector<Value> record_gradient_average(Recorder& r, const std::vector<Value>& grads,
+                                           const comm::Communicator& comm) {
+  const Kernel average = comm::all_reduce(comm, comm::ReduceOp::avg);
+  std::vector<Value> out;
+  for (std::size_t i = 0; i < grads.size(); ++i)
+    out.push_back(r.call(average, {grads[i]}, CallOptions{{}, "all_reduce." + std::to_string(i)}));
+  return out;
 }
 
 void record_adamw(Recorder& r, const Value& count, const std::vector<Value>& params,

@@ -83,6 +83,10 @@ struct StepInputs {
   TrainState* state = nullptr;
   const BatchArrays* batch = nullptr;
   AdamwConfig adamw;
+  // Data parallelism: when set, every gradient is averaged across the communicator's ranks
+  // (all_reduce avg) between the reverse pass and the update, so each rank's step is the step of
+  // the mean of the ranks' losses (each the mean over that rank's loss-mask tokens).
+  const comm::Communicator* average_gradients = nullptr;
 };
 
 // The planned operations of the model for one token capacity T (op::Graphs of fixed dims), made
@@ -92,7 +96,8 @@ class Model {
   explicit Model(ModelConfig config);
   const ModelConfig& config() const { return config_; }
   // Records one training step for token capacity `capacity` (T <= the batch arrays' rows):
-  // forward, loss, gradients of every param, then step_count and AdamW in place on the params.
+  // forward, loss, gradients of every param (averaged across ranks when in.average_gradients is
+  // set), then step_count and AdamW in place on the params.
   // Returns the loss (a [1] f32 value: the mean cross entropy over the loss mask's tokens, 0
   // when the mask is empty). Record with RecordOptions{.record = true}.
   Value record_step(Recorder& r, const StepInputs& in, int64_t capacity);
@@ -112,6 +117,13 @@ class Model {
   ModelConfig config_;
   std::map<std::pair<int64_t, int64_t>, std::shared_ptr<const Kernels>> kernels_;
 };
+
+// One all_reduce(avg) per gradient across `comm`'s ranks, in the order given (param order), each
+// into a new array. Params' shapes do not depend on the capacity, so every bucket's graph records
+// the same collectives on the same shapes in the same order: ranks that run different buckets in
+// a step still meet at matching collectives.
+std::vector<Value> record_gradient_average(Recorder& r, const std::vector<Value>& grads,
+                                           const comm::Communicator& comm);
 
 // Records AdamW over `params` (grads, m, v alike) as ceil(n / kAdamwMaxTensors) fused calls after
 // one step_count on `count`.

@@ -81,6 +81,8 @@ const std::map<std::string, Setter>& setters() {
   using S = const std::string&;
   static const std::map<std::string, Setter> m = {
       {"--device", [](O& o, S, S v) { o.device = device_of(v); }},
+      {"--gpus", [](O& o, S a, S v) { o.ranks = static_cast<int>(integer(a, v, 1)); }},
+      {"--ranks", [](O& o, S a, S v) { o.ranks = static_cast<int>(integer(a, v, 1)); }},
       {"--steps", [](O& o, S a, S v) { o.steps = integer(a, v, 1); }},
       {"--tokens", [](O& o, S a, S v) { o.capacity.tokens = integer(a, v, 2); }},
       {"--slots", [](O& o, S a, S v) { o.capacity.slots = integer(a, v, 1); }},
@@ -102,6 +104,31 @@ const std::map<std::string, Setter>& setters() {
   return m;
 }
 
+// Data parallelism: --gpus K puts rank r on cuda:(d + r) (d from --device, default 0), --ranks K
+// runs K thread ranks on the CPU; each picks its device when --device is not given.
+void check_ranks(train::TrainOptions& o, const std::set<std::string>& given) {
+  const bool gpus = given.count("--gpus") > 0, ranks = given.count("--ranks") > 0;
+  const bool device = given.count("--device") > 0;
+  if (gpus && ranks)
+    throw UsageError("--gpus (GPU ranks) and --ranks (CPU thread ranks) exclude each other");
+  if (gpus) {
+    if (!device) o.device = Device::cuda(0);
+    if (o.device.is_cpu())
+      throw UsageError("--gpus needs a GPU device; on --device cpu use --ranks K for thread ranks");
+    const int count = cuda_device_count();
+    if (o.device.ordinal() + o.ranks > count)
+      throw UsageError(
+          "--gpus " + std::to_string(o.ranks) + " from " + o.device.str() +
+          " needs GPUs up to cuda:" + std::to_string(o.device.ordinal() + o.ranks - 1) + ", but " +
+          std::to_string(count) + " are visible");
+  }
+  if (ranks) {
+    if (!device) o.device = Device::cpu();
+    if (o.device.is_cuda())
+      throw UsageError("--ranks runs thread ranks on --device cpu; on GPUs use --gpus K");
+  }
+}
+
 train::TrainOptions parse(const std::vector<std::string>& args) {
   train::TrainOptions o;
   o.device = cuda_available() ? Device::cuda(0) : Device::cpu();
@@ -113,6 +140,7 @@ train::TrainOptions parse(const std::vector<std::string>& args) {
     it->second(o, args[i], args[i + 1]);
     given.insert(args[i]);
   }
+  check_ranks(o, given);
   // A GPU gets a larger model by default, shaped for its attention kernels (bf16, head dim 64).
   if (o.device.is_cuda()) {
     if (!given.count("--tokens")) o.capacity.tokens = 4096;
@@ -137,6 +165,27 @@ double mean(const std::vector<train::StepLog>& steps, double train::StepLog::*fi
   return n ? sum / static_cast<double>(n) : 0.0;
 }
 
+// "2 ranks on cpu (in-process group)" or "2 ranks on cuda:0..cuda:1 (NCCL)".
+std::string ranks_text(const train::TrainOptions& o) {
+  const std::string k = std::to_string(o.ranks) + " ranks on ";
+  if (o.device.is_cpu()) return k + "cpu (in-process group)";
+  return k + o.device.str() + "..cuda:" + std::to_string(o.device.ordinal() + o.ranks - 1) +
+         " (NCCL)";
+}
+
+// The ranks' params at the end: 0 when they match (train::params_match), else 1.
+int check_rank_params(const train::TrainReport& r) {
+  const bool ok = train::params_match(r);
+  std::printf("  params across %d ranks (%s): %s, max difference %.3g%s\n", r.ranks,
+              r.rank_kind.c_str(),
+              r.params_bitwise_equal ? "bitwise identical" : "not bitwise identical",
+              r.max_param_difference, ok ? "" : ": MISMATCH");
+  if (!ok)
+    std::fprintf(stderr, "eagle train: the ranks' params differ at the end (max difference %g)\n",
+                 r.max_param_difference);
+  return ok ? 0 : 1;
+}
+
 }  // namespace
 
 void train_usage(std::FILE* to) {
@@ -148,6 +197,11 @@ void train_usage(std::FILE* to) {
       "  real documents (byte tokens); each step (forward, reverse, AdamW) is one recorded\n"
       "  graph launch. Prints a line per step and a summary.\n"
       "  --device cpu|cuda[:N]  where to run (default: cuda:0 when a GPU is present, else cpu)\n"
+      "  --gpus K               data parallel over K GPUs (cuda:0..K-1, or from --device\n"
+      "                         cuda:N), NCCL: each rank its own batches, gradients averaged\n"
+      "                         in the step graph (not yet run on GPUs)\n"
+      "  --ranks K              the same with K thread ranks on --device cpu (in-process\n"
+      "                         group; --threads is then per rank, default a K-th of the CPU)\n"
       "  --steps N              training steps (default 200)\n"
       "  --tokens T             token capacity of a batch (default 256; on a GPU 4096)\n"
       "  --slots N              sequence slots of a batch (default 16; on a GPU 32)\n"
@@ -208,10 +262,14 @@ int run_train(const std::vector<std::string>& args) {
   std::printf("eagle train: %lld layers, dim %lld, %lld heads, vocab %lld (bytes) on %s\n",
               static_cast<long long>(o.model.layers), static_cast<long long>(o.model.dim),
               static_cast<long long>(o.model.heads), static_cast<long long>(o.model.vocab),
-              o.device.str().c_str());
+              o.ranks > 1 ? ranks_text(o).c_str() : o.device.str().c_str());
   std::printf("  batches: T=%lld tokens, N=%lld slots, look-ahead B=%lld; corpus %s\n",
               static_cast<long long>(o.capacity.tokens), static_cast<long long>(o.capacity.slots),
               static_cast<long long>(o.lookahead), o.docs.string().c_str());
+  if (o.ranks > 1)
+    std::printf(
+        "  data parallel: each rank packs its own shard of the segments; gradients averaged in "
+        "the step graph; loss: the mean of the ranks' losses; tokens/s, fill, M: all ranks\n");
   std::fflush(stdout);
   if (!o.plans.empty()) return plans(o);
   const auto ready = [&](const train::TrainReport& r) {
@@ -244,7 +302,7 @@ int run_train(const std::vector<std::string>& args) {
   const std::size_t skip = r.steps.size() > 1 ? 1 : 0;
   double fill = 0;
   for (const auto& s : r.steps) fill += static_cast<double>(s.active_tokens);
-  fill /= static_cast<double>(r.steps.size()) * static_cast<double>(o.capacity.tokens);
+  fill /= static_cast<double>(r.steps.size()) * static_cast<double>(o.capacity.tokens * o.ranks);
   // Single-batch losses are noisy: also the means of the first and last ten steps.
   const std::size_t n = r.steps.size(), k = std::min<std::size_t>(10, n);
   double head = 0, tail = 0;
@@ -261,7 +319,7 @@ int run_train(const std::vector<std::string>& args) {
       "the CPU the host schedule runs the whole step inside launch), mean fill %.1f%%\n",
       mean(r.steps, &train::StepLog::seconds, skip) * 1e3,
       mean(r.steps, &train::StepLog::launch_seconds, skip) * 1e3, fill * 100);
-  return 0;
+  return r.ranks > 1 ? check_rank_params(r) : 0;
 }
 
 }  // namespace eagle::tools

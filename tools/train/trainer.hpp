@@ -1,5 +1,7 @@
 // The training loop of `eagle train`: documents -> look-ahead packed batches -> one recorded
-// step graph (forward, reverse, AdamW) replayed once per batch.
+// step graph (forward, reverse, AdamW) replayed once per batch. With several ranks (data
+// parallelism), each rank trains on its own shard of the segments with its own state and bucket
+// set, and its step graph averages the gradients across ranks before the update.
 #pragma once
 
 #include <cstdint>
@@ -30,9 +32,17 @@ struct TrainOptions {
   std::string trace;
   // Write every planned op's plan list and choice here ('-': standard output) instead of training.
   std::string plans;  // write a trace-event JSON of every step's nodes here ("" : none; CPU only)
+  // Data-parallel ranks. On the CPU: an in-process group (comm::cpu_group), one thread each; on
+  // a GPU (device cuda:d): rank r on cuda:(d + r), NCCL through comm::nccl_group. Each rank packs
+  // the segments i with i % ranks == r, starts from the same seed (the same params) and all
+  // ranks' gradients are averaged inside each step graph.
+  int ranks = 1;
 };
 
 // One replay's numbers.
+// With several ranks: the loss is the mean of the ranks' losses (what the averaged gradient is the
+// gradient of), the counts (tokens, sequences, capacity) are sums over the ranks and the times
+// are the slowest rank's.
 struct StepLog {
   int64_t step = 0;           // 1-based
   double loss = 0;            // the step's loss, before its update
@@ -55,7 +65,18 @@ struct TrainReport {
   std::vector<int64_t> capacities;  // of the buckets (T alone without buckets)
   std::size_t set_bytes = 0;        // the bucket set's arena (what every bucket shares)
   double record_seconds = 0;        // recording and building every bucket's graph
+  // Data parallelism (the graph numbers above are rank 0's).
+  int ranks = 1;
+  std::string rank_kind;             // "cpu-group" or "nccl" with several ranks
+  bool params_bitwise_equal = true;  // every rank's final params hold the same bits as rank 0's
+  double max_param_difference = 0;   // the largest |p_r - p_0| over ranks and elements
 };
+
+// What counts as the ranks' params matching at the end: bitwise on the CPU group (its reductions
+// give every rank the same bits); on GPUs at most kGpuParamTolerance apart (a bound chosen, not a
+// measurement: NCCL's ring and tree all_reduce also give every rank the same bits).
+constexpr double kGpuParamTolerance = 1e-5;
+bool params_match(const TrainReport& report);
 
 // Documents cut into paragraphs: a segment ends after each blank line ("\n\n") and after `cap`
 // tokens, whichever comes first (code and prose give a ragged mix of lengths). Throws
@@ -63,7 +84,11 @@ struct TrainReport {
 std::vector<data::Segment> paragraphs(const std::vector<data::Segment>& documents, int64_t cap);
 
 // Reads the corpus, records and builds the step graph, runs `steps` replays. `on_step` (may be
-// empty) sees each step as it completes; `on_ready` once the graph is built.
+// empty) sees each step as it completes; `on_ready` once the graph is built (rank 0's). With
+// several ranks they are called on the calling thread while the ranks run on their own, and a
+// rank's error is rethrown here once every rank stopped (the others stop at their next
+// collective: CPU-group ranks after its timeout; NCCL ranks may hang). Throws InvalidArgument
+// for ranks < 1, fewer segments than ranks, or GPUs that do not exist.
 TrainReport run_training(const TrainOptions& options,
                          const std::function<void(const TrainReport&)>& on_ready,
                          const std::function<void(const StepLog&)>& on_step);
