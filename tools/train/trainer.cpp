@@ -7,6 +7,8 @@
 #include <limits>
 #include <memory>
 
+#include "train/export.hpp"
+
 namespace eagle::train {
 
 namespace {
@@ -82,6 +84,9 @@ TrainReport run_training(const TrainOptions& o,
   Model model(o.model);
   TrainState state = TrainState::init(o.model, o.seed, o.device);
   report.params = state.param_count();
+  // Before any step: the params exported are the initial ones.
+  std::optional<RunExport> exported;
+  if (!o.export_dir.empty()) exported.emplace(o.export_dir, o, state);
   const BatchArrays batch = BatchArrays::allocate(o.capacity, o.device);
   BatchStaging staging = BatchStaging::allocate(o.capacity);
   // The first batch fills the params before the graph is built (their contents are the batch's).
@@ -139,7 +144,9 @@ TrainReport run_training(const TrainOptions& o,
     log.seconds = seconds_since(start);
     report.steps.push_back(log);
     if (on_step) on_step(log);
+    if (exported) exported->batch(s, *next);  // outside the step's timing
   }
+  if (exported) exported->finish(report);
   if (!o.trace.empty()) write_trace(o.trace, steps, capacities);
   return report;
 }

@@ -30,6 +30,8 @@ struct TrainOptions {
   std::string trace;
   // Write every planned op's plan list and choice here ('-': standard output) instead of training.
   std::string plans;  // write a trace-event JSON of every step's nodes here ("" : none; CPU only)
+  // Write the run for a peer here (export.hpp): config, initial params, every batch, the log.
+  std::filesystem::path export_dir;
 };
 
 // One replay's numbers.
