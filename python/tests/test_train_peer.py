@@ -45,7 +45,7 @@ def test_export_files_read_with_numpy(export):
     assert (m["dim"], m["heads"], m["layers"], m["head_dim"], m["mlp"]) == (32, 4, 2, 8, 128)
     assert m["rms_norm_eps"] == 1e-5 and m["attention_scale"] == pytest.approx(8 ** -0.5)
     names = [p["name"] for p in config["params"]]
-    assert names[0] == "embed" and names[-2:] == ["gf", "head"] and len(names) == 2 + 8 * 2
+    assert names[0] == "embed" and names[-2:] == ["gf", "head"] and len(names) == 3 + 8 * 2  # embed, 8 per block, gf, head
     for p in config["params"]:
         a = np.load(export / p["file"])
         assert a.dtype == np.float32 and list(a.shape) == p["shape"], p
