@@ -67,7 +67,7 @@ rm -f "$trace"
 # --export: the files a peer loads, .npy headers numpy reads (when python3 has numpy).
 export_dir=$(mktemp -d)
 expect 0 "export: written to" train --device cpu --steps 2 --tokens 64 --slots 4 --dim 16 \
-  --heads 2 --layers 1 --docs "$src" --max-tokens 100000 --export "$export_dir"
+  --heads 2 --layers 1 --vocab 300 --docs "$src" --max-tokens 100000 --export "$export_dir"
 for f in config.json log.json params/embed.npy params/l0.wq.npy params/head.npy \
   batches/step_00002.input_ids.npy batches/step_00002.cu_seqlens.npy; do
   [ -s "$export_dir/$f" ] || { echo "FAIL: eagle train --export wrote no $f"; bad=1; }
@@ -89,9 +89,11 @@ for f, shape, dt in [("input_ids", (t,), np.int32), ("labels", (t,), np.int32),
     a = np.load(f"{d}/batches/step_00001.{f}.npy")
     assert a.shape == shape and a.dtype == dt, (f, a.shape, a.dtype)
 assert len(json.load(open(f"{d}/log.json"))["loss"]) == 2
+assert c["model"]["vocab"] == 300 and np.load(f"{d}/params/head.npy").shape == (16, 300)
 PY
 fi
 rm -rf "$export_dir"
+expect 2 "--vocab must be an integer >= 256" train --vocab 100
 expect 1 "cannot create" train --device cpu --steps 1 --tokens 64 --slots 4 --dim 16 --heads 2 \
   --layers 1 --docs "$src" --max-tokens 10000 --export /dev/null/export
 [ "$bad" -eq 0 ] && echo "cli: every check passed"

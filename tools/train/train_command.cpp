@@ -99,6 +99,8 @@ const std::map<std::string, Setter>& setters() {
       {"--plans", [](O& o, S, S v) { o.plans = v; }},
       {"--buckets", [](O& o, S a, S v) { o.buckets = integer_list(a, v); }},
       {"--export", [](O& o, S, S v) { o.export_dir = v; }},
+      // Byte tokens: a larger vocabulary only widens the embedding and the LM head.
+      {"--vocab", [](O& o, S a, S v) { o.model.vocab = integer(a, v, data::kByteVocabulary); }},
   };
   return m;
 }
@@ -166,6 +168,8 @@ void train_usage(std::FILE* to) {
       "                         backward segments) with the chosen entry, then stop ( - : stdout)\n"
       "  --trace FILE           write every step's nodes as trace-event JSON (CPU only: node\n"
       "                         labels and scopes)\n"
+      "  --vocab V              rows of the embedding and LM head, >= 256 (the tokens are\n"
+      "                         bytes; default 256)\n"
       "  --export DIR           write the run for a peer (bench/peers/train_step.py): config,\n"
       "                         initial params, every step's batch (.npy), losses and times\n"
       "  --docs DIR             text to train on (default: the Python standard library under\n"
