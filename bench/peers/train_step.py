@@ -358,6 +358,9 @@ def main(argv=None):
                 line += f" [eagle ran on {config['device']}: not comparable]"
         print(line)
         results["modes"][mode] = r
+        del runner  # one mode's params, moments and graph pool at a time
+        if cuda:
+            torch.cuda.empty_cache()
     if args.json:
         pathlib.Path(args.json).write_text(json.dumps(results, indent=1))
     return 1 if failed else 0
