@@ -73,5 +73,37 @@ if ! grep -q '"scope": "block0"' "$trace" || ! grep -q '"scope": "optimizer"' "$
   bad=1
 fi
 rm -f "$trace"
+# --export: the files a peer loads, .npy headers numpy reads (when python3 has numpy).
+export_dir=$(mktemp -d)
+expect 0 "export: written to" train --device cpu --steps 2 --tokens 64 --slots 4 --dim 16 \
+  --heads 2 --layers 1 --vocab 300 --docs "$src" --max-tokens 100000 --export "$export_dir"
+for f in config.json log.json params/embed.npy params/l0.wq.npy params/head.npy \
+  batches/step_00002.input_ids.npy batches/step_00002.cu_seqlens.npy; do
+  [ -s "$export_dir/$f" ] || { echo "FAIL: eagle train --export wrote no $f"; bad=1; }
+done
+[ -e "$export_dir/batches/step_00003.input_ids.npy" ] && { echo "FAIL: a third batch"; bad=1; }
+[ "$(head -c 6 "$export_dir/params/embed.npy" | tail -c 5)" = "NUMPY" ] ||
+  { echo "FAIL: params/embed.npy has no .npy magic"; bad=1; }
+if python3 -c "import numpy" 2>/dev/null; then
+  python3 - "$export_dir" <<'PY' || bad=1
+import json, sys, numpy as np
+d = sys.argv[1]
+c = json.load(open(f"{d}/config.json"))
+for p in c["params"]:
+    a = np.load(f"{d}/{p['file']}")
+    assert a.dtype == np.float32 and list(a.shape) == p["shape"], (p, a.dtype, a.shape)
+t, n = c["capacity"]["tokens"], c["capacity"]["slots"]
+for f, shape, dt in [("input_ids", (t,), np.int32), ("labels", (t,), np.int32),
+                     ("loss_mask", (t,), np.float32), ("cu_seqlens", (n + 1,), np.int32)]:
+    a = np.load(f"{d}/batches/step_00001.{f}.npy")
+    assert a.shape == shape and a.dtype == dt, (f, a.shape, a.dtype)
+assert len(json.load(open(f"{d}/log.json"))["loss"]) == 2
+assert c["model"]["vocab"] == 300 and np.load(f"{d}/params/head.npy").shape == (16, 300)
+PY
+fi
+rm -rf "$export_dir"
+expect 2 "--vocab must be an integer >= 256" train --vocab 100
+expect 1 "cannot create" train --device cpu --steps 1 --tokens 64 --slots 4 --dim 16 --heads 2 \
+  --layers 1 --docs "$src" --max-tokens 10000 --export /dev/null/export
 [ "$bad" -eq 0 ] && echo "cli: every check passed"
 exit "$bad"

@@ -100,6 +100,9 @@ const std::map<std::string, Setter>& setters() {
       {"--trace", [](O& o, S, S v) { o.trace = v; }},
       {"--plans", [](O& o, S, S v) { o.plans = v; }},
       {"--buckets", [](O& o, S a, S v) { o.buckets = integer_list(a, v); }},
+      {"--export", [](O& o, S, S v) { o.export_dir = v; }},
+      // Byte tokens: a larger vocabulary only widens the embedding and the LM head.
+      {"--vocab", [](O& o, S a, S v) { o.model.vocab = integer(a, v, data::kByteVocabulary); }},
   };
   return m;
 }
@@ -219,6 +222,10 @@ void train_usage(std::FILE* to) {
       "                         backward segments) with the chosen entry, then stop ( - : stdout)\n"
       "  --trace FILE           write every step's nodes as trace-event JSON (CPU only: node\n"
       "                         labels and scopes)\n"
+      "  --vocab V              rows of the embedding and LM head, >= 256 (the tokens are\n"
+      "                         bytes; default 256)\n"
+      "  --export DIR           write the run for a peer (bench/peers/train_step.py): config,\n"
+      "                         initial params, every step's batch (.npy), losses and times\n"
       "  --docs DIR             text to train on (default: the Python standard library under\n"
       "                         /usr/lib/python3.*, else eagle's own src/)\n"
       "  --max-tokens N         read at most N bytes of the corpus (default 4000000)\n"
@@ -319,6 +326,7 @@ int run_train(const std::vector<std::string>& args) {
       "the CPU the host schedule runs the whole step inside launch), mean fill %.1f%%\n",
       mean(r.steps, &train::StepLog::seconds, skip) * 1e3,
       mean(r.steps, &train::StepLog::launch_seconds, skip) * 1e3, fill * 100);
+  if (!o.export_dir.empty()) std::printf("export: written to %s\n", o.export_dir.c_str());
   return r.ranks > 1 ? check_rank_params(r) : 0;
 }
 

@@ -15,6 +15,8 @@
 #include <mutex>
 #include <thread>
 
+#include "train/export.hpp"
+
 namespace eagle::train {
 
 namespace {
@@ -85,6 +87,9 @@ void train_rank(const TrainOptions& o, const std::vector<data::Segment>& segment
   data::PackedLoader loader(data::cycle_segments(&segments), o.capacity, o.lookahead);
   Model model(o.model);
   report.params = state.param_count();
+  // Before any step: the params exported are the initial ones (rank 0's run, with several ranks).
+  std::optional<RunExport> exported;
+  if (!o.export_dir.empty() && rank.index == 0) exported.emplace(o.export_dir, o, state);
   const BatchArrays batch = BatchArrays::allocate(o.capacity, rank.device);
   BatchStaging staging = BatchStaging::allocate(o.capacity);
   // The first batch fills the params before the graph is built (their contents are the batch's).
@@ -144,7 +149,9 @@ void train_rank(const TrainOptions& o, const std::vector<data::Segment>& segment
     log.seconds = seconds_since(start);
     report.steps.push_back(log);
     if (on_step) on_step(log);
+    if (exported) exported->batch(s, *next);  // outside the step's timing
   }
+  if (exported) exported->finish(report);
   if (trace) write_trace(o.trace, steps, capacities);
 }
 

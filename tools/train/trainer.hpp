@@ -37,6 +37,9 @@ struct TrainOptions {
   // the segments i with i % ranks == r, starts from the same seed (the same params) and all
   // ranks' gradients are averaged inside each step graph.
   int ranks = 1;
+  // Write the run for a peer here (export.hpp): config, initial params, every batch, the log
+  // (with several ranks: rank 0's).
+  std::filesystem::path export_dir;
 };
 
 // One replay's numbers.
