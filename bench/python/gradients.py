@@ -499,18 +499,30 @@ def run_loop(cfg: Config, time_it: bool = True) -> dict:
     return res
 
 
+def guarded(label: str, meta: dict, fn) -> dict:
+    """fn() as a dict; an error (an engine declining a piece on this device, torch refusing a
+    shape) fails this case only, so the other cases of the run still report."""
+    try:
+        out = fn()
+        return asdict(out) if isinstance(out, CaseResult) else out
+    except RuntimeError as e:  # eagle.Error is one
+        print(f"[{label}] FAILED: {type(e).__name__}: {e}", flush=True)
+        return {**meta, "ok": False, "error": f"{type(e).__name__}: {e}"}
+
+
 def run(cfg: Config, time_it: bool = True) -> dict:
     """Every case of cfg: the check, then (time_it) the timings. Returns the JSON summary."""
     torch.manual_seed(cfg.seed)
     results = []
     for dim in cfg.dims:
-        if "mlp" in cfg.cases:
-            results.append(asdict(run_case("mlp", Mlp(cfg, dim, cfg.dtype), cfg, time_it)))
-        if "attention" in cfg.cases:
-            results.append(asdict(run_case("attention", Attention(cfg, dim, cfg.dtype), cfg,
-                                           time_it)))
+        for name, make in (("mlp", Mlp), ("attention", Attention)):
+            if name in cfg.cases:
+                results.append(guarded(
+                    f"{name} dim {dim} {cfg.dtype}", {"case": name, "dim": dim, "dtype": cfg.dtype},
+                    lambda: run_case(name, make(cfg, dim, cfg.dtype), cfg, time_it)))
     if "loop" in cfg.cases:
-        results.append(run_loop(cfg, time_it))
+        results.append(guarded("loop", {"case": "loop", "dtype": cfg.loop_dtype},
+                               lambda: run_loop(cfg, time_it)))
     summary = {"device": cfg.device, "torch": torch.__version__,
                "gpu": torch.cuda.get_device_name() if cfg.cuda else None,
                "config": asdict(cfg), "cases": results,
