@@ -35,6 +35,7 @@ from ._eagle import (
     plan,
     plan_for,
     planned_kernel,
+    planned_segments,
     ragged,
 )
 from ._arrays import asarray, empty, full, from_numpy, to_numpy

@@ -270,6 +270,20 @@ void bind_op(nb::module_& m) {
       },
       nb::arg("graph"), nb::arg("modes") = std::vector<std::string>{"A"},
       "A Kernel calling `graph`, planned when a graph recording it is built.");
+  m.def(
+      "planned_segments",
+      [](const op::Graph& g, const std::vector<std::string>& modes) {
+        nb::list out;
+        for (engines::PlannedSegment& s : engines::planned_segments(g, to_modes(modes)))
+          out.append(nb::make_tuple(s.kernel, s.inputs, s.outputs));
+        return out;
+      },
+      nb::arg("graph"), nb::arg("modes") = std::vector<std::string>{"A"},
+      "`graph` cut into pieces one engine family serves on its own (each run of pointwise "
+      "nodes one piece, every other node a piece of its own), for a graph no one engine serves "
+      "on a GPU: a list of (Kernel, input uids, output uids) in an order that respects the data "
+      "flow. Record the kernels' calls in order, each with the Values of its input uids, and "
+      "map its outputs to its output uids; each piece differentiates on its own.");
   m.def("cudnn_status", &engines::cudnn_backend_status, "Whether cuDNN was found, and where.");
   m.def("cublaslt_status", &engines::cublaslt_status, "Whether cuBLASLt was found, and where.");
 }

@@ -69,3 +69,26 @@ def test_planned_kernel_in_a_recorded_graph(rng):
     a, b = random_values(rng, (4,), np.float64), random_values(rng, (4,), np.float64)
     g = eagle.Graph.record(lambda r: r.result(k(r.param("a", a), r.param("b", b)))).build()
     np.testing.assert_allclose(g().numpy(), a * b)
+
+
+def test_planned_segments_recorded_in_order(rng):
+    og = eagle.op.Graph("mlp")
+    tx, tw1, tw2 = og.tensor("x", (4, 3), eagle.f64), og.tensor("w1", (3, 5), eagle.f64), \
+        og.tensor("w2", (5, 2), eagle.f64)
+    ty = og.matmul(og.pointwise("relu", og.matmul(tx, tw1)), tw2).set_output(True)
+    segments = eagle.planned_segments(og)
+    assert len(segments) == 3  # matmul, the pointwise run, matmul
+    kernel, inputs, outputs = segments[0]
+    assert isinstance(kernel, eagle.Kernel) and inputs == [tx.uid, tw1.uid]
+    assert segments[-1][2] == [ty.uid]
+    x, w1, w2 = (random_values(rng, s, np.float64) for s in ((4, 3), (3, 5), (5, 2)))
+
+    def body(r):
+        values = {tx.uid: r.param("x", x), tw1.uid: r.param("w1", w1), tw2.uid: r.param("w2", w2)}
+        for k, ins, outs in segments:
+            made = r.call_all(k, [values[u] for u in ins])
+            values.update(zip(outs, made))
+        r.result(values[ty.uid])
+
+    y = eagle.Graph.record(body).build()().numpy()
+    np.testing.assert_allclose(y, np.maximum(x @ w1, 0) @ w2, rtol=1e-12)

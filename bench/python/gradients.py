@@ -1,0 +1,573 @@
+"""Training steps as one eagle graph (forward + backward, one launch) against the same math in
+PyTorch, eager and captured with torch.cuda.graph, timed in the same run (issue 12, Benchmarks).
+
+Cases:
+- mlp: a recorded 4-layer MLP, x [T, dim] -> 3 x (matmul, gelu) -> matmul -> cross_entropy
+  against class ids (mean), gradients of the 4 weights. eagle: one op graph cut by
+  eagle.planned_segments (each matmul, each gelu, the loss: one planned kernel each).
+- attention: one attention block as the seed's VarLenAttention (../shared/seeds/
+  ragged-cuda-graphs.txt): qkv projection, causal varlen attention over a packed batch of N
+  Zipf-length sequences (cu_seqlens, T tokens in all), output projection, loss = sum of the
+  output (the seed's grad_output of ones); gradients of the projection weights. torch: the seed's
+  module (one qkv Linear [dim, 3 dim], view, unbind; torch's varlen_attn, on the CPU the same
+  attention per sequence with scaled_dot_product_attention). eagle: planned kernels for the
+  projections (q, k, v, out: one [T, dim] x [dim, dim] matmul each, the same math as the qkv
+  Linear's column blocks), the sdpa op (its logsumexp exposed, so the backward reads it instead
+  of running the forward again) and the loss.
+- loop: the reverse of a capped loop: h <- h + gelu(h W) for 100 turns (r.for_, record=True;
+  per turn the planned matmul and gelu, then the standard axpy adding in place), loss = sum(h); per-turn cost of forward alone and of the reverse (forward+reverse minus the
+  same recorded forward), and their ratio.
+
+Every run checks first that eagle's loss and gradients equal torch's for the same weights and
+inputs (relative to the largest magnitude of torch's gradient; tolerance by dtype: f32 1e-4,
+bf16 2e-2) and prints the largest difference; a case that fails is not timed and the run exits 1.
+Then: eagle's step = g(n) wall time / n after warm-up (g(n) is n launches and one wait);
+torch eager and torch graph with CUDA events (perf_counter on the CPU, where only eager runs);
+the median of --repeats. Goal (H200): eagle's step >= 1.0x torch's captured step at dim 4096,
+>= 1.5x at dim 512, printed as speedup = torch graph time / eagle time.
+
+Usage: python bench/python/gradients.py [--device cuda:0|cpu] [--small|--full] [--json OUT]
+Default on a GPU: --full (T 4096, N 32, dims 512 and 4096, bf16; the loop in f32); on the CPU:
+--small (T 64, N 4, dims 32 and 64, f32) as a check of the benchmark itself, not of the goal.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import statistics
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+
+import torch
+import torch.nn.functional as F
+
+import eagle
+
+K = eagle.kernels
+
+TOLERANCE = {"f32": 1e-4, "bf16": 2e-2, "f64": 1e-9}
+TORCH_DTYPES = {"f32": torch.float32, "bf16": torch.bfloat16, "f64": torch.float64}
+EAGLE_DTYPES = {"f32": eagle.f32, "bf16": eagle.bf16, "f64": eagle.f64}
+GOALS = {512: 1.5, 4096: 1.0}  # issue 12: eagle's one-graph step vs torch's captured step
+
+
+@dataclass
+class Config:
+    device: str = "cpu"
+    tokens: int = 64
+    seqs: int = 4
+    dims: tuple = (32, 64)
+    dtype: str = "f32"
+    loop_dtype: str = "f32"
+    loop_rows: int = 16
+    loop_dim: int = 32
+    turns: int = 100
+    iters: int = 20
+    warmup: int = 3
+    repeats: int = 3
+    seed: int = 0
+    cases: tuple = ("mlp", "attention", "loop")
+
+    @property
+    def cuda(self) -> bool:
+        return self.device.startswith("cuda")
+
+
+SMALL = dict(tokens=64, seqs=4, dims=(32, 64), dtype="f32", loop_rows=16, loop_dim=32, iters=20)
+FULL = dict(tokens=4096, seqs=32, dims=(512, 4096), dtype="bf16", loop_rows=4096, loop_dim=512,
+            iters=50)
+
+
+def head_dim(dim: int) -> int:
+    """64 at the seed's dim 512 (8 heads), 128 at 4096 (32 heads): both served by eagle's native
+    attention (D in {64, 128}); 16 for the small CPU shapes."""
+    if dim < 256:
+        return 16
+    return 64 if dim <= 1024 else 128
+
+
+# ---- shared helpers -----------------------------------------------------------------------------
+
+
+def zipf_cu_seqlens(total: int, n: int, gen: torch.Generator) -> tuple[torch.Tensor, int]:
+    """The seed's get_zipf_tokens: n sequences of randomized Zipf-ranked lengths summing to total."""
+    ranks = torch.randperm(n, generator=gen).add(1)
+    weights = ranks.to(torch.float64).pow(-1.2)
+    scaled = weights * ((total - n) / weights.sum())
+    extra = scaled.floor().to(torch.int32)
+    remainder = total - n - int(extra.sum())
+    if remainder:
+        order = (scaled - extra).argsort(descending=True)
+        extra[order[:remainder]] += 1
+    lengths = extra.add(1)
+    cu = torch.cat((torch.zeros(1, dtype=torch.int32), lengths.cumsum(0, dtype=torch.int32)))
+    return cu, int(lengths.max())
+
+
+def named_outputs(kernel, made) -> dict:
+    """A planned kernel call's outputs by parameter name (write-only parameters, in order)."""
+    made = made if isinstance(made, tuple) else (made,)
+    names = [name for name, access, _ in kernel.params if access == "write"]
+    return dict(zip(names, made))
+
+
+def call_segments(segments, values: dict) -> None:
+    """Records the calls of eagle.planned_segments' pieces in order; values maps uid -> Value."""
+    for kernel, inputs, outputs in segments:
+        made = kernel(*[values[u] for u in inputs])
+        values.update(zip(outputs, made if isinstance(made, tuple) else (made,)))
+
+
+def share(t: torch.Tensor):
+    """A torch tensor as an eagle array, the same memory (DLPack)."""
+    return eagle.asarray(t.detach().contiguous())
+
+
+def to_torch(a) -> torch.Tensor:
+    return torch.from_dlpack(a)
+
+
+def rel_diff(got: torch.Tensor, want: torch.Tensor) -> float:
+    """max |got - want| / max |want| (in float64)."""
+    g, w = got.detach().double().cpu(), want.detach().double().cpu()
+    scale = max(float(w.abs().max()), 1e-30)
+    return float((g - w).abs().max()) / scale
+
+
+def sync(cfg: Config) -> None:
+    if cfg.cuda:
+        torch.cuda.synchronize()
+
+
+def eagle_step_us(g, cfg: Config) -> float:
+    """g(n) wall time / n after a warm-up, the median of cfg.repeats."""
+    g(cfg.warmup)
+    times = []
+    for _ in range(cfg.repeats):
+        start = time.perf_counter()
+        g(cfg.iters)
+        times.append((time.perf_counter() - start) / cfg.iters * 1e6)
+    return statistics.median(times)
+
+
+def torch_step_us(fn, cfg: Config) -> float:
+    """fn's time per call: CUDA events on a GPU, perf_counter on the CPU; median of repeats."""
+    for _ in range(cfg.warmup):
+        fn()
+    sync(cfg)
+    times = []
+    for _ in range(cfg.repeats):
+        if cfg.cuda:
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            for _ in range(cfg.iters):
+                fn()
+            end.record()
+            end.synchronize()
+            times.append(start.elapsed_time(end) * 1e3 / cfg.iters)
+        else:
+            start = time.perf_counter()
+            for _ in range(cfg.iters):
+                fn()
+            times.append((time.perf_counter() - start) / cfg.iters * 1e6)
+    return statistics.median(times)
+
+
+def capture(fn, warmup: int = 3):
+    """The seed's capture_graph: warm up on a side stream, capture one call, return the graph."""
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        for _ in range(warmup):
+            fn()
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph, stream=stream):
+        fn()
+    torch.cuda.current_stream().wait_stream(stream)
+    return graph
+
+
+@dataclass
+class CaseResult:
+    case: str
+    dim: int
+    dtype: str
+    shapes: dict
+    max_rel_diff: float
+    tolerance: float
+    ok: bool
+    diffs: dict = field(default_factory=dict)
+    eagle_us: float | None = None
+    torch_eager_us: float | None = None
+    torch_graph_us: float | None = None
+    speedup_vs_torch_graph: float | None = None
+    goal: float | None = None
+
+
+# ---- case (a): the 4-layer MLP ------------------------------------------------------------------
+
+
+class Mlp:
+    layers = 4
+
+    def __init__(self, cfg: Config, dim: int, dtype: str):
+        self.cfg, self.dim, self.dtype = cfg, dim, dtype
+        T, dt, dev = cfg.tokens, TORCH_DTYPES[dtype], cfg.device
+        gen = torch.Generator().manual_seed(cfg.seed * 1000 + dim)
+        self.x = torch.randn(T, dim, generator=gen).to(dev, dt)
+        self.t = torch.randint(0, dim, (T,), generator=gen).to(dev)
+        self.ws = [(torch.randn(dim, dim, generator=gen) / math.sqrt(dim)).to(dev, dt)
+                   .requires_grad_() for _ in range(self.layers)]
+
+    # torch: the same math
+    def torch_step(self):
+        h = self.x
+        for i, w in enumerate(self.ws):
+            h = h @ w
+            if i < self.layers - 1:
+                h = F.gelu(h)
+        loss = F.cross_entropy(h, self.t)
+        return (loss, *torch.autograd.grad(loss, self.ws))
+
+    # eagle: one op graph cut into planned pieces, forward and backward recorded as one graph
+    def eagle_graph(self):
+        T, dim, dt = self.cfg.tokens, self.dim, EAGLE_DTYPES[self.dtype]
+        og = eagle.op.Graph("mlp")
+        tx = og.tensor("x", (T, dim), dt)
+        tws = [og.tensor(f"w{i}", (dim, dim), dt) for i in range(self.layers)]
+        tt = og.tensor("t", (T,), eagle.i64)
+        h = tx
+        for i, tw in enumerate(tws):
+            h = og.matmul(h, tw)
+            if i < self.layers - 1:
+                h = og.pointwise("gelu", h)
+        tloss = og.op("cross_entropy", {"logits": h, "targets": tt})["loss"]
+        tloss.set_output(True).set_name("loss")
+        segments = eagle.planned_segments(og)
+        x, t, ws = share(self.x), share(self.t), [share(w) for w in self.ws]
+
+        def step(r):
+            wv = [r.param(f"w{i}", w) for i, w in enumerate(ws)]
+            values = {tx.uid: r.param("x", x), tt.uid: r.param("t", t)}
+            values.update({tw.uid: v for tw, v in zip(tws, wv)})
+            call_segments(segments, values)
+            loss = values[tloss.uid]
+            r.result([loss, *eagle.diff.gradients(r, [loss], wv)])
+
+        return eagle.Graph.record(step, record=True).build(eagle.Device(self.cfg.device))
+
+    def compare(self, eagle_out, torch_out) -> dict:
+        names = ["loss"] + [f"dw{i}" for i in range(self.layers)]
+        return {n: rel_diff(to_torch(e), t) for n, e, t in zip(names, eagle_out, torch_out)}
+
+    def shapes(self) -> dict:
+        return {"tokens": self.cfg.tokens, "dim": self.dim, "layers": self.layers}
+
+
+# ---- case (b): one attention block (the seed's VarLenAttention) ---------------------------------
+
+
+def torch_varlen_attn():
+    """torch's varlen_attn (torch.nn.attention.varlen), or None where this torch has none."""
+    try:
+        from torch.nn.attention.varlen import varlen_attn
+    except ImportError:
+        return None
+    return varlen_attn
+
+
+def torch_varlen_attention(q, k, v, cu, max_len, cu_host):
+    """torch's varlen_attn (causal) on a GPU; on the CPU (or a torch without it) the same
+    attention per sequence with scaled_dot_product_attention."""
+    varlen_attn = torch_varlen_attn() if q.is_cuda else None
+    if varlen_attn is not None:
+        return varlen_attn(q, k, v, cu, cu, max_len, max_len, is_causal=True)
+    outs = []
+    for b, e in zip(cu_host[:-1], cu_host[1:]):
+        qs, ks, vs = (z[b:e].transpose(0, 1) for z in (q, k, v))  # [H, S, D]
+        outs.append(F.scaled_dot_product_attention(qs, ks, vs, is_causal=True).transpose(0, 1))
+    return torch.cat(outs)
+
+
+class Attention:
+    def __init__(self, cfg: Config, dim: int, dtype: str):
+        self.cfg, self.dim, self.dtype = cfg, dim, dtype
+        self.hd = head_dim(dim)
+        self.heads = dim // self.hd
+        T, dt, dev = cfg.tokens, TORCH_DTYPES[dtype], cfg.device
+        gen = torch.Generator().manual_seed(cfg.seed * 1000 + dim + 1)
+        cu, self.max_len = zipf_cu_seqlens(T, cfg.seqs, gen)
+        self.cu_host = cu.tolist()
+        self.cu = cu.to(dev)
+        self.x = torch.randn(T, dim, generator=gen).to(dev, dt)
+        w = [torch.randn(dim, dim, generator=gen) / math.sqrt(dim) for _ in range(4)]
+        # torch holds the seed's layout: one qkv weight (x @ wqkv = [q | k | v]) and out_proj
+        self.wqkv = torch.cat(w[:3], dim=1).to(dev, dt).requires_grad_()
+        self.wo = w[3].to(dev, dt).requires_grad_()
+
+    def torch_step(self):
+        T, H, D = self.cfg.tokens, self.heads, self.hd
+        q, k, v = (self.x @ self.wqkv).view(T, 3, H, D).unbind(dim=1)
+        attn = torch_varlen_attention(q, k, v, self.cu, self.max_len, self.cu_host)
+        y = attn.reshape(T, self.dim) @ self.wo
+        loss = y.sum()
+        dwqkv, dwo = torch.autograd.grad(loss, (self.wqkv, self.wo))
+        return loss, dwqkv, dwo
+
+    def eagle_graph(self):
+        T, dim, H, D = self.cfg.tokens, self.dim, self.heads, self.hd
+        dt = EAGLE_DTYPES[self.dtype]
+        proj_graph = eagle.op.Graph("proj")  # [T, dim] x [dim, dim]: q, k, v and out
+        proj_graph.matmul(proj_graph.tensor("a", (T, dim), dt),
+                          proj_graph.tensor("w", (dim, dim), dt)).set_output(True).set_name("c")
+        proj = eagle.planned_kernel(proj_graph)
+        attn_graph = eagle.op.Graph("varlen_attention")
+        tq, tk, tv = (attn_graph.tensor(n, (T, H, D), dt) for n in "qkv")
+        tcu = attn_graph.tensor("cu_seqlens", (self.cfg.seqs + 1,), eagle.i32)
+        outs = attn_graph.op("sdpa", {"q": tq, "k": tk, "v": tv, "cu_seqlens_q": tcu,
+                                      "cu_seqlens_kv": tcu},
+                             {"scale": 1.0 / math.sqrt(D), "causal": True, "generate_stats": True})
+        outs["o"].set_output(True).set_name("o")
+        outs["stats"].set_output(True).set_name("stats")  # read by the backward, not recomputed
+        attention = eagle.planned_kernel(attn_graph)
+        loss_graph = eagle.op.Graph("loss")
+        loss_graph.op("reduction", {"x": loss_graph.tensor("y", (T, dim), dt)},
+                      {"mode": "sum"})["y"].set_output(True).set_name("loss")
+        loss_kernel = eagle.planned_kernel(loss_graph)
+        x, cu = share(self.x), share(self.cu)
+        ws = [share(self.wqkv[:, i * dim:(i + 1) * dim]) for i in range(3)] + [share(self.wo)]
+
+        def step(r):
+            wv = [r.param(n, w) for n, w in zip(("wq", "wk", "wv", "wo"), ws)]
+            xv, cuv = r.param("x", x), r.param("cu_seqlens", cu)
+            q, k, v = (proj(xv, w).reshape((T, H, D)) for w in wv[:3])
+            o = named_outputs(attention, attention(q, k, v, cuv))["o"]
+            y = proj(o.reshape((T, dim)), wv[3])
+            loss = loss_kernel(y)
+            r.result([loss, *eagle.diff.gradients(r, [loss], wv)])
+
+        return eagle.Graph.record(step, record=True).build(eagle.Device(self.cfg.device))
+
+    def compare(self, eagle_out, torch_out) -> dict:
+        loss, dq, dk, dv, dwo = (to_torch(a) for a in eagle_out)
+        tloss, dwqkv, two = torch_out
+        d = {"loss": rel_diff(loss, tloss), "dwo": rel_diff(dwo, two)}
+        for i, (n, g) in enumerate(zip(("dwq", "dwk", "dwv"), (dq, dk, dv))):
+            d[n] = rel_diff(g, dwqkv[:, i * self.dim:(i + 1) * self.dim])
+        return d
+
+    def shapes(self) -> dict:
+        return {"tokens": self.cfg.tokens, "seqs": self.cfg.seqs, "dim": self.dim,
+                "heads": self.heads, "head_dim": self.hd, "max_seqlen": self.max_len,
+                "causal": True}
+
+
+# ---- running a case -----------------------------------------------------------------------------
+
+
+def check(case, cfg: Config) -> tuple[object, tuple, dict, float]:
+    """Builds eagle's graph, runs eagle and torch once on the same data; returns the graph, torch's
+    outputs, the differences and the largest one."""
+    sync(cfg)  # torch made the data on its stream; eagle reads it on its own
+    g = case.eagle_graph()
+    eagle_out = g()
+    torch_out = case.torch_step()
+    sync(cfg)
+    diffs = case.compare(eagle_out, torch_out)
+    return g, torch_out, diffs, max(diffs.values())
+
+
+def run_case(name: str, case, cfg: Config, time_it: bool = True) -> CaseResult:
+    g, torch_out, diffs, worst = check(case, cfg)
+    tol = TOLERANCE[case.dtype]
+    res = CaseResult(name, case.dim, case.dtype, case.shapes(), worst, tol, worst <= tol, diffs)
+    detail = ", ".join(f"{k} {v:.2e}" for k, v in diffs.items())
+    print(f"[{name} dim {case.dim} {case.dtype}] check: max rel diff {worst:.2e} "
+          f"(tolerance {tol:.0e}) {'ok' if res.ok else 'FAILED'}: {detail}", flush=True)
+    if not res.ok or not time_it:
+        return res
+    res.eagle_us = eagle_step_us(g, cfg)
+    res.torch_eager_us = torch_step_us(case.torch_step, cfg)
+    if cfg.cuda:
+        graph = capture(case.torch_step)
+        res.torch_graph_us = torch_step_us(graph.replay, cfg)
+        res.speedup_vs_torch_graph = res.torch_graph_us / res.eagle_us
+        res.goal = GOALS.get(case.dim)
+    line = (f"[{name} dim {case.dim} {case.dtype}] eagle one graph {res.eagle_us:.1f} us, "
+            f"torch eager {res.torch_eager_us:.1f} us")
+    if res.torch_graph_us is not None:
+        goal = f"goal >= {res.goal:.1f}x" if res.goal else "no goal at this dim"
+        line += (f", torch graph {res.torch_graph_us:.1f} us; eagle / torch graph = "
+                 f"{res.eagle_us / res.torch_graph_us:.2f} (time), speedup torch graph / eagle "
+                 f"= {res.speedup_vs_torch_graph:.2f}x ({goal})")
+    else:
+        line += (f"; torch eager / eagle = {res.torch_eager_us / res.eagle_us:.2f}x "
+                 "(CPU: no torch graph, no goal)")
+    print(line, flush=True)
+    return res
+
+
+# ---- case (c): the reverse of a capped loop -----------------------------------------------------
+
+
+class Loop:
+    def __init__(self, cfg: Config):
+        self.cfg, self.dtype = cfg, cfg.loop_dtype
+        R, dim, dt, dev = cfg.loop_rows, cfg.loop_dim, TORCH_DTYPES[self.dtype], cfg.device
+        gen = torch.Generator().manual_seed(cfg.seed * 1000 + 7)
+        self.h0 = torch.randn(R, dim, generator=gen).to(dev, dt).requires_grad_()
+        # small weights: h grows by about (1 + |W|/2) a turn, ~2x over 100 turns
+        self.w = (0.01 * torch.randn(dim, dim, generator=gen) / math.sqrt(dim)).to(dev, dt)
+        self.w.requires_grad_()
+
+    def torch_step(self):
+        h = self.h0
+        for _ in range(self.cfg.turns):
+            h = h + F.gelu(h @ self.w)
+        loss = h.sum()
+        return (loss, *torch.autograd.grad(loss, (self.h0, self.w)))
+
+    def eagle_graph(self, mode: str):
+        """mode: 'plain' (forward, record=False), 'forward' (the same forward with record=True:
+        its tapes), 'reverse' (forward and reverse as one graph)."""
+        R, dim, dt = self.cfg.loop_rows, self.cfg.loop_dim, EAGLE_DTYPES[self.dtype]
+        og = eagle.op.Graph("turn")
+        th, tw = og.tensor("h", (R, dim), dt), og.tensor("w", (dim, dim), dt)
+        tg = og.pointwise("gelu", og.matmul(th, tw)).set_output(True).set_name("g")
+        segments = eagle.planned_segments(og)  # the matmul, then gelu
+        loss_graph = eagle.op.Graph("loss")
+        loss_graph.op("reduction", {"x": loss_graph.tensor("y", (R, dim), dt)},
+                      {"mode": "sum"})["y"].set_output(True).set_name("loss")
+        loss_kernel = eagle.planned_kernel(loss_graph)
+        h0, w = share(self.h0), share(self.w)
+
+        def step(r):
+            h0v, wv = r.param("h0", h0), r.param("w", w)
+            box = [K.copy(h0v, label="h")]
+
+            def turn():
+                values = {th.uid: box[0], tw.uid: wv}
+                call_segments(segments, values)
+                # h += g in place: a planned kernel may not write what it reads (its output
+                # could race with its input), the standard axpy (per element) may
+                K.axpy(values[tg.uid], box[0], 1.0, buffer=box[0])
+
+            r.for_(self.cfg.turns, turn)
+            loss = loss_kernel(box[0])
+            if mode == "reverse":
+                r.result([loss, *eagle.diff.gradients(r, [loss], [h0v, wv])])
+            else:
+                r.result(loss)
+
+        device = eagle.Device(self.cfg.device)
+        return eagle.Graph.record(step, record=mode != "plain").build(device)
+
+
+def run_loop(cfg: Config, time_it: bool = True) -> dict:
+    loop = Loop(cfg)
+    sync(cfg)
+    g = loop.eagle_graph("reverse")
+    out = g()
+    ref = loop.torch_step()
+    sync(cfg)
+    diffs = {n: rel_diff(to_torch(e), t) for n, e, t in zip(("loss", "dh0", "dw"), out, ref)}
+    worst, tol = max(diffs.values()), TOLERANCE[loop.dtype]
+    res = {"case": "loop", "dtype": loop.dtype, "turns": cfg.turns,
+           "shapes": {"rows": cfg.loop_rows, "dim": cfg.loop_dim}, "max_rel_diff": worst,
+           "tolerance": tol, "ok": worst <= tol, "diffs": diffs, "saved_bytes": g.saved_bytes}
+    detail = ", ".join(f"{k} {v:.2e}" for k, v in diffs.items())
+    print(f"[loop {cfg.turns} turns, h [{cfg.loop_rows}, {cfg.loop_dim}] {loop.dtype}] check: "
+          f"max rel diff {worst:.2e} (tolerance {tol:.0e}) {'ok' if res['ok'] else 'FAILED'}: "
+          f"{detail}; tapes {g.saved_bytes} bytes", flush=True)
+    if not res["ok"] or not time_it:
+        return res
+    plain_us = eagle_step_us(loop.eagle_graph("plain"), cfg)
+    forward_us = eagle_step_us(loop.eagle_graph("forward"), cfg)
+    both_us = eagle_step_us(g, cfg)
+    n = cfg.turns
+    res.update(plain_forward_us_per_turn=plain_us / n, forward_us_per_turn=forward_us / n,
+               reverse_us_per_turn=(both_us - forward_us) / n, forward_reverse_us=both_us,
+               reverse_over_forward=(both_us - forward_us) / forward_us)
+    print(f"[loop] per turn: forward {forward_us / n:.2f} us (with tapes; "
+          f"{plain_us / n:.2f} us recorded without record=True), reverse "
+          f"{(both_us - forward_us) / n:.2f} us (forward+reverse {both_us / n:.2f} us "
+          f"- forward); reverse / forward = {res['reverse_over_forward']:.2f}", flush=True)
+    return res
+
+
+def guarded(label: str, meta: dict, fn) -> dict:
+    """fn() as a dict; an error (an engine declining a piece on this device, torch refusing a
+    shape) fails this case only, so the other cases of the run still report."""
+    try:
+        out = fn()
+        return asdict(out) if isinstance(out, CaseResult) else out
+    except RuntimeError as e:  # eagle.Error is one
+        print(f"[{label}] FAILED: {type(e).__name__}: {e}", flush=True)
+        return {**meta, "ok": False, "error": f"{type(e).__name__}: {e}"}
+
+
+def run(cfg: Config, time_it: bool = True) -> dict:
+    """Every case of cfg: the check, then (time_it) the timings. Returns the JSON summary."""
+    torch.manual_seed(cfg.seed)
+    results = []
+    for dim in cfg.dims:
+        for name, make in (("mlp", Mlp), ("attention", Attention)):
+            if name in cfg.cases:
+                results.append(guarded(
+                    f"{name} dim {dim} {cfg.dtype}", {"case": name, "dim": dim, "dtype": cfg.dtype},
+                    lambda: run_case(name, make(cfg, dim, cfg.dtype), cfg, time_it)))
+    if "loop" in cfg.cases:
+        results.append(guarded("loop", {"case": "loop", "dtype": cfg.loop_dtype},
+                               lambda: run_loop(cfg, time_it)))
+    summary = {"device": cfg.device, "torch": torch.__version__,
+               "gpu": torch.cuda.get_device_name() if cfg.cuda else None,
+               "config": asdict(cfg), "cases": results,
+               "ok": all(r["ok"] for r in results)}
+    return summary
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    cuda = eagle.cuda_available() and torch.cuda.is_available()
+    p.add_argument("--device", default="cuda:0" if cuda else "cpu")
+    size = p.add_mutually_exclusive_group()
+    size.add_argument("--small", action="store_true", help="small shapes (default on the CPU)")
+    size.add_argument("--full", action="store_true", help="the issue's shapes (default on a GPU)")
+    p.add_argument("--dims", help="comma-separated model dims (overrides the size's)")
+    p.add_argument("--dtype", choices=sorted(TORCH_DTYPES), help="mlp and attention dtype")
+    p.add_argument("--cases", default="mlp,attention,loop")
+    p.add_argument("--turns", type=int, default=100)
+    p.add_argument("--iters", type=int)
+    p.add_argument("--repeats", type=int, default=5)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--check-only", action="store_true", help="the correctness checks, no timing")
+    p.add_argument("--json", help="write the summary here (for bench/RESULTS.md)")
+    a = p.parse_args()
+    on_gpu = a.device.startswith("cuda")
+    shapes = dict(FULL if (a.full or (on_gpu and not a.small)) else SMALL)
+    if a.dims:
+        shapes["dims"] = tuple(int(d) for d in a.dims.split(","))
+    if a.dtype:
+        shapes["dtype"] = a.dtype
+    if a.iters:
+        shapes["iters"] = a.iters
+    cfg = Config(device=a.device, turns=a.turns, repeats=a.repeats, seed=a.seed,
+                 cases=tuple(a.cases.split(",")), **shapes)
+    print(f"eagle gradients benchmark on {cfg.device} (torch {torch.__version__}); "
+          f"T {cfg.tokens}, N {cfg.seqs}, dims {cfg.dims}, {cfg.dtype}", flush=True)
+    if cfg.cuda and torch_varlen_attn() is None:
+        print("note: this torch has no torch.nn.attention.varlen; torch's attention runs per "
+              "sequence (scaled_dot_product_attention)", flush=True)
+    summary = run(cfg, time_it=not a.check_only)
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(summary, f, indent=2)
+    return 0 if summary["ok"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
