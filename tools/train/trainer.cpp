@@ -111,7 +111,7 @@ TrainReport run_training(const TrainOptions& o,
   report.graph_bytes = largest.allocated_bytes();
   report.capacities = capacities;
   report.set_bytes = steps.arena_bytes();
-  if (!o.trace.empty())  // NotSupported on a GPU (no CUPTI yet)
+  if (!o.trace.empty())  // on a GPU through CUPTI: NotSupported, with the reason, without it
     for (std::size_t b = 0; b < capacities.size(); ++b)
       steps.graph(static_cast<int>(b)).set_tracing(true);
   if (on_ready) on_ready(report);
