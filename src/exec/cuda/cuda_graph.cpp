@@ -79,8 +79,9 @@ class CudaGraphExecutor final : public Executor {
       return;
     }
     auto tracer = std::make_unique<CuptiTracer>();  // NotSupported without CUPTI: nothing changed
-    // Records name the instantiated nodes; CUPTI maps them back only for instantiations it saw.
-    if (!seen_by_cupti_) rebuild();
+    // Records name the instantiated nodes; CUPTI maps them back only for instantiations it saw
+    // in the session open now.
+    if (watched_by_ == 0 || watched_by_ != CuptiTracer::session()) rebuild();
     map_nodes(*tracer);
     tracer_ = std::move(tracer);
     sink_ = sink;
@@ -394,7 +395,7 @@ class CudaGraphExecutor final : public Executor {
     waited_.resize(n, 0);
     for (std::size_t i = 0; i < n; ++i) condition_pointers_[i] = &conditions_[i];
     add_list(graph_, plan_.top);
-    seen_by_cupti_ = CuptiTracer::watching();
+    watched_by_ = CuptiTracer::session();
     EAGLE_CUDA_CHECK(cudaGraphInstantiate(&exec_, graph_, 0));
   }
 
@@ -626,13 +627,13 @@ class CudaGraphExecutor final : public Executor {
   std::vector<cudaGraph_t> body_graphs_;               // conditional bodies (owned by their nodes)
   int kernels_ = 0, copies_ = 0, children_ = 0, conditionals_ = 0, forks_ = 0;
   // Tracing (Graph::set_tracing): the tracer while on, the sink it feeds, the launch count at
-  // which it began, each launch's correlation id seen so far, and whether CUPTI watched this
-  // graph's instantiation.
+  // which it began, each launch's correlation id seen so far, and the CUPTI session that watched
+  // this graph's instantiation (0: none).
   std::unique_ptr<CuptiTracer> tracer_;
   TraceSink* sink_ = nullptr;
   int64_t first_launch_ = 0;
   std::map<uint32_t, int64_t> launch_of_;
-  bool seen_by_cupti_ = false;
+  uint64_t watched_by_ = 0;
 };
 
 }  // namespace

@@ -103,7 +103,7 @@ struct CuptiSession {
   void leave() {
     std::lock_guard<std::mutex> lock(lifecycle);
     if (--users > 0) return;
-    open = false;
+    open = 0;
     // Errors are ignored: nothing is left to report them to, and the next join starts afresh.
     api.flush_all(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
     for (CUpti_ActivityKind kind : kKinds) api.disable(kind);
@@ -199,7 +199,8 @@ struct CuptiSession {
   Api api;
   bool buffers_registered = false;
   CUpti_SubscriberHandle subscriber = nullptr;
-  std::atomic<bool> open{false};
+  uint64_t sessions = 0;          // started so far
+  std::atomic<uint64_t> open{0};  // the one open now, or 0
 
   std::mutex state;  // everything below, and every tracer's pending records
   std::unordered_map<uint64_t, uint64_t> original_of;  // a clone's node id: its original's
@@ -242,7 +243,7 @@ struct CuptiSession {
                                                : "cuptiActivityEnable"));
     }
     subscriber = handle;
-    open = true;
+    open = ++sessions;
   }
 };
 
@@ -286,7 +287,7 @@ CuptiTracer::~CuptiTracer() {
   s.leave();
 }
 
-bool CuptiTracer::watching() {
+uint64_t CuptiTracer::session() {
   return CuptiSession::get().open;
 }
 

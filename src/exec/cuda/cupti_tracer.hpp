@@ -4,8 +4,9 @@
 // that ran it, and that node is the instantiated copy of the node eagle added: instantiation
 // clones every node, nodes inside child graphs too. While a tracer lives, CUPTI's resource
 // callback tells eagle each clone's original, so a record maps back to the CUDA graph node eagle
-// made for a recorded node (map_node). An executable graph instantiated before any tracer lived
-// has no such map: the CUDA executor instantiates again when tracing starts.
+// made for a recorded node (map_node). An executable graph instantiated while no session was
+// open (or in an earlier one: a session's clone map ends with it) has no such map: the CUDA
+// executor instantiates again when tracing starts.
 //
 // CUPTI's activity kinds and callbacks are process-wide: the first tracer turns them on, the last
 // one off (a count over every traced graph of the process).
@@ -36,8 +37,9 @@ class CuptiTracer {
   CuptiTracer(const CuptiTracer&) = delete;
   CuptiTracer& operator=(const CuptiTracer&) = delete;
 
-  // True while some tracer lives: a graph instantiated now has its clones mapped.
-  static bool watching();
+  // The session now open (numbered from 1 in the process), or 0 when none is: a graph
+  // instantiated while session k is open has its clones mapped for as long as k stays open.
+  static uint64_t session();
 
   // Records of this CUDA graph node (a cudaGraphNode_t) belong to recorded node `node`.
   void map_node(void* cuda_node, int node);
