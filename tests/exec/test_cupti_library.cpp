@@ -60,6 +60,19 @@ TEST(CuptiLibrary, TheToolkitsCopyIsLoadedOrRefusedByName) {
   EXPECT_EQ(&cupti_library(), &lib);
 }
 
+// The usual search (no variable): found somewhere, named; or every place tried, named.
+TEST(CuptiLibrary, TheUsualSearchNamesWhatItFoundOrWhereItLooked) {
+  test::EnvGuard env("EAGLE_CUPTI_LIBRARY");
+  const detail::CuptiLibrary& lib = cupti_library();
+  std::cout << lib.status << "\n";
+  if (lib.loaded) {
+    EXPECT_NE(lib.status.find("loaded from "), std::string::npos) << lib.status;
+  } else {
+    for (const char* part : {"CUPTI", "EAGLE_CUPTI_LIBRARY", "libcupti.so.13"})
+      EXPECT_NE(lib.status.find(part), std::string::npos) << lib.status;
+  }
+}
+
 TEST(CuptiLibrary, ThePublicStatusSaysWhatThisBuildDoes) {
   const std::string status = cupti_status();
   ASSERT_FALSE(status.empty());
