@@ -34,8 +34,9 @@ for layer in "${!allowed[@]}"; do
             $inc == ragged/block_schedule.cuh ) ]]; then
         continue
       fi
-      # comm opens NCCL with the engines' loader, which depends on nothing of eagle's.
-      if [[ $layer == comm && $inc == engines/loader/dynamic_library.hpp ]]; then
+      # comm opens NCCL, and exec CUPTI (GPU traces), with the engines' loader, which depends on
+      # nothing of eagle's.
+      if [[ ( $layer == comm || $layer == exec ) && $inc == engines/loader/dynamic_library.hpp ]]; then
         continue
       fi
       case " ${allowed[$layer]} " in

@@ -32,6 +32,7 @@ int devices(const std::vector<std::string>& args) {
   // The vendor libraries eagle opens at run time: where from, or why their engines are absent.
   std::printf("cuDNN: %s\n", eagle::engines::cudnn_backend_status().c_str());
   std::printf("cuBLASLt: %s\n", eagle::engines::cublaslt_status().c_str());
+  std::printf("CUPTI (GPU traces): %s\n", eagle::cupti_status().c_str());
   return 0;
 }
 

@@ -156,12 +156,13 @@ class Graph:
 
     # ---- traces
     def set_tracing(self, on: bool = True) -> None:
-        """From now on every launch times each node (CPU graphs; GPU: NotSupported for now)."""
+        """From now on every launch times each node (CPU: the host schedule's timers; GPU:
+        CUPTI's activity records, NotSupported with the reason where CUPTI is absent)."""
         self._g.set_tracing(on)
 
     def trace(self) -> list:
         """The trace events so far (node, label, scope, kernel, launch, thread, begin_ns,
-        end_ns)."""
+        end_ns, device_kernel: the CUDA kernel on a GPU, "" on the CPU)."""
         return self._g.trace()
 
     def clear_trace(self) -> None:

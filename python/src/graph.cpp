@@ -67,6 +67,7 @@ nb::dict event_dict(const TraceEvent& e) {
   d["thread"] = e.thread;
   d["begin_ns"] = e.begin_ns;
   d["end_ns"] = e.end_ns;
+  d["device_kernel"] = e.device_kernel;
   return d;
 }
 
@@ -83,6 +84,7 @@ std::vector<TraceEvent> to_events(const nb::sequence& events) {
     e.thread = nb::cast<int>(d["thread"]);
     e.begin_ns = nb::cast<int64_t>(d["begin_ns"]);
     e.end_ns = nb::cast<int64_t>(d["end_ns"]);
+    if (d.contains("device_kernel")) e.device_kernel = nb::cast<std::string>(d["device_kernel"]);
     out.push_back(std::move(e));
   }
   return out;

@@ -69,10 +69,12 @@ class LibraryHandles {
 // Where a tracing executor writes when each node ran (Graph::set_tracing). Thread-safe.
 struct TraceSink {
   struct Record {
-    int node;
+    int node;  // -1: a device record of the graph that no node claims (see device_kernel)
     int64_t launch;
-    std::thread::id thread;
+    std::thread::id thread;  // CPU: the worker
     int64_t begin_ns, end_ns;
+    std::string device_kernel = {};  // GPU: the CUDA kernel ("memcpy", "memset")
+    int64_t stream = -1;             // GPU: CUPTI's stream id; -1 on the CPU
   };
   void add(const Record& r) {
     std::lock_guard<std::mutex> lock(mutex);
@@ -87,8 +89,11 @@ class Executor {
  public:
   virtual ~Executor() = default;
   // Times every node of every launch into `sink` from now on (nullptr: stop). Throws
-  // NotSupported where the backend cannot (a CUDA graph needs CUPTI).
+  // NotSupported where the backend cannot (a CUDA graph needs CUPTI), changing nothing.
   virtual void set_trace(TraceSink* sink) = 0;
+  // Brings the sink up to date with the launches so far (a GPU waits for them and collects
+  // CUPTI's records); the CPU writes as it runs.
+  virtual void collect_trace() {}
   virtual void launch(int n) = 0;
   virtual void synchronize() = 0;
   // Re-reads the arguments of `nodes`; false when one cannot be patched (the graph rebuilds),

@@ -261,10 +261,12 @@ void Graph::build(Device device, const BuildOptions& options) {
   next->plan.top = rec_->top();
   next->plan.control_flow = rec_->has_control_flow();
   next->stream.emplace(device);
-  next->executor = make_executor(*next);
   next->trace = state_->trace;
-  if (next->trace) next->executor->set_trace(next->trace.get());
-  if (state_->executor) state_->executor->synchronize();
+  next->executor = make_executor(*next);  // tracing too, while on
+  if (state_->executor) {
+    state_->executor->synchronize();
+    if (state_->trace) state_->executor->collect_trace();  // the old graph's records are kept
+  }
   state_ = std::move(next);
 }
 
@@ -297,10 +299,14 @@ const Array& Graph::caller_array(int buffer) const {
   return rec_->caller_array(buffer);
 }
 
+// A new executor over the plan (a build or a rebuild), tracing into the graph's sink while
+// tracing is on.
 std::unique_ptr<detail::Executor> Graph::make_executor(const State& s) const {
-  return s.device.is_cuda()
-             ? detail::make_cuda_executor(s.plan, s.device, *s.stream, cuda_options(s.options))
-             : detail::make_cpu_executor(s.plan, s.options.threads);
+  auto executor = s.device.is_cuda() ? detail::make_cuda_executor(s.plan, s.device, *s.stream,
+                                                                  cuda_options(s.options))
+                                     : detail::make_cpu_executor(s.plan, s.options.threads);
+  if (s.trace) executor->set_trace(s.trace.get());
+  return executor;
 }
 
 const Array& Graph::buffer_array(int buffer) const {
@@ -445,6 +451,7 @@ void Graph::bind(const std::string& name, const Array& array) {
   // A node eagle cannot patch holds the array: build the backend again over the same buffers.
   // On failure the graph goes back to the previous array, rebuilt, and the error propagates.
   s.executor->synchronize();
+  if (s.trace) s.executor->collect_trace();
   std::unique_ptr<detail::Executor> rebuilt;
   try {
     rebuilt = make_executor(s);
@@ -476,7 +483,7 @@ void Graph::set_tracing(bool on) {
     return;
   }
   auto sink = std::make_shared<detail::TraceSink>();
-  state_->executor->set_trace(sink.get());  // NotSupported on a GPU: nothing changed
+  state_->executor->set_trace(sink.get());  // NotSupported on a GPU without CUPTI: nothing changed
   state_->trace = std::move(sink);
 }
 
@@ -485,14 +492,33 @@ std::vector<TraceEvent> Graph::trace() const {
   check("trace");
   std::vector<TraceEvent> out;
   if (!state_->trace) return out;
+  state_->executor->collect_trace();
   std::lock_guard<std::mutex> records(state_->trace->mutex);
-  std::vector<std::thread::id> threads;  // numbered in order of first appearance
+  // Workers (CPU) and streams (GPU), numbered in order of first appearance.
+  std::vector<std::thread::id> threads;
+  std::vector<int64_t> streams;
+  auto number = [](auto& seen, const auto& key) {
+    auto at = std::find(seen.begin(), seen.end(), key);
+    if (at == seen.end()) at = seen.insert(seen.end(), key);
+    return static_cast<int>(at - seen.begin());
+  };
   for (const auto& r : state_->trace->records) {
-    const NodeInfo& n = rec_->nodes()[static_cast<std::size_t>(r.node)];
-    auto at = std::find(threads.begin(), threads.end(), r.thread);
-    if (at == threads.end()) at = threads.insert(threads.end(), r.thread);
-    out.push_back({r.node, n.label, n.scope, n.kernel, r.launch,
-                   static_cast<int>(at - threads.begin()), r.begin_ns, r.end_ns});
+    TraceEvent e;
+    e.node = r.node;
+    if (r.node >= 0) {
+      const NodeInfo& n = rec_->nodes()[static_cast<std::size_t>(r.node)];
+      e.label = n.label;
+      e.scope = n.scope;
+      e.kernel = n.kernel;
+    } else {
+      e.label = e.kernel = r.device_kernel;
+    }
+    e.launch = r.launch;
+    e.thread = r.stream >= 0 ? number(streams, r.stream) : number(threads, r.thread);
+    e.begin_ns = r.begin_ns;
+    e.end_ns = r.end_ns;
+    e.device_kernel = r.device_kernel;
+    out.push_back(std::move(e));
   }
   return out;
 }
@@ -501,6 +527,7 @@ void Graph::clear_trace() {
   std::lock_guard<std::mutex> lock(*mutex_);
   check("clear_trace");
   if (!state_->trace) return;
+  state_->executor->collect_trace();  // what ran before now is dropped too
   std::lock_guard<std::mutex> records(state_->trace->mutex);
   state_->trace->records.clear();
 }

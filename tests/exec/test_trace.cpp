@@ -1,8 +1,87 @@
-// Scopes on recorded nodes and traces of replays (CPU host schedule), as trace-event JSON.
+// Scopes on recorded nodes and traces of replays, as trace-event JSON: the CPU host schedule's
+// timers, and on a GPU CUPTI's activity records placed on the recorded nodes.
+#include <cctype>
+#include <set>
+#include <string_view>
+#include <utility>
+
+#include "exec/cupti_library.hpp"
 #include "test_util.hpp"
+#include "testing_engines.hpp"
 
 namespace eagle {
 namespace {
+
+// A JSON syntax check (RFC 8259's grammar, no semantics): enough to say a trace file parses.
+class JsonSyntax {
+ public:
+  static bool valid(std::string_view text) {
+    JsonSyntax p{text};
+    return p.value() && (p.space(), p.at_ == text.size());
+  }
+
+ private:
+  explicit JsonSyntax(std::string_view t) : t_(t) {}
+  void space() {
+    while (at_ < t_.size() && std::isspace(static_cast<unsigned char>(t_[at_]))) ++at_;
+  }
+  bool eat(char c) {
+    space();
+    if (at_ < t_.size() && t_[at_] == c) return ++at_, true;
+    return false;
+  }
+  bool string() {
+    if (!eat('"')) return false;
+    while (at_ < t_.size() && t_[at_] != '"') {
+      if (static_cast<unsigned char>(t_[at_]) < 0x20) return false;
+      at_ += t_[at_] == '\\' ? 2 : 1;
+    }
+    return at_++ < t_.size();
+  }
+  bool number() {
+    const std::size_t start = at_;
+    while (at_ < t_.size() && (std::isdigit(static_cast<unsigned char>(t_[at_])) ||
+                               std::string_view("+-.eE").find(t_[at_]) != std::string_view::npos))
+      ++at_;
+    return at_ > start;
+  }
+  bool word(std::string_view w) {
+    if (t_.substr(at_, w.size()) != w) return false;
+    return at_ += w.size(), true;
+  }
+  template <class Item>
+  bool list(char close, Item item) {
+    if (eat(close)) return true;
+    do {
+      if (!item()) return false;
+    } while (eat(','));
+    return eat(close);
+  }
+  bool value() {
+    space();
+    if (at_ >= t_.size()) return false;
+    switch (t_[at_]) {
+      case '{':
+        ++at_;
+        return list('}', [&] { return (space(), string()) && eat(':') && value(); });
+      case '[':
+        ++at_;
+        return list(']', [&] { return value(); });
+      case '"':
+        return string();
+      case 't':
+        return word("true");
+      case 'f':
+        return word("false");
+      case 'n':
+        return word("null");
+      default:
+        return number();
+    }
+  }
+  std::string_view t_;
+  std::size_t at_ = 0;
+};
 
 Graph scoped_graph(const Array& x0) {
   return Graph::record([&](Recorder& r) {
@@ -58,6 +137,8 @@ TEST(Trace, TimesEveryNodeOfEveryLaunchOnTheCpu) {
     EXPECT_EQ(e.kernel, g.nodes()[static_cast<std::size_t>(e.node)].kernel);
   }
   const std::string json = chrome_trace_json(events, "step");
+  EXPECT_TRUE(JsonSyntax::valid(json)) << json;
+  EXPECT_FALSE(JsonSyntax::valid(json.substr(0, json.size() - 3)));
   EXPECT_EQ(json.rfind("{\"traceEvents\": [", 0), 0u);
   EXPECT_NE(json.find("\"scope\": \"block0/attention\""), std::string::npos);
   EXPECT_NE(json.find("\"ph\": \"X\""), std::string::npos);
@@ -71,12 +152,137 @@ TEST(Trace, TimesEveryNodeOfEveryLaunchOnTheCpu) {
                        {"cannot write", "/nonexistent/dir/t.json"});
 }
 
-TEST(Trace, IsRefusedOnAGpuForNow) {
+// ---- GPU: CUPTI's records (exec/cuda/cupti_tracer.hpp). These need a GPU and CUPTI.
+
+#define EAGLE_NEEDS_GPU_AND_CUPTI()                                      \
+  do {                                                                   \
+    if (!cuda_available()) GTEST_SKIP() << "no CUDA device";             \
+    if (!detail::cupti_library().loaded) GTEST_SKIP() << cupti_status(); \
+  } while (0)
+
+// Every event on a recorded node carries that node's label, scope and kernel, and the CUDA
+// kernel that ran; its times are CUPTI's and in order.
+void expect_events_of(const Graph& g, const std::vector<TraceEvent>& events) {
+  for (const TraceEvent& e : events) {
+    ASSERT_GE(e.node, 0) << "a record on no node: " << e.device_kernel;
+    ASSERT_LT(e.node, static_cast<int>(g.nodes().size()));
+    const NodeInfo& n = g.nodes()[static_cast<std::size_t>(e.node)];
+    EXPECT_EQ(e.label, n.label);
+    EXPECT_EQ(e.scope, n.scope);
+    EXPECT_EQ(e.kernel, n.kernel);
+    EXPECT_FALSE(e.device_kernel.empty());
+    EXPECT_LT(e.begin_ns, e.end_ns) << e.label << " " << e.device_kernel;
+  }
+}
+
+// Which (node, launch) pairs have at least one event.
+std::set<std::pair<int, int64_t>> node_launches(const std::vector<TraceEvent>& events) {
+  std::set<std::pair<int, int64_t>> out;
+  for (const TraceEvent& e : events) out.insert({e.node, e.launch});
+  return out;
+}
+
+std::set<std::pair<int, int64_t>> every_node(const Graph& g, std::vector<int64_t> launches) {
+  std::set<std::pair<int, int64_t>> out;
+  for (int64_t l : launches)
+    for (std::size_t i = 0; i < g.nodes().size(); ++i) out.insert({static_cast<int>(i), l});
+  return out;
+}
+
+TEST(Trace, PlacesCuptisRecordsOnTheLabelledNodesOfAGpuGraph) {
+  EAGLE_NEEDS_GPU_AND_CUPTI();
+  std::cout << cupti_status() << "\n";
+  const Array x0 = test::random_array({1 << 16}, DType::f32, Device::cuda(0));
+  Graph g = scoped_graph(x0);
+  g.build(Device::cuda(0));
+  g();  // not traced
+  g.set_tracing(true);
+  g(2);
+  std::vector<TraceEvent> events = g.trace();
+  expect_events_of(g, events);
+  EXPECT_EQ(node_launches(events), every_node(g, {0, 1}));
+  const std::string json = chrome_trace_json(events, "gpu step");
+  EXPECT_TRUE(JsonSyntax::valid(json)) << json;
+  EXPECT_NE(json.find("\"scope\": \"block0/attention\""), std::string::npos);
+  EXPECT_NE(json.find("\"device_kernel\": "), std::string::npos);
+
+  // Cleared, then traced on: launches keep counting from where tracing began.
+  g.clear_trace();
+  EXPECT_TRUE(g.trace().empty());
+  g();
+  events = g.trace();
+  expect_events_of(g, events);
+  EXPECT_EQ(node_launches(events), every_node(g, {2}));
+
+  // A rebuild keeps tracing on (the new CUDA graph is mapped as it is instantiated).
+  g.clear_trace();
+  g.build(Device::cuda(0));
+  g();
+  events = g.trace();
+  expect_events_of(g, events);
+  EXPECT_EQ(node_launches(events), every_node(g, {3}));
+
+  g.set_tracing(false);
+  g();
+  EXPECT_TRUE(g.trace().empty());
+}
+
+// Two graphs traced at once share CUPTI's session: each sees its own nodes only; the second's
+// tracing starts after the first's graph was instantiated (its graph is made again).
+TEST(Trace, TwoGpuGraphsTracedAtOnceEachSeeTheirOwnRecords) {
+  EAGLE_NEEDS_GPU_AND_CUPTI();
+  const Array x0 = test::random_array({4096}, DType::f32, Device::cuda(0));
+  Graph a = scoped_graph(x0), b = scoped_graph(x0);
+  a.build(Device::cuda(0));
+  b.build(Device::cuda(0));
+  a.set_tracing(true);
+  b.set_tracing(true);
+  a(2);
+  b();
+  EXPECT_EQ(node_launches(a.trace()), every_node(a, {0, 1}));
+  EXPECT_EQ(node_launches(b.trace()), every_node(b, {0}));
+  a.set_tracing(false);  // b's session stays
+  b();
+  EXPECT_EQ(node_launches(b.trace()), every_node(b, {0, 1}));
+}
+
+// A planned operation whose engine populates a child graph (a memcpy node inside it): the record
+// of the node inside the child graph is placed on the planned op's recorded node.
+TEST(Trace, PlacesTheRecordsInsideAPlannedOpsChildGraphOnItsNode) {
+  EAGLE_NEEDS_GPU_AND_CUPTI();
+  op::Graph og("identity");
+  const op::Tensor x = og.tensor({"x", {300}, DType::f32});
+  og.pointwise("identity", x).set_output(true).set_name("y");
+  const Kernel k = engines::planned_kernel(og, {plan::HeurMode::A}, test::populating_manifest());
+  const Array x0 = test::random_array({300}, DType::f32, Device::cuda(0));
+  Graph g = Graph::record([&](Recorder& r) {
+    auto s = r.scope("planned");
+    r.result(r.call(k, {r.param("x", x0)}, {{}, "identity_op"}));
+  });
+  g.build(Device::cuda(0));
+  ASSERT_NE(g.schedule().find("1 child graphs"), std::string::npos) << g.schedule();
+  g.set_tracing(true);
+  g(2);
+  const std::vector<TraceEvent> events = g.trace();
+  expect_events_of(g, events);
+  ASSERT_EQ(events.size(), 2u);  // the child graph's one memcpy, per launch
+  for (const TraceEvent& e : events) {
+    EXPECT_EQ(e.label, "identity_op");
+    EXPECT_EQ(e.scope, "planned");
+    EXPECT_EQ(e.device_kernel, "memcpy");
+  }
+  EXPECT_EQ(node_launches(events), every_node(g, {0, 1}));
+}
+
+TEST(Trace, OnAGpuWithoutCuptiIsRefusedWithTheReason) {
   if (!cuda_available()) GTEST_SKIP() << "no CUDA device";
+  test::EnvGuard env("EAGLE_CUPTI_LIBRARY");
+  env.set("/nonexistent/libcupti.so.13");
   const Array x0 = test::random_array({16}, DType::f32, Device::cuda(0));
   Graph g = scoped_graph(x0);
   g.build(Device::cuda(0));
-  test::expect_throw_with<NotSupported>([&] { g.set_tracing(true); }, {"CUPTI"});
+  test::expect_throw_with<NotSupported>([&] { g.set_tracing(true); },
+                                        {"CUPTI", "EAGLE_CUPTI_LIBRARY=/nonexistent"});
   EXPECT_TRUE(g.trace().empty());
   g();  // still runs
 }

@@ -121,7 +121,7 @@ void train_rank(const TrainOptions& o, const std::vector<data::Segment>& segment
   report.capacities = capacities;
   report.set_bytes = steps.arena_bytes();
   const bool trace = !o.trace.empty() && rank.index == 0;
-  if (trace)  // NotSupported on a GPU (no CUPTI yet)
+  if (trace)  // on a GPU through CUPTI: NotSupported, with the reason, without it
     for (std::size_t b = 0; b < capacities.size(); ++b)
       steps.graph(static_cast<int>(b)).set_tracing(true);
   if (on_ready) on_ready(report);

@@ -103,8 +103,10 @@ class Graph {
   // Tracing (eagle/exec/trace.hpp): from set_tracing(true) on, every launch times each node;
   // trace() returns the events so far (label, scope, kernel, thread, begin and end), and
   // clear_trace() drops them. A graph built on the CPU traces from its host schedule; on a GPU
-  // set_tracing(true) throws NotSupported (CUPTI is not wired in yet). Call after build; a
-  // rebuild keeps tracing on.
+  // from CUPTI's activity records (trace() waits for the launches and collects them; turning
+  // tracing on makes the CUDA graph again unless CUPTI already watched its instantiation), and
+  // without CUPTI set_tracing(true) throws NotSupported with cupti_status()'s reason. Call after
+  // build; a rebuild keeps tracing on.
   void set_tracing(bool on);
   std::vector<TraceEvent> trace() const;
   void clear_trace();

@@ -121,9 +121,11 @@ LoadedLibrary open_library(const LibrarySearch& s) {
   std::vector<std::string> toolkit;
   for (const std::string& root :
        {env("CUDA_HOME"), env("CUDA_PATH"), std::string("/usr/local/cuda")})
-    if (!root.empty())
+    if (!root.empty()) {
       for (const char* lib : {"/lib64", "/lib", "/targets/x86_64-linux/lib"})
         toolkit.push_back(root + lib);
+      for (const std::string& sub : s.toolkit_subdirs) toolkit.push_back(root + "/" + sub);
+    }
   if (open_in(toolkit, s.sonames, out, tried)) return out;
   tried.push_back("the CUDA toolkit");
   std::vector<std::string> pip;

@@ -8,13 +8,15 @@
 namespace eagle::engines {
 
 // Where to look for one library, in order: the file or folder named by `env_var` (when set,
-// only there), the loader's own path (`sonames`), the CUDA toolkit's lib folders, then the
-// `pip_subdirs` (such as "nvidia/cudnn/lib") of every Python site-packages folder found.
+// only there), the loader's own path (`sonames`), the CUDA toolkit's lib folders and its
+// `toolkit_subdirs` (such as "extras/CUPTI/lib64"), then the `pip_subdirs` (such as
+// "nvidia/cudnn/lib") of every Python site-packages folder found.
 struct LibrarySearch {
   std::string what;                  // "cuDNN", for messages
   std::string env_var;               // "EAGLE_CUDNN_LIBRARY"
   std::vector<std::string> sonames;  // {"libcudnn.so.9"}
   std::vector<std::string> pip_subdirs;
+  std::vector<std::string> toolkit_subdirs = {};
 };
 
 // An opened library (kept open for the life of the process), or why none was.

@@ -3,12 +3,16 @@
 // kernel node, as a child graph it populates itself, or stream-captured (a capture of exactly
 // one kernel becomes that kernel node). Param copies are memcpy nodes; device conditions are
 // conditional nodes (IF, IF/ELSE, SWITCH, WHILE) whose bodies are built in place. bind() patches
-// each entry the way it was made.
+// each entry the way it was made. Traces come from CUPTI (exec/cuda/cupti_tracer.hpp).
+#include <algorithm>
+#include <map>
+#include <memory>
 #include <string>
 
 #include "eagle/core/error.hpp"
 #include "eagle/core/stream.hpp"
 #include "exec/cuda/conditions.hpp"
+#include "exec/cuda/cupti_tracer.hpp"
 #include "exec/cuda/driver.hpp"
 #include "exec/executor.hpp"
 #include "kernel/cuda_launch.hpp"
@@ -61,14 +65,53 @@ class CudaGraphExecutor final : public Executor {
   ~CudaGraphExecutor() override { release(); }
 
   void launch(int n) override {
-    for (int k = 0; k < n; ++k) EAGLE_CUDA_CHECK(cudaGraphLaunch(exec_, stream_));
+    for (int k = 0; k < n; ++k) {
+      EAGLE_CUDA_CHECK(cudaGraphLaunch(exec_, stream_));
+      if (sink_) ++sink_->launch;
+    }
   }
   void synchronize() override { EAGLE_CUDA_CHECK(cudaStreamSynchronize(stream_)); }
+
   void set_trace(TraceSink* sink) override {
-    if (sink)
-      throw NotSupported(
-          "Graph::set_tracing: tracing a CUDA graph needs CUPTI's activity API, "
-          "which eagle does not use yet; trace the graph built on the CPU");
+    if (!sink) {
+      tracer_.reset();
+      sink_ = nullptr;
+      return;
+    }
+    auto tracer = std::make_unique<CuptiTracer>();  // NotSupported without CUPTI: nothing changed
+    // Records name the instantiated nodes; CUPTI maps them back only for instantiations it saw
+    // in the session open now.
+    if (watched_by_ == 0 || watched_by_ != CuptiTracer::session()) rebuild();
+    map_nodes(*tracer);
+    tracer_ = std::move(tracer);
+    sink_ = sink;
+    first_launch_ = sink->launch;
+    launch_of_.clear();
+  }
+
+  // Every kernel, memcpy and memset of a launch carries the launch's correlation id (that of its
+  // cudaGraphLaunch), and ids grow: the k-th id seen is the k-th launch since tracing began here.
+  // A launch whose every node was skipped (an untaken IF arm) leaves no record; a graph with
+  // conditions always has one (the kernel that sets them).
+  void collect_trace() override {
+    if (!tracer_) return;
+    synchronize();
+    std::vector<DeviceRecord> records = tracer_->take();
+    std::vector<uint32_t> fresh;
+    for (const DeviceRecord& r : records)
+      if (!launch_of_.count(r.correlation)) fresh.push_back(r.correlation);
+    std::sort(fresh.begin(), fresh.end());
+    fresh.erase(std::unique(fresh.begin(), fresh.end()), fresh.end());
+    for (uint32_t c : fresh) {
+      const int64_t next = first_launch_ + static_cast<int64_t>(launch_of_.size());
+      launch_of_[c] = next;
+    }
+    std::sort(records.begin(), records.end(),
+              [](const DeviceRecord& a, const DeviceRecord& b) { return a.begin_ns < b.begin_ns; });
+    for (DeviceRecord& r : records)
+      sink_->add({r.node, launch_of_[r.correlation], std::thread::id(),
+                  static_cast<int64_t>(r.begin_ns), static_cast<int64_t>(r.end_ns),
+                  std::move(r.kernel), static_cast<int64_t>(r.stream)});
   }
 
   bool patch(const std::vector<int>& ids, std::string& why) override {
@@ -352,7 +395,57 @@ class CudaGraphExecutor final : public Executor {
     waited_.resize(n, 0);
     for (std::size_t i = 0; i < n; ++i) condition_pointers_[i] = &conditions_[i];
     add_list(graph_, plan_.top);
+    watched_by_ = CuptiTracer::session();
     EAGLE_CUDA_CHECK(cudaGraphInstantiate(&exec_, graph_, 0));
+  }
+
+  // The graph made again from the plan as it stands (bind rewrites its arguments), as a fresh
+  // executor would: for tracing, whose node map needs an instantiation CUPTI watched.
+  void rebuild() {
+    DeviceGuard guard(device_.ordinal());
+    synchronize();
+    release();
+    handles_.clear();
+    entries_.clear();
+    arg_pointers_.clear();
+    kernel_nodes_.clear();
+    workspace_bytes_.clear();
+    conditions_.clear();
+    condition_pointers_.clear();
+    setters_.clear();
+    waited_.clear();
+    body_graphs_.clear();
+    kernels_ = copies_ = children_ = conditionals_ = forks_ = 0;
+    construct();
+  }
+
+  // ---- tracing
+
+  // Every CUDA graph node made for a recorded node, nodes inside its child graphs too, and every
+  // graph they live in, so that a record maps back to the node.
+  void map_nodes(CuptiTracer& tracer) {
+    tracer.map_graph(graph_);
+    for (cudaGraph_t body : body_graphs_) tracer.map_graph(body);
+    for (std::size_t i = 0; i < nodes_.size(); ++i) {
+      const int node = static_cast<int>(i);
+      if (handles_[i]) map_tree(tracer, handles_[i], node);
+      for (cudaGraphNode_t setter : setters_[i]) tracer.map_node(setter, node);
+    }
+  }
+
+  void map_tree(CuptiTracer& tracer, cudaGraphNode_t handle, int node) {
+    tracer.map_node(handle, node);
+    cudaGraphNodeType type = cudaGraphNodeTypeEmpty;
+    EAGLE_CUDA_CHECK(cudaGraphNodeGetType(handle, &type));
+    if (type != cudaGraphNodeTypeGraph) return;
+    cudaGraph_t child = nullptr;  // the parent's own copy, owned by the node
+    EAGLE_CUDA_CHECK(cudaGraphChildGraphNodeGetGraph(handle, &child));
+    tracer.map_graph(child);
+    std::size_t count = 0;
+    EAGLE_CUDA_CHECK(cudaGraphGetNodes(child, nullptr, &count));
+    std::vector<cudaGraphNode_t> inner(count);
+    EAGLE_CUDA_CHECK(cudaGraphGetNodes(child, inner.data(), &count));
+    for (cudaGraphNode_t n : inner) map_tree(tracer, n, node);
   }
 
   // Adds the nodes of one list (the top level or an arm) to `graph`; edges stay in the list.
@@ -452,7 +545,10 @@ class CudaGraphExecutor final : public Executor {
                                                                           : cudaGraphCondTypeIf;
       cudaGraph_t* bodies =
           add_conditional_node(graph, setter, c.handles[0], type, arms, &handles_[i]);
-      for (unsigned k = 0; k < arms; ++k) add_body(bodies[k], n.bodies[k]);
+      for (unsigned k = 0; k < arms; ++k) {
+        body_graphs_.push_back(bodies[k]);
+        add_body(bodies[k], n.bodies[k]);
+      }
       // A WHILE decides again after each turn: the body ends by reading the cell.
       if (n.kind == Kind::while_) add_setter(bodies[0], i, sinks(n.bodies[0]));
       return;
@@ -470,6 +566,7 @@ class CudaGraphExecutor final : public Executor {
     for (unsigned k = 0; k < arms; ++k) {
       cudaGraph_t* body =
           add_conditional_node(graph, decision, c.handles[k], cudaGraphCondTypeIf, 1, &ifs[k]);
+      body_graphs_.push_back(body[0]);
       add_body(body[0], n.bodies[k]);
     }
     EAGLE_CUDA_CHECK(cudaGraphAddEmptyNode(&handles_[i], graph, ifs.data(), ifs.size()));
@@ -527,7 +624,16 @@ class CudaGraphExecutor final : public Executor {
   std::vector<ConditionArgs*> condition_pointers_;
   std::vector<std::vector<cudaGraphNode_t>> setters_;  // per control node: kernels setting it
   std::vector<char> waited_;                           // scratch of sinks()
+  std::vector<cudaGraph_t> body_graphs_;               // conditional bodies (owned by their nodes)
   int kernels_ = 0, copies_ = 0, children_ = 0, conditionals_ = 0, forks_ = 0;
+  // Tracing (Graph::set_tracing): the tracer while on, the sink it feeds, the launch count at
+  // which it began, each launch's correlation id seen so far, and the CUPTI session that watched
+  // this graph's instantiation (0: none).
+  std::unique_ptr<CuptiTracer> tracer_;
+  TraceSink* sink_ = nullptr;
+  int64_t first_launch_ = 0;
+  std::map<uint32_t, int64_t> launch_of_;
+  uint64_t watched_by_ = 0;
 };
 
 }  // namespace

@@ -1,0 +1,323 @@
+#include "exec/cuda/cupti_tracer.hpp"
+
+#ifdef EAGLE_HAVE_CUDA
+
+#include <cupti.h>
+#include <cxxabi.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <mutex>
+#include <unordered_map>
+#include <utility>
+
+#include "eagle/core/error.hpp"
+#include "exec/cupti_library.hpp"
+
+namespace eagle::detail {
+
+namespace {
+
+// CUPTI's entry points with the types cupti.h declares (decltype names no symbol: nothing links).
+struct Api {
+  decltype(&cuptiGetResultString) result_string = nullptr;
+  decltype(&cuptiActivityEnable) enable = nullptr;
+  decltype(&cuptiActivityDisable) disable = nullptr;
+  decltype(&cuptiActivityRegisterCallbacks) register_callbacks = nullptr;
+  decltype(&cuptiActivityFlushAll) flush_all = nullptr;
+  decltype(&cuptiActivityGetNextRecord) next_record = nullptr;
+  decltype(&cuptiGetGraphNodeId) node_id = nullptr;
+  decltype(&cuptiGetGraphId) graph_id = nullptr;
+  decltype(&cuptiSubscribe) subscribe = nullptr;
+  decltype(&cuptiUnsubscribe) unsubscribe = nullptr;
+  decltype(&cuptiEnableCallback) enable_callback = nullptr;
+};
+
+template <class Fn>
+void cast(void* address, Fn& fn) {
+  fn = reinterpret_cast<Fn>(address);
+}
+
+Api typed(const CuptiEntryPoints& p) {
+  Api a;
+  cast(p.get_result_string, a.result_string);
+  cast(p.activity_enable, a.enable);
+  cast(p.activity_disable, a.disable);
+  cast(p.register_callbacks, a.register_callbacks);
+  cast(p.flush_all, a.flush_all);
+  cast(p.next_record, a.next_record);
+  cast(p.graph_node_id, a.node_id);
+  cast(p.graph_id, a.graph_id);
+  cast(p.subscribe, a.subscribe);
+  cast(p.unsubscribe, a.unsubscribe);
+  cast(p.enable_callback, a.enable_callback);
+  return a;
+}
+
+// What a graph launch runs that CUPTI reports with its graph node: kernels, memcpy and memset
+// nodes (a param's copy is a memcpy node).
+constexpr CUpti_ActivityKind kKinds[] = {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL,
+                                         CUPTI_ACTIVITY_KIND_MEMCPY, CUPTI_ACTIVITY_KIND_MEMSET};
+constexpr std::size_t kBufferBytes = std::size_t{8} << 20;
+// A clone of a clone (a child graph's node, cloned into its parent and again on instantiation)
+// is followed this far back to a node eagle mapped.
+constexpr int kMaxCloneDepth = 8;
+
+std::string demangle(const char* name) {
+  int status = 0;
+  char* plain = abi::__cxa_demangle(name, nullptr, nullptr, &status);
+  std::string out = status == 0 && plain ? plain : name;
+  std::free(plain);
+  return out;
+}
+
+void CUPTIAPI buffer_requested(uint8_t** buffer, size_t* size, size_t* max_records);
+void CUPTIAPI buffer_completed(CUcontext, uint32_t, uint8_t* buffer, size_t, size_t valid);
+void CUPTIAPI on_callback(void*, CUpti_CallbackDomain domain, CUpti_CallbackId id,
+                          const void* data);
+
+}  // namespace
+
+// The process's one CUPTI session: its switches, the clone map and where records go. Never
+// destroyed (CUPTI may deliver a buffer while the process exits).
+struct CuptiSession {
+  static CuptiSession& get() {
+    static auto& session = *new CuptiSession();
+    return session;
+  }
+
+  std::string error(CUptiResult r, const char* what) const {
+    const char* text = nullptr;
+    if (!api.result_string || api.result_string(r, &text) != CUPTI_SUCCESS || !text)
+      text = "unknown error";
+    return std::string("CUPTI's ") + what + " failed: " + text + " (CUptiResult " +
+           std::to_string(static_cast<int>(r)) + ")";
+  }
+
+  void join() {
+    std::lock_guard<std::mutex> lock(lifecycle);
+    if (users == 0) start();
+    ++users;
+  }
+
+  void leave() {
+    std::lock_guard<std::mutex> lock(lifecycle);
+    if (--users > 0) return;
+    open = 0;
+    // Errors are ignored: nothing is left to report them to, and the next join starts afresh.
+    api.flush_all(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+    for (CUpti_ActivityKind kind : kKinds) api.disable(kind);
+    api.unsubscribe(subscriber);
+    subscriber = nullptr;
+    std::lock_guard<std::mutex> maps(state);
+    original_of.clear();
+  }
+
+  // Places every record of one buffer on the tracer that mapped its node (or graph).
+  void place(uint8_t* buffer, std::size_t valid) {
+    std::lock_guard<std::mutex> lock(state);
+    CUpti_Activity* record = nullptr;
+    while (api.next_record(buffer, valid, &record) == CUPTI_SUCCESS) {
+      DeviceRecord r;
+      uint64_t node_id = 0;
+      uint32_t graph = 0;
+      switch (record->kind) {
+        case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL:
+        case CUPTI_ACTIVITY_KIND_KERNEL: {
+          const auto* k = reinterpret_cast<const CUpti_ActivityKernel10*>(record);
+          r.kernel = kernel_name(k->name);
+          r.correlation = k->correlationId;
+          r.stream = k->streamId;
+          r.begin_ns = k->start;
+          r.end_ns = k->end;
+          node_id = k->graphNodeId;
+          graph = k->graphId;
+          break;
+        }
+        case CUPTI_ACTIVITY_KIND_MEMCPY: {
+          const auto* m = reinterpret_cast<const CUpti_ActivityMemcpy6*>(record);
+          r.kernel = "memcpy";
+          r.correlation = m->correlationId;
+          r.stream = m->streamId;
+          r.begin_ns = m->start;
+          r.end_ns = m->end;
+          node_id = m->graphNodeId;
+          graph = m->graphId;
+          break;
+        }
+        case CUPTI_ACTIVITY_KIND_MEMSET: {
+          const auto* m = reinterpret_cast<const CUpti_ActivityMemset4*>(record);
+          r.kernel = "memset";
+          r.correlation = m->correlationId;
+          r.stream = m->streamId;
+          r.begin_ns = m->start;
+          r.end_ns = m->end;
+          node_id = m->graphNodeId;
+          graph = m->graphId;
+          break;
+        }
+        default:
+          continue;
+      }
+      if (node_id == 0 && graph == 0) continue;  // not run by a graph launch
+      const auto [tracer, node] = owner(node_id, graph);
+      if (!tracer) continue;  // another graph's, or one nobody traces
+      r.node = node;
+      tracer->pending_.push_back(std::move(r));
+    }
+  }
+
+  // The tracer and recorded node of a record (node -1: only its graph is known); under `state`.
+  std::pair<CuptiTracer*, int> owner(uint64_t node_id, uint32_t graph) const {
+    for (int depth = 0; node_id != 0 && depth <= kMaxCloneDepth; ++depth) {
+      if (auto it = node_owner.find(node_id); it != node_owner.end()) return it->second;
+      auto up = original_of.find(node_id);
+      if (up == original_of.end()) break;
+      node_id = up->second;
+    }
+    if (auto it = graph_owner.find(graph); graph != 0 && it != graph_owner.end())
+      return {it->second, -1};
+    return {nullptr, -1};
+  }
+
+  // Under `state`. CUPTI shares one name string between the records of one kernel.
+  const std::string& kernel_name(const char* name) {
+    if (!name) name = "kernel";
+    auto [it, added] = names.try_emplace(name);
+    if (added) it->second = demangle(name);
+    return it->second;
+  }
+
+  void unmap(const CuptiTracer* tracer) {
+    std::lock_guard<std::mutex> lock(state);
+    std::erase_if(node_owner, [&](const auto& e) { return e.second.first == tracer; });
+    std::erase_if(graph_owner, [&](const auto& e) { return e.second == tracer; });
+  }
+
+  std::mutex lifecycle;  // join and leave: CUPTI's switches
+  int users = 0;
+  Api api;
+  bool buffers_registered = false;
+  CUpti_SubscriberHandle subscriber = nullptr;
+  uint64_t sessions = 0;          // started so far
+  std::atomic<uint64_t> open{0};  // the one open now, or 0
+
+  std::mutex state;  // everything below, and every tracer's pending records
+  std::unordered_map<uint64_t, uint64_t> original_of;  // a clone's node id: its original's
+  std::unordered_map<uint64_t, std::pair<CuptiTracer*, int>> node_owner;
+  std::unordered_map<uint32_t, CuptiTracer*> graph_owner;
+  std::unordered_map<const char*, std::string> names;
+
+ private:
+  // Under `lifecycle`, with no user: turns CUPTI's activity kinds and the clone callback on.
+  void start() {
+    const CuptiLibrary& lib = cupti_library();
+    if (!lib.loaded)
+      throw NotSupported("Graph::set_tracing: tracing a CUDA graph needs CUPTI's activity API; " +
+                         lib.status);
+    // CUPTI cannot be swapped within a process: the first library opened stays.
+    if (!api.enable) api = typed(lib.api);
+    if (!buffers_registered) {
+      const CUptiResult r = api.register_callbacks(buffer_requested, buffer_completed);
+      if (r != CUPTI_SUCCESS)
+        throw NotSupported("Graph::set_tracing: " + error(r, "cuptiActivityRegisterCallbacks"));
+      buffers_registered = true;
+    }
+    CUpti_SubscriberHandle handle = nullptr;
+    CUptiResult r = api.subscribe(&handle, on_callback, nullptr);
+    if (r != CUPTI_SUCCESS)
+      throw NotSupported("Graph::set_tracing: " + error(r, "cuptiSubscribe") +
+                         " (a profiler such as Nsight Systems may hold CUPTI's callbacks)");
+    r = api.enable_callback(1, handle, CUPTI_CB_DOMAIN_RESOURCE,
+                            CUPTI_CBID_RESOURCE_GRAPHNODE_CLONED);
+    std::size_t enabled = 0;
+    while (r == CUPTI_SUCCESS && enabled < std::size(kKinds)) {
+      r = api.enable(kKinds[enabled]);
+      if (r == CUPTI_SUCCESS) ++enabled;
+    }
+    if (r != CUPTI_SUCCESS) {
+      for (std::size_t k = 0; k < enabled; ++k) api.disable(kKinds[k]);
+      api.unsubscribe(handle);
+      throw NotSupported("Graph::set_tracing: " +
+                         error(r, enabled == 0 ? "cuptiEnableCallback or cuptiActivityEnable"
+                                               : "cuptiActivityEnable"));
+    }
+    subscriber = handle;
+    open = ++sessions;
+  }
+};
+
+namespace {
+
+void CUPTIAPI buffer_requested(uint8_t** buffer, size_t* size, size_t* max_records) {
+  *buffer = static_cast<uint8_t*>(std::aligned_alloc(8, kBufferBytes));
+  *size = *buffer ? kBufferBytes : 0;
+  *max_records = 0;  // as many as fit
+}
+
+void CUPTIAPI buffer_completed(CUcontext, uint32_t, uint8_t* buffer, size_t, size_t valid) {
+  if (buffer && valid > 0) CuptiSession::get().place(buffer, valid);
+  std::free(buffer);
+}
+
+// Instantiation (and cloning) copies each node: remember each copy's original.
+void CUPTIAPI on_callback(void*, CUpti_CallbackDomain domain, CUpti_CallbackId id,
+                          const void* data) {
+  if (domain != CUPTI_CB_DOMAIN_RESOURCE || id != CUPTI_CBID_RESOURCE_GRAPHNODE_CLONED) return;
+  const auto* resource = static_cast<const CUpti_ResourceData*>(data);
+  const auto* graph = static_cast<const CUpti_GraphData*>(resource->resourceDescriptor);
+  CuptiSession& s = CuptiSession::get();
+  uint64_t clone = 0, original = 0;
+  if (!graph || s.api.node_id(graph->node, &clone) != CUPTI_SUCCESS ||
+      s.api.node_id(graph->originalNode, &original) != CUPTI_SUCCESS)
+    return;
+  std::lock_guard<std::mutex> lock(s.state);
+  s.original_of[clone] = original;
+}
+
+}  // namespace
+
+CuptiTracer::CuptiTracer() {
+  CuptiSession::get().join();
+}
+
+CuptiTracer::~CuptiTracer() {
+  CuptiSession& s = CuptiSession::get();
+  s.unmap(this);
+  s.leave();
+}
+
+uint64_t CuptiTracer::session() {
+  return CuptiSession::get().open;
+}
+
+void CuptiTracer::map_node(void* cuda_node, int node) {
+  CuptiSession& s = CuptiSession::get();
+  uint64_t id = 0;
+  const CUptiResult r = s.api.node_id(static_cast<CUgraphNode>(cuda_node), &id);
+  if (r != CUPTI_SUCCESS) throw CudaError(s.error(r, "cuptiGetGraphNodeId"));
+  std::lock_guard<std::mutex> lock(s.state);
+  s.node_owner[id] = {this, node};
+}
+
+void CuptiTracer::map_graph(void* cuda_graph) {
+  CuptiSession& s = CuptiSession::get();
+  uint32_t id = 0;
+  const CUptiResult r = s.api.graph_id(static_cast<CUgraph>(cuda_graph), &id);
+  if (r != CUPTI_SUCCESS) throw CudaError(s.error(r, "cuptiGetGraphId"));
+  std::lock_guard<std::mutex> lock(s.state);
+  s.graph_owner[id] = this;
+}
+
+std::vector<DeviceRecord> CuptiTracer::take() {
+  CuptiSession& s = CuptiSession::get();
+  // Blocking: the buffers come back through buffer_completed before it returns.
+  const CUptiResult r = s.api.flush_all(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+  if (r != CUPTI_SUCCESS) throw CudaError(s.error(r, "cuptiActivityFlushAll"));
+  std::lock_guard<std::mutex> lock(s.state);
+  return std::exchange(pending_, {});
+}
+
+}  // namespace eagle::detail
+
+#endif  // EAGLE_HAVE_CUDA

@@ -1,0 +1,59 @@
+// Internal: GPU traces through CUPTI's activity API (exec/cupti_library.hpp opens CUPTI).
+//
+// CUPTI reports each kernel, memcpy and memset a graph launch runs with the id of the graph node
+// that ran it, and that node is the instantiated copy of the node eagle added: instantiation
+// clones every node, nodes inside child graphs too. While a tracer lives, CUPTI's resource
+// callback tells eagle each clone's original, so a record maps back to the CUDA graph node eagle
+// made for a recorded node (map_node). An executable graph instantiated while no session was
+// open (or in an earlier one: a session's clone map ends with it) has no such map: the CUDA
+// executor instantiates again when tracing starts.
+//
+// CUPTI's activity kinds and callbacks are process-wide: the first tracer turns them on, the last
+// one off (a count over every traced graph of the process).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace eagle::detail {
+
+// One activity record placed on a tracer.
+struct DeviceRecord {
+  int node = -1;             // the recorded node, or -1: of a mapped graph, on no mapped node
+  std::string kernel;        // the CUDA kernel's name, "memcpy" or "memset"
+  uint32_t correlation = 0;  // CUPTI's correlation id: that of the cudaGraphLaunch that ran it
+  uint32_t stream = 0;       // CUPTI's stream id
+  uint64_t begin_ns = 0, end_ns = 0;  // CUPTI's clock (cuptiGetTimestamp)
+};
+
+class CuptiTracer {
+ public:
+  // Joins the process's CUPTI session, starting it when none runs. Throws NotSupported with
+  // cupti_status()'s reason when CUPTI is absent, or CUPTI's own error when it refuses.
+  CuptiTracer();
+  ~CuptiTracer();
+  CuptiTracer(const CuptiTracer&) = delete;
+  CuptiTracer& operator=(const CuptiTracer&) = delete;
+
+  // The session now open (numbered from 1 in the process), or 0 when none is: a graph
+  // instantiated while session k is open has its clones mapped for as long as k stays open.
+  static uint64_t session();
+
+  // Records of this CUDA graph node (a cudaGraphNode_t) belong to recorded node `node`.
+  void map_node(void* cuda_node, int node);
+  // Records of this graph (a cudaGraph_t: the built graph, a child or a conditional body) that no
+  // mapped node claims belong to this tracer, with node -1.
+  void map_graph(void* cuda_graph);
+
+  // Flushes CUPTI's buffers and returns the records placed on this tracer since the last call.
+  // Call after the launches finished (a record arrives once its work has run).
+  std::vector<DeviceRecord> take();
+
+ private:
+  std::vector<DeviceRecord> pending_;  // guarded by the session's mutex
+  friend struct CuptiSession;
+};
+
+}  // namespace eagle::detail
