@@ -15,26 +15,12 @@
 #include "../comm/ranks.hpp"
 #include "test_util.hpp"
 #include "train/trainer.hpp"
+#include "train_fixtures.hpp"
 
 namespace eagle {
 namespace {
 
-using train::BatchArrays;
-using train::BatchStaging;
-using train::Model;
-using train::ModelConfig;
-using train::StepInputs;
-using train::TrainState;
-
-const Device cpu = Device::cpu();
-
-ModelConfig tiny() {
-  ModelConfig c;
-  c.dim = 16;
-  c.heads = 2;
-  c.layers = 1;
-  return c;
-}
+using namespace test_train;  // NOLINT(google-build-using-namespace): the fixtures
 
 // Segments of random bytes of the given lengths.
 std::vector<data::Segment> random_segments(const std::vector<int64_t>& lengths) {

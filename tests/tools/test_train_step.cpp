@@ -9,26 +9,12 @@
 
 #include "test_util.hpp"
 #include "train/trainer.hpp"
+#include "train_fixtures.hpp"
 
 namespace eagle {
 namespace {
 
-using train::BatchArrays;
-using train::BatchStaging;
-using train::Model;
-using train::ModelConfig;
-using train::StepInputs;
-using train::TrainState;
-
-const Device cpu = Device::cpu();
-
-ModelConfig tiny() {
-  ModelConfig c;
-  c.dim = 16;
-  c.heads = 2;
-  c.layers = 1;
-  return c;
-}
+using namespace test_train;  // NOLINT(google-build-using-namespace): the fixtures
 
 // A batch of random byte sequences of the given lengths.
 data::PackedBatch random_batch(const std::vector<int64_t>& lengths, data::BatchCapacity cap) {

@@ -6,26 +6,14 @@
 #include <fstream>
 
 #include "train/npy.hpp"
+#include "util/json.hpp"
 
 namespace eagle::train {
 
 namespace {
 
 std::string quoted(const std::string& s) {
-  std::string out = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += c;
-    } else if (static_cast<unsigned char>(c) < 0x20) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\u%04x", c);
-      out += buf;
-    } else {
-      out += c;
-    }
-  }
-  return out + "\"";
+  return detail::json_quote(s);  // eagle's one JSON string escape (src/util/json.hpp)
 }
 
 // Shortest text that reads back as the same double.
