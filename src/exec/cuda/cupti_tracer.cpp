@@ -76,6 +76,17 @@ void CUPTIAPI buffer_completed(CUcontext, uint32_t, uint8_t* buffer, size_t, siz
 void CUPTIAPI on_callback(void*, CUpti_CallbackDomain domain, CUpti_CallbackId id,
                           const void* data);
 
+// The fields every activity record eagle reads has (kernel, memcpy and memset records alike).
+template <class Record>
+void read_common(const Record& a, DeviceRecord& r, uint64_t& node_id, uint32_t& graph) {
+  r.correlation = a.correlationId;
+  r.stream = a.streamId;
+  r.begin_ns = a.start;
+  r.end_ns = a.end;
+  node_id = a.graphNodeId;
+  graph = a.graphId;
+}
+
 }  // namespace
 
 // The process's one CUPTI session: its switches, the clone map and where records go. Never
@@ -126,34 +137,17 @@ struct CuptiSession {
         case CUPTI_ACTIVITY_KIND_KERNEL: {
           const auto* k = reinterpret_cast<const CUpti_ActivityKernel10*>(record);
           r.kernel = kernel_name(k->name);
-          r.correlation = k->correlationId;
-          r.stream = k->streamId;
-          r.begin_ns = k->start;
-          r.end_ns = k->end;
-          node_id = k->graphNodeId;
-          graph = k->graphId;
+          read_common(*k, r, node_id, graph);
           break;
         }
         case CUPTI_ACTIVITY_KIND_MEMCPY: {
-          const auto* m = reinterpret_cast<const CUpti_ActivityMemcpy6*>(record);
           r.kernel = "memcpy";
-          r.correlation = m->correlationId;
-          r.stream = m->streamId;
-          r.begin_ns = m->start;
-          r.end_ns = m->end;
-          node_id = m->graphNodeId;
-          graph = m->graphId;
+          read_common(*reinterpret_cast<const CUpti_ActivityMemcpy6*>(record), r, node_id, graph);
           break;
         }
         case CUPTI_ACTIVITY_KIND_MEMSET: {
-          const auto* m = reinterpret_cast<const CUpti_ActivityMemset4*>(record);
           r.kernel = "memset";
-          r.correlation = m->correlationId;
-          r.stream = m->streamId;
-          r.begin_ns = m->start;
-          r.end_ns = m->end;
-          node_id = m->graphNodeId;
-          graph = m->graphId;
+          read_common(*reinterpret_cast<const CUpti_ActivityMemset4*>(record), r, node_id, graph);
           break;
         }
         default:
