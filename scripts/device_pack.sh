@@ -11,8 +11,16 @@ if command -v ccache >/dev/null; then
   launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_CUDA_COMPILER_LAUNCHER=ccache)
 fi
 python_args=() python_targets=()
-if command -v python3.12 >/dev/null; then
-  py312=$(scripts/pydeps.sh python3.12 .venv312)
+# A Python 3.12 that runs (a pyenv shim may name one that is not active): the GPU machine's.
+base312=""
+for candidate in python3.12 "$HOME"/.pyenv/versions/3.12*/bin/python3.12; do
+  if "$candidate" -c 'import sys' >/dev/null 2>&1; then
+    base312=$candidate
+    break
+  fi
+done
+if [ -n "$base312" ]; then
+  py312=$(scripts/pydeps.sh "$base312" .venv312)
   python_args=(-DEAGLE_PYTHON=ON -DPython_EXECUTABLE="$py312")
   python_targets=(_eagle _eagle_stub eagle_py_test_kernels)
 else
