@@ -89,19 +89,3 @@ def full(shape, value, dtype=_eagle.DType.f32, device="cpu") -> _eagle.Array:
     out = empty(shape, dtype, device)
     kernels.fill(value, buffer=out)
     return out
-
-
-def _install_methods() -> None:
-    A = _eagle.Array
-    A.numpy = to_numpy
-    A.__array__ = lambda self, dtype=None, copy=None: (
-        _numpy_of(self) if dtype is None else _numpy_of(self).astype(dtype)
-    )
-    def tolist(self):
-        """The values as nested Python lists (a host copy)."""
-        return _numpy_of(self).tolist()
-
-    A.tolist = tolist
-
-
-_install_methods()

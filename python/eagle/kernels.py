@@ -26,8 +26,6 @@ def _call(kernel, *args, buffer=None, label: str = ""):
     return tuple(outs)
 
 
-_eagle.Kernel.__call__ = _call
-
 _standard = _eagle._standard_kernels()
 fill = _standard["fill"]
 copy = _standard["copy"]

@@ -276,6 +276,28 @@ void bind_array(nb::module_& m) {
       .def(
           "copy_from", [](const Array& self, nb::handle src) { self.copy_from(to_array(src)); },
           nb::arg("src"), "Copies `src` (same shape and dtype, both contiguous) into this array.")
+      // The numpy views are Python code (eagle/_arrays.py); bound here so the stubs show them.
+      .def(
+          "numpy",
+          [](nb::handle self) {
+            return nb::module_::import_("eagle._arrays").attr("to_numpy")(self);
+          },
+          "The values as a numpy array: zero copy for a CPU array, a host copy otherwise.")
+      .def(
+          "tolist",
+          [](nb::handle self) {
+            return nb::module_::import_("eagle._arrays").attr("to_numpy")(self).attr("tolist")();
+          },
+          "The values as nested Python lists (a host copy).")
+      .def(
+          "__array__",
+          [](nb::handle self, nb::handle dtype, nb::handle copy) {
+            (void)copy;  // numpy asks; a CPU array is shared, any other array is copied anyway
+            nb::object values = nb::module_::import_("eagle._arrays").attr("to_numpy")(self);
+            return dtype.is_none() ? values : values.attr("astype")(dtype);
+          },
+          nb::arg("dtype") = nb::none(), nb::arg("copy") = nb::none(),
+          "numpy's conversion protocol (np.asarray(a)).")
       .def("__len__",
            [](const Array& a) {
              if (a.ndim() == 0) throw nb::type_error("len() of a 0-d array");

@@ -101,7 +101,15 @@ void bind_kernels(nb::module_& m) {
                      return names;
                    })
       .def("__eq__", [](const Kernel& a, const Kernel& b) { return a == b; })
-      .def("__repr__", [](const Kernel& k) { return "eagle.Kernel('" + k.name() + "')"; });
+      .def("__repr__", [](const Kernel& k) { return "eagle.Kernel('" + k.name() + "')"; })
+      // Recording or running is decided in Python (eagle/kernels.py: the current recorder).
+      .def(
+          "__call__",
+          [](nb::handle self, nb::args args, nb::kwargs kwargs) {
+            return nb::module_::import_("eagle.kernels").attr("_call")(self, *args, **kwargs);
+          },
+          "kernel(*arrays_and_numbers, buffer=None, label=''): inside a recording records a "
+          "node and returns its Value(s); outside one runs now and returns the outputs.");
 
   m.def("_standard_kernels", &standard_kernels, "eagle's own kernels by name.");
   m.def("_first_true", &kernels::first_true, nb::arg("n"),

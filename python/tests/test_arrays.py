@@ -161,3 +161,10 @@ def test_a_capsule_imports_directly(rng):
     assert a.data_ptr == x.ctypes.data
     with pytest.raises(eagle.InvalidArgument, match="unused"):
         eagle.asarray(cap)  # a capsule is consumed once
+
+
+def test_numpy_protocol_and_tolist():
+    a = eagle.full((2, 2), 3.0)
+    assert np.asarray(a).tolist() == [[3.0, 3.0], [3.0, 3.0]]
+    assert np.asarray(a, dtype=np.int32).dtype == np.int32
+    assert a.tolist() == [[3.0, 3.0], [3.0, 3.0]]

@@ -50,3 +50,11 @@ def test_typed_stubs_ship_with_the_package():
     text = (stubs / "__init__.pyi").read_text()
     assert "class Recorder" in text and "def plan(" in text
     assert (pathlib.Path(eagle.__file__).parent / "py.typed").is_file()
+
+
+def test_the_stubs_parse():
+    import ast
+    import pathlib
+
+    for stub in (pathlib.Path(eagle.__file__).parent / "_eagle").glob("*.pyi"):
+        ast.parse(stub.read_text(), filename=str(stub))  # a SyntaxError fails the test
