@@ -31,6 +31,7 @@ from ._eagle import (
     cuda_device_count,
     comm,
     cudnn_status,
+    data,
     op,
     plan,
     plan_for,

@@ -22,6 +22,7 @@ void bind_diff(nb::module_& m);       // reverse mode
 void bind_op(nb::module_& m);         // the operation IR and planning
 void bind_ragged(nb::module_& m);     // ragged helpers and capacity buckets
 void bind_comm(nb::module_& m);       // communicators and collectives
+void bind_data(nb::module_& m);       // documents, the packing loader, zipf lengths
 void bind_bench(nb::module_& m);      // timing hooks of the host-cost benchmark
 
 // An object as an eagle Array: an Array itself, anything with __dlpack__ (numpy, torch, cupy,

@@ -19,5 +19,6 @@ NB_MODULE(_eagle, m) {
   bind_op(m);
   bind_ragged(m);
   bind_comm(m);
+  bind_data(m);
   bind_bench(m);
 }

@@ -5,7 +5,8 @@ import inspect
 
 import eagle
 
-PUBLIC_MODULES = ("eagle", "eagle.kernels", "eagle.diff", "eagle.op", "eagle.ragged", "eagle.comm")
+PUBLIC_MODULES = ("eagle", "eagle.kernels", "eagle.diff", "eagle.op", "eagle.ragged", "eagle.comm",
+                  "eagle.data")
 
 
 def public_members(obj):
@@ -45,7 +46,7 @@ def test_typed_stubs_ship_with_the_package():
     import pathlib
 
     stubs = pathlib.Path(eagle.__file__).parent / "_eagle"
-    for name in ("__init__", "op", "ragged", "comm"):
+    for name in ("__init__", "op", "ragged", "comm", "data"):
         assert (stubs / f"{name}.pyi").is_file(), f"missing stub {name}.pyi"
     text = (stubs / "__init__.pyi").read_text()
     assert "class Recorder" in text and "def plan(" in text
