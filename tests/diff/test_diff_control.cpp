@@ -69,6 +69,25 @@ Both make_both(const Forward& forward, const std::vector<std::string>& names) {
   return Both{std::move(f), std::move(back), std::move(one), names};
 }
 
+// x and w: random f64 params of `n` elements each.
+std::vector<Param> random_xw(int64_t n) {
+  return {{"x", test::random_array({n}, DType::f64, cpu)},
+          {"w", test::random_array({n}, DType::f64, cpu)}};
+}
+
+// make_both for a loss of the params x and w (params[0] and params[1]), differentiated with
+// respect to both.
+using XwLoss = std::function<Value(Recorder& r, const Value& x, const Value& w)>;
+Both make_both_xw(const std::vector<Param>& params, const XwLoss& loss) {
+  return make_both(
+      [&](Recorder& r, std::vector<Value>& wrt) {
+        const Value x = r.param("x", params[0].value), w = r.param("w", params[1].value);
+        wrt = {x, w};
+        return loss(r, x, w);
+      },
+      {"x", "w"});
+}
+
 // Both forms against finite differences at the graphs' current bindings.
 void check(Both& b, const std::vector<Param>& params, const std::string& variant) {
   b.f();
@@ -100,28 +119,23 @@ void bind_both(Both& b, const std::string& name, const Array& a) {
 // h = x w (then) or x^2 + x (else), chosen by a cell copied from "flag" and overwritten after
 // the if: the reverse must take the arm that ran, from the saved cell.
 TEST(DiffControl, IfElseWhoseConditionChangesBetweenLaunches) {
-  const std::vector<Param> params{{"x", test::random_array({4}, DType::f64, cpu)},
-                                  {"w", test::random_array({4}, DType::f64, cpu)}};
-  Both b = make_both(
-      [&](Recorder& r, std::vector<Value>& wrt) {
-        Value x = r.param("x", params[0].value), w = r.param("w", params[1].value);
-        wrt = {x, w};
-        Value c = r.empty({1}, DType::u32, "c");
-        r.call(kernels::copy(), {r.param("flag", cell(1))}, buffer(c));
-        Value h = r.empty({4}, DType::f64, "h");
-        r.if_(
-            c,
-            [&] {
-              r.call(kernels::mul(), {x, w}, buffer(h));
-            },
-            [&] {
-              r.call(kernels::mul(), {x, x}, buffer(h));
-              r.call(kernels::add(), {h, x}, buffer(h));
-            });
-        r.call(kernels::fill(), {0.0}, buffer(c));  // the condition changes after the if
-        return r.call(kernels::sum(), {r.call(kernels::mul(), {h, h})});
-      },
-      {"x", "w"});
+  const std::vector<Param> params = random_xw(4);
+  Both b = make_both_xw(params, [&](Recorder& r, const Value& x, const Value& w) {
+    Value c = r.empty({1}, DType::u32, "c");
+    r.call(kernels::copy(), {r.param("flag", cell(1))}, buffer(c));
+    Value h = r.empty({4}, DType::f64, "h");
+    r.if_(
+        c,
+        [&] {
+          r.call(kernels::mul(), {x, w}, buffer(h));
+        },
+        [&] {
+          r.call(kernels::mul(), {x, x}, buffer(h));
+          r.call(kernels::add(), {h, x}, buffer(h));
+        });
+    r.call(kernels::fill(), {0.0}, buffer(c));  // the condition changes after the if
+    return r.call(kernels::sum(), {r.call(kernels::mul(), {h, h})});
+  });
   EXPECT_EQ(b.f.saved_bytes(), 4u);  // the condition cell, before the fill overwrote it
   for (uint32_t flag : {1u, 0u, 1u}) {
     bind_both(b, "flag", cell(flag));
@@ -131,27 +145,22 @@ TEST(DiffControl, IfElseWhoseConditionChangesBetweenLaunches) {
 
 // Arm k when the cell holds k; none for 3 (h keeps the copy of x made before).
 TEST(DiffControl, ASwitchReversesTheArmThatRan) {
-  const std::vector<Param> params{{"x", test::random_array({3}, DType::f64, cpu)},
-                                  {"w", test::random_array({3}, DType::f64, cpu)}};
-  Both b = make_both(
-      [&](Recorder& r, std::vector<Value>& wrt) {
-        Value x = r.param("x", params[0].value), w = r.param("w", params[1].value);
-        wrt = {x, w};
-        Value h = r.empty({3}, DType::f64, "h");
-        r.call(kernels::copy(), {x}, buffer(h));
-        r.switch_(r.param("k", cell(0)), {[&] {
-                                            r.call(kernels::scale(), {h, 2.0}, buffer(h));
-                                          },
-                                          [&] {
-                                            r.call(kernels::mul(), {h, w}, buffer(h));
-                                          },
-                                          [&] {
-                                            r.call(kernels::mul(), {h, h}, buffer(h));
-                                            r.call(kernels::axpy(), {w, h, 0.5}, buffer(h));
-                                          }});
-        return r.call(kernels::sum(), {r.call(kernels::mul(), {h, w})});
-      },
-      {"x", "w"});
+  const std::vector<Param> params = random_xw(3);
+  Both b = make_both_xw(params, [&](Recorder& r, const Value& x, const Value& w) {
+    Value h = r.empty({3}, DType::f64, "h");
+    r.call(kernels::copy(), {x}, buffer(h));
+    r.switch_(r.param("k", cell(0)), {[&] {
+                                        r.call(kernels::scale(), {h, 2.0}, buffer(h));
+                                      },
+                                      [&] {
+                                        r.call(kernels::mul(), {h, w}, buffer(h));
+                                      },
+                                      [&] {
+                                        r.call(kernels::mul(), {h, h}, buffer(h));
+                                        r.call(kernels::axpy(), {w, h, 0.5}, buffer(h));
+                                      }});
+    return r.call(kernels::sum(), {r.call(kernels::mul(), {h, w})});
+  });
   for (uint32_t k : {0u, 1u, 2u, 3u}) {
     bind_both(b, "k", cell(k));
     check(b, params, "arm " + std::to_string(k));
@@ -160,27 +169,22 @@ TEST(DiffControl, ASwitchReversesTheArmThatRan) {
 
 // if / elif / else: the decision cell of the chain is what the reverse's switch reads.
 TEST(DiffControl, AnIfChainReversesTheArmItChose) {
-  const std::vector<Param> params{{"x", test::random_array({3}, DType::f64, cpu)},
-                                  {"w", test::random_array({3}, DType::f64, cpu)}};
-  Both b = make_both(
-      [&](Recorder& r, std::vector<Value>& wrt) {
-        Value x = r.param("x", params[0].value), w = r.param("w", params[1].value);
-        wrt = {x, w};
-        Value h = r.empty({3}, DType::f64, "h");
-        r.if_chain({{r.param("c0", cell(0)),
-                     [&] {
-                       r.call(kernels::mul(), {x, w}, buffer(h));
-                     }},
-                    {r.param("c1", cell(0)),
-                     [&] {
-                       r.call(kernels::mul(), {x, x}, buffer(h));
-                     }}},
-                   [&] {
-                     r.call(kernels::scale(), {w, 3.0}, buffer(h));
-                   });
-        return r.call(kernels::sum(), {r.call(kernels::mul(), {h, h})});
-      },
-      {"x", "w"});
+  const std::vector<Param> params = random_xw(3);
+  Both b = make_both_xw(params, [&](Recorder& r, const Value& x, const Value& w) {
+    Value h = r.empty({3}, DType::f64, "h");
+    r.if_chain({{r.param("c0", cell(0)),
+                 [&] {
+                   r.call(kernels::mul(), {x, w}, buffer(h));
+                 }},
+                {r.param("c1", cell(0)),
+                 [&] {
+                   r.call(kernels::mul(), {x, x}, buffer(h));
+                 }}},
+               [&] {
+                 r.call(kernels::scale(), {w, 3.0}, buffer(h));
+               });
+    return r.call(kernels::sum(), {r.call(kernels::mul(), {h, h})});
+  });
   for (const auto& [c0, c1] : {std::pair{1u, 0u}, std::pair{0u, 1u}, std::pair{0u, 0u}}) {
     bind_both(b, "c0", cell(c0));
     bind_both(b, "c1", cell(c1));
@@ -200,27 +204,21 @@ std::pair<int, int> forks_and_waits(const Graph& g) {
 
 // Branch 0: a = x^2; branch 1: b = 3w, waits for a, c = a b. loss = sum(c) + sum(a w).
 TEST(DiffControl, AForkWithAWait) {
-  const std::vector<Param> params{{"x", test::random_array({5}, DType::f64, cpu)},
-                                  {"w", test::random_array({5}, DType::f64, cpu)}};
-  Both b = make_both(
-      [&](Recorder& r, std::vector<Value>& wrt) {
-        Value x = r.param("x", params[0].value), w = r.param("w", params[1].value);
-        wrt = {x, w};
-        Value a = r.empty({5}, DType::f64, "a"), bb = r.empty({5}, DType::f64, "b");
-        Value c = r.empty({5}, DType::f64, "c");
-        r.parallel({[&](Branch&) {
-                      r.call(kernels::mul(), {x, x}, buffer(a));
-                    },
-                    [&](Branch& branch) {
-                      r.call(kernels::scale(), {w, 3.0}, buffer(bb));
-                      branch.wait(a);
-                      r.call(kernels::mul(), {a, bb}, buffer(c));
-                    }});
-        return r.call(kernels::axpy(),
-                      {r.call(kernels::sum(), {c}),
-                       r.call(kernels::sum(), {r.call(kernels::mul(), {a, w})}), 1.0});
-      },
-      {"x", "w"});
+  const std::vector<Param> params = random_xw(5);
+  Both b = make_both_xw(params, [&](Recorder& r, const Value& x, const Value& w) {
+    Value a = r.empty({5}, DType::f64, "a"), bb = r.empty({5}, DType::f64, "b");
+    Value c = r.empty({5}, DType::f64, "c");
+    r.parallel({[&](Branch&) {
+                  r.call(kernels::mul(), {x, x}, buffer(a));
+                },
+                [&](Branch& branch) {
+                  r.call(kernels::scale(), {w, 3.0}, buffer(bb));
+                  branch.wait(a);
+                  r.call(kernels::mul(), {a, bb}, buffer(c));
+                }});
+    return r.call(kernels::axpy(), {r.call(kernels::sum(), {c}),
+                                    r.call(kernels::sum(), {r.call(kernels::mul(), {a, w})}), 1.0});
+  });
   // Reversed as a fork: forward branch 1 first, and the reverse of branch 0 waits for it (it
   // reads the cotangent of a that c = a b added to).
   EXPECT_EQ(forks_and_waits(b.back), (std::pair<int, int>{1, 1}));
@@ -231,25 +229,19 @@ TEST(DiffControl, AForkWithAWait) {
 // Branch 1 overwrites, after its wait, the array branch 0's derivative read: the copy is made
 // in branch 1, after the wait. loss = sum(z) + sum(a).
 TEST(DiffControl, AForkBranchOverwritingWhatAnotherBranchReadSavesItAfterItsWait) {
-  const std::vector<Param> params{{"x", test::random_array({4}, DType::f64, cpu)},
-                                  {"w", test::random_array({4}, DType::f64, cpu)}};
-  Both b = make_both(
-      [&](Recorder& r, std::vector<Value>& wrt) {
-        Value x = r.param("x", params[0].value), w = r.param("w", params[1].value);
-        wrt = {x, w};
-        Value a = r.empty({4}, DType::f64, "a"), z = r.empty({4}, DType::f64, "z");
-        r.call(kernels::copy(), {x}, buffer(a));
-        r.parallel({[&](Branch&) {
-                      r.call(kernels::mul(), {a, w}, buffer(z));
-                    },
-                    [&](Branch& branch) {
-                      branch.wait(z);
-                      r.call(kernels::mul(), {a, a}, buffer(a));
-                    }});
-        return r.call(kernels::axpy(),
-                      {r.call(kernels::sum(), {z}), r.call(kernels::sum(), {a}), 1.0});
-      },
-      {"x", "w"});
+  const std::vector<Param> params = random_xw(4);
+  Both b = make_both_xw(params, [&](Recorder& r, const Value& x, const Value& w) {
+    Value a = r.empty({4}, DType::f64, "a"), z = r.empty({4}, DType::f64, "z");
+    r.call(kernels::copy(), {x}, buffer(a));
+    r.parallel({[&](Branch&) {
+                  r.call(kernels::mul(), {a, w}, buffer(z));
+                },
+                [&](Branch& branch) {
+                  branch.wait(z);
+                  r.call(kernels::mul(), {a, a}, buffer(a));
+                }});
+    return r.call(kernels::axpy(), {r.call(kernels::sum(), {z}), r.call(kernels::sum(), {a}), 1.0});
+  });
   EXPECT_EQ(b.f.saved_bytes(), 4u * 8);  // one copy of a, for z = a w and for a = a a
   EXPECT_EQ(forks_and_waits(b.back).first, 1);
   check(b, params, "fork overwrite");
@@ -286,15 +278,9 @@ Value capped_loop(Recorder& r, const Value& x, const Value& w) {
 }
 
 TEST(DiffControl, ACappedLoopWithBreakAndContinue) {
-  const std::vector<Param> params{{"x", test::random_array({4}, DType::f64, cpu)},
-                                  {"w", test::random_array({4}, DType::f64, cpu)}};
-  Both b = make_both(
-      [&](Recorder& r, std::vector<Value>& wrt) {
-        Value x = r.param("x", params[0].value), w = r.param("w", params[1].value);
-        wrt = {x, w};
-        return capped_loop(r, x, w);
-      },
-      {"x", "w"});
+  const std::vector<Param> params = random_xw(4);
+  Both b = make_both_xw(
+      params, [&](Recorder& r, const Value& x, const Value& w) { return capped_loop(r, x, w); });
   // The forward by hand: 4 turns.
   const std::vector<double> x = params[0].value.to_vector<double>();
   const std::vector<double> w = params[1].value.to_vector<double>();
@@ -377,15 +363,9 @@ Value nested_loops(Recorder& r, const Value& x, const Value& w) {
 }
 
 TEST(DiffControl, ALoopInsideALoopReversesEveryTurnOfBoth) {
-  const std::vector<Param> params{{"x", test::random_array({4}, DType::f64, cpu)},
-                                  {"w", test::random_array({4}, DType::f64, cpu)}};
-  Both b = make_both(
-      [&](Recorder& r, std::vector<Value>& wrt) {
-        Value x = r.param("x", params[0].value), w = r.param("w", params[1].value);
-        wrt = {x, w};
-        return nested_loops(r, x, w);
-      },
-      {"x", "w"});
+  const std::vector<Param> params = random_xw(4);
+  Both b = make_both_xw(
+      params, [&](Recorder& r, const Value& x, const Value& w) { return nested_loops(r, x, w); });
   const std::vector<double> x = params[0].value.to_vector<double>();
   const std::vector<double> w = params[1].value.to_vector<double>();
   double loss = 0;
@@ -468,24 +448,19 @@ TEST(DiffControl, AnIfInsideALoopReversesTheArmThatRanInEachTurn) {
 // h is read by a derivative (z = h w) before a loop rebinds it in place: the old h is saved
 // before the loop, not in it. loss = sum(z) + sum(h).
 TEST(DiffControl, AValueALoopOverwritesIsSavedBeforeTheLoop) {
-  const std::vector<Param> params{{"x", test::random_array({3}, DType::f64, cpu)},
-                                  {"w", test::random_array({3}, DType::f64, cpu)}};
-  Both b = make_both(
-      [&](Recorder& r, std::vector<Value>& wrt) {
-        Value x = r.param("x", params[0].value), w = r.param("w", params[1].value);
-        wrt = {x, w};
-        Value h = r.empty({3}, DType::f64, "h");
-        r.call(kernels::copy(), {x}, buffer(h));
-        const Value z = r.call(kernels::mul(), {h, w});
-        Value hv = h;
-        r.for_(3, [&] {
-          hv = r.call(kernels::scale(), {hv, 0.5});
-          hv = r.call(kernels::mul(), {hv, hv});
-        });
-        return r.call(kernels::axpy(),
-                      {r.call(kernels::sum(), {z}), r.call(kernels::sum(), {hv}), 1.0});
-      },
-      {"x", "w"});
+  const std::vector<Param> params = random_xw(3);
+  Both b = make_both_xw(params, [&](Recorder& r, const Value& x, const Value& w) {
+    Value h = r.empty({3}, DType::f64, "h");
+    r.call(kernels::copy(), {x}, buffer(h));
+    const Value z = r.call(kernels::mul(), {h, w});
+    Value hv = h;
+    r.for_(3, [&] {
+      hv = r.call(kernels::scale(), {hv, 0.5});
+      hv = r.call(kernels::mul(), {hv, hv});
+    });
+    return r.call(kernels::axpy(),
+                  {r.call(kernels::sum(), {z}), r.call(kernels::sum(), {hv}), 1.0});
+  });
   // h before the loop (f64[3]), and per turn (3 rows) both arguments of hv * hv.
   EXPECT_EQ(b.f.saved_bytes(), 3u * 8 + 2 * 3 * 3 * 8);
   check(b, params, "saved before the loop");
@@ -494,21 +469,16 @@ TEST(DiffControl, AValueALoopOverwritesIsSavedBeforeTheLoop) {
 // v is read by derivatives in a loop that never writes it: not taped; overwritten after the
 // loop, it is saved there. loss = sum(y) + sum(v x) with y = x v^3.
 TEST(DiffControl, AnArrayTheLoopNeverWritesIsNotTapedButSavedWhenOverwrittenLater) {
-  const std::vector<Param> params{{"x", test::random_array({3}, DType::f64, cpu)},
-                                  {"w", test::random_array({3}, DType::f64, cpu)}};
-  Both b = make_both(
-      [&](Recorder& r, std::vector<Value>& wrt) {
-        Value x = r.param("x", params[0].value), w = r.param("w", params[1].value);
-        wrt = {x, w};
-        Value v = r.empty({3}, DType::f64, "v"), y = r.empty({3}, DType::f64, "y");
-        r.call(kernels::copy(), {w}, buffer(v));
-        r.call(kernels::copy(), {x}, buffer(y));
-        r.for_(3, [&] { r.call(kernels::mul(), {y, v}, buffer(y)); });
-        const Value ys = r.call(kernels::sum(), {y});
-        r.call(kernels::mul(), {v, x}, buffer(v));  // overwrites v after the loop
-        return r.call(kernels::axpy(), {ys, r.call(kernels::sum(), {v}), 1.0});
-      },
-      {"x", "w"});
+  const std::vector<Param> params = random_xw(3);
+  Both b = make_both_xw(params, [&](Recorder& r, const Value& x, const Value& w) {
+    Value v = r.empty({3}, DType::f64, "v"), y = r.empty({3}, DType::f64, "y");
+    r.call(kernels::copy(), {w}, buffer(v));
+    r.call(kernels::copy(), {x}, buffer(y));
+    r.for_(3, [&] { r.call(kernels::mul(), {y, v}, buffer(y)); });
+    const Value ys = r.call(kernels::sum(), {y});
+    r.call(kernels::mul(), {v, x}, buffer(v));  // overwrites v after the loop
+    return r.call(kernels::axpy(), {ys, r.call(kernels::sum(), {v}), 1.0});
+  });
   // y per turn (3 rows of f64[3]), and v once, before v = v x.
   EXPECT_EQ(b.f.saved_bytes(), 3u * 3 * 8 + 3 * 8);
   check(b, params, "loop-invariant array");
