@@ -3,10 +3,12 @@
 
 #include <nanobind/nanobind.h>
 
+#include <optional>
 #include <vector>
 
 #include "eagle/core/array.hpp"
 #include "eagle/core/stream.hpp"
+#include "eagle/kernel/kernel.hpp"
 
 namespace eagle::python {
 
@@ -35,6 +37,10 @@ bool is_array_like(nb::handle obj);
 // The Stream and thread team eager calls use on `device` (one each per device, made on first
 // use).
 const Stream& eager_stream(Device device);
+
+// A kernel call's number: a Python bool or int as an integer scalar, a float as a real one;
+// nullopt for anything else.
+std::optional<Scalar> to_scalar(nb::handle obj);
 
 // A shape from any Python sequence of ints.
 Shape to_shape(nb::handle seq);

@@ -19,6 +19,13 @@
 
 namespace eagle::python {
 
+std::optional<Scalar> to_scalar(nb::handle obj) {
+  if (nb::isinstance<nb::bool_>(obj) || nb::isinstance<nb::int_>(obj))
+    return Scalar(nb::cast<int64_t>(obj));
+  if (nb::isinstance<nb::float_>(obj)) return Scalar(nb::cast<double>(obj));
+  return std::nullopt;
+}
+
 namespace {
 
 const ThreadTeam& eager_team() {
@@ -38,10 +45,8 @@ void split_eager_args(const nb::sequence& args, std::vector<Array>& arrays,
                       std::vector<Scalar>& scalars) {
   int position = 0;
   for (nb::handle a : args) {
-    if (nb::isinstance<nb::bool_>(a) || nb::isinstance<nb::int_>(a))
-      scalars.emplace_back(nb::cast<int64_t>(a));
-    else if (nb::isinstance<nb::float_>(a))
-      scalars.emplace_back(nb::cast<double>(a));
+    if (std::optional<Scalar> number = to_scalar(a))
+      scalars.push_back(*number);
     else if (is_array_like(a))
       arrays.push_back(to_array(a));
     else

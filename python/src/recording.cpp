@@ -45,10 +45,8 @@ std::vector<Arg> to_args(const nb::sequence& args) {
   for (nb::handle a : args) {
     if (nb::isinstance<Value>(a))
       out.emplace_back(nb::cast<Value>(a));
-    else if (nb::isinstance<nb::bool_>(a) || nb::isinstance<nb::int_>(a))
-      out.emplace_back(Scalar(nb::cast<int64_t>(a)));
-    else if (nb::isinstance<nb::float_>(a))
-      out.emplace_back(Scalar(nb::cast<double>(a)));
+    else if (std::optional<Scalar> number = to_scalar(a))
+      out.emplace_back(*number);
     else if (is_array_like(a))
       throw InvalidArgument(
           "call: argument " + std::to_string(position) +
