@@ -134,6 +134,8 @@ class Graph:
     native_node_count = _native("native_node_count",
                                 "Nodes of the CUDA graph or host schedule built.")
     allocated_bytes = _native("allocated_bytes", "Device bytes of the graph's own arrays.")
+    workspace_bytes = _native("workspace_bytes", "Bytes of the workspaces its calls ask for "
+                              "(planned operations, library calls).")
     saved_bytes = _native("saved_bytes", "Bytes the forward saves for reverse mode.")
     rebuild_count = _native("rebuild_count", "Rebuilds bind() had to do.")
     native_graph = _native("native_graph", "The cudaGraph_t as an int (0 on the CPU).")

@@ -122,6 +122,7 @@ void bind_graph(nb::module_& m) {
       .def_prop_ro("schedule", &Graph::schedule)
       .def_prop_ro("native_node_count", &Graph::native_node_count)
       .def_prop_ro("allocated_bytes", &Graph::allocated_bytes)
+      .def_prop_ro("workspace_bytes", &Graph::workspace_bytes)
       .def_prop_ro("saved_bytes", &Graph::saved_bytes)
       .def_prop_ro("rebuild_count", &Graph::rebuild_count)
       .def_prop_ro("param_names", [](const Graph& g) { return g.recording().param_names(); })

@@ -83,7 +83,9 @@ void bind_ragged(nb::module_& m) {
       .def_prop_ro("generation", &BucketSet::generation)
       .def_prop_ro("arena_bytes", &BucketSet::arena_bytes)
       .def_prop_ro("backing_bytes", &BucketSet::backing_bytes)
-      .def_prop_ro("largest_alone_bytes", &BucketSet::largest_alone_bytes);
+      .def_prop_ro("largest_alone_bytes", &BucketSet::largest_alone_bytes)
+      .def("stream", &BucketSet::stream, nb::rv_policy::reference_internal,
+           "The eagle.Stream every graph of the set launches on (one launch at a time).");
 }
 
 }  // namespace eagle::python

@@ -58,3 +58,6 @@ def test_bucket_set_picks_the_smallest_capacity(rng):
     with pytest.raises(eagle.InvalidArgument, match="active"):
         buckets.run(9)
     assert buckets.graph(0).built and buckets.arena_bytes > 0
+    assert buckets.graph(1).workspace_bytes == 0  # a scale asks for no workspace
+    # One stream for the set: a launch of one bucket is ordered after the other's.
+    assert buckets.stream() is not None and buckets.graph(0).stream.device == eagle.cpu

@@ -4,6 +4,7 @@
 
 #include "eagle/core/error.hpp"
 #include "eagle/graph/recording.hpp"
+#include "exec/node_calls.hpp"
 
 namespace eagle {
 
@@ -12,12 +13,12 @@ MemoryArena::MemoryArena(Device device, std::size_t bytes) {
   storage_ = Storage::allocate(device, bytes);
 }
 
-std::size_t MemoryArena::bytes_for(const Recording& recording) {
+std::size_t MemoryArena::bytes_for(const Recording& recording, Device device) {
   std::size_t total = 0;
-  for (const BufferInfo& b : recording.buffers()) {
-    if (b.kind != BufferKind::internal || b.merged_into >= 0) continue;
-    total += (b.bytes + kAlignment - 1) / kAlignment * kAlignment;
-  }
+  for (const BufferInfo& b : recording.buffers())
+    if (b.kind == BufferKind::internal && b.merged_into < 0) total += detail::arena_slot(b.bytes);
+  for (std::size_t bytes : detail::node_workspace_bytes(recording, device))
+    if (bytes > 0) total += detail::arena_slot(bytes);
   return total;
 }
 

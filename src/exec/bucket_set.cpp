@@ -66,11 +66,17 @@ BucketSet::BucketSet(std::vector<int64_t> capacities, std::vector<Input> inputs,
   for (std::size_t i = 0; i < capacities_.size(); ++i) {
     const Bucket b{static_cast<int>(i), capacities_[i], this};
     recordings.push_back(Recording::record([&](Recorder& r) { body(r, b); }, options));
-    arena = std::max(arena, MemoryArena::bytes_for(*recordings.back()));
+    arena = std::max(arena, MemoryArena::bytes_for(*recordings.back(), device));
   }
   arena_ = std::make_shared<MemoryArena>(device, arena);
   BuildOptions build = build_options;
   build.arena = arena_;
+  // One stream for the set: a bucket launched after another waits for it on the device, so two
+  // graphs never use the shared arena at once, whoever launches them.
+  if (build.stream && build.stream->device() != device)
+    throw InvalidArgument("BucketSet: build.stream is on " + build.stream->device().str() +
+                          ", the set on " + device.str());
+  if (!build.stream) build.stream = std::make_shared<Stream>(device);
   for (auto& rec : recordings) {
     graphs_.push_back(Graph::from(rec));
     graphs_.back().build(device, build);
@@ -126,7 +132,7 @@ std::size_t BucketSet::backing_bytes() const {
 }
 
 std::size_t BucketSet::largest_alone_bytes() const {
-  return graphs_.back().allocated_bytes() + backing_bytes();
+  return graphs_.back().allocated_bytes() + graphs_.back().workspace_bytes() + backing_bytes();
 }
 
 }  // namespace eagle

@@ -28,6 +28,10 @@ struct PlannedNode {
   // argument block.
   std::shared_ptr<const Call> call;
   ArgBlock args;
+  // The call's workspace where the graph placed it (its arena slot), else null: the executor
+  // allocates one of its own.
+  void* workspace = nullptr;
+  std::size_t workspace_bytes = 0;
   void* copy_dst = nullptr;
   const void* copy_src = nullptr;
   std::size_t copy_bytes = 0;

@@ -7,20 +7,22 @@
 
 #include "eagle/core/error.hpp"
 #include "exec/executor.hpp"
+#include "exec/node_calls.hpp"
 
 namespace eagle {
 
 struct Graph::State {
   Device device = Device::cpu();
   BuildOptions options;
-  std::optional<Stream> stream;
-  std::vector<Array> buffers;  // per recording buffer: its memory on the built device
+  std::shared_ptr<Stream> stream;  // the graph's own, or one it shares (BuildOptions::stream)
+  std::vector<Array> buffers;      // per recording buffer: its memory on the built device
   detail::Plan plan;
   std::vector<std::vector<int>> nodes_of_buffer;  // which planned nodes touch each buffer
   std::vector<Array> results;
   std::vector<Array> checks;  // per device check of the recording: the flags array
   std::unique_ptr<detail::Executor> executor;
   std::size_t allocated = 0;
+  std::size_t workspaces = 0;  // the calls' workspaces (in the arena, or the executor's own)
   std::shared_ptr<detail::TraceSink> trace;  // while tracing: what the executor writes
   int rebuilds = 0;
   bool warned_rebuild = false;
@@ -132,8 +134,7 @@ void plan_node(const Recording& rec, int i, const std::vector<Array>& buffers, D
                : n.kind == NodeKind::while_  ? Kind::while_
                                              : Kind::fork;
   } else {
-    const auto& binder = rec.kernel_of(i).def().binder;
-    out.call = binder ? binder->bind(device) : make_kernel_call(rec.impl_of(i), n.kernel);
+    out.call = detail::node_call(rec, i, device);
     out.args = ArgBlock(static_cast<int>(n.arrays.size()), static_cast<int>(n.scalars.size()));
     for (std::size_t s = 0; s < n.scalars.size(); ++s)
       out.args.scalar(static_cast<int>(s)) = n.scalars[s];
@@ -179,31 +180,56 @@ void Graph::build() {
 namespace {
 
 // Gives each of the graph's own arrays memory: laid out in the arena from offset 0 (aligned),
-// or allocated. Returns their bytes.
+// or allocated. Returns their bytes; `offset` ends past the last one in the arena.
 std::size_t place_own_arrays(const Recording& rec, Device device, const MemoryArena* arena,
-                             std::vector<Array>& buffers) {
+                             std::vector<Array>& buffers, std::size_t& offset) {
   if (arena) {
     if (arena->device() != device)
       throw InvalidArgument("Graph::build: the arena lives on " + arena->device().str() +
                             " but the graph is being built for " + device.str());
-    if (arena->bytes() < MemoryArena::bytes_for(rec))
+    std::size_t need = 0;
+    for (const BufferInfo& b : rec.buffers())
+      if (b.kind == BufferKind::internal && b.merged_into < 0) need += detail::arena_slot(b.bytes);
+    if (arena->bytes() < need)
       throw InvalidArgument("Graph::build: the arena holds " + std::to_string(arena->bytes()) +
-                            " bytes, the graph's own arrays need " +
-                            std::to_string(MemoryArena::bytes_for(rec)));
+                            " bytes, the graph's own arrays need " + std::to_string(need) +
+                            " (MemoryArena::bytes_for)");
   }
-  std::size_t offset = 0, total = 0;  // offset in the arena
+  std::size_t total = 0;
+  offset = 0;
   for (const BufferInfo& b : rec.buffers()) {
     if (b.kind != BufferKind::internal || b.merged_into >= 0) continue;
     if (arena) {
       buffers[b.id] =
           Array::on_storage(arena->storage(), b.shape, b.dtype, static_cast<int64_t>(offset));
-      offset += (b.bytes + MemoryArena::kAlignment - 1) / MemoryArena::kAlignment *
-                MemoryArena::kAlignment;
+      offset += detail::arena_slot(b.bytes);
     } else {
       buffers[b.id] = Array::empty(b.shape, b.dtype, device);
     }
     total += b.bytes;
   }
+  return total;
+}
+
+// Sums the workspaces the calls ask for and, with an arena, gives each call its own slot after
+// the arrays (calls of one graph may run at once). Throws when the arena is too small, before
+// anything is launched. Returns the workspaces' bytes.
+std::size_t place_workspaces(const MemoryArena* arena, std::size_t offset, Device device,
+                             std::vector<detail::PlannedNode>& nodes) {
+  std::size_t total = 0;
+  for (detail::PlannedNode& n : nodes) {
+    if (!n.call) continue;
+    const std::size_t bytes = n.call->workspace_bytes(n.args, device);
+    total += bytes;
+    if (!arena || bytes == 0) continue;
+    n.workspace = static_cast<char*>(arena->storage()->data()) + offset;
+    n.workspace_bytes = bytes;
+    offset += detail::arena_slot(bytes);
+  }
+  if (arena && offset > arena->bytes())
+    throw InvalidArgument("Graph::build: the arena holds " + std::to_string(arena->bytes()) +
+                          " bytes, the graph's own arrays and its calls' workspaces need " +
+                          std::to_string(offset) + " (MemoryArena::bytes_for)");
   return total;
 }
 
@@ -213,6 +239,9 @@ void Graph::build(Device device, const BuildOptions& options) {
   check("build");
   std::lock_guard<std::mutex> lock(*mutex_);
   check_device(device);
+  if (options.stream && options.stream->device() != device)
+    throw InvalidArgument("Graph::build: options.stream is on " + options.stream->device().str() +
+                          " but the graph is being built for " + device.str());
   const auto& infos = rec_->buffers();
   // Everything is made in a new state and swapped in at the end: an error changes nothing.
   auto next = std::make_unique<State>();
@@ -241,7 +270,9 @@ void Graph::build(Device device, const BuildOptions& options) {
                          " implementation for its dtypes; build the graph on " +
                          (device.is_cuda() ? "the CPU" : "a GPU") + " or give the kernel one");
   }
-  next->allocated = place_own_arrays(*rec_, device, options.arena.get(), next->buffers);
+  std::size_t arena_offset = 0;
+  next->allocated =
+      place_own_arrays(*rec_, device, options.arena.get(), next->buffers, arena_offset);
   const auto& nodes = rec_->nodes();
   next->plan.nodes.resize(nodes.size());
   next->nodes_of_buffer.resize(infos.size());
@@ -252,6 +283,7 @@ void Graph::build(Device device, const BuildOptions& options) {
       if (list.empty() || list.back() != static_cast<int>(i)) list.push_back(static_cast<int>(i));
     }
   }
+  next->workspaces = place_workspaces(options.arena.get(), arena_offset, device, next->plan.nodes);
   auto view_of = [&](const NodeArgInfo& r) {
     return Array::on_storage(next->buffers[r.buffer].storage(), r.shape, r.dtype,
                              next->buffers[r.buffer].byte_offset() + r.byte_offset);
@@ -260,7 +292,7 @@ void Graph::build(Device device, const BuildOptions& options) {
   for (const Recording::DeviceCheck& c : rec_->checks()) next->checks.push_back(view_of(c.flags));
   next->plan.top = rec_->top();
   next->plan.control_flow = rec_->has_control_flow();
-  next->stream.emplace(device);
+  next->stream = options.stream ? options.stream : std::make_shared<Stream>(device);
   next->trace = state_->trace;
   next->executor = make_executor(*next);  // tracing too, while on
   if (state_->executor) {
@@ -346,6 +378,10 @@ void* Graph::native_graph_exec() const {
 std::size_t Graph::allocated_bytes() const {
   check("allocated_bytes");
   return state_->allocated;
+}
+std::size_t Graph::workspace_bytes() const {
+  check("workspace_bytes");
+  return state_->workspaces;
 }
 int Graph::rebuild_count() const {
   check("rebuild_count");

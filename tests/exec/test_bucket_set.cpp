@@ -1,6 +1,7 @@
 // BucketSet: selection, prefix-view inputs, one shared arena, stale results refused, externals
 // persisting across buckets, and the errors. MemoryArena through Graph::build.
 #include "test_util.hpp"
+#include "testing_calls.hpp"
 
 namespace eagle {
 namespace {
@@ -66,12 +67,54 @@ TEST_P(Buckets, TheBucketsShareOneArenaSizedForTheLargest) {
     const auto* p = static_cast<const char*>(s.run(active)[0].data());
     EXPECT_TRUE(p >= lo && p < lo + s.arena_bytes()) << "active " << active;
   }
-  EXPECT_EQ(s.arena_bytes(), MemoryArena::bytes_for(s.graph(2).recording()));
+  EXPECT_EQ(s.arena_bytes(), MemoryArena::bytes_for(s.graph(2).recording(), device()));
   const double set = static_cast<double>(s.arena_bytes() + s.backing_bytes());
   EXPECT_LE(set, 1.1 * static_cast<double>(s.largest_alone_bytes()));
   std::printf("bucket set: %zu bytes (arena %zu + inputs %zu); largest bucket alone: %zu\n",
               s.arena_bytes() + s.backing_bytes(), s.arena_bytes(), s.backing_bytes(),
               s.largest_alone_bytes());
+}
+
+// A call that asks for a workspace (a planned operation, a library call) gets a slot in the
+// arena after the arrays: the buckets share it too, and the largest bucket alone counts it.
+TEST_P(Buckets, CallsTakeTheirWorkspacesFromTheArena) {
+  auto counts = std::make_shared<test::CallCounts>();
+  const Kernel copy = test::copy_call_kernel(test::CopyEntry::capture, counts);
+  BucketSet s({16, 64}, {{"x", {64}, DType::u32, true}}, device(),
+              [&](Recorder& r, const BucketSet::Bucket& b) {
+                r.result(r.call(copy, {r.param("x", b.input("x"))}));
+              });
+  EXPECT_EQ(s.graph(1).workspace_bytes(), 256u);  // the test call asks for 256 bytes
+  // The largest bucket: its 256-byte output, then the workspace slot.
+  EXPECT_EQ(s.arena_bytes(), 256u + 256u);
+  EXPECT_EQ(s.arena_bytes(), MemoryArena::bytes_for(s.graph(1).recording(), device()));
+  EXPECT_EQ(s.largest_alone_bytes(), 256u + 256u + 256u);  // output, workspace, input x
+  std::vector<uint32_t> x(64);
+  for (std::size_t i = 0; i < x.size(); ++i) x[i] = static_cast<uint32_t>(7 * i + 1);
+  s.backing("x").copy_from(Array::from(x, {64}, Device::cpu()));
+  const auto* lo = static_cast<const char*>(s.arena().storage()->data());
+  for (int64_t active : {10, 60}) {
+    const BucketResults r = s.run(active);
+    const auto* ws = static_cast<const char*>(counts->last_workspace.load());
+    EXPECT_TRUE(ws >= lo && ws + 256 <= lo + s.arena_bytes()) << "active " << active;
+    EXPECT_EQ(counts->last_workspace_bytes.load(), 256);
+    const std::vector<uint32_t> out = r[0].to_vector<uint32_t>();
+    for (std::size_t i = 0; i < out.size(); ++i) EXPECT_EQ(out[i], x[i]);
+  }
+}
+
+TEST_P(Buckets, EveryGraphOfTheSetLaunchesOnOneStream) {
+  BucketSet s = make({8, 16, 32});
+  for (int b = 0; b < 3; ++b) EXPECT_EQ(&s.graph(b).stream(), &s.stream()) << "bucket " << b;
+  // A stream of the caller's is used as given.
+  auto mine = std::make_shared<Stream>(device());
+  BucketSet t(
+      {8}, {{"x", {8}, DType::f32, true}}, device(),
+      [](Recorder& r, const BucketSet::Bucket& b) {
+        r.result(r.call(kernels::scale(), {r.param("x", b.input("x")), 2.0}));
+      },
+      {}, BuildOptions{.stream = mine});
+  EXPECT_EQ(&t.stream(), mine.get());
 }
 
 // A training step per bucket: w is an external, updated in place by every bucket's graph.
@@ -139,9 +182,23 @@ TEST_P(Buckets, AGraphRefusesAnArenaTooSmall) {
   o.arena = std::make_shared<MemoryArena>(device(), 128);
   test::expect_invalid([&] { g.build(device(), o); }, {"arena holds 128 bytes", "need 256"});
   EXPECT_FALSE(g.built());
-  o.arena = std::make_shared<MemoryArena>(device(), MemoryArena::bytes_for(g.recording()));
+  o.arena =
+      std::make_shared<MemoryArena>(device(), MemoryArena::bytes_for(g.recording(), device()));
   g.build(device(), o);
   EXPECT_FLOAT_EQ(g()[0].to_vector<float>()[63], 2.0f);
+  // Room for the arrays but not for a call's workspace.
+  auto counts = std::make_shared<test::CallCounts>();
+  const Array u = Array::from(std::vector<uint32_t>(64, 3u), {64}, device());
+  Graph h = Graph::record([&](Recorder& r) {
+    r.result(r.call(test::copy_call_kernel(test::CopyEntry::capture, counts), {r.param("u", u)}));
+  });
+  o.arena = std::make_shared<MemoryArena>(device(), 256);
+  test::expect_invalid([&] { h.build(device(), o); },
+                       {"arena holds 256 bytes", "calls' workspaces need 512"});
+  EXPECT_FALSE(h.built());
+  o.stream = std::make_shared<Stream>(Device::cpu());
+  if (device().is_cuda())
+    test::expect_invalid([&] { h.build(device(), o); }, {"options.stream is on cpu"});
   test::expect_invalid([] { MemoryArena(Device::cpu(), 0); }, {"bytes must be > 0"});
 }
 

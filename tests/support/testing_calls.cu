@@ -99,6 +99,7 @@ class CopyCall final : public Call {
   void note(const CallContext& ctx) const {
     if (ctx.handle == counts_.get()) counts_->handle_seen = true;
     counts_->last_workspace_bytes = static_cast<int>(ctx.workspace_bytes);
+    counts_->last_workspace = ctx.workspace;
   }
 
   CopyEntry entry_;

@@ -12,6 +12,7 @@ namespace eagle::test {
 struct CallCounts {
   std::atomic<int> runs{0}, populates{0}, updates{0}, handles_made{0}, handles_freed{0};
   std::atomic<int> last_workspace_bytes{0};
+  std::atomic<const void*> last_workspace{nullptr};
   std::atomic<bool> handle_seen{false};  // run/populate saw the library's handle in ctx.handle
 };
 

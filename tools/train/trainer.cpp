@@ -117,7 +117,7 @@ void train_rank(const TrainOptions& o, const std::vector<data::Segment>& segment
   Graph& largest = steps.graph(static_cast<int>(capacities.size()) - 1);
   report.graph_nodes = static_cast<int64_t>(largest.nodes().size());
   report.native_nodes = largest.native_node_count();
-  report.graph_bytes = largest.allocated_bytes();
+  report.graph_bytes = largest.allocated_bytes() + largest.workspace_bytes();
   report.capacities = capacities;
   report.set_bytes = steps.arena_bytes();
   const bool trace = !o.trace.empty() && rank.index == 0;

@@ -64,7 +64,7 @@ struct TrainReport {
   int64_t params = 0;               // parameter elements
   int64_t graph_nodes = 0;          // nodes recorded in the step graph
   int native_nodes = 0;             // nodes of what was built (CUDA graph / host schedule)
-  std::size_t graph_bytes = 0;      // device bytes the graph allocated at build (the largest)
+  std::size_t graph_bytes = 0;      // device bytes of the largest graph: own arrays, workspaces
   std::vector<int64_t> capacities;  // of the buckets (T alone without buckets)
   std::size_t set_bytes = 0;        // the bucket set's arena (what every bucket shares)
   double record_seconds = 0;        // recording and building every bucket's graph

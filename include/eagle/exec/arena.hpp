@@ -1,7 +1,8 @@
 // One block of device memory that the graph-local arrays of several graphs share, for graphs of
 // which only one runs at a time (a BucketSet's capacity buckets). A graph built with
 // BuildOptions::arena lays its own arrays (outputs, temporaries, saved copies) out in the arena
-// from offset 0 instead of allocating them; its params and externals stay the caller's.
+// from offset 0 instead of allocating them, then one slot per call that asks for a workspace
+// (planned operations, library calls); its params and externals stay the caller's.
 //
 // What the sharing means: a graph's results and intermediates are valid until another graph of
 // the same arena launches. BucketSet hands results out with a generation that enforces this.
@@ -27,8 +28,11 @@ class MemoryArena {
 
   // Offsets of the graph-local arrays are multiples of this.
   static constexpr std::size_t kAlignment = 256;
-  // The bytes the graph-local arrays of `recording` take in an arena (what Graph::build lays out).
-  static std::size_t bytes_for(const Recording& recording);
+  // The bytes a graph of `recording` built on `device` takes in an arena: its own arrays and its
+  // calls' workspaces (what Graph::build lays out). Binds planned operations for `device` (each
+  // kernel caches its binding, so the build that follows binds nothing again); throws what
+  // binding throws (NotSupported when no engine serves a planned operation there).
+  static std::size_t bytes_for(const Recording& recording, Device device);
 
  private:
   std::shared_ptr<Storage> storage_;

@@ -70,7 +70,8 @@ class BucketSet {
   // increasing; an input that follows the capacity must have a leading dimension equal to the
   // largest. Throws InvalidArgument otherwise (naming the argument), or what recording and
   // building throw.
-  // `build` is passed to every graph's build with its arena set to the set's.
+  // `build` is passed to every graph's build with its arena set to the set's, and its stream
+  // (when it names none, a new one): every graph of the set launches on that one stream.
   BucketSet(std::vector<int64_t> capacities, std::vector<Input> inputs, Device device,
             const Body& body, const RecordOptions& options = {}, const BuildOptions& build = {});
 
@@ -92,10 +93,13 @@ class BucketSet {
   Graph& graph(int bucket);
   Device device() const { return device_; }
   uint64_t generation() const { return *generation_; }
-  // Memory, from eagle's allocator: the shared arena, the backing arrays, and what the largest
-  // bucket's graph would take built alone (its own arrays allocated, its inputs at full size).
+  // Memory, from eagle's allocator: the shared arena (every bucket's own arrays and calls'
+  // workspaces), the backing arrays, and what the largest bucket's graph would take built alone
+  // (its own arrays and workspaces allocated, its inputs at full size).
   std::size_t arena_bytes() const { return arena_->bytes(); }
   const MemoryArena& arena() const { return *arena_; }
+  // The stream every graph of the set launches on.
+  const Stream& stream() const { return graphs_.front().stream(); }
   std::size_t backing_bytes() const;
   std::size_t largest_alone_bytes() const;
 

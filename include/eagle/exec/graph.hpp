@@ -23,8 +23,13 @@ struct BuildOptions {
   bool plain_if_only = false;
   // The graph's own arrays live in this arena (from offset 0) instead of allocations of their
   // own: for graphs of which only one runs at a time (eagle/exec/arena.hpp). It must be on the
-  // build's device and hold MemoryArena::bytes_for(recording) bytes.
+  // build's device and hold MemoryArena::bytes_for(recording, device) bytes: the arrays, then a
+  // slot per call that asks for a workspace (a planned operation's, a library call's).
   std::shared_ptr<MemoryArena> arena = nullptr;
+  // The stream the graph launches on; none: a stream of its own. Graphs that share an arena
+  // share one (BucketSet does), so that one's launch is ordered after another's on the device
+  // and never overlaps it in the arena's memory. Must be on the build's device.
+  std::shared_ptr<Stream> stream = nullptr;
 };
 
 namespace detail {
@@ -70,6 +75,9 @@ class Graph {
   int native_node_count() const;  // nodes in the instantiated CUDA graph / the host schedule
   // Device bytes of the graph's own arrays: allocated at build, or laid out in the arena.
   std::size_t allocated_bytes() const;
+  // Bytes of the workspaces its calls ask for (planned operations, library calls): in the arena
+  // when built with one, else the executor's own allocations.
+  std::size_t workspace_bytes() const;
   // Bytes of the copies the forward saves for reverse mode (RecordOptions::record).
   std::size_t saved_bytes() const { return recording().saved_bytes(); }
   // The array recording buffer `buffer` lives in once built (a param's or external's: the

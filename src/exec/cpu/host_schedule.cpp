@@ -27,9 +27,7 @@ class HostSchedule final : public Executor {
       ctx.team = &team_;
       if (const Library* library = n.call->library())
         ctx.handle = handles_.get(library, Device::cpu(), nullptr);
-      workspaces_[i].resize(n.call->workspace_bytes(n.args, Device::cpu()));
-      ctx.workspace = workspaces_[i].data();
-      ctx.workspace_bytes = workspaces_[i].size();
+      use_workspace(i);
     }
     if (plan.control_flow) {
       stages_ = static_cast<int>(plan.top.size());
@@ -67,15 +65,8 @@ class HostSchedule final : public Executor {
   void set_trace(TraceSink* sink) override { trace_ = sink; }
   // Arguments are read at each launch; a call's workspace may have to grow.
   bool patch(const std::vector<int>& ids, std::string&) override {
-    for (int i : ids) {
-      const PlannedNode& n = nodes_[i];
-      if (!n.call) continue;
-      const std::size_t bytes = n.call->workspace_bytes(n.args, Device::cpu());
-      if (bytes <= workspaces_[i].size()) continue;
-      workspaces_[i].resize(bytes);
-      contexts_[i].workspace = workspaces_[i].data();
-      contexts_[i].workspace_bytes = bytes;
-    }
+    for (int i : ids)
+      if (nodes_[i].call) use_workspace(static_cast<std::size_t>(i));
     return true;
   }
   std::string backend() const override { return "cpu-host-schedule"; }
@@ -155,6 +146,22 @@ class HostSchedule final : public Executor {
   ThreadTeam team_;
   LibraryHandles handles_;
   std::vector<CallContext> contexts_;
+  // Points call i's context at the workspace it needs: its slot in the graph's arena when the
+  // graph placed one that is large enough, else a host buffer of its own (grown, never shrunk).
+  void use_workspace(std::size_t i) {
+    const PlannedNode& n = nodes_[i];
+    CallContext& ctx = contexts_[i];
+    const std::size_t bytes = n.call->workspace_bytes(n.args, Device::cpu());
+    if (n.workspace && bytes <= n.workspace_bytes) {
+      ctx.workspace = n.workspace;
+      ctx.workspace_bytes = n.workspace_bytes;
+      return;
+    }
+    if (bytes > workspaces_[i].size()) workspaces_[i].resize(bytes);
+    ctx.workspace = workspaces_[i].data();
+    ctx.workspace_bytes = workspaces_[i].size();
+  }
+
   std::vector<std::vector<char>> workspaces_;
   TraceSink* trace_ = nullptr;
   std::vector<int> order_;

@@ -169,6 +169,11 @@ class CudaGraphExecutor final : public Executor {
     if (const Library* library = n.call->library())
       ctx.handle = handles_by_library_.get(library, device_, stream_);
     const std::size_t bytes = n.call->workspace_bytes(n.args, device_);
+    if (n.workspace && bytes <= n.workspace_bytes) {  // its slot in the graph's arena
+      ctx.workspace = n.workspace;
+      ctx.workspace_bytes = n.workspace_bytes;
+      return ctx;
+    }
     if (bytes > workspace_bytes_[i]) {
       // A launch in flight may still use the old one: it is kept until the executor dies.
       if (workspaces_[i]) retired_.push_back(workspaces_[i]);
