@@ -25,6 +25,13 @@ std::string describe(const NodeInfo& n) {
          ")";
 }
 
+// The scope a node's derivative is recorded in: "d(label)", '/' made '.' (scope names hold none).
+std::string derivative_scope(const NodeInfo& n) {
+  std::string name = "d(" + (n.label.empty() ? n.kernel : n.label) + ")";
+  std::replace(name.begin(), name.end(), '/', '.');
+  return name;
+}
+
 void accesses(const std::vector<NodeInfo>& nodes, int id, std::vector<NodeArgInfo>& out) {
   const NodeInfo& n = nodes[static_cast<std::size_t>(id)];
   out.insert(out.end(), n.arrays.begin(), n.arrays.end());
@@ -317,6 +324,9 @@ class Pass {
                                                              : map_(n.arrays[k]));
     std::vector<std::optional<Value>> contrib;
     try {
+      // The derivative's nodes are scoped by the node they differentiate ("d(l0.attention)"),
+      // so to_json and traces tell one backward from another.
+      const auto scope = r_.scope(derivative_scope(n));
       contrib = rule->vjp(r_, args);
     } catch (const NotSupported& e) {  // a rule refusing a case it does not cover
       throw NotSupported(who_ + ": the derivative of " + describe(n) + ": " + e.what());

@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <set>
+#include <string>
 
 #include "eagle/eagle.hpp"
 #include "graph_gradients.hpp"
@@ -177,6 +179,39 @@ TEST(DiffReverse, OneGraphTrainingStep) {
     for (std::size_t i = 0; i < 4; ++i) w[i] -= lr * grad[i];
   }
   expect_close(w0.to_vector<double>(), w);
+}
+
+// The nodes of a derivative carry the scope "d(<label>)" of the node they differentiate, inside
+// the scope open around the reverse pass: traces and to_json tell the backwards apart.
+TEST(DiffReverse, ADerivativesNodesAreScopedByTheNodeTheyDifferentiate) {
+  const Array x0 = test::random_array({4}, DType::f64, cpu);
+  std::size_t forward_nodes = 0;
+  Graph g = Graph::record(
+      [&](Recorder& r) {
+        Value x = r.param("x", x0);
+        Value y = r.call(kernels::scale(), {x, 3.0});
+        Value loss = r.call(kernels::sum(), {r.call(kernels::mul(), {y, y})});
+        forward_nodes = r.recording().nodes().size();
+        auto scope = r.scope("backward");
+        r.result(diff::gradients(r, {loss}, {x})[0]);
+      },
+      RecordOptions{.record = true});
+  std::set<std::string> forward_labels;
+  for (std::size_t i = 0; i < forward_nodes; ++i) forward_labels.insert(g.nodes()[i].label);
+  std::set<std::string> derivative_scopes;
+  for (std::size_t i = forward_nodes; i < g.nodes().size(); ++i) {
+    const std::string& scope = g.nodes()[i].scope;
+    if (scope == "backward") continue;  // the cotangents' sums and seeds
+    ASSERT_EQ(scope.rfind("backward/d(", 0), 0u) << scope;
+    const std::string of = scope.substr(11, scope.size() - 12);
+    EXPECT_TRUE(forward_labels.count(of)) << "scope " << scope << " names no forward node";
+    derivative_scopes.insert(of);
+  }
+  EXPECT_EQ(derivative_scopes.size(), 3u);  // scale, mul and sum each have their derivative
+  g.build(cpu);
+  std::vector<double> want = x0.to_vector<double>();
+  for (double& v : want) v *= 18;  // d/dx sum((3x)^2)
+  expect_close(g()[0].to_vector<double>(), want);
 }
 
 // A kernel of one's own declares its derivative as recorded calls (vjp_rule).
