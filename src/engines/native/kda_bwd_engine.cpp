@@ -8,6 +8,7 @@
 #include "eagle/ragged/capacity.hpp"
 #include "engines/native/attention/varlen_kernels.hpp"
 #include "engines/native/launch_status.hpp"
+#include "engines/native/linear_attention/gdn_bwd_kernels.hpp"
 #include "engines/native/linear_attention/kda_bwd_kernels.hpp"
 #include "engines/native/structured_support.hpp"
 
@@ -25,7 +26,13 @@ std::string dtype_text(const op::Tensor& t) {
   return t.defined() ? std::string(dtype_name(t.dtype())) : std::string();
 }
 
-// Declines what the kernels do not serve; the node is a single kda_bwd or gdn2_bwd.
+bool flag(const op::Node& node, const char* a) {
+  return node.has_attr(a) && node.attr(a).as_bool(a);
+}
+
+// Declines what the kernels do not serve; the node is a single kda_bwd, gdn_bwd or gdn2_bwd.
+// gdn_bwd runs as kda_bwd with its gate broadcast over K (gdn_bwd_kernels.hpp): every option of
+// the op maps, so only the dtypes and head dims are declined, as for kda.
 void check_node(const op::Node& node, const std::string& engine) {
   const bool gdn2 = node.op() == "gdn2_bwd";
   const op::Tensor q = node.input("q"), v = node.input("v");
@@ -42,6 +49,11 @@ void check_node(const op::Node& node, const std::string& engine) {
   for (const std::string& p : gates)
     require(node.input(p).dtype() == DType::f32, engine,
             "the gate " + p + " must be f32, not " + dtype_text(node.input(p)));
+  for (const char* p : {"a_log", "dt_bias"}) {  // gdn's safe_gate
+    const op::Tensor t = node.input(p);
+    require(!t.defined() || t.dtype() == DType::f32, engine,
+            std::string(p) + " must be f32, not " + dtype_text(t));
+  }
   for (const char* p : {"initial_state", "d_final_state"}) {
     const op::Tensor t = node.input(p);
     require(!t.defined() || t.dtype() == DType::f32, engine,
@@ -73,6 +85,7 @@ kda::Shape shape_of(const op::Node& node) {
                 : static_cast<float>(1.0 / std::sqrt(static_cast<double>(s.dim)));
   s.l2norm = node.attr("use_qk_l2norm").as_bool("use_qk_l2norm");
   s.dtype = q.dtype();
+  // gdn is kda with its gate broadcast over K.
   s.gates = node.op() == "gdn2_bwd" ? kda::Gates::gdn2 : kda::Gates::kda;
   return s;
 }
@@ -82,9 +95,11 @@ class KdaBwdPlan : public plan::CompiledPlan {
   struct Table {
     kda::Shape shape;
     int64_t capacity = 0;  // ragged::chunk_capacity(T, N, 64)
+    bool gdn = false;      // gdn_bwd: through kda::gdn_backward
+    bool safe_gate = false, beta_sigmoid = false;
     // Positions (-1: not wired / not received).
-    int q, k, v, g, beta, b, w, cu, h0, d_o, dht;
-    int dq, dk, dv, dg, dbeta, db, dw, dh0;
+    int q, k, v, g, beta, b, w, cu, h0, d_o, dht, a_log, dt_bias;
+    int dq, dk, dv, dg, dbeta, db, dw, dh0, d_a_log, d_dt_bias;
   };
   KdaBwdPlan(plan::OperandRules rules, Table t) : rules_(std::move(rules)), t_(t) {}
 
@@ -92,7 +107,8 @@ class KdaBwdPlan : public plan::CompiledPlan {
     return round_up(static_cast<std::size_t>(t_.shape.slots + 1) * sizeof(int32_t));
   }
   std::size_t workspace_bytes() const override {
-    return offsets_bytes() + kda::backward_workspace_bytes(t_.shape, t_.capacity);
+    return offsets_bytes() + (t_.gdn ? kda::gdn_backward_workspace_bytes(t_.shape, t_.capacity)
+                                     : kda::backward_workspace_bytes(t_.shape, t_.capacity));
   }
 
   bool run(const plan::OperandBuffer* ops,
@@ -128,12 +144,28 @@ class KdaBwdPlan : public plan::CompiledPlan {
     a.d_initial_state = f32(t_.dh0);
     a.chunk_offsets = offsets;
     a.capacity_chunks = t_.capacity;
-    if (!kda::backward(a, static_cast<char*>(ctx.workspace) + offsets_bytes(), ctx.stream))
-      return launch_succeeded(), false;
+    void* kernels_ws = static_cast<char*>(ctx.workspace) + offsets_bytes();
+    if (t_.gdn) {
+      kda::GdnBwdArgs ga;
+      ga.base = a;
+      ga.base.g = nullptr;
+      ga.base.dg = nullptr;
+      ga.g = f32(t_.g);
+      ga.a_log = f32(t_.a_log);
+      ga.dt_bias = f32(t_.dt_bias);
+      ga.safe_gate = t_.safe_gate;
+      ga.use_beta_sigmoid = t_.beta_sigmoid;
+      ga.dg = f32(t_.dg);
+      ga.d_a_log = f32(t_.d_a_log);
+      ga.d_dt_bias = f32(t_.d_dt_bias);
+      if (!kda::gdn_backward(ga, kernels_ws, ctx.stream)) return launch_succeeded(), false;
+      return true;
+    }
+    if (!kda::backward(a, kernels_ws, ctx.stream)) return launch_succeeded(), false;
     return true;
   }
   void explain(const plan::OperandBuffer* ops, const plan::ExecutionContext& ctx) const override {
-    explain_refusal(rules_, ops, ctx, workspace_bytes(), "native kda/gdn2 backward");
+    explain_refusal(rules_, ops, ctx, workspace_bytes(), "native kda/gdn/gdn2 backward");
   }
 
  private:
@@ -160,7 +192,7 @@ class KdaBwdEngine : public plan::Engine {
 
   void check_support(const op::Graph& graph, const plan::Facts&,
                      const DeviceProperties&) const override {
-    const op::Node node = single_node(graph, name(), {"kda_bwd", "gdn2_bwd"});
+    const op::Node node = single_node(graph, name(), {"kda_bwd", "gdn_bwd", "gdn2_bwd"});
     check_node(node, name());
     require(kda::served(shape_of(node)), name(),
             "no kernel in this build for " + dtype_text(node.input("q")) + " head dim " +
@@ -189,6 +221,9 @@ class KdaBwdEngine : public plan::Engine {
     t.shape = shape_of(node);
     t.capacity = ragged::chunk_capacity(t.shape.rows, t.shape.slots, kda::kChunk);
     const bool gdn2 = node.op() == "gdn2_bwd";
+    t.gdn = node.op() == "gdn_bwd";
+    t.safe_gate = t.gdn && flag(node, "safe_gate");
+    t.beta_sigmoid = t.gdn && flag(node, "use_beta_sigmoid");
     t.q = in("q");
     t.k = in("k");
     t.v = in("v");
@@ -208,6 +243,10 @@ class KdaBwdEngine : public plan::Engine {
     t.db = gdn2 ? out("db") : -1;
     t.dw = gdn2 ? out("dw") : -1;
     t.dh0 = t.h0 >= 0 ? out("d_initial_state") : -1;
+    t.a_log = t.safe_gate ? in("a_log") : -1;
+    t.dt_bias = t.safe_gate ? in("dt_bias") : -1;
+    t.d_a_log = t.safe_gate ? out("d_a_log") : -1;
+    t.d_dt_bias = t.safe_gate ? out("d_dt_bias") : -1;
     return std::make_shared<KdaBwdPlan>(std::move(rules), t);
   }
 

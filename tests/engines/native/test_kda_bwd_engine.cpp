@@ -1,11 +1,14 @@
-// The native kda / gdn2 backward engine (native_kda_bwd):
-//  * planning for a stand-in H200: it serves kda_bwd and gdn2_bwd first, and what it declines,
-//    with the reason;
+// The native kda / gdn / gdn2 backward engine (native_kda_bwd):
+//  * on the CPU (float64): the backward as the kernels factor it equals the reference's, and
+//    gdn's backward equals kda's with gdn's gate broadcast over K and dg summed over K (the
+//    reduction the engine runs gdn_bwd through, safe_gate and use_beta_sigmoid included);
+//  * planning for a stand-in H200: it serves kda_bwd, gdn_bwd and gdn2_bwd first, and what it
+//    declines, with the reason;
 //  * on an H200, against the reference engine's backward (float64) on fresh random inputs:
 //    outputs poisoned, NaN in every padding row of every input and of d_o, lengths 0, 1, C - 1,
 //    C, C + 1 and a long one, M < N tails, GQA 1, 2 and 4, each option on and off (l2 norm,
-//    initial_state, d_final_state, scale), both rules, both io dtypes, K = V in {64, 128}; every
-//    gradient's padding rows must be exactly 0.
+//    initial_state, d_final_state, scale; gdn's safe_gate and use_beta_sigmoid), the three rules,
+//    both io dtypes, K = V in {64, 128}; every gradient's padding rows must be exactly 0.
 //
 // Tolerance: as the forward, the kernels round their chunk operands (the forward's W, U, v', h
 // and the backward's dh, dv', dW, d(w v), d(bk e^G)) to bf16 before each tensor-core product;
@@ -354,13 +357,125 @@ TEST(KdaBwdChunkAlgebra, TheChunkedBackwardEqualsTheReference) {
     }
 }
 
+// ---- gdn as kda with a broadcast gate (float64) ----------------------------------------------
+
+double softplus(double z) {
+  return z > 0 ? z + std::log1p(std::exp(-z)) : std::log1p(std::exp(z));
+}
+double sigmoid(double z) {
+  return 1 / (1 + std::exp(-z));
+}
+
+// gdn's backward computed as the engine computes it (kda::gdn_backward), in float64: the gate
+// (after safe_gate) broadcast over K and beta after its sigmoid feed the reference's kda
+// backward; dg is the sum of kda's dg over K, chained through safe_gate, and dbeta through the
+// sigmoid. Rows at or past cu.back() are padding: 0 in every gradient.
+reference::DeltaBackward gdn_via_kda(const reference::DeltaInputs& in, const reference::Dense& d_o,
+                                     const reference::Dense* dht,
+                                     const reference::DeltaOptions& opt) {
+  const int64_t T = in.g->dims[0], HV = in.g->dims[1], K = in.q->dims[2];
+  const int64_t L = in.cu_seqlens.back();
+  reference::Dense gate({T, HV, K}), beta({T, HV});
+  for (int64_t i = 0; i < L * HV; ++i) {
+    const int64_t h = i % HV;
+    const double g = in.g->data[i];
+    const double a =
+        opt.safe_gate ? -std::exp(in.a_log->data[h]) * softplus(g + in.dt_bias->data[h]) : g;
+    for (int64_t c = 0; c < K; ++c) gate.data[i * K + c] = a;
+    beta.data[i] = opt.use_beta_sigmoid ? sigmoid(in.beta->data[i]) : in.beta->data[i];
+  }
+  reference::DeltaInputs k = in;
+  k.g = &gate;
+  k.beta = &beta;
+  k.a_log = k.dt_bias = nullptr;
+  reference::DeltaOptions ko = opt;
+  ko.safe_gate = ko.use_beta_sigmoid = false;
+  reference::DeltaBackward r =
+      reference::delta_backward(reference::DeltaRule::kda, k, d_o, dht, ko);
+  reference::Dense dg({T, HV});
+  if (opt.safe_gate) {
+    r.d_a_log = reference::Dense({HV});
+    r.d_dt_bias = reference::Dense({HV});
+  }
+  for (int64_t i = 0; i < L * HV; ++i) {
+    const int64_t h = i % HV;
+    double d_log = 0;
+    for (int64_t c = 0; c < K; ++c) d_log += r.dg.data[i * K + c];
+    dg.data[i] = d_log;
+    if (opt.safe_gate) {
+      const double z = in.g->data[i] + in.dt_bias->data[h], e = std::exp(in.a_log->data[h]);
+      dg.data[i] = -d_log * e * sigmoid(z);
+      r.d_dt_bias.data[h] += dg.data[i];
+      r.d_a_log.data[h] += d_log * gate.data[i * K];
+    }
+    if (opt.use_beta_sigmoid) r.dbeta.data[i] *= beta.data[i] * (1 - beta.data[i]);
+  }
+  r.dg = dg;
+  return r;
+}
+
+TEST(GdnBwdAsKda, TheBroadcastGateReductionIsExact) {
+  std::printf("%s\n", test::reproduce_line().c_str());
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const std::vector<int64_t> cu = {0, 0, 1, 7, 20, 33};
+  const int64_t H = 1, HV = 2, K = 4, V = 3, pad = 2, T = cu.back() + pad, N = cu.size() - 1;
+  for (bool safe_gate : {false, true})
+    for (bool sig : {false, true})
+      for (bool l2 : {false, true}) {
+        SCOPED_TRACE(std::string(safe_gate ? "safe_gate " : "") + (sig ? "beta_sigmoid " : "") +
+                     (l2 ? "l2" : ""));
+        reference::Dense q = host_random({T, H, K}, -1, 1), k = host_random({T, H, K}, -0.5, 0.5),
+                         v = host_random({T, HV, V}, -1, 1),
+                         g = safe_gate ? host_random({T, HV}, -1, 1)
+                                       : host_random({T, HV}, -1.5, -0.01),
+                         beta = sig ? host_random({T, HV}, -2, 2) : host_random({T, HV}, 0.1, 0.9),
+                         a_log = host_random({HV}, -1, 0.5), dt_bias = host_random({HV}, -1, 1),
+                         h0 = host_random({N, HV, K, V}, -0.5, 0.5),
+                         d_o = host_random({T, HV, V}, -1, 1),
+                         dht = host_random({N, HV, K, V}, -0.5, 0.5);
+        // Padding rows NaN: neither side may read them.
+        for (reference::Dense* x : {&q, &k, &v, &g, &beta, &d_o}) {
+          const std::size_t per_row = x->data.size() / T;
+          std::fill(x->data.begin() + cu.back() * per_row, x->data.end(), nan);
+        }
+        reference::DeltaInputs in;
+        in.q = &q;
+        in.k = &k;
+        in.v = &v;
+        in.g = &g;
+        in.beta = &beta;
+        in.initial_state = &h0;
+        if (safe_gate) {
+          in.a_log = &a_log;
+          in.dt_bias = &dt_bias;
+        }
+        in.cu_seqlens = cu;
+        const reference::DeltaOptions opt{0.7, l2, safe_gate, sig};
+        const reference::DeltaBackward want =
+            reference::delta_backward(reference::DeltaRule::gdn, in, d_o, &dht, opt);
+        const reference::DeltaBackward got = gdn_via_kda(in, d_o, &dht, opt);
+        EXPECT_CLOSE(got.dq.data, want.dq.data, 1e-10);
+        EXPECT_CLOSE(got.dk.data, want.dk.data, 1e-10);
+        EXPECT_CLOSE(got.dv.data, want.dv.data, 1e-10);
+        EXPECT_CLOSE(got.dg.data, want.dg.data, 1e-10);
+        EXPECT_CLOSE(got.dbeta.data, want.dbeta.data, 1e-10);
+        EXPECT_CLOSE(got.d_initial_state.data, want.d_initial_state.data, 1e-10);
+        if (safe_gate) {
+          EXPECT_CLOSE(got.d_a_log.data, want.d_a_log.data, 1e-10);
+          EXPECT_CLOSE(got.d_dt_bias.data, want.d_dt_bias.data, 1e-10);
+        }
+      }
+}
+
 // ---- planning for a stand-in H200 -----------------------------------------------------------
 
 struct Spec {
   std::string rule = "kda";  // the forward's rule; the graph holds rule + "_bwd"
   DType io = DType::bf16, gate = DType::f32, state = DType::f32;
+  DType param = DType::f32;  // gdn's a_log and dt_bias
   int64_t t = 10, h = 2, hv = 4, dk = 128, dv = 128, slots = 3;
   bool initial_state = true, l2 = false, d_final_state = true;
+  bool safe_gate = false, beta_sigmoid = false;  // gdn only
   std::optional<double> scale;
 };
 
@@ -373,7 +488,8 @@ op::Graph bwd_graph(const Spec& s) {
   in("q", {s.t, s.h, s.dk}, s.io);
   in("k", {s.t, s.h, s.dk}, s.io);
   in("v", {s.t, s.hv, s.dv}, s.io);
-  in("g", {s.t, s.hv, s.dk}, s.gate);
+  const bool gdn = s.rule == "gdn";
+  in("g", gdn ? op::Dims{s.t, s.hv} : op::Dims{s.t, s.hv, s.dk}, s.gate);
   if (s.rule == "gdn2") {
     in("b", {s.t, s.hv, s.dk}, s.gate);
     in("w", {s.t, s.hv, s.dv}, s.gate);
@@ -382,9 +498,17 @@ op::Graph bwd_graph(const Spec& s) {
   }
   in("cu_seqlens", {s.slots + 1}, DType::i32);
   if (s.initial_state) in("initial_state", {s.slots, s.hv, s.dk, s.dv}, s.state);
+  if (gdn && s.safe_gate) {
+    in("a_log", {s.hv}, s.param);
+    in("dt_bias", {s.hv}, s.param);
+  }
   in("d_o", {s.t, s.hv, s.dv}, s.io);
   if (s.d_final_state) in("d_final_state", {s.slots, s.hv, s.dk, s.dv}, s.state);
   op::Attrs attrs = {{"use_qk_l2norm", s.l2}};
+  if (gdn) {
+    attrs.emplace_back("safe_gate", s.safe_gate);
+    attrs.emplace_back("use_beta_sigmoid", s.beta_sigmoid);
+  }
   if (s.scale) attrs.emplace_back("scale", *s.scale);
   for (auto& [port, t] : g.op(s.rule + "_bwd", ports, attrs)) t.set_output(true);
   return g;
@@ -400,14 +524,21 @@ bool kernels_built(const Spec& s) {
   return native::kda::served(shape);
 }
 
-TEST(NativeKdaBwdPlanning, ServesKdaAndGdn2BackwardFirstOnHopper) {
-  for (const char* rule : {"kda", "gdn2"})
+TEST(NativeKdaBwdPlanning, ServesKdaGdnAndGdn2BackwardFirstOnHopper) {
+  int combo = 0;
+  for (const char* rule : {"kda", "gdn", "gdn2"})
     for (DType d : {DType::bf16, DType::f16})
       for (int64_t dim : {64, 128}) {
         Spec s;
         s.rule = rule;
         s.io = d;
         s.dk = s.dv = dim;
+        // gdn's options: every combination once over its four specs.
+        s.safe_gate = s.rule == "gdn" && combo % 2 == 0;
+        s.beta_sigmoid = s.rule == "gdn" && (combo / 2) % 2 == 0;
+        if (s.rule == "gdn") ++combo;
+        SCOPED_TRACE(s.rule + " " + std::string(dtype_name(d)) + " " + std::to_string(dim) +
+                     (s.safe_gate ? " safe_gate" : "") + (s.beta_sigmoid ? " beta_sigmoid" : ""));
         if (!kernels_built(s)) GTEST_SKIP() << "no sm_90a kernels in this build";
         plan::ExecutionPlans plans = plan::ExecutionPlans::create(
             bwd_graph(s), test::native::manifest(), test::native::hopper());
@@ -445,24 +576,28 @@ TEST(NativeKdaBwdPlanning, DeclinesWhatItDoesNotServeWithTheReason) {
   declines(s, {"serves K = V in {64, 128}, got K = 128, V = 64"});
   test::sweep::expect_declines(test::native::manifest(), kda_bwd_engine(), bwd_graph(Spec()),
                                test::stand_in_gpu(80), {"serves sm 90 to 90, not sm 80"});
-  // gdn_bwd is not served (yet): the single-node check names the ops it takes.
-  op::Graph gdn("gdn_bwd");
-  {
-    op::Ports p;
-    auto in = [&](const char* name, op::Dims dims, DType d) {
-      p.emplace_back(name, gdn.tensor({name, std::move(dims), d}));
-    };
-    in("q", {10, 2, 128}, DType::bf16);
-    in("k", {10, 2, 128}, DType::bf16);
-    in("v", {10, 2, 128}, DType::bf16);
-    in("g", {10, 2}, DType::f32);
-    in("beta", {10, 2}, DType::f32);
-    in("cu_seqlens", {2}, DType::i32);
-    in("d_o", {10, 2, 128}, DType::bf16);
-    for (auto& [port, t] : gdn.op("gdn_bwd", p)) t.set_output(true);
-  }
-  test::sweep::expect_declines(test::native::manifest(), kda_bwd_engine(), gdn,
-                               test::native::hopper(), {"gdn_bwd"});
+  // gdn_bwd: what it shares with kda_bwd, and safe_gate's parameters.
+  s = Spec();
+  s.rule = "gdn";
+  s.gate = DType::bf16;
+  declines(s, {"the gate g must be f32, not bf16"});
+  s = Spec();
+  s.rule = "gdn";
+  s.safe_gate = true;
+  s.param = DType::f16;
+  declines(s, {"a_log must be f32, not f16"});
+  s = Spec();
+  s.rule = "gdn";
+  s.io = DType::f32;
+  declines(s, {"q must be bf16 or f16, not f32"});
+  s = Spec();
+  s.rule = "gdn";
+  s.dk = s.dv = 96;
+  declines(s, {"serves K = V in {64, 128}, got K = 96, V = 96"});
+  s = Spec();
+  s.rule = "gdn";
+  s.state = DType::bf16;
+  declines(s, {"initial_state must be f32"});
 }
 
 // ---- on the GPU, against the reference ------------------------------------------------------
@@ -479,6 +614,14 @@ struct Case {
   int64_t h, hv;
 };
 
+// Whether a port holds one row per token (else a state or a per-head parameter).
+bool per_token(const std::string& port) {
+  for (const char* p : {"initial_state", "d_final_state", "a_log", "dt_bias", "d_initial_state",
+                        "d_a_log", "d_dt_bias", "cu_seqlens"})
+    if (port == p) return false;
+  return true;
+}
+
 // Log decays like real models': most in [-1, -0.01), a fifth strong in [-5, -1).
 Array gate_array(const op::Dims& dims) {
   std::vector<double> g =
@@ -491,7 +634,7 @@ Array gate_array(const op::Dims& dims) {
 }
 
 Arrays inputs(const op::Graph& g, const test::RaggedRows& rows, const std::vector<int64_t>& cu,
-              bool l2) {
+              const Spec& s) {
   Arrays in;
   const op::Node n = g.nodes()[0];
   for (const auto& [port, t] : n.inputs()) {
@@ -500,12 +643,20 @@ Arrays inputs(const op::Graph& g, const test::RaggedRows& rows, const std::vecto
       in[t.uid()] = test::from_ints(cu, t.dims(), t.dtype(), Device::cpu());
       continue;
     }
-    if (port == "g") {
+    if (port == "g" && s.safe_gate) {  // logits, as the gdn forward's test draws them
+      a = test::random_array(t.dims(), t.dtype(), Device::cpu(), -1, 1);
+    } else if (port == "g") {
       a = gate_array(t.dims());
     } else if (port == "k") {
       // Without the norm, keys of about unit norm keep the recurrence contracting.
-      const double r = l2 ? 1.0 : 1.7 / std::sqrt(static_cast<double>(t.dims()[2]));
+      const double r = s.l2 ? 1.0 : 1.7 / std::sqrt(static_cast<double>(t.dims()[2]));
       a = test::random_array(t.dims(), t.dtype(), Device::cpu(), -r, r);
+    } else if (port == "beta" && s.beta_sigmoid) {  // logits
+      a = test::random_array(t.dims(), t.dtype(), Device::cpu(), -2, 2);
+    } else if (port == "a_log") {
+      a = test::random_array(t.dims(), t.dtype(), Device::cpu(), -1, 0);
+    } else if (port == "dt_bias") {
+      a = test::random_array(t.dims(), t.dtype(), Device::cpu(), -0.5, 0.5);
     } else if (port == "beta" || port == "b") {
       a = test::random_array(t.dims(), t.dtype(), Device::cpu(), 0.1, 0.9);
     } else if (port == "w") {
@@ -515,14 +666,10 @@ Arrays inputs(const op::Graph& g, const test::RaggedRows& rows, const std::vecto
     } else {
       a = test::random_array(t.dims(), t.dtype(), Device::cpu());
     }
-    if (port != "initial_state" && port != "d_final_state") test::poison_padding(a, rows);
+    if (per_token(port)) test::poison_padding(a, rows);
     in[t.uid()] = a;
   }
   return in;
-}
-
-bool per_token(const std::string& port) {
-  return port != "d_initial_state";
 }
 
 std::vector<double> rows_where(const Array& a, const test::RaggedRows& rows, bool padding) {
@@ -580,7 +727,7 @@ Arrays reference_of(const Spec& padded, const op::Graph& g, const Arrays& in, in
   Arrays cut;
   for (const auto& [port, t] : exact.nodes()[0].inputs()) {
     const Array& a = in.at(uid.at(port));
-    if (port == "cu_seqlens" || port == "initial_state" || port == "d_final_state") {
+    if (!per_token(port)) {
       cut[t.uid()] = a;
       continue;
     }
@@ -648,7 +795,50 @@ TEST_F(NativeKdaBwd, MatchesTheReference) {
                        std::to_string(dim) + (s.l2 ? " l2" : "") + (s.initial_state ? " h0" : "") +
                        (s.d_final_state ? " dht" : "") + (s.scale ? " scale" : ""));
           const op::Graph g = bwd_graph(s);
-          const Arrays in = inputs(g, rows, cu, s.l2);
+          const Arrays in = inputs(g, rows, cu, s);
+          const Arrays want = reference_of(s, g, in, cu.back());
+          check(g, rows, test::execute(native_plan(g), in, kGpu), want, worst);
+        }
+  for (const auto& [port, err] : worst)
+    std::printf("worst relative error %s: %.3g\n", port.c_str(), err);
+}
+
+// gdn_bwd (through the kda backward with the gate broadcast over K): as above, with safe_gate
+// (d_a_log, d_dt_bias) and use_beta_sigmoid on and off in every case.
+TEST_F(NativeKdaBwd, GdnMatchesTheReference) {
+  std::printf("%s\n", test::reproduce_line().c_str());
+  std::map<std::string, double> worst;
+  int combo = 0;
+  for (const Case& c : cases())
+    for (DType d : {DType::bf16, DType::f16})
+      for (int64_t dim : {128, 64})
+        for (bool safe_gate : {false, true}) {
+          ++combo;
+          Spec s;
+          s.rule = "gdn";
+          s.io = d;
+          s.dk = s.dv = dim;
+          s.h = c.h;
+          s.hv = c.hv;
+          s.safe_gate = safe_gate;
+          // Each of these on and off within every case's eight runs.
+          s.l2 = (dim == 64) != safe_gate;
+          s.beta_sigmoid = (d == DType::f16) != (dim == 64);
+          s.initial_state = combo % 3 != 0;
+          s.d_final_state = combo % 4 != 1;
+          if (combo % 5 == 0) s.scale = 0.3;
+          std::vector<int64_t> cu = {0};
+          for (int64_t l : c.lens) cu.push_back(cu.back() + l);
+          test::RaggedRows rows = test::rows_of(cu);
+          rows.rows += c.pad;
+          s.t = rows.rows;
+          s.slots = static_cast<int64_t>(c.lens.size());
+          SCOPED_TRACE(c.name + " gdn " + std::string(dtype_name(d)) + " D " + std::to_string(dim) +
+                       (s.l2 ? " l2" : "") + (s.initial_state ? " h0" : "") +
+                       (s.d_final_state ? " dht" : "") + (s.scale ? " scale" : "") +
+                       (s.safe_gate ? " safe_gate" : "") + (s.beta_sigmoid ? " beta_sigmoid" : ""));
+          const op::Graph g = bwd_graph(s);
+          const Arrays in = inputs(g, rows, cu, s);
           const Arrays want = reference_of(s, g, in, cu.back());
           check(g, rows, test::execute(native_plan(g), in, kGpu), want, worst);
         }
@@ -671,7 +861,7 @@ TEST_F(NativeKdaBwd, DISABLED_TimeTheBackward) {
   const op::Graph g = bwd_graph(s);
   std::vector<int64_t> cu = {0};
   for (int i = 0; i < 8; ++i) cu.push_back(cu.back() + 4096);
-  Arrays host = inputs(g, test::rows_of(cu), cu, true);
+  Arrays host = inputs(g, test::rows_of(cu), cu, s);
   const plan::ExecutionPlans plans = native_plan(g);
   plan::VariantPack pack(plans.layout());
   std::vector<Array> keep;
