@@ -178,7 +178,6 @@ void Recording::State::resolve_tapes(int loop) {
     const NodeInfo& n = nodes[static_cast<std::size_t>(id)];
     const NodeArgInfo a = n.arrays[static_cast<std::size_t>(slot)];
     const std::string label = "tape " + n.label + "." + a.param;
-    const std::string where = node_name(n);
     const bool written = std::any_of(inside.begin(), inside.end(), [&](const NodeArgInfo& w) {
       return w.buffer == a.buffer && writes(w.access) &&
              overlaps(w.byte_offset, w.byte_offset + w.bytes, a.byte_offset,
@@ -190,11 +189,6 @@ void Recording::State::resolve_tapes(int loop) {
       if (tapes.size() == 1) snap = Snapshot{};
       continue;
     }
-    if (!a.strides.empty()) {
-      snap = {
-          Snapshot::State::lost, {}, where + " inside a loop (a strided view is not taped yet)"};
-      continue;
-    }
     Shape shape{f.rows};
     shape.insert(shape.end(), a.shape.begin(), a.shape.end());
     const int tape = new_buffer(BufferKind::internal, shape, a.dtype, label);
@@ -204,10 +198,12 @@ void Recording::State::resolve_tapes(int loop) {
     t.kind = NodeKind::kernel;
     t.label = label;
     t.kernel = kernels::tape_write().name();
-    t.arrays = {{"src", Access::read, a.buffer, a.byte_offset, a.bytes, a.shape, a.dtype},
-                {"index", Access::read, index.id, 0, static_cast<int64_t>(index.bytes), index.shape,
-                 index.dtype},
-                {"tape", Access::read_write, tape, 0, bytes, shape, a.dtype}};
+    // A strided view is taped as it lies (tape_write reads its strides); its row is contiguous.
+    t.arrays = {
+        {"src", Access::read, a.buffer, a.byte_offset, a.bytes, a.shape, a.dtype, a.strides},
+        {"index", Access::read, index.id, 0, static_cast<int64_t>(index.bytes), index.shape,
+         index.dtype},
+        {"tape", Access::read_write, tape, 0, bytes, shape, a.dtype}};
     // A read argument is taped before the node, a written one after it.
     const int t_id = insert_before(std::move(t), id, !reads(a.access));
     kernels[static_cast<std::size_t>(t_id)] = std::make_unique<Kernel>(kernels::tape_write());

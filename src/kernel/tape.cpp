@@ -85,7 +85,8 @@ Kernel tape_kernel(const std::string& name, std::vector<ArrayParam> arrays) {
 
 const Kernel& tape_write() {
   static const Kernel k = tape_kernel<detail::kTapeWrite>(
-      "tape_write", {{"src", Access::read}, {"index", Access::read}, {"tape", Access::read_write}});
+      "tape_write",
+      {{"src", Access::read, true}, {"index", Access::read}, {"tape", Access::read_write}});
   return k;
 }
 

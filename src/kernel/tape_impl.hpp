@@ -23,21 +23,46 @@ struct TapeRoles {
 inline constexpr TapeRoles kTapeWrite{2, 1, 0, true};
 inline constexpr TapeRoles kTapeRead{0, 1, 2, false};
 
+// Element `i` (row-major order over its shape) of an array argument, in elements from its data:
+// a strided view (a transpose, a column slice) is read or written where it lies.
+EAGLE_TAPE_HD int64_t element_offset(const ArrayArg& a, int64_t i) {
+  int64_t offset = 0;
+  for (int d = a.ndim - 1; d >= 0; --d) {
+    offset += (i % a.dims[d]) * a.strides[d];
+    i /= a.dims[d];
+  }
+  return offset;
+}
+
+// Whether an array argument is row-major contiguous (its strides are its dims' suffix products).
+EAGLE_TAPE_HD bool is_dense(const ArrayArg& a) {
+  int64_t expected = 1;
+  for (int d = a.ndim - 1; d >= 0; --d) {
+    if (a.dims[d] != 1 && a.strides[d] != expected) return false;
+    expected *= a.dims[d];
+  }
+  return true;
+}
+
 // Copies words [begin, end) stepping by `step` of the row the index selects; nothing when the
-// index is past the tape.
+// index is past the tape. The tape's rows are contiguous; the row argument (src or out) may be
+// a strided view.
 template <class Word, class Args>
 EAGLE_TAPE_HD void tape_copy(const Args& a, TapeRoles roles, int64_t begin, int64_t step) {
   const uint32_t index = *static_cast<const uint32_t*>(a.arrays[roles.index].data);
   const int64_t cap = a.arrays[roles.tape].dims[0];
   if (static_cast<int64_t>(index) >= cap) return;
-  const int64_t n = a.arrays[roles.row].numel;
+  const ArrayArg& row_arg = a.arrays[roles.row];
+  const int64_t n = row_arg.numel;
   Word* tape = static_cast<Word*>(a.arrays[roles.tape].data) + static_cast<int64_t>(index) * n;
-  Word* row = static_cast<Word*>(a.arrays[roles.row].data);
+  Word* row = static_cast<Word*>(row_arg.data);
+  const bool dense = is_dense(row_arg);
   for (int64_t i = begin; i < n; i += step) {
+    Word& r = row[dense ? i : element_offset(row_arg, i)];
     if (roles.to_tape) {
-      tape[i] = row[i];
+      tape[i] = r;
     } else {
-      row[i] = tape[i];
+      r = tape[i];
     }
   }
 }

@@ -484,6 +484,73 @@ TEST(DiffControl, AnArrayTheLoopNeverWritesIsNotTapedButSavedWhenOverwrittenLate
   check(b, params, "loop-invariant array");
 }
 
+// out = x * w elementwise, x a 2-D strided view (f64, CPU): a kernel of one's own that reads
+// strided views, with its derivative (dx = g w, dw = x g: the kernel itself, reading the view).
+void strided_mul_cpu(const KernelArgs& a, const ThreadTeam&) {
+  const ArrayArg &x = a.arrays[0], &w = a.arrays[1], &out = a.arrays[2];
+  const auto* xs = static_cast<const double*>(x.data);
+  const auto* ws = static_cast<const double*>(w.data);
+  auto* o = static_cast<double*>(out.data);
+  for (int64_t i = 0; i < out.numel; ++i)
+    o[i] = xs[(i / x.dims[1]) * x.strides[0] + (i % x.dims[1]) * x.strides[1]] * ws[i];
+}
+
+const Kernel& strided_mul() {
+  static const Kernel k([] {
+    KernelDef d;
+    d.name = "strided_mul";
+    d.arrays = {{"x", Access::read, true}, {"w", Access::read}, {"out", Access::write}};
+    d.per_sample = false;
+    d.infer = [](const std::vector<ArrayMeta>& in, const std::vector<ScalarArg>&) {
+      return std::vector<ArrayMeta>{in[1]};
+    };
+    d.select = [](const std::vector<DType>&) {
+      KernelImpl impl;
+      impl.cpu = &strided_mul_cpu;
+      return impl;
+    };
+    d.derivative = vjp_rule(
+        [](Recorder& r, const VjpArgs& a) -> std::vector<std::optional<Value>> {
+          const Value& g = *a.cotangents[2];
+          return {r.call(kernels::mul(), {g, a.arrays[1]}), r.call(strided_mul(), {a.arrays[0], g}),
+                  std::nullopt};
+        },
+        {0, 1});
+    return d;
+  }());
+  return k;
+}
+
+// The loop reads h through a transposed (strided) view and then overwrites h: each turn's view
+// is taped as it lies (a contiguous row per turn) for the derivative of w, which reads it.
+// loss = sum over 3 turns of sum(h_t^T * w), h_t = 1.5^t h_0, so dL/dw = 4.75 h_0^T.
+TEST(DiffControl, AStridedViewADerivativeReadsInALoopIsTaped) {
+  const Array h0 = test::random_array({2, 3}, DType::f64, cpu);
+  const std::vector<Param> params = {{"w", test::random_array({3, 2}, DType::f64, cpu)}};
+  Both b = make_both(
+      [&](Recorder& r, std::vector<Value>& wrt) {
+        const Value w = r.param("w", params[0].value);
+        wrt = {w};
+        Value h = r.empty({2, 3}, DType::f64, "h"), acc = r.empty({3, 2}, DType::f64, "acc");
+        r.call(kernels::copy(), {r.param("h0", h0)}, buffer(h));
+        r.call(kernels::fill(), {0.0}, buffer(acc));
+        r.for_(3, [&] {
+          const Value y = r.call(strided_mul(), {h.transpose(0, 1), w});
+          r.call(kernels::axpy(), {y, acc, 1.0}, buffer(acc));
+          r.call(kernels::scale(), {h, 1.5}, buffer(h));
+        });
+        return r.call(kernels::sum(), {acc});
+      },
+      {"w"});
+  EXPECT_EQ(b.f.saved_bytes(), 3u * 6 * 8);  // the view, one f64[3, 2] row per turn
+  check(b, params, "strided view in a loop");
+  const std::vector<double> h = h0.to_vector<double>(), dw = b.back()[0].to_vector<double>();
+  for (int64_t i = 0; i < 3; ++i)
+    for (int64_t j = 0; j < 2; ++j)
+      EXPECT_NEAR(dw[static_cast<std::size_t>(i * 2 + j)],
+                  4.75 * h[static_cast<std::size_t>(j * 3 + i)], 1e-12);
+}
+
 // ---- refusals, each leaving the forward graph usable
 
 TEST(DiffControl, AWhileWithoutACapIsRefusedWithTheFix) {
