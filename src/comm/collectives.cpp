@@ -172,6 +172,9 @@ Kernel make(const Communicator& comm, Collective kind, ReduceOp op, int root) {
     return {{out, x.dtype}};
   };
   def.binder = std::make_shared<CommBinder>(name, comm.impl(), kind, op, root);
+  // Every rank must issue the group's collectives in one order; a graph would run independent
+  // ones at once. The binder holds the communicator as long as the kernel lives.
+  def.order_key = comm.impl().get();
   return Kernel(std::move(def));
 }
 

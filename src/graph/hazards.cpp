@@ -132,6 +132,25 @@ std::vector<BranchAccesses> branch_accesses(const Recording::State& s, int fork)
 // y waits on an item of branch i at or after x.
 void Recording::State::check_fork_races(int fork) const {
   const auto& branches = nodes[static_cast<std::size_t>(fork)].bodies;
+  // Calls that must run in recording order (KernelDef::order_key) in two concurrent branches.
+  std::unordered_map<const void*, std::pair<std::size_t, int>> keyed;  // key -> branch, item
+  std::vector<const void*> keys;
+  for (std::size_t b = 0; b < branches.size(); ++b)
+    for (int item : branches[b]) {
+      keys.clear();
+      subtree_order_keys(item, keys);
+      for (const void* key : keys) {
+        auto [it, first] = keyed.try_emplace(key, b, item);
+        if (first || it->second.first == b) continue;
+        throw RecordError(
+            "order refused: " + node_name(nodes[static_cast<std::size_t>(it->second.second)]) +
+            " (branch " + std::to_string(it->second.first) + ") and " +
+            node_name(nodes[static_cast<std::size_t>(item)]) + " (branch " + std::to_string(b) +
+            ") hold calls that must run in recording order (kernels sharing an order key, such "
+            "as one communicator's collectives), but fork branches run concurrently; record "
+            "them in one branch or outside the fork");
+      }
+    }
   const std::vector<BranchAccesses> by_branch = branch_accesses(*this, fork);
   for (std::size_t j = 0; j < branches.size(); ++j) {
     for (std::size_t i = 0; i < j; ++i) {
@@ -198,12 +217,24 @@ void note_accesses(std::unordered_map<int, BufferAccesses>& live,
 
 }  // namespace
 
+void Recording::State::subtree_order_keys(int id, std::vector<const void*>& out) const {
+  const auto& kernel = kernels[static_cast<std::size_t>(id)];
+  if (kernel && kernel->def().order_key &&
+      std::find(out.begin(), out.end(), kernel->def().order_key) == out.end())
+    out.push_back(kernel->def().order_key);
+  for (const auto& body : nodes[static_cast<std::size_t>(id)].bodies)
+    for (int child : body) subtree_order_keys(child, out);
+}
+
 // Edges from accesses in program order within one list (the top level or one arm):
 // read-after-write, write-after-read and write-after-write on overlapping byte ranges of the
-// same buffer. A control node counts with every access of its bodies.
+// same buffer. A control node counts with every access of its bodies. And an edge from each
+// item holding a kernel with an order key to the last earlier item holding the same key.
 void Recording::State::infer_edges(std::vector<int>& list) {
   std::unordered_map<int, BufferAccesses> live;
+  std::unordered_map<const void*, int> last_keyed;
   std::vector<NodeArgInfo> acc;
+  std::vector<const void*> keys;
   std::vector<int> deps;
   for (int id : list) {
     acc.clear();
@@ -211,6 +242,17 @@ void Recording::State::infer_edges(std::vector<int>& list) {
     NodeInfo& node = nodes[static_cast<std::size_t>(id)];
     node.deps = ordering_deps(live, acc, id, deps);
     note_accesses(live, acc, id, !is_control(node.kind));
+    keys.clear();
+    subtree_order_keys(id, keys);
+    for (const void* key : keys) {
+      auto [it, first] = last_keyed.try_emplace(key, id);
+      if (first) continue;
+      if (std::find(node.deps.begin(), node.deps.end(), it->second) == node.deps.end()) {
+        node.deps.push_back(it->second);
+        std::sort(node.deps.begin(), node.deps.end());
+      }
+      it->second = id;
+    }
     for (auto& body : node.bodies) {
       if (node.kind != NodeKind::fork) {
         infer_edges(body);

@@ -137,6 +137,8 @@ struct Recording::State {
   void check_races(const NodeInfo& node, bool per_sample) const;
   void check_fork_races(int fork) const;
   void infer_edges(std::vector<int>& list);
+  // The order keys (KernelDef::order_key) of the kernels in a node's subtree, once each.
+  void subtree_order_keys(int id, std::vector<const void*>& out) const;
 
   // ---- rebinding (rebinding.cpp)
   void check_readable(int buffer, const std::string& what) const;

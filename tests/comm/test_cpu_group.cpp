@@ -3,6 +3,7 @@
 // arrives, and the communicator handle itself.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <optional>
 #include <string>
@@ -296,6 +297,49 @@ TEST(CommCpuGroup, AllReduceInsideAForkBranch) {
       EXPECT_EQ(doubled[ut][ur], h3) << "replay " << t << ", rank " << r;
     }
   }
+}
+
+// A communicator's collectives run in recording order whatever else the graph runs at once:
+// each waits for the one recorded before it (through an if holding one), and for nothing else
+// it does not read; another communicator's are not ordered with them. Two in concurrent fork
+// branches are refused, since ranks could then issue them in different orders.
+TEST(CommCpuGroup, OneCommunicatorsCollectivesRunInRecordingOrder) {
+  const auto group = comm::cpu_group(2), other = comm::cpu_group(2);
+  const Array a0 = random_array({4}, DType::f32, Device::cpu());
+  const Array b0 = random_array({4}, DType::f32, Device::cpu());
+  const Array flag = Array::from(std::vector<uint32_t>{1}, {1}, Device::cpu());
+  const Kernel all_reduce = comm::all_reduce(group[0]);
+  Graph g = Graph::record([&](Recorder& r) {
+    Value a = r.param("a", a0), b = r.param("b", b0), c = r.param("flag", flag);
+    Value scaled = r.call(kernels::scale(), {a, 2.0});                                  // node 0
+    Value ar = r.call(all_reduce, {a});                                                 // node 1
+    Value br = r.call(all_reduce, {b});                                                 // node 2
+    Value bo = r.call(comm::all_reduce(other[0]), {b});                                 // node 3
+    r.if_(c, [&] { r.call(all_reduce, {b}, buffer(r.empty({4}, DType::f32, "x"))); });  // 4, 5
+    Value last = r.call(all_reduce, {a});                                               // node 6
+    r.result({scaled, ar, br, bo, last});
+  });
+  const std::vector<std::pair<int, int>> edges = g.edges();
+  auto edge = [&](int from, int to) {
+    return std::find(edges.begin(), edges.end(), std::pair{from, to}) != edges.end();
+  };
+  ASSERT_EQ(g.nodes()[4].kind, NodeKind::if_);
+  EXPECT_TRUE(edge(1, 2));   // the second waits for the first
+  EXPECT_TRUE(edge(2, 4));   // the if holding one waits for the one before it
+  EXPECT_TRUE(edge(4, 6));   // and the next waits for the if
+  EXPECT_FALSE(edge(0, 1));  // not for unrelated work: it may run beside it
+  EXPECT_FALSE(edge(2, 3));  // another communicator's collective is not ordered with them
+  EXPECT_FALSE(edge(1, 3));
+
+  const auto refused = [&] {
+    Graph::record([&](Recorder& r) {
+      Value a = r.param("a", a0), b = r.param("b", b0);
+      r.parallel(
+          {[&](Branch&) { r.call(all_reduce, {a}); }, [&](Branch&) { r.call(all_reduce, {b}); }});
+    });
+  };
+  expect_throw_with<RecordError>(refused, {"order refused", "branch 0", "branch 1",
+                                           "must run in recording order", "one branch"});
 }
 
 }  // namespace

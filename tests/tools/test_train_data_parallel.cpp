@@ -126,6 +126,38 @@ TEST(TrainDataParallel, AveragedGradientsOfTwoRanksAreTheGradientsOfTheConcatena
   }
 }
 
+// The step graph's all_reduces are recorded in the order the reverse pass finishes the
+// gradients: each waits for its gradient and the all_reduce before it (one communicator's
+// collectives run in recording order), so the first ones wait for none of the rest of the
+// reverse pass and may run beside it.
+TEST(TrainDataParallel, GradientAllReducesWaitOnlyForTheirGradientAndTheOneBefore) {
+  const auto group = comm::cpu_group(2);
+  Model model(tiny());
+  TrainState state = TrainState::init(model.config(), 1, cpu);
+  const data::BatchCapacity cap{32, 6};
+  const BatchArrays arrays = BatchArrays::allocate(cap, cpu);
+  StepInputs in{&model.config(), &state, &arrays, {}};
+  in.average_gradients = &group[0];
+  Graph step = Graph::record([&](Recorder& r) { r.result(model.record_step(r, in, cap.tokens)); },
+                             RecordOptions{.record = true});
+  std::vector<int> reduces;
+  int last_backward = -1;
+  for (const NodeInfo& n : step.nodes()) {
+    if (n.kernel == "comm.all_reduce.avg") reduces.push_back(n.id);
+    if (n.scope.rfind("backward", 0) == 0) last_backward = std::max(last_backward, n.id);
+  }
+  ASSERT_EQ(reduces.size(), state.params.size());
+  for (std::size_t k = 1; k < reduces.size(); ++k) {
+    const std::vector<int>& deps = step.nodes()[static_cast<std::size_t>(reduces[k])].deps;
+    EXPECT_NE(std::find(deps.begin(), deps.end(), reduces[k - 1]), deps.end())
+        << "all_reduce " << k;
+  }
+  // The first waits only for nodes recorded before the reverse pass ended (deps point back).
+  const std::vector<int>& first = step.nodes()[static_cast<std::size_t>(reduces[0])].deps;
+  ASSERT_FALSE(first.empty());
+  for (int d : first) EXPECT_LT(d, last_backward) << "the first all_reduce waits for node " << d;
+}
+
 TEST(TrainDataParallel, TwoRankStepsWithDifferentBucketsEqualOneRankOverTheConcatenatedBatch) {
   const data::BatchCapacity rank_cap{48, 6}, whole_cap{96, 12};
   const std::vector<int64_t> buckets = {24, 48};

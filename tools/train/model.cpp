@@ -1,8 +1,10 @@
 // The training job's model: planned operations per capacity, the recorded step, AdamW groups.
 #include "train/model.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <optional>
 #include <random>
 
 namespace eagle::train {
@@ -383,9 +385,23 @@ Value Model::record_step(Recorder& r, const StepInputs& in, int64_t capacity) {
 std::vector<Value> record_gradient_average(Recorder& r, const std::vector<Value>& grads,
                                            const comm::Communicator& comm) {
   const Kernel average = comm::all_reduce(comm, comm::ReduceOp::avg);
+  // The node that last wrote each gradient: the reverse pass finishes the last layers' first.
+  const std::vector<NodeInfo>& nodes = r.recording().nodes();
+  std::vector<std::pair<int, std::size_t>> ready;  // (last writer, gradient)
+  for (std::size_t i = 0; i < grads.size(); ++i) {
+    int writer = -1;
+    for (int n = static_cast<int>(nodes.size()) - 1; n >= 0 && writer < 0; --n)
+      for (const NodeArgInfo& a : nodes[static_cast<std::size_t>(n)].arrays)
+        if (a.buffer == grads[i].buffer() && writes(a.access)) writer = n;
+    ready.emplace_back(writer, i);
+  }
+  std::sort(ready.begin(), ready.end());
+  std::vector<std::optional<Value>> averaged(grads.size());  // emplace: no Value::operator=
+  for (const auto& [writer, i] : ready)
+    averaged[i].emplace(
+        r.call(average, {grads[i]}, CallOptions{{}, "all_reduce." + std::to_string(i)}));
   std::vector<Value> out;
-  for (std::size_t i = 0; i < grads.size(); ++i)
-    out.push_back(r.call(average, {grads[i]}, CallOptions{{}, "all_reduce." + std::to_string(i)}));
+  for (const auto& a : averaged) out.push_back(*a);
   return out;
 }
 

@@ -118,10 +118,14 @@ class Model {
   std::map<std::pair<int64_t, int64_t>, std::shared_ptr<const Kernels>> kernels_;
 };
 
-// One all_reduce(avg) per gradient across `comm`'s ranks, in the order given (param order), each
-// into a new array. Params' shapes do not depend on the capacity, so every bucket's graph records
-// the same collectives on the same shapes in the same order: ranks that run different buckets in
-// a step still meet at matching collectives.
+// One all_reduce(avg) per gradient across `comm`'s ranks, each into a new array, returned in
+// param order. They are recorded in the order the reverse pass finished the gradients (the last
+// layers' first), so in the built graph each waits only for its gradient and the all_reduce
+// before it (a communicator's collectives run in recording order) and the first ones overlap
+// the rest of the reverse pass. Params' shapes do not depend on the capacity and every bucket's
+// reverse pass has the same structure, so every bucket's graph records the same collectives on
+// the same shapes in the same order: ranks that run different buckets in a step still meet at
+// matching collectives.
 std::vector<Value> record_gradient_average(Recorder& r, const std::vector<Value>& grads,
                                            const comm::Communicator& comm);
 

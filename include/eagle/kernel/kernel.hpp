@@ -125,6 +125,12 @@ struct KernelDef {
   // no gradient at all (condition cells): the reverse pass treats them as constants.
   std::shared_ptr<const Derivative> derivative;
   bool no_gradient = false;
+  // Calls of kernels sharing a non-null key run in the order they were recorded: the recorder
+  // adds an edge from each to the one before it (through the constructs holding them) and
+  // refuses two in concurrent fork branches. Without it a built graph runs independent calls at
+  // once. A communicator's collectives share one (every rank must issue them in one order).
+  // Only compared, never dereferenced; whoever sets it keeps the object alive with the kernel.
+  const void* order_key = nullptr;
 };
 
 class Kernel {

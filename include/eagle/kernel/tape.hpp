@@ -8,7 +8,8 @@
 namespace eagle::kernels {
 
 // src, index (read), tape (read-write): tape[index] = src when index < cap (else nothing).
-// tape is [cap] + src's shape, src's dtype; src contiguous.
+// tape is [cap] + src's shape, src's dtype; src may be a strided view (the row is stored
+// contiguous).
 const Kernel& tape_write();
 // tape, index (read) -> out: out = tape[index] (index < cap; else out is left as it was).
 const Kernel& tape_read();
