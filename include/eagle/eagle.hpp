@@ -29,6 +29,7 @@
 #include "eagle/kernel/standard.hpp"
 #include "eagle/kernel/tape.hpp"
 #include "eagle/kernel/thread_team.hpp"
+#include "eagle/kernel/views.hpp"
 #include "eagle/op/graph.hpp"
 #include "eagle/plan/autotune.hpp"
 #include "eagle/plan/operand_rules.hpp"

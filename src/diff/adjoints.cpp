@@ -2,6 +2,7 @@
 
 #include "eagle/core/error.hpp"
 #include "eagle/kernel/standard.hpp"
+#include "eagle/kernel/views.hpp"
 
 namespace eagle::diff::detail {
 
@@ -33,7 +34,9 @@ void Adjoints::own(int b_id, Entry& e) {
 std::optional<Value> Adjoints::read(const NodeArgInfo& v) {
   auto it = entries_.find(v.buffer);
   if (it == entries_.end() || !it->second.value) return std::nullopt;
-  return part(it->second, v);
+  const Value at = part(it->second, v);
+  // A derivative receives contiguous cotangents: a strided view's is gathered.
+  return at.is_contiguous() ? at : r_.call(kernels::gather_view(), {at});
 }
 
 void Adjoints::pin(int b) {
@@ -50,14 +53,16 @@ void Adjoints::zero(const NodeArgInfo& v) {
     return;
   }
   own(v.buffer, it->second);
-  r_.call(kernels::fill(), {0.0}, buffer(part(it->second, v)));
+  const Value at = part(it->second, v);
+  if (at.is_contiguous())
+    r_.call(kernels::fill(), {0.0}, buffer(at));
+  else
+    r_.call_all(kernels::zero_view(), {at});
 }
 
-void Adjoints::add(const NodeArgInfo& v, const Value& c) {
-  if (!c.is_contiguous())
-    throw NotSupported("diff: a cotangent of array '" +
-                       buffers_[static_cast<std::size_t>(v.buffer)].label +
-                       "' is a strided view; strided cotangents are not differentiated yet");
+void Adjoints::add(const NodeArgInfo& v, const Value& given) {
+  // A derivative may hand back a strided view (of an array it made): gathered first.
+  const Value c = given.is_contiguous() ? given : r_.call(kernels::gather_view(), {given});
   const BufferInfo& b = buffers_[static_cast<std::size_t>(v.buffer)];
   Entry& e = entries_[v.buffer];
   if (whole(v) && !pinned_.count(v.buffer)) {
@@ -75,7 +80,16 @@ void Adjoints::add(const NodeArgInfo& v, const Value& c) {
   }
   own(v.buffer, e);
   const Value at = part(e, v);
-  r_.call(kernels::add(), {at, c}, buffer(at));
+  if (at.is_contiguous()) {
+    r_.call(kernels::add(), {at, c}, buffer(at));
+    return;
+  }
+  // The cotangent of a strided view (a transpose, a column slice) goes where the view lies.
+  if (c.dtype() != DType::f32 && c.dtype() != DType::f64)
+    throw NotSupported("diff: the cotangent of array '" + b.label + "' is a strided view of " +
+                       std::string(dtype_name(c.dtype())) +
+                       "; cotangents of strided views are formed in f32 or f64 only");
+  r_.call_all(kernels::add_to_view(), {at, c});
 }
 
 }  // namespace eagle::diff::detail

@@ -551,6 +551,68 @@ TEST(DiffControl, AStridedViewADerivativeReadsInALoopIsTaped) {
                   4.75 * h[static_cast<std::size_t>(j * 3 + i)], 1e-12);
 }
 
+// x *= alpha in place through a 2-D strided view (f64, CPU), with its derivative: what x held
+// before gets alpha times the cotangent of what it holds after (a strided cotangent, read and
+// written where the view lies).
+void strided_scale_cpu(const KernelArgs& a, const ThreadTeam&) {
+  const ArrayArg& x = a.arrays[0];
+  auto* xs = static_cast<double*>(x.data);
+  for (int64_t i = 0; i < x.numel; ++i)
+    xs[(i / x.dims[1]) * x.strides[0] + (i % x.dims[1]) * x.strides[1]] *= a.scalars[0].f;
+}
+
+const Kernel& strided_scale() {
+  static const Kernel k([] {
+    KernelDef d;
+    d.name = "strided_scale";
+    d.arrays = {{"x", Access::read_write, true}};
+    d.scalars = {{"alpha"}};
+    d.per_sample = false;
+    d.infer = [](const std::vector<ArrayMeta>&, const std::vector<ScalarArg>&) {
+      return std::vector<ArrayMeta>{};
+    };
+    d.select = [](const std::vector<DType>&) {
+      KernelImpl impl;
+      impl.cpu = &strided_scale_cpu;
+      return impl;
+    };
+    d.derivative = vjp_rule(
+        [](Recorder& r, const VjpArgs& a) -> std::vector<std::optional<Value>> {
+          return {r.call(kernels::scale(), {*a.cotangents[0], a.scalars[0].f})};
+        },
+        {});
+    return d;
+  }());
+  return k;
+}
+
+// Cotangents of strided views: x read through its transpose (dx lands where the view lies), and
+// h scaled in place through a column slice and through its transpose (the cotangent of what the
+// view holds after the call is gathered, zeroed and replaced where the view lies).
+// loss = sum(x^T * w2) + sum(h * w), h = x with columns 0, 1 scaled by 3, then all by 0.5.
+TEST(DiffControl, CotangentsOfStridedViewsLandWhereTheViewsLie) {
+  const std::vector<Param> params = {{"x", test::random_array({2, 3}, DType::f64, cpu)},
+                                     {"w", test::random_array({2, 3}, DType::f64, cpu)}};
+  const Array w2 = test::random_array({3, 2}, DType::f64, cpu);
+  Both b = make_both_xw(params, [&](Recorder& r, const Value& x, const Value& w) {
+    const Value read = r.call(strided_mul(), {x.transpose(0, 1), r.param("w2", w2)});
+    Value h = r.empty({2, 3}, DType::f64, "h");
+    r.call(kernels::copy(), {x}, buffer(h));
+    r.call_all(strided_scale(), {h.slice(1, 0, 2), 3.0});
+    r.call_all(strided_scale(), {h.transpose(0, 1), 0.5});
+    return r.call(kernels::axpy(), {r.call(kernels::sum(), {read}),
+                                    r.call(kernels::sum(), {r.call(kernels::mul(), {h, w})}), 1.0});
+  });
+  check(b, params, "strided cotangents");
+  // dL/dx[i][j] = w2[j][i] + w[i][j] (3 if j < 2) 0.5.
+  const std::vector<double> x_grad = b.back()[0].to_vector<double>();
+  const std::vector<double> w = params[1].value.to_vector<double>(), v2 = w2.to_vector<double>();
+  for (std::size_t i = 0; i < 2; ++i)
+    for (std::size_t j = 0; j < 3; ++j)
+      EXPECT_NEAR(x_grad[i * 3 + j], v2[j * 2 + i] + w[i * 3 + j] * (j < 2 ? 3.0 : 1.0) * 0.5,
+                  1e-12);
+}
+
 // ---- refusals, each leaving the forward graph usable
 
 TEST(DiffControl, AWhileWithoutACapIsRefusedWithTheFix) {

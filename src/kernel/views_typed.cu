@@ -1,0 +1,84 @@
+// The strided-view kernels (eagle/kernel/views.hpp), typed: one body for the CPU and the GPU.
+#include <array>
+#include <string>
+#include <vector>
+
+#include "eagle/core/error.hpp"
+#include "eagle/core/shape.hpp"
+#include "eagle/kernel/typed.hpp"
+#include "eagle/kernel/views.hpp"
+
+namespace eagle::kernels {
+
+namespace {
+
+// Where element i (row-major over the view's shape) of a view lies, in elements from its data.
+template <class A>
+EAGLE_HD int64_t view_offset(const A& view, int64_t i) {
+  int64_t offset = 0;
+  for (int d = view.ndim() - 1; d >= 0; --d) {
+    offset += (i % view.dim(d)) * view.stride(d);
+    i /= view.dim(d);
+  }
+  return offset;
+}
+
+// The second array must have the first's shape and dtype.
+void check_same(const std::vector<ArrayMeta>& in, const char* kernel, const char* first,
+                const char* second) {
+  if (in[1].shape != in[0].shape || in[1].dtype != in[0].dtype)
+    throw InvalidArgument(std::string(kernel) + ": argument '" + second + "' is " +
+                          std::string(dtype_name(in[1].dtype)) + shape_str(in[1].shape) +
+                          "; it must have '" + first + "''s shape and dtype " +
+                          std::string(dtype_name(in[0].dtype)) + shape_str(in[0].shape));
+}
+
+struct GatherView {
+  static constexpr const char* name = "gather_view";
+  static constexpr std::array<const char*, 2> params = {"x", "out"};
+  using types = eagle::types<float, double, half, bfloat16>;
+  static constexpr bool per_sample = false;
+  template <class T>
+  EAGLE_HD static void point(int64_t i, InView<T> x, Out<T> out) {
+    out[i] = x.data()[view_offset(x, i)];
+  }
+};
+
+struct AddToView {
+  static constexpr const char* name = "add_to_view";
+  static constexpr std::array<const char*, 2> params = {"view", "c"};
+  using types = eagle::types<float, double>;
+  static constexpr bool per_sample = false;
+  static std::vector<ArrayMeta> infer(const std::vector<ArrayMeta>& in,
+                                      const std::vector<ScalarArg>&) {
+    check_same(in, name, "view", "c");
+    return {};
+  }
+  template <class T>
+  EAGLE_HD static void point(int64_t i, InOutView<T> view, In<T> c) {
+    view.data()[view_offset(view, i)] += c[i];
+  }
+};
+
+struct ZeroView {
+  static constexpr const char* name = "zero_view";
+  static constexpr std::array<const char*, 1> params = {"view"};
+  using types = eagle::types<float, double, half, bfloat16>;
+  static constexpr bool per_sample = false;
+  static std::vector<ArrayMeta> infer(const std::vector<ArrayMeta>&,
+                                      const std::vector<ScalarArg>&) {
+    return {};
+  }
+  template <class T>
+  EAGLE_HD static void point(int64_t i, InOutView<T> view) {
+    view.data()[view_offset(view, i)] = T{};  // +0 (16-bit types are plain bits here)
+  }
+};
+
+}  // namespace
+
+EAGLE_TYPED_KERNEL(gather_view, GatherView)
+EAGLE_TYPED_KERNEL(add_to_view, AddToView)
+EAGLE_TYPED_KERNEL(zero_view, ZeroView)
+
+}  // namespace eagle::kernels

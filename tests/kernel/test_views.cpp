@@ -1,0 +1,57 @@
+// The strided-view kernels (eagle/kernel/views.hpp) on every device: gather a transpose into a
+// contiguous array, add into and zero a column slice where it lies, and the refusals.
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "eagle/eagle.hpp"
+#include "test_util.hpp"
+
+namespace eagle {
+namespace {
+
+class Views : public test::OnDeviceWithStream {};
+EAGLE_ON_EVERY_DEVICE(Views);
+
+TEST_P(Views, GatherAddAndZeroGoWhereTheViewLies) {
+  const Array m = test::random_array({3, 4}, DType::f32, device());
+  const std::vector<float> hm = m.to_vector<float>();
+  // The transpose [4, 3] (strides {1, 4}) gathered: out[j][i] = m[i][j].
+  const Array t = Array::wrap(m.data(), {4, 3}, DType::f32, device(), {1, 4});
+  const std::vector<Array> out = launch(kernels::gather_view(), {t}, {}, stream(), team_);
+  stream().synchronize();
+  ASSERT_EQ(out[0].shape(), (Shape{4, 3}));
+  const std::vector<float> g = out[0].to_vector<float>();
+  for (std::size_t i = 0; i < 3; ++i)
+    for (std::size_t j = 0; j < 4; ++j) EXPECT_EQ(g[j * 3 + i], hm[i * 4 + j]);
+  // Columns 1 and 3 (strides {4, 2}): += c, then the other columns zeroed.
+  const Array odd =
+      Array::wrap(static_cast<float*>(m.data()) + 1, {3, 2}, DType::f32, device(), {4, 2});
+  const Array c = test::random_array({3, 2}, DType::f32, device());
+  const std::vector<float> hc = c.to_vector<float>();
+  launch(kernels::add_to_view(), {odd, c}, {}, stream(), team_);
+  const Array even = Array::wrap(m.data(), {3, 2}, DType::f32, device(), {4, 2});
+  launch(kernels::zero_view(), {even}, {}, stream(), team_);
+  stream().synchronize();
+  const std::vector<float> got = m.to_vector<float>();
+  for (std::size_t i = 0; i < 3; ++i)
+    for (std::size_t k = 0; k < 2; ++k) {
+      EXPECT_EQ(got[i * 4 + 2 * k], 0.0f) << i << ", " << k;
+      EXPECT_EQ(got[i * 4 + 2 * k + 1], hm[i * 4 + 2 * k + 1] + hc[i * 2 + k]) << i << ", " << k;
+    }
+}
+
+TEST_P(Views, RefusesAMismatchedCotangentAndSixteenBitSums) {
+  const Array m = test::random_array({2, 3}, DType::f32, device());
+  const Array c = test::random_array({3, 3}, DType::f32, device());
+  test::expect_invalid(
+      [&] {
+        launch(kernels::add_to_view(), {m, c}, {}, stream(), team_);
+      },
+      {"add_to_view", "'c'", "'view''s shape"});
+  const Array h = test::random_array({2, 3}, DType::f16, device());
+  EXPECT_THROW(launch(kernels::add_to_view(), {h, h}, {}, stream(), team_), NotSupported);
+}
+
+}  // namespace
+}  // namespace eagle
