@@ -447,6 +447,45 @@ TEST_F(NativeKda, MatchesTheReference) {
   std::printf("worst relative error %.3g\n", worst);
 }
 
+// An empty batch (T = 0, every slot empty): no chunk to run, but the final state of every slot
+// is still written: its initial state, or 0. The reference says so on the CPU; the GPU must agree.
+Arrays empty_batch_final_states(bool initial_state, bool on_gpu) {
+  Spec s;
+  s.t = 0;
+  s.slots = 2;
+  s.h = s.hv = 2;
+  s.dk = s.dv = 64;
+  s.initial_state = initial_state;
+  const op::Graph g = delta_graph(s);
+  const std::vector<int64_t> cu = {0, 0, 0};
+  const Arrays in = inputs(g, test::rows_of(cu), cu, false);
+  const Arrays ran = on_gpu ? test::execute(native_plan(g), in, kGpu) : test::reference(g, in);
+  Arrays out;
+  for (const auto& [port, t] : g.nodes()[0].outputs())
+    if (port == "final_state") out[0] = ran.at(t.uid());
+  for (const auto& [port, t] : g.nodes()[0].inputs())
+    if (port == "initial_state") out[1] = in.at(t.uid());
+  return out;
+}
+
+TEST(KdaReference, AnEmptyBatchGivesEachSlotItsInitialStateAsFinal) {
+  for (bool h0 : {true, false}) {
+    const Arrays got = empty_batch_final_states(h0, false);
+    ASSERT_EQ(got.at(0).shape(), (Shape{2, 2, 64, 64}));
+    const std::vector<double> ht = test::values(got.at(0));
+    EXPECT_EQ(ht, h0 ? test::values(got.at(1)) : std::vector<double>(ht.size(), 0.0));
+  }
+}
+
+TEST_F(NativeKda, AnEmptyBatchStillWritesTheFinalState) {
+  for (bool h0 : {true, false}) {
+    SCOPED_TRACE(h0 ? "with an initial state" : "without one");
+    const Arrays got = empty_batch_final_states(h0, true);
+    const std::vector<double> ht = test::values(got.at(0));
+    EXPECT_EQ(ht, h0 ? test::values(got.at(1)) : std::vector<double>(ht.size(), 0.0));
+  }
+}
+
 // Stronger gates than models use (g down to -30 per channel, e^{-30} between neighbouring
 // rows): the products through a reference row never exceed 1, so nothing overflows.
 TEST_F(NativeKda, StrongGatesStayFinite) {

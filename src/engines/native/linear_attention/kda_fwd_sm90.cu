@@ -572,7 +572,18 @@ namespace {
 bool run(const FwdArgs& a, const Scratch& ws, void* stream, bool output) {
   const Shape& s = a.shape;
   if (!served(s) || !a.chunk_offsets || !s.cu) return false;
-  if (a.capacity_chunks <= 0) return true;
+  if (a.capacity_chunks <= 0) {
+    // No rows at all (T = 0): nothing to launch, but every slot's final state is still its
+    // initial state, or 0.
+    if (!a.final_state) return true;
+    const std::size_t bytes =
+        static_cast<std::size_t>(s.slots) * static_cast<std::size_t>(s.value_heads) *
+        static_cast<std::size_t>(s.dim) * static_cast<std::size_t>(s.dim) * sizeof(float);
+    const auto st = static_cast<cudaStream_t>(stream);
+    return (a.initial_state ? cudaMemcpyAsync(a.final_state, a.initial_state, bytes,
+                                              cudaMemcpyDeviceToDevice, st)
+                            : cudaMemsetAsync(a.final_state, 0, bytes, st)) == cudaSuccess;
+  }
   if (a.capacity_chunks > 0x7fffffff || s.slots > 0x7fffffff) return false;
   if (s.gates == Gates::kda ? !a.beta : (!a.b || !a.w)) return false;
   Params p;
