@@ -147,6 +147,9 @@ plan::Capabilities gdn_capabilities() {
   caps.device = DeviceKind::cuda;
   caps.sm_lo = caps.sm_hi = 90;  // built for sm_90a only
   caps.dtypes = {DType::bf16, DType::f16};
+  // The state launch: 0 loads each chunk's rows before computing it; 1 prefetches the next
+  // chunk's with cp.async (double-buffered). 0 leads until 1 is measured on the H200.
+  caps.knobs["pipeline"] = {0, 1};
   return caps;
 }
 
@@ -165,7 +168,7 @@ class GdnEngine : public plan::Engine {
   }
 
   std::shared_ptr<const plan::CompiledPlan> build_plan(
-      const op::Graph& graph, const plan::Facts&, const plan::PlanConfig&,
+      const op::Graph& graph, const plan::Facts&, const plan::PlanConfig& config,
       const plan::BuildContext& ctx) const override {
     const op::Node node = graph.nodes()[0];
     const Device device = plan_device(ctx);
@@ -176,6 +179,7 @@ class GdnEngine : public plan::Engine {
     auto at = [&](const op::Tensor& t) { return t.defined() ? ctx.layout->index_of(t) : -1; };
     GdnPlan::Table t{};
     t.shape = shape_of(node);
+    t.shape.pipelined_state = config.knobs.at("pipeline") != 0;
     t.capacity_chunks = ragged::chunk_capacity(t.shape.tokens, t.shape.slots, la::kGdnChunk);
     t.kernels_at = round_up(static_cast<std::size_t>(t.shape.slots + 1) * sizeof(int32_t));
     t.q = at(node.input("q"));

@@ -44,6 +44,7 @@ struct GdnCase {
   bool final_state = true;
   DType state_dtype = DType::f32;
   std::optional<double> scale;
+  int64_t pipeline = 0;  // the engine's knob: 1 prefetches the next chunk's rows in the state loop
   std::vector<int64_t> cu() const {
     std::vector<int64_t> c = {0};
     for (int64_t l : lengths) c.push_back(c.back() + l);
@@ -126,11 +127,13 @@ void check_case(const GdnCase& c) {
   SCOPED_TRACE(c.name + " " + std::string(dtype_name(c.dtype)) + " K=V=" + std::to_string(c.dim) +
                " H " + std::to_string(c.h) + " HV " + std::to_string(c.hv) + (c.l2 ? " l2" : "") +
                (c.safe_gate ? " safe_gate" : "") + (c.beta_sigmoid ? " beta_sigmoid" : "") +
-               (c.initial_state ? " initial_state" : ""));
+               (c.initial_state ? " initial_state" : "") +
+               (c.pipeline ? " pipelined state loop" : ""));
   const int64_t t = c.active() + c.pad, active = c.active();
   const op::Graph full = gdn_graph(c, t), packed = gdn_graph(c, active > 0 ? active : 1);
   const std::map<std::string, Array> in = random_gdn_inputs(c);
-  plan::ExecutionPlans p = engines::create_execution_plan(full.clone(), kGpu, gdn_id(), {});
+  plan::ExecutionPlans p =
+      engines::create_execution_plan(full.clone(), kGpu, gdn_id(), {{"pipeline", c.pipeline}});
   p.build_plans();
   const Arrays got = execute(p, by_uid(full, in, t), kGpu);
   const double tol = 2 * tolerance(c.dtype);
@@ -225,6 +228,35 @@ TEST_F(NativeGdn, NoActiveTokens) {
   check_case(c);
 }
 
+// The state loop with the next chunk's rows prefetched by cp.async (knob pipeline = 1): the same
+// cases as above, long sequences (many chunks through both buffers) and short ones.
+TEST_F(NativeGdn, ThePipelinedStateLoopMatchesTheReference) {
+  for (DType d : {DType::bf16, DType::f16})
+    for (int64_t dim : {64, 128}) {
+      GdnCase c{"lengths 0 1 C-1 C C+1 130", {0, 1, 63, 64, 65, 130}, 9};
+      c.dtype = d;
+      c.dim = dim;
+      c.pipeline = 1;
+      check_case(c);
+    }
+  GdnCase long_one{"one long sequence", {1000}, 3};
+  long_one.dim = 128;
+  long_one.h = 1;
+  long_one.hv = 4;
+  GdnCase tail{"M < N: repeated tail", {70, 200, 0, 0, 0}, 60};
+  GdnCase gqa{"gqa 2", {33, 140, 1, 64}, 5};
+  gqa.h = 2;
+  gqa.hv = 4;
+  GdnCase options{"l2 safe_gate beta_sigmoid, no initial state", {100, 64, 7}, 4};
+  options.safe_gate = options.beta_sigmoid = true;
+  options.initial_state = false;
+  GdnCase empty{"every slot empty", {0, 0, 0}, 16};
+  for (GdnCase* c : {&long_one, &tail, &gqa, &options, &empty}) {
+    c->pipeline = 1;
+    check_case(*c);
+  }
+}
+
 // The forward's time at the issue's shape (bf16, H = HV = 32, K = V = 128, T = 32768 in 8
 // sequences: equal lengths and zipf-like ones), when EAGLE_GDN_BENCH is set: the median of 20
 // runs after 3 warm-up runs, host clock around a synchronized stream.
@@ -233,45 +265,48 @@ TEST_F(NativeGdn, TimesTheIssueShapeWhenAsked) {
   const std::vector<std::vector<int64_t>> batches = {
       {4096, 4096, 4096, 4096, 4096, 4096, 4096, 4096},
       {12000, 6000, 4000, 3000, 2400, 2000, 1700, 1668}};
-  for (const std::vector<int64_t>& lengths : batches) {
-    GdnCase c{"bench", lengths, 0};
-    c.h = c.hv = 32;
-    c.dim = 128;
-    const op::Graph g = gdn_graph(c, c.active());
-    const std::map<std::string, Array> host = random_gdn_inputs(c);
-    plan::ExecutionPlans p = engines::create_execution_plan(g.clone(), kGpu, gdn_id(), {});
-    p.build_plans();
-    plan::VariantPack pack(p.layout());
-    std::vector<Array> keep;
-    for (const auto& [uid, a] : by_uid(g, host, c.active())) {
-      keep.push_back(a.to(kGpu));
-      pack.set(uid, plan::Operand(keep.back()));
+  for (const std::vector<int64_t>& lengths : batches)
+    for (int64_t pipeline : {0, 1}) {
+      GdnCase c{"bench", lengths, 0};
+      c.h = c.hv = 32;
+      c.dim = 128;
+      const op::Graph g = gdn_graph(c, c.active());
+      const std::map<std::string, Array> host = random_gdn_inputs(c);
+      plan::ExecutionPlans p =
+          engines::create_execution_plan(g.clone(), kGpu, gdn_id(), {{"pipeline", pipeline}});
+      p.build_plans();
+      plan::VariantPack pack(p.layout());
+      std::vector<Array> keep;
+      for (const auto& [uid, a] : by_uid(g, host, c.active())) {
+        keep.push_back(a.to(kGpu));
+        pack.set(uid, plan::Operand(keep.back()));
+      }
+      for (const op::Tensor& t : outputs(g)) {
+        keep.push_back(Array::empty(t.dims(), t.dtype(), kGpu));
+        pack.set(t.uid(), plan::Operand(keep.back()));
+      }
+      const Stream stream(kGpu);
+      const std::size_t bytes = p.workspace_size();
+      const Array ws = Array::empty({static_cast<int64_t>(bytes)}, DType::u8, kGpu);
+      plan::ExecutionContext ctx{stream.native(), nullptr, ws.data(), bytes};
+      ctx.device = kGpu;
+      std::vector<double> ms;
+      for (int i = 0; i < 23; ++i) {
+        stream.synchronize();
+        const auto t0 = std::chrono::steady_clock::now();
+        p.execute(pack, ctx);
+        stream.synchronize();
+        const auto t1 = std::chrono::steady_clock::now();
+        if (i >= 3) ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
+      }
+      std::sort(ms.begin(), ms.end());
+      std::printf(
+          "native_gdn forward bf16 H=HV=32 K=V=128 T=32768 lengths %s, pipeline %lld: median "
+          "%.3f ms (min %.3f, max %.3f), workspace %.1f MiB\n",
+          lengths[0] == lengths[1] ? "8 x 4096" : "zipf-like 12000..1668",
+          static_cast<long long>(pipeline), ms[ms.size() / 2], ms.front(), ms.back(),
+          static_cast<double>(bytes) / (1 << 20));
     }
-    for (const op::Tensor& t : outputs(g)) {
-      keep.push_back(Array::empty(t.dims(), t.dtype(), kGpu));
-      pack.set(t.uid(), plan::Operand(keep.back()));
-    }
-    const Stream stream(kGpu);
-    const std::size_t bytes = p.workspace_size();
-    const Array ws = Array::empty({static_cast<int64_t>(bytes)}, DType::u8, kGpu);
-    plan::ExecutionContext ctx{stream.native(), nullptr, ws.data(), bytes};
-    ctx.device = kGpu;
-    std::vector<double> ms;
-    for (int i = 0; i < 23; ++i) {
-      stream.synchronize();
-      const auto t0 = std::chrono::steady_clock::now();
-      p.execute(pack, ctx);
-      stream.synchronize();
-      const auto t1 = std::chrono::steady_clock::now();
-      if (i >= 3) ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
-    }
-    std::sort(ms.begin(), ms.end());
-    std::printf(
-        "native_gdn forward bf16 H=HV=32 K=V=128 T=32768 lengths %s: median %.3f ms "
-        "(min %.3f, max %.3f), workspace %.1f MiB\n",
-        lengths[0] == lengths[1] ? "8 x 4096" : "zipf-like 12000..1668", ms[ms.size() / 2],
-        ms.front(), ms.back(), static_cast<double>(bytes) / (1 << 20));
-  }
 }
 
 // ---- planning on the CPU (a stand-in Hopper) ----

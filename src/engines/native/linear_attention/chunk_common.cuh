@@ -159,6 +159,40 @@ __device__ __forceinline__ void load_chunk_rows(T* s, int ld, const T* g, int64_
   }
 }
 
+// ---- asynchronous row loads (cp.async, sm_80 and later) ----
+
+// 16 bytes from global `g` to shared `s`, not through registers; zero-filled when !valid (then
+// nothing is read, but `g` must still be a valid address). Both 16-byte aligned.
+__device__ __forceinline__ void cp_async16(void* s, const void* g, bool valid) {
+  const auto dst = static_cast<unsigned>(__cvta_generic_to_shared(s));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(g),
+               "r"(valid ? 16 : 0));
+}
+// Closes the group of this thread's copies issued since the last commit.
+__device__ __forceinline__ void cp_async_commit() {
+  asm volatile("cp.async.commit_group;\n" ::);
+}
+// Waits until at most N of this thread's committed groups are still in flight; a __syncthreads
+// after it makes every thread's finished copies visible to the block.
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+
+// load_chunk_rows through cp.async: in flight until cp_async_commit + cp_async_wait and a
+// __syncthreads. Rows at or past `valid` become zero; `valid` must be >= 1 (row 0 stands in as
+// the address of the rows not read).
+template <typename T, int COLS, int ROWS = 64>
+__device__ __forceinline__ void load_chunk_rows_async(T* s, int ld, const T* g, int64_t stride,
+                                                      int valid) {
+  constexpr int kVec = COLS / 8;  // 16-byte vectors per row
+  for (int i = threadIdx.x; i < ROWS * kVec; i += blockDim.x) {
+    const int row = i / kVec, col = (i % kVec) * 8;
+    const bool in = row < valid;
+    cp_async16(s + row * ld + col, in ? g + row * stride + col : g, in);
+  }
+}
+
 // The inverse l2 norm 1 / sqrt(sum x^2 + 1e-6) of row `row` of s [.][ld] (COLS elements), by one
 // whole warp; every lane gets it.
 template <typename T, int COLS>

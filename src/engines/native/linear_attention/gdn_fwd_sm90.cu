@@ -206,17 +206,21 @@ __global__ void __launch_bounds__(kThreads) gdn_prepare(const Params p) {
 
 // ---- state: per (sequence, value head, V block), sequential over the chunks ---------------------
 
-template <typename T, int K, int BV>
+// Pipelined: two buffers of a chunk's W, k and U rows, the next chunk's loaded by cp.async while
+// this one is computed (the loads are otherwise on the critical path of a sequence's chunks).
+template <typename T, int K, int BV, bool Pipelined>
 struct StateSmem {
   static constexpr int LK = K + 8, LB = BV + 8;
+  static constexpr int kBuffers = Pipelined ? 2 : 1;
+  static constexpr int kChunkElems = 2 * kC * LK + kC * LB;  // W, k [64][LK]; U [64][LB]
   static constexpr std::size_t bytes =
-      sizeof(T) * (K * LB + 2 * kC * LK + 2 * kC * LB) + sizeof(float) * 2 * kC;
+      sizeof(T) * (K * LB + kBuffers * kChunkElems + kC * LB) + sizeof(float) * 2 * kC;
 };
 
-template <typename T, int K, int V, int BV>
+template <typename T, int K, int V, int BV, bool Pipelined>
 __global__ void __launch_bounds__(kThreads) gdn_state(const Params p) {
   using E = Elem<T>;
-  using L = StateSmem<T, K, BV>;
+  using L = StateSmem<T, K, BV, Pipelined>;
   constexpr int LK = L::LK, LB = L::LB;
   constexpr int MT = K / 64, NT = BV / 8;  // per warp: K / 4 key rows, BV columns
   const int64_t s = blockIdx.x;
@@ -230,12 +234,31 @@ __global__ void __launch_bounds__(kThreads) gdn_state(const Params p) {
   const int64_t chunks = own < need ? own : need;
   extern __shared__ __align__(16) unsigned char smem[];
   T* hs = reinterpret_cast<T*>(smem);  // [K][LB] the state at the chunk's start
-  T* ws = hs + K * LB;                 // [64][LK] W
-  T* ks = ws + kC * LK;                // [64][LK] k (normalized)
-  T* us = ks + kC * LK;                // [64][LB] U
-  T* vd = us + kC * LB;                // [64][LB] v' exp(G_last - G)
+  T* chunk_rows = hs + K * LB;  // per buffer: W [64][LK], k [64][LK] (normalized), U [64][LB]
+  T* vd = chunk_rows + L::kBuffers * L::kChunkElems;  // [64][LB] v' exp(G_last - G)
   float* gcs = reinterpret_cast<float*>(vd + kC * LB);
   float* inv = gcs + kC;
+  T* const u = static_cast<T*>(p.u);
+  // Chunk c's W, k and U rows into buffer b: synchronous, or cp.async (then in flight).
+  auto load_rows = [&](int64_t c, int b) {
+    const int64_t r0 = begin + c * kC;
+    const int n = static_cast<int>(end - r0 < kC ? end - r0 : kC);
+    T* w_rows = chunk_rows + b * L::kChunkElems;
+    T* k_rows = w_rows + kC * LK;
+    T* u_rows = k_rows + kC * LK;
+    const T* w_at = static_cast<const T*>(p.w) + (r0 * p.HV + h) * K;
+    const T* k_at = static_cast<const T*>(p.k) + (r0 * p.H + kh) * K;
+    const T* u_at = u + (r0 * p.HV + h) * V + v0;
+    if constexpr (Pipelined) {
+      load_chunk_rows_async<T, K>(w_rows, LK, w_at, static_cast<int64_t>(p.HV) * K, n);
+      load_chunk_rows_async<T, K>(k_rows, LK, k_at, static_cast<int64_t>(p.H) * K, n);
+      load_chunk_rows_async<T, BV>(u_rows, LB, u_at, static_cast<int64_t>(p.HV) * V, n);
+    } else {
+      load_chunk_rows<T, K>(w_rows, LK, w_at, static_cast<int64_t>(p.HV) * K, n);
+      load_chunk_rows<T, K>(k_rows, LK, k_at, static_cast<int64_t>(p.H) * K, n);
+      load_chunk_rows<T, BV>(u_rows, LB, u_at, static_cast<int64_t>(p.HV) * V, n);
+    }
+  };
 
   const int64_t state_at = (s * p.HV + h) * static_cast<int64_t>(K) * V;
   float S[MT][NT][4];
@@ -246,10 +269,17 @@ __global__ void __launch_bounds__(kThreads) gdn_state(const Params p) {
         S[mt][nt][e] = p.h0 ? load_real(p.h0, state_at + key * V + col, p.state_t) : 0.0f;
       }
 
-  T* const u = static_cast<T*>(p.u);
+  if constexpr (Pipelined) {
+    if (chunks > 0) load_rows(0, 0);
+    cp_async_commit();
+  }
   for (int64_t c = 0; c < chunks; ++c) {
     const int64_t r0 = begin + c * kC;
     const int n = static_cast<int>(end - r0 < kC ? end - r0 : kC);
+    const int buffer = Pipelined ? static_cast<int>(c & 1) : 0;
+    T* ws = chunk_rows + buffer * L::kChunkElems;  // [64][LK] W
+    T* ks = ws + kC * LK;                          // [64][LK] k (normalized)
+    T* us = ks + kC * LK;                          // [64][LB] U
     T* hout = static_cast<T*>(p.h) + ((first + c) * p.HV + h) * static_cast<int64_t>(K) * V;
     for (int mt = 0; mt < MT; ++mt)
       for (int nt = 0; nt < NT; ++nt)
@@ -259,16 +289,20 @@ __global__ void __launch_bounds__(kThreads) gdn_state(const Params p) {
           *reinterpret_cast<uint32_t*>(hs + key * LB + col) = x;
           *reinterpret_cast<uint32_t*>(hout + key * V + v0 + col) = x;
         }
-    load_chunk_rows<T, K>(ws, LK, static_cast<const T*>(p.w) + (r0 * p.HV + h) * K,
-                          static_cast<int64_t>(p.HV) * K, n);
-    load_chunk_rows<T, K>(ks, LK, static_cast<const T*>(p.k) + (r0 * p.H + kh) * K,
-                          static_cast<int64_t>(p.H) * K, n);
-    load_chunk_rows<T, BV>(us, LB, u + (r0 * p.HV + h) * V + v0, static_cast<int64_t>(p.HV) * V, n);
+    if constexpr (Pipelined) {
+      // The other buffer was last read in the previous chunk, before its closing
+      // __syncthreads: the next chunk's rows go there while this one is computed.
+      if (c + 1 < chunks) load_rows(c + 1, buffer ^ 1);
+      cp_async_commit();
+    } else {
+      load_rows(c, 0);
+    }
     if (tid < kC) {
       const int i = tid < n ? tid : n - 1;  // rows past the chunk repeat the last G
       gcs[tid] = p.gc[(r0 + i) * p.HV + h];
       inv[tid] = p.l2 ? p.rk[(r0 + i) * p.H + kh] : 1.0f;
     }
+    if constexpr (Pipelined) cp_async_wait<1>();  // this chunk's group; the next may fly on
     __syncthreads();
     if (p.l2) {
       for (int e = tid; e < kC * K; e += kThreads) {
@@ -441,10 +475,12 @@ template <typename T, int K, int V>
 bool launch(const GdnArgs& a, const Params& p, cudaStream_t stream) {
   const GdnShape& s = a.shape;
   auto prepare = gdn_prepare<T, K, V>;
-  auto state = gdn_state<T, K, V, kStateBlockV>;
+  auto state = s.pipelined_state ? gdn_state<T, K, V, kStateBlockV, true>
+                                 : gdn_state<T, K, V, kStateBlockV, false>;
   auto output = gdn_output<T, K, V>;
   constexpr std::size_t prep_bytes = PrepareSmem<T, K, V>::bytes;
-  constexpr std::size_t state_bytes = StateSmem<T, K, kStateBlockV>::bytes;
+  const std::size_t state_bytes = s.pipelined_state ? StateSmem<T, K, kStateBlockV, true>::bytes
+                                                    : StateSmem<T, K, kStateBlockV, false>::bytes;
   constexpr std::size_t out_bytes = OutputSmem<T, K, V>::bytes;
   if (!set_smem(prepare, prep_bytes) || !set_smem(state, state_bytes) ||
       !set_smem(output, out_bytes))

@@ -3,7 +3,8 @@
 //   prepare  per (chunk, value head): the gate's cumulative sum G inside the chunk, the
 //            strictly lower A[i, j] = beta_i (k_i . k_j) exp(G_i - G_j), T = (I + A)^-1, then
 //            W = T (beta exp(G) k) and U = T (beta v)
-//   state    per (sequence, value head, V block), sequentially over the sequence's chunks: stores
+//   state    per (sequence, value head, V block), sequentially over the sequence's chunks (the
+//            next chunk's rows prefetched by cp.async when pipelined_state): stores
 //            h_c (the state at the chunk's start), v' = U - W h_c over U, and
 //            S <- exp(G_last) S + (k exp(G_last - G))^T v'
 //   output   per (chunk, value head): o = scale (exp(G) q h_c + tril(q k^T exp(G_i - G_j)) v')
@@ -42,6 +43,9 @@ struct GdnShape {
   DType beta_dtype = DType::f32;
   DType param_dtype = DType::f32;  // a_log and dt_bias
   DType state_dtype = DType::f32;  // initial_state and final_state
+  // The state launch loads the next chunk's rows with cp.async while it computes this one
+  // (knob `pipeline` = 1) instead of loading each chunk before computing it.
+  bool pipelined_state = false;
 };
 
 struct GdnArgs {
