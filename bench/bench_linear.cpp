@@ -43,12 +43,19 @@ op::Graph forward_graph(const std::string& rule, int64_t rows, int64_t slots) {
   return g;
 }
 
-// The planner's first native entry that builds for `g` on the GPU.
-plan::ExecutionPlans native_plan(const op::Graph& g) {
+// The planner's first native entry that builds for `g` on the GPU, among those whose knobs
+// include `knobs` (none: any).
+plan::ExecutionPlans native_plan(const op::Graph& g, const plan::Knobs& knobs = {}) {
   plan::ExecutionPlans p = engines::create_execution_plans(
       g.clone(), kGpu, {plan::HeurMode::A, plan::HeurMode::FALLBACK});
   for (int i = 0; i < p.count(); ++i) {
     if (p.name_at(i).rfind("native", 0) != 0) continue;
+    bool wanted = true;
+    for (const auto& [knob, value] : knobs) {
+      const auto it = p.at(i).knobs.find(knob);
+      wanted = wanted && it != p.at(i).knobs.end() && it->second == value;
+    }
+    if (!wanted) continue;
     p.select_plan(i);
     try {
       p.build_plans();
@@ -84,8 +91,9 @@ Array random_array(const op::Dims& dims, DType dtype, uint32_t seed, F&& f) {
 // One planned forward over its own device operands, on one stream; capturable.
 class LinearStep {
  public:
-  LinearStep(const std::string& rule, int64_t rows, const std::vector<int32_t>& cu)
-      : plans_(native_plan(forward_graph(rule, rows, static_cast<int64_t>(cu.size()) - 1))),
+  LinearStep(const std::string& rule, int64_t rows, const std::vector<int32_t>& cu,
+             const plan::Knobs& knobs = {})
+      : plans_(native_plan(forward_graph(rule, rows, static_cast<int64_t>(cu.size()) - 1), knobs)),
         pack_(plans_.layout()) {
     const op::Dims d = {rows, kHeads, kDim};
     const op::Dims gate = rule == "gdn" ? op::Dims{rows, kHeads} : op::Dims{rows, kHeads, kDim};
@@ -141,16 +149,25 @@ void exact_shapes(const Options& o, Report& report, const Peers& peers) {
   struct Shape {
     int64_t t, n;
   };
+  // gdn twice: the planner's first entry, and its state loop pipelined (knob pipeline = 1).
+  struct Variant {
+    std::string rule, tag;
+    plan::Knobs knobs;
+  };
+  const std::vector<Variant> variants = {
+      {"kda", "", {}}, {"gdn", "", {}}, {"gdn", " pipeline 1", {{"pipeline", 1}}}};
   for (const Shape& sh : {Shape{32768, 8}, Shape{32768, 64}, Shape{4096, 32}})
-    for (const std::string rule : {"kda", "gdn"}) {
+    for (const Variant& variant : variants) {
+      const std::string& rule = variant.rule;
       const std::vector<int32_t> cu =
           cu_seqlens(zipf_lengths(sh.t, sh.n, exact_seed(sh.t, sh.n)), sh.n);
       // The peer's names (bench/peers/fla_linear.py).
       const std::string name =
           "fla_" + rule + "_T" + std::to_string(sh.t) + "_N" + std::to_string(sh.n) + "_fwd";
-      const std::string what = rule + " T" + std::to_string(sh.t) + " N" + std::to_string(sh.n);
+      const std::string what =
+          rule + " T" + std::to_string(sh.t) + " N" + std::to_string(sh.n) + variant.tag;
       try {
-        LinearStep step(rule, sh.t, cu);
+        LinearStep step(rule, sh.t, cu, variant.knobs);
         const Stats s = device_time(o, step.raw(), sh.t > 8192 ? 5 : 20, [&] { step.forward(); });
         std::printf("csv,linear_exact,%s,%.4f\n", what.c_str(), s.median_ns * 1e-6);
         compare_with_peer(report, peers, what + " fwd vs fla", s, "fla", name, 1.0 / 1.5,
