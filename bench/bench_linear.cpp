@@ -149,13 +149,17 @@ void exact_shapes(const Options& o, Report& report, const Peers& peers) {
   struct Shape {
     int64_t t, n;
   };
-  // gdn twice: the planner's first entry, and its state loop pipelined (knob pipeline = 1).
+  // gdn three times: the planner's first entry, its state loop pipelined (knob pipeline = 1),
+  // and that with the blocked inverse too (solve = 1).
   struct Variant {
     std::string rule, tag;
     plan::Knobs knobs;
   };
   const std::vector<Variant> variants = {
-      {"kda", "", {}}, {"gdn", "", {}}, {"gdn", " pipeline 1", {{"pipeline", 1}}}};
+      {"kda", "", {}},
+      {"gdn", "", {}},
+      {"gdn", " pipeline 1", {{"pipeline", 1}, {"solve", 0}}},
+      {"gdn", " pipeline 1 solve 1", {{"pipeline", 1}, {"solve", 1}}}};
   for (const Shape& sh : {Shape{32768, 8}, Shape{32768, 64}, Shape{4096, 32}})
     for (const Variant& variant : variants) {
       const std::string& rule = variant.rule;

@@ -150,6 +150,9 @@ plan::Capabilities gdn_capabilities() {
   // The state launch: 0 loads each chunk's rows before computing it; 1 prefetches the next
   // chunk's with cp.async (double-buffered). 0 leads until 1 is measured on the H200.
   caps.knobs["pipeline"] = {0, 1};
+  // The prepare launch's (I + A)^-1: 0 column by column on 64 threads, 1 by 16 x 16 blocks on
+  // all 128. 0 leads until 1 is measured.
+  caps.knobs["solve"] = {0, 1};
   return caps;
 }
 
@@ -180,6 +183,7 @@ class GdnEngine : public plan::Engine {
     GdnPlan::Table t{};
     t.shape = shape_of(node);
     t.shape.pipelined_state = config.knobs.at("pipeline") != 0;
+    t.shape.blocked_solve = config.knobs.at("solve") != 0;
     t.capacity_chunks = ragged::chunk_capacity(t.shape.tokens, t.shape.slots, la::kGdnChunk);
     t.kernels_at = round_up(static_cast<std::size_t>(t.shape.slots + 1) * sizeof(int32_t));
     t.q = at(node.input("q"));

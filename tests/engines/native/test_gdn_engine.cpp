@@ -44,7 +44,9 @@ struct GdnCase {
   bool final_state = true;
   DType state_dtype = DType::f32;
   std::optional<double> scale;
-  int64_t pipeline = 0;  // the engine's knob: 1 prefetches the next chunk's rows in the state loop
+  // The engine's knobs: pipeline 1 prefetches the next chunk's rows in the state loop, solve 1
+  // inverts I + A by 16 x 16 blocks in the prepare launch.
+  int64_t pipeline = 0, solve = 0;
   std::vector<int64_t> cu() const {
     std::vector<int64_t> c = {0};
     for (int64_t l : lengths) c.push_back(c.back() + l);
@@ -128,12 +130,12 @@ void check_case(const GdnCase& c) {
                " H " + std::to_string(c.h) + " HV " + std::to_string(c.hv) + (c.l2 ? " l2" : "") +
                (c.safe_gate ? " safe_gate" : "") + (c.beta_sigmoid ? " beta_sigmoid" : "") +
                (c.initial_state ? " initial_state" : "") +
-               (c.pipeline ? " pipelined state loop" : ""));
+               (c.pipeline ? " pipelined state loop" : "") + (c.solve ? " blocked solve" : ""));
   const int64_t t = c.active() + c.pad, active = c.active();
   const op::Graph full = gdn_graph(c, t), packed = gdn_graph(c, active > 0 ? active : 1);
   const std::map<std::string, Array> in = random_gdn_inputs(c);
-  plan::ExecutionPlans p =
-      engines::create_execution_plan(full.clone(), kGpu, gdn_id(), {{"pipeline", c.pipeline}});
+  plan::ExecutionPlans p = engines::create_execution_plan(
+      full.clone(), kGpu, gdn_id(), {{"pipeline", c.pipeline}, {"solve", c.solve}});
   p.build_plans();
   const Arrays got = execute(p, by_uid(full, in, t), kGpu);
   const double tol = 2 * tolerance(c.dtype);
@@ -228,32 +230,37 @@ TEST_F(NativeGdn, NoActiveTokens) {
   check_case(c);
 }
 
-// The state loop with the next chunk's rows prefetched by cp.async (knob pipeline = 1): the same
-// cases as above, long sequences (many chunks through both buffers) and short ones.
-TEST_F(NativeGdn, ThePipelinedStateLoopMatchesTheReference) {
-  for (DType d : {DType::bf16, DType::f16})
-    for (int64_t dim : {64, 128}) {
-      GdnCase c{"lengths 0 1 C-1 C C+1 130", {0, 1, 63, 64, 65, 130}, 9};
-      c.dtype = d;
-      c.dim = dim;
-      c.pipeline = 1;
-      check_case(c);
+// The knobs' other kernels: the state loop with the next chunk's rows prefetched by cp.async
+// (pipeline = 1) and the blocked inverse (solve = 1), each alone and together, over the cases
+// above: long sequences (many chunks through both buffers) and short ones.
+TEST_F(NativeGdn, ThePipelinedStateLoopAndTheBlockedSolveMatchTheReference) {
+  for (const auto& [pipeline, solve] : {std::pair{1, 0}, std::pair{0, 1}, std::pair{1, 1}}) {
+    for (DType d : {DType::bf16, DType::f16})
+      for (int64_t dim : {64, 128}) {
+        GdnCase c{"lengths 0 1 C-1 C C+1 130", {0, 1, 63, 64, 65, 130}, 9};
+        c.dtype = d;
+        c.dim = dim;
+        c.pipeline = pipeline;
+        c.solve = solve;
+        check_case(c);
+      }
+    GdnCase long_one{"one long sequence", {1000}, 3};
+    long_one.dim = 128;
+    long_one.h = 1;
+    long_one.hv = 4;
+    GdnCase tail{"M < N: repeated tail", {70, 200, 0, 0, 0}, 60};
+    GdnCase gqa{"gqa 2", {33, 140, 1, 64}, 5};
+    gqa.h = 2;
+    gqa.hv = 4;
+    GdnCase options{"l2 safe_gate beta_sigmoid, no initial state", {100, 64, 7}, 4};
+    options.safe_gate = options.beta_sigmoid = true;
+    options.initial_state = false;
+    GdnCase empty{"every slot empty", {0, 0, 0}, 16};
+    for (GdnCase* c : {&long_one, &tail, &gqa, &options, &empty}) {
+      c->pipeline = pipeline;
+      c->solve = solve;
+      check_case(*c);
     }
-  GdnCase long_one{"one long sequence", {1000}, 3};
-  long_one.dim = 128;
-  long_one.h = 1;
-  long_one.hv = 4;
-  GdnCase tail{"M < N: repeated tail", {70, 200, 0, 0, 0}, 60};
-  GdnCase gqa{"gqa 2", {33, 140, 1, 64}, 5};
-  gqa.h = 2;
-  gqa.hv = 4;
-  GdnCase options{"l2 safe_gate beta_sigmoid, no initial state", {100, 64, 7}, 4};
-  options.safe_gate = options.beta_sigmoid = true;
-  options.initial_state = false;
-  GdnCase empty{"every slot empty", {0, 0, 0}, 16};
-  for (GdnCase* c : {&long_one, &tail, &gqa, &options, &empty}) {
-    c->pipeline = 1;
-    check_case(*c);
   }
 }
 
@@ -266,14 +273,15 @@ TEST_F(NativeGdn, TimesTheIssueShapeWhenAsked) {
       {4096, 4096, 4096, 4096, 4096, 4096, 4096, 4096},
       {12000, 6000, 4000, 3000, 2400, 2000, 1700, 1668}};
   for (const std::vector<int64_t>& lengths : batches)
-    for (int64_t pipeline : {0, 1}) {
+    for (const auto& [pipeline, solve] :
+         {std::pair<int64_t, int64_t>{0, 0}, {1, 0}, {0, 1}, {1, 1}}) {
       GdnCase c{"bench", lengths, 0};
       c.h = c.hv = 32;
       c.dim = 128;
       const op::Graph g = gdn_graph(c, c.active());
       const std::map<std::string, Array> host = random_gdn_inputs(c);
-      plan::ExecutionPlans p =
-          engines::create_execution_plan(g.clone(), kGpu, gdn_id(), {{"pipeline", pipeline}});
+      plan::ExecutionPlans p = engines::create_execution_plan(
+          g.clone(), kGpu, gdn_id(), {{"pipeline", pipeline}, {"solve", solve}});
       p.build_plans();
       plan::VariantPack pack(p.layout());
       std::vector<Array> keep;
@@ -301,11 +309,11 @@ TEST_F(NativeGdn, TimesTheIssueShapeWhenAsked) {
       }
       std::sort(ms.begin(), ms.end());
       std::printf(
-          "native_gdn forward bf16 H=HV=32 K=V=128 T=32768 lengths %s, pipeline %lld: median "
-          "%.3f ms (min %.3f, max %.3f), workspace %.1f MiB\n",
+          "native_gdn forward bf16 H=HV=32 K=V=128 T=32768 lengths %s, pipeline %lld solve %lld: "
+          "median %.3f ms (min %.3f, max %.3f), workspace %.1f MiB\n",
           lengths[0] == lengths[1] ? "8 x 4096" : "zipf-like 12000..1668",
-          static_cast<long long>(pipeline), ms[ms.size() / 2], ms.front(), ms.back(),
-          static_cast<double>(bytes) / (1 << 20));
+          static_cast<long long>(pipeline), static_cast<long long>(solve), ms[ms.size() / 2],
+          ms.front(), ms.back(), static_cast<double>(bytes) / (1 << 20));
     }
 }
 

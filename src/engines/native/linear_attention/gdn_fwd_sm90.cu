@@ -27,7 +27,7 @@ struct Params {
   int64_t slots, tokens;
   int H, HV, group;
   float scale;
-  bool l2, safe_gate, beta_sigmoid;
+  bool l2, safe_gate, beta_sigmoid, blocked_solve;
   Real g_t, beta_t, param_t, state_t;  // g; beta; a_log and dt_bias; the states
   const void *q, *k, *v, *g, *beta, *a_log, *dt_bias, *h0;
   void *o, *hN;
@@ -61,6 +61,50 @@ __device__ __forceinline__ float softplus(float z) {
 }
 
 // ---- prepare: per (chunk, value head) ---------------------------------------------------------
+
+// tf = (I + A)^-1 for the strictly lower 64 x 64 A in af (f32, leading dimension la), by 16 x 16
+// blocks, with kThreads = 128 threads (4 warps); ends with a __syncthreads. The four diagonal
+// blocks by forward substitution at once (warp w block w, a lane per column), then the blocks
+// below them one block diagonal at a time (distance d = i - j): Y = sum_{k=j}^{i-1} A_ik X_kj,
+// then X_ij = -X_ii Y (from (I + A) X = I, row block i, column block j). Each step's chains are
+// 16 to 48 long where the column-per-thread substitution's are up to 2016. Y is kept in af's
+// upper block (j, i), which A leaves zero and nothing else reads.
+__device__ __forceinline__ void invert_unit_lower_blocked(float* af, float* tf, int la) {
+  constexpr int kB = 16, kBlocks = kC / kB;
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid & 31;
+  if (lane < kB) {
+    const int b = kB * warp, c = lane;
+    for (int r = 0; r < kB; ++r) {  // rows above the diagonal come out 0
+      float x = r == c ? 1.0f : 0.0f;
+      for (int j = c; j < r; ++j) x -= af[(b + r) * la + b + j] * tf[(b + j) * la + b + c];
+      tf[(b + r) * la + b + c] = x;
+    }
+  }
+  for (int e = tid; e < kC * kC; e += kThreads) {  // the blocks above the diagonal: 0
+    const int r = e / kC, c = e % kC;
+    if (c / kB > r / kB) tf[r * la + c] = 0.0f;
+  }
+  __syncthreads();
+  for (int d = 1; d < kBlocks; ++d) {
+    const int n = (kBlocks - d) * kB * kB;
+    for (int e = tid; e < n; e += kThreads) {
+      const int j = e / (kB * kB), i = j + d, r = (e / kB) % kB, c = e % kB;
+      float y = 0.0f;
+      for (int k = kB * j; k < kB * i; ++k)
+        y += af[(kB * i + r) * la + k] * tf[k * la + kB * j + c];
+      af[(kB * j + r) * la + kB * i + c] = y;
+    }
+    __syncthreads();
+    for (int e = tid; e < n; e += kThreads) {
+      const int j = e / (kB * kB), i = j + d, r = (e / kB) % kB, c = e % kB;
+      float x = 0.0f;
+      for (int k = 0; k <= r; ++k)
+        x -= tf[(kB * i + r) * la + kB * i + k] * af[(kB * j + k) * la + kB * i + c];
+      tf[(kB * i + r) * la + kB * j + c] = x;
+    }
+    __syncthreads();
+  }
+}
 
 template <typename T, int K, int V>
 struct PrepareSmem {
@@ -164,16 +208,20 @@ __global__ void __launch_bounds__(kThreads) gdn_prepare(const Params p) {
       }
   }
   __syncthreads();
-  // T = (I + A)^-1 by forward substitution, one column per thread (columns are independent).
-  if (tid < kC) {
-    const int c = tid;
-    for (int i = 0; i < kC; ++i) {
-      float x = i == c ? 1.0f : 0.0f;
-      for (int j = c; j < i; ++j) x -= af[i * LA + j] * tf[j * LA + c];
-      tf[i * LA + c] = x;
+  if (p.blocked_solve) {
+    invert_unit_lower_blocked(af, tf, LA);
+  } else {
+    // T = (I + A)^-1 by forward substitution, one column per thread (columns are independent).
+    if (tid < kC) {
+      const int c = tid;
+      for (int i = 0; i < kC; ++i) {
+        float x = i == c ? 1.0f : 0.0f;
+        for (int j = c; j < i; ++j) x -= af[i * LA + j] * tf[j * LA + c];
+        tf[i * LA + c] = x;
+      }
     }
+    __syncthreads();
   }
-  __syncthreads();
   for (int e = tid; e < kC * kC; e += kThreads)
     tm[(e / kC) * LT + e % kC] = E::from_float(tf[(e / kC) * LA + e % kC]);
   __syncthreads();
@@ -523,6 +571,7 @@ bool gdn_forward(const GdnArgs& a, void* workspace, void* stream) noexcept {
   p.l2 = s.use_qk_l2norm;
   p.safe_gate = s.safe_gate;
   p.beta_sigmoid = s.use_beta_sigmoid;
+  p.blocked_solve = s.blocked_solve;
   p.g_t = real_of(s.g_dtype);
   p.beta_t = real_of(s.beta_dtype);
   p.param_t = real_of(s.param_dtype);

@@ -1,7 +1,8 @@
 // Our chunked gated delta rule (op `gdn`) forward for Hopper (sm_90a), fla's WY / UT form with
 // chunks of C = 64 tokens. Three launches after the chunk offsets:
 //   prepare  per (chunk, value head): the gate's cumulative sum G inside the chunk, the
-//            strictly lower A[i, j] = beta_i (k_i . k_j) exp(G_i - G_j), T = (I + A)^-1, then
+//            strictly lower A[i, j] = beta_i (k_i . k_j) exp(G_i - G_j), T = (I + A)^-1 (column
+//            by column, or by 16 x 16 blocks when blocked_solve), then
 //            W = T (beta exp(G) k) and U = T (beta v)
 //   state    per (sequence, value head, V block), sequentially over the sequence's chunks (the
 //            next chunk's rows prefetched by cp.async when pipelined_state): stores
@@ -46,6 +47,9 @@ struct GdnShape {
   // The state launch loads the next chunk's rows with cp.async while it computes this one
   // (knob `pipeline` = 1) instead of loading each chunk before computing it.
   bool pipelined_state = false;
+  // The prepare launch inverts I + A by 16 x 16 blocks on all 128 threads (knob `solve` = 1)
+  // instead of by forward substitution with one column per thread.
+  bool blocked_solve = false;
 };
 
 struct GdnArgs {
