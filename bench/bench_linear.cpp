@@ -149,14 +149,15 @@ void exact_shapes(const Options& o, Report& report, const Peers& peers) {
   struct Shape {
     int64_t t, n;
   };
-  // gdn three times: the planner's first entry, its state loop pipelined (knob pipeline = 1),
-  // and that with the blocked inverse too (solve = 1).
+  // kda twice and gdn three times: the planner's first entry, the state loop pipelined (knob
+  // pipeline = 1), and for gdn that with the blocked inverse too (solve = 1).
   struct Variant {
     std::string rule, tag;
     plan::Knobs knobs;
   };
   const std::vector<Variant> variants = {
       {"kda", "", {}},
+      {"kda", " pipeline 1", {{"pipeline", 1}}},
       {"gdn", "", {}},
       {"gdn", " pipeline 1", {{"pipeline", 1}, {"solve", 0}}},
       {"gdn", " pipeline 1 solve 1", {{"pipeline", 1}, {"solve", 1}}}};

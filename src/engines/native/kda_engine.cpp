@@ -137,6 +137,9 @@ plan::Capabilities kda_capabilities() {
   caps.knobs["schedule"] = {0};  // flat
   // The intra-chunk diagonal blocks: 1 on the tensor cores where the decay allows, 0 exactly.
   caps.knobs["intra"] = {1, 0};
+  // The state launch: 0 loads each chunk's slab before computing it; 1 prefetches the next
+  // chunk's with cp.async (double-buffered). 0 leads until 1 is measured on the H200.
+  caps.knobs["pipeline"] = {0, 1};
   return caps;
 }
 
@@ -176,6 +179,7 @@ class KdaEngine : public plan::Engine {
     KdaPlan::Table t{};
     t.shape = shape_of(node);
     t.shape.tensor_core_diagonal = config.knobs.at("intra") != 0;
+    t.shape.pipelined_state = config.knobs.at("pipeline") != 0;
     t.capacity = ragged::chunk_capacity(t.shape.rows, t.shape.slots, kda::kChunk);
     t.q = in("q");
     t.k = in("k");

@@ -353,9 +353,9 @@ double check(const op::Graph& g, const test::RaggedRows& rows, const Arrays& got
   return worst;
 }
 
-plan::ExecutionPlans native_plan(const op::Graph& g, int64_t intra = 1) {
-  plan::ExecutionPlans p = engines::create_execution_plan(g.clone(), kGpu, kda_engine(),
-                                                          {{"schedule", 0}, {"intra", intra}});
+plan::ExecutionPlans native_plan(const op::Graph& g, int64_t intra = 1, int64_t pipeline = 0) {
+  plan::ExecutionPlans p = engines::create_execution_plan(
+      g.clone(), kGpu, kda_engine(), {{"schedule", 0}, {"intra", intra}, {"pipeline", pipeline}});
   p.build_plans();
   return p;
 }
@@ -408,7 +408,8 @@ std::vector<Case> cases() {
   return c;
 }
 
-TEST_F(NativeKda, MatchesTheReference) {
+// Every case against the reference, with the state loop's `pipeline` knob and each `intra` given.
+void matches_the_reference(int64_t pipeline, const std::vector<int64_t>& intras) {
   std::printf("%s\n", test::reproduce_line().c_str());
   double worst = 0;
   int combo = 0;
@@ -440,13 +441,23 @@ TEST_F(NativeKda, MatchesTheReference) {
           const op::Graph g = delta_graph(s);
           const Arrays in = inputs(g, rows, cu, s.l2);
           const Arrays want = reference_of(s, g, in, cu.back());
-          for (int64_t intra : {1, 0}) {
+          for (int64_t intra : intras) {
             SCOPED_TRACE("intra " + std::to_string(intra));
-            const double err = check(g, rows, test::execute(native_plan(g, intra), in, kGpu), want);
+            const double err =
+                check(g, rows, test::execute(native_plan(g, intra, pipeline), in, kGpu), want);
             if (err > worst) worst = err;
           }
         }
   std::printf("worst relative error %.3g\n", worst);
+}
+
+TEST_F(NativeKda, MatchesTheReference) {
+  matches_the_reference(0, {1, 0});
+}
+
+// The state loop with the next chunk's slab prefetched by cp.async (knob pipeline = 1).
+TEST_F(NativeKda, ThePipelinedStateLoopMatchesTheReference) {
+  matches_the_reference(1, {1});
 }
 
 // An empty batch (T = 0, every slot empty): no chunk to run, but the final state of every slot

@@ -5,6 +5,7 @@
 #include <cuda_runtime.h>
 
 #include "eagle/ragged/schedule.hpp"
+#include "engines/native/linear_attention/cp_async.cuh"
 #include "engines/native/linear_attention/kda_kernels.hpp"
 #include "engines/native/linear_attention/kda_mma.cuh"
 
@@ -328,13 +329,21 @@ __global__ void __launch_bounds__(kPrepThreads) prepare_kernel(const Params p) {
 
 // ---- state -----------------------------------------------------------------------------------
 
-template <int D, int BV>
+// Pipelined: two buffers of a chunk's W and kg rows, U's BV columns and e^{G_last}, the next
+// chunk's loaded by cp.async while this one is computed (the loads are otherwise on the
+// critical path of a sequence's chunks).
+template <int D, int BV, bool Pipelined>
 struct StateLayout {
   static constexpr int SB = D + 8, SV = BV + 8;
-  // bf16 elements: W and kg [C][SB], h [D][SV], v' [C][SV]; then e^{G_last} [D] f32.
-  static constexpr int W = 0, KG = W + C * SB, H = KG + C * SB, VN = H + D * SV;
+  static constexpr int kBuffers = Pipelined ? 2 : 1;
+  // bf16 elements, per buffer: W and kg [C][SB], then (pipelined) U's columns [C][SV]; then
+  // h [D][SV], v' [C][SV]; then e^{G_last} [kBuffers][D] f32.
+  static constexpr int KG = C * SB, US = KG + C * SB;
+  static constexpr int kBufElems = US + (Pipelined ? C * SV : 0);
+  static constexpr int H = kBuffers * kBufElems, VN = H + D * SV;
   static constexpr int end = VN + C * SV;
-  static constexpr std::size_t bytes = static_cast<std::size_t>(end) * 2 + D * sizeof(float);
+  static constexpr std::size_t bytes =
+      static_cast<std::size_t>(end) * 2 + static_cast<std::size_t>(kBuffers) * D * sizeof(float);
 };
 
 // 16-byte copies of `rows` rows of D bf16 from global (row stride D) to shared (stride ld).
@@ -348,18 +357,37 @@ __device__ __forceinline__ void copy_rows(bf16* dst, int ld, const bf16* src, in
   }
 }
 
-template <int D, int BV>
+template <int D, int BV, bool Pipelined>
 __global__ void __launch_bounds__(kStateThreads) state_kernel(const Params p) {
-  using L = StateLayout<D, BV>;
+  using L = StateLayout<D, BV, Pipelined>;
   constexpr int SB = L::SB, SV = L::SV, MT = D / 64, NT = BV / 8;
   extern __shared__ float4 smem4[];
   bf16* sb = reinterpret_cast<bf16*>(smem4);
-  bf16 *Wsm = sb + L::W, *KGs = sb + L::KG, *Hs = sb + L::H, *VNs = sb + L::VN;
-  float* GLs = reinterpret_cast<float*>(sb + L::end);
+  bf16 *Hs = sb + L::H, *VNs = sb + L::VN;
+  float* gl_buffers = reinterpret_cast<float*>(sb + L::end);
   const int warp = threadIdx.x >> 5;
   const int64_t s = blockIdx.x;
   const int hv = blockIdx.y, v0 = blockIdx.z * BV, HV = p.s.value_heads;
   const int m_base = warp * (D / 4);  // this warp's rows of h
+  // Slab `at`'s W and kg rows, U's columns and e^{G_last} into buffer b, by cp.async (pipelined
+  // only: then in flight until waited for).
+  auto prefetch = [&](int64_t at, int b) {
+    using linear_attention::cp_async16;
+    bf16* buf = sb + b * L::kBufElems;
+    const bf16 *w = p.ws.w + at * C * D, *kg = p.ws.kg + at * C * D;
+    const bf16* u = p.ws.u + at * C * D + v0;
+    for (int i = threadIdx.x; i < C * (D / 8); i += kStateThreads) {
+      const int r = i / (D / 8), c = (i % (D / 8)) * 8;
+      cp_async16(buf + r * SB + c, w + r * D + c, true);
+      cp_async16(buf + L::KG + r * SB + c, kg + r * D + c, true);
+    }
+    for (int i = threadIdx.x; i < C * (BV / 8); i += kStateThreads) {
+      const int r = i / (BV / 8), c = (i % (BV / 8)) * 8;
+      cp_async16(buf + L::US + r * SV + c, u + r * D + c, true);
+    }
+    for (int i = threadIdx.x; i < D / 4; i += kStateThreads)
+      cp_async16(gl_buffers + b * D + 4 * i, p.ws.gl + at * D + 4 * i, true);
+  };
 
   float h[MT][NT][4];
   const int64_t state_at = (s * HV + hv) * static_cast<int64_t>(D) * D;
@@ -374,11 +402,25 @@ __global__ void __launch_bounds__(kStateThreads) state_kernel(const Params p) {
       }
 
   const int64_t first = p.offsets[s], last = p.offsets[s + 1];
+  if constexpr (Pipelined) {
+    if (first < last) prefetch(slab(p, first, hv), 0);
+    linear_attention::cp_async_commit();
+  }
   for (int64_t j = first; j < last; ++j) {
     const int64_t at = slab(p, j, hv);
-    copy_rows<D, kStateThreads>(Wsm, SB, p.ws.w + at * C * D, C);
-    copy_rows<D, kStateThreads>(KGs, SB, p.ws.kg + at * C * D, C);
-    for (int c = threadIdx.x; c < D; c += kStateThreads) GLs[c] = p.ws.gl[at * D + c];
+    const int b = Pipelined ? static_cast<int>((j - first) & 1) : 0;
+    bf16 *Wsm = sb + b * L::kBufElems, *KGs = Wsm + L::KG;
+    float* GLs = gl_buffers + b * D;
+    if constexpr (Pipelined) {
+      // The other buffer was last read in the previous chunk, before its closing
+      // __syncthreads: the next chunk's slab goes there while this one is computed.
+      if (j + 1 < last) prefetch(slab(p, j + 1, hv), b ^ 1);
+      linear_attention::cp_async_commit();
+    } else {
+      copy_rows<D, kStateThreads>(Wsm, SB, p.ws.w + at * C * D, C);
+      copy_rows<D, kStateThreads>(KGs, SB, p.ws.kg + at * C * D, C);
+      for (int c = threadIdx.x; c < D; c += kStateThreads) GLs[c] = p.ws.gl[at * D + c];
+    }
     bf16* hg = p.ws.h + at * D * D;
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt)
@@ -391,6 +433,7 @@ __global__ void __launch_bounds__(kStateThreads) state_kernel(const Params p) {
           *reinterpret_cast<__nv_bfloat162*>(Hs + d * SV + c) = x;
           *reinterpret_cast<__nv_bfloat162*>(hg + static_cast<int64_t>(d) * D + v0 + c) = x;
         }
+    if constexpr (Pipelined) linear_attention::cp_async_wait<1>();  // this chunk's group
     __syncthreads();
 
     // v' = U - W h: warp w owns chunk rows 16 w .. 16 w + 15.
@@ -404,8 +447,9 @@ __global__ void __launch_bounds__(kStateThreads) state_kernel(const Params p) {
 #pragma unroll
         for (int e = 0; e < 4; e += 2) {
           const int r = acc_row(16 * warp, e), c = acc_col(8 * t, e);
-          const float2 uu =
-              __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(u + r * D + v0 + c));
+          // U's columns from shared memory when the pipeline brought them, else from global.
+          const bf16* ur = Pipelined ? Wsm + L::US + r * SV + c : u + r * D + v0 + c;
+          const float2 uu = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(ur));
           const __nv_bfloat162 x = __floats2bfloat162_rn(uu.x - acc[t][e], uu.y - acc[t][e + 1]);
           *reinterpret_cast<__nv_bfloat162*>(VNs + r * SV + c) = x;
           *reinterpret_cast<__nv_bfloat162*>(vn + r * D + v0 + c) = x;
@@ -524,10 +568,12 @@ template <typename T, int D, Gates GT>
 bool launch(const Params& p, int64_t cap, cudaStream_t stream, bool output) {
   const dim3 chunks(static_cast<unsigned>(cap), static_cast<unsigned>(p.s.value_heads));
   auto prep = prepare_kernel<T, D, GT>;
-  auto state = state_kernel<D, kStateBlockV>;
+  auto state = p.s.pipelined_state ? state_kernel<D, kStateBlockV, true>
+                                   : state_kernel<D, kStateBlockV, false>;
   auto out = output_kernel<T, D>;
   constexpr std::size_t prep_bytes = PrepLayout<D>::bytes;
-  constexpr std::size_t state_bytes = StateLayout<D, kStateBlockV>::bytes;
+  const std::size_t state_bytes = p.s.pipelined_state ? StateLayout<D, kStateBlockV, true>::bytes
+                                                      : StateLayout<D, kStateBlockV, false>::bytes;
   constexpr std::size_t out_bytes = OutLayout<D>::bytes;
   if (!allow_smem(prep, prep_bytes) || !allow_smem(state, state_bytes) ||
       !allow_smem(out, out_bytes))

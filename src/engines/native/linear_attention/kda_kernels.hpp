@@ -47,6 +47,9 @@ struct Shape {
   // first row where the block's decay allows (span <= 80), else exactly per channel; false:
   // always exactly (slower, the plan knob `intra` = 0).
   bool tensor_core_diagonal = true;
+  // The state launch loads the next chunk's W, kg, U columns and e^{G_last} with cp.async while
+  // it computes this one (the plan knob `pipeline` = 1) instead of loading each chunk first.
+  bool pipelined_state = false;
 };
 
 struct FwdArgs {
