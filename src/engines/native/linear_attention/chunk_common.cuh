@@ -148,30 +148,23 @@ __device__ __forceinline__ void store_real(void* p, int64_t i, Real t, float x) 
 // ---- rows of a chunk ----
 
 // Copies ROWS rows of COLS elements (row i at g + i * stride, 16-byte aligned) into s [ROWS][ld];
-// rows at or past `valid` become zero (padding rows are never read: they may hold NaN).
-template <typename T, int COLS, int ROWS = 64>
+// rows at or past `valid` become zero (padding rows are never read: they may hold NaN). Async:
+// through cp.async, in flight until cp_async_commit + cp_async_wait and a __syncthreads (then
+// `valid` must be >= 1: row 0 stands in as the address of the rows not read).
+template <typename T, int COLS, int ROWS = 64, bool Async = false>
 __device__ __forceinline__ void load_chunk_rows(T* s, int ld, const T* g, int64_t stride,
                                                 int valid) {
   constexpr int kVec = COLS / 8;  // 16-byte vectors per row
   for (int i = threadIdx.x; i < ROWS * kVec; i += blockDim.x) {
     const int row = i / kVec, col = (i % kVec) * 8;
-    uint4 x = make_uint4(0, 0, 0, 0);
-    if (row < valid) x = *reinterpret_cast<const uint4*>(g + row * stride + col);
-    *reinterpret_cast<uint4*>(s + row * ld + col) = x;
-  }
-}
-
-// load_chunk_rows through cp.async: in flight until cp_async_commit + cp_async_wait and a
-// __syncthreads. Rows at or past `valid` become zero; `valid` must be >= 1 (row 0 stands in as
-// the address of the rows not read).
-template <typename T, int COLS, int ROWS = 64>
-__device__ __forceinline__ void load_chunk_rows_async(T* s, int ld, const T* g, int64_t stride,
-                                                      int valid) {
-  constexpr int kVec = COLS / 8;  // 16-byte vectors per row
-  for (int i = threadIdx.x; i < ROWS * kVec; i += blockDim.x) {
-    const int row = i / kVec, col = (i % kVec) * 8;
     const bool in = row < valid;
-    cp_async16(s + row * ld + col, in ? g + row * stride + col : g, in);
+    if constexpr (Async) {
+      cp_async16(s + row * ld + col, in ? g + row * stride + col : g, in);
+    } else {
+      uint4 x = make_uint4(0, 0, 0, 0);
+      if (in) x = *reinterpret_cast<const uint4*>(g + row * stride + col);
+      *reinterpret_cast<uint4*>(s + row * ld + col) = x;
+    }
   }
 }
 

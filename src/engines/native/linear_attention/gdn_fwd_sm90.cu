@@ -297,15 +297,9 @@ __global__ void __launch_bounds__(kThreads) gdn_state(const Params p) {
     const T* w_at = static_cast<const T*>(p.w) + (r0 * p.HV + h) * K;
     const T* k_at = static_cast<const T*>(p.k) + (r0 * p.H + kh) * K;
     const T* u_at = u + (r0 * p.HV + h) * V + v0;
-    if constexpr (Pipelined) {
-      load_chunk_rows_async<T, K>(w_rows, LK, w_at, static_cast<int64_t>(p.HV) * K, n);
-      load_chunk_rows_async<T, K>(k_rows, LK, k_at, static_cast<int64_t>(p.H) * K, n);
-      load_chunk_rows_async<T, BV>(u_rows, LB, u_at, static_cast<int64_t>(p.HV) * V, n);
-    } else {
-      load_chunk_rows<T, K>(w_rows, LK, w_at, static_cast<int64_t>(p.HV) * K, n);
-      load_chunk_rows<T, K>(k_rows, LK, k_at, static_cast<int64_t>(p.H) * K, n);
-      load_chunk_rows<T, BV>(u_rows, LB, u_at, static_cast<int64_t>(p.HV) * V, n);
-    }
+    load_chunk_rows<T, K, kC, Pipelined>(w_rows, LK, w_at, static_cast<int64_t>(p.HV) * K, n);
+    load_chunk_rows<T, K, kC, Pipelined>(k_rows, LK, k_at, static_cast<int64_t>(p.H) * K, n);
+    load_chunk_rows<T, BV, kC, Pipelined>(u_rows, LB, u_at, static_cast<int64_t>(p.HV) * V, n);
   };
 
   const int64_t state_at = (s * p.HV + h) * static_cast<int64_t>(K) * V;
