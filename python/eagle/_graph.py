@@ -73,12 +73,22 @@ class Graph:
         return builder(fn, **options) if fn is not None else builder(**options)
 
     # ---- build
-    def build(self, device=None, threads: int = 0, plain_if_only: bool = False) -> "Graph":
+    def build(self, device=None, threads: int = 0, plain_if_only: bool = False,
+              stream=None) -> "Graph":
         """Builds for ``device`` (default: where the params live, the CPU when there are none).
-        Returns the graph, so ``Graph.record(f).build()`` reads naturally."""
+        Returns the graph, so ``Graph.record(f).build()`` reads naturally.
+
+        ``stream``: launch on the caller's stream instead of one of the graph's own, so the
+        graph's launches are ordered with the caller's work without a wait: an eagle.Stream, a
+        torch.cuda.Stream (``torch.cuda.current_stream()``) or a cudaStream_t as an int. eagle
+        borrows it: keep it alive while the graph is used. Needs ``device``."""
         if device is not None and not isinstance(device, _eagle.Device):
             device = _eagle.Device(str(device))
-        self._g.build(device, threads, plain_if_only)
+        handle = None
+        if stream is not None:
+            handle = stream.handle if isinstance(stream, _eagle.Stream) else stream
+            handle = int(getattr(handle, "cuda_stream", handle))
+        self._g.build(device, threads, plain_if_only, handle)
         self._results = None
         return self
 

@@ -103,10 +103,18 @@ void bind_graph(nb::module_& m) {
           nb::arg("body"), nb::arg("record") = false)
       .def(
           "build",
-          [](Graph& g, std::optional<Device> device, int threads, bool plain_if_only) {
+          [](Graph& g, std::optional<Device> device, int threads, bool plain_if_only,
+             std::optional<uintptr_t> stream) {
             BuildOptions o;
             o.threads = threads;
             o.plain_if_only = plain_if_only;
+            if (stream) {
+              if (!device)
+                throw InvalidArgument("build: stream= needs a device (build(device, stream=...))");
+              // Borrowed: the caller's stream (torch's, say) stays the caller's to keep alive.
+              o.stream = std::make_shared<Stream>(
+                  Stream::borrow(*device, reinterpret_cast<void*>(*stream)));
+            }
             nb::gil_scoped_release release;
             if (device)
               g.build(*device, o);
@@ -115,7 +123,8 @@ void bind_graph(nb::module_& m) {
             else
               throw InvalidArgument("build: options need a device (build(device, ...))");
           },
-          nb::arg("device") = nb::none(), nb::arg("threads") = 0, nb::arg("plain_if_only") = false)
+          nb::arg("device") = nb::none(), nb::arg("threads") = 0, nb::arg("plain_if_only") = false,
+          nb::arg("stream") = nb::none())
       .def_prop_ro("built", &Graph::built)
       .def_prop_ro("device", &Graph::device)
       .def_prop_ro("backend", &Graph::backend)

@@ -77,6 +77,21 @@ def test_graph_bind_with_torch_cuda_tensors():
     torch.testing.assert_close(torch.from_dlpack(g()), 2 * x2)
 
 
+def test_a_graph_launched_on_torchs_stream_is_ordered_with_torchs_work():
+    torch = pytest.importorskip("torch")
+    x = torch.zeros(1 << 20, device="cuda")
+    side = torch.cuda.Stream()
+    g = eagle.Graph.record(lambda r: r.result(K.scale(r.param("x", x), 2.0)))
+    g.build(CUDA, stream=side)
+    assert g.stream.borrowed and g.stream.handle == side.cuda_stream
+    with torch.cuda.stream(side):
+        x.fill_(1.5)  # queued on side: the graph's launch below runs after it, no wait between
+        g.launch()
+        out = torch.from_dlpack(g.results()[0]) * 1.0  # torch work after the launch, on side
+    side.synchronize()
+    torch.testing.assert_close(out, torch.full_like(x, 3.0))
+
+
 def test_cupy_round_trip():
     cp = pytest.importorskip("cupy")
     c = cp.arange(10, dtype=cp.float32)

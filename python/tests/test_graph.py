@@ -56,6 +56,19 @@ def test_introspection(rng):
     assert "2 nodes" in repr(g)
 
 
+def test_a_graph_built_on_a_borrowed_stream(rng):
+    x, y = random_values(rng, (8,)), random_values(rng, (8,))
+    g = scale_add_graph(x, y).build(eagle.cpu, stream=eagle.Stream.borrow(eagle.cpu, 0))
+    assert g.stream.device == eagle.cpu  # on the CPU a stream holds no handle to borrow
+    np.testing.assert_allclose(g().numpy(), 2 * x + y, rtol=1e-6)
+    g2 = scale_add_graph(x, y)
+    with pytest.raises(eagle.InvalidArgument, match="needs a device"):
+        g2.build(stream=0)
+    with pytest.raises(eagle.InvalidArgument):
+        g2.build(eagle.cpu, stream=12345)  # a CPU stream has no cudaStream_t
+    assert not g2.built
+
+
 def test_a_race_is_refused_and_python_errors_pass_through(rng):
     x = random_values(rng, (8,))
 
