@@ -221,22 +221,30 @@ void overcapture(const Options& o, Report& report, const Peers& peers) {
   for (int64_t m : {128, 64, 32, 16, 8})
     points.push_back({"c", "M" + std::to_string(m), 16384, 128, std::vector<int64_t>(m, 128)});
   if (o.quick) points.resize(3);
-  for (const std::string rule : {"kda", "gdn"})
+  // gdn also with its persistent schedule (knob schedule = 1), both graphs alike.
+  struct Variant {
+    std::string rule, tag;
+    plan::Knobs knobs;
+  };
+  const std::vector<Variant> variants = {
+      {"kda", "", {}}, {"gdn", "", {}}, {"gdn", " persistent", {{"schedule", 1}}}};
+  for (const Variant& v : variants)
     for (const Point& p : points) {
+      const std::string& rule = v.rule;
       int64_t active = 0;
       for (int64_t l : p.lengths) active += l;
-      const std::string what = rule + " overcapture_" + p.sweep + "_" + p.x;
+      const std::string what = rule + " overcapture_" + p.sweep + "_" + p.x + v.tag;
       try {
-        LinearStep worst(rule, p.capacity, cu_seqlens(p.lengths, p.slots));
+        LinearStep worst(rule, p.capacity, cu_seqlens(p.lengths, p.slots), v.knobs);
         LinearStep exact(rule, active,
-                         cu_seqlens(p.lengths, static_cast<int64_t>(p.lengths.size())));
+                         cu_seqlens(p.lengths, static_cast<int64_t>(p.lengths.size())), v.knobs);
         worst.capture();
         exact.capture();
         const Stats w = device_time(o, worst.raw(), 5, [&] { worst.replay(); });
         const Stats x = device_time(o, exact.raw(), 5, [&] { exact.replay(); });
         report.compare(what + ": worst-case graph", w, "exact graph", x, 1.10);
-        std::printf("csv,linear_overcapture,%s,%s,eagle %s,%.4f\n", p.sweep.c_str(), p.x.c_str(),
-                    rule.c_str(), w.median_ns / x.median_ns);
+        std::printf("csv,linear_overcapture,%s,%s,eagle %s%s,%.4f\n", p.sweep.c_str(), p.x.c_str(),
+                    rule.c_str(), v.tag.c_str(), w.median_ns / x.median_ns);
         if (rule == "kda") fla_overcapture(report, peers, p.sweep, p.x);
       } catch (const std::exception& ex) {
         report.note(what + ": did not run: " + ex.what());

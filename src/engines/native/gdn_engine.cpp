@@ -153,6 +153,8 @@ plan::Capabilities gdn_capabilities() {
   // The prepare launch's (I + A)^-1: 0 column by column on 64 threads, 1 by 16 x 16 blocks on
   // all 128. 0 leads until 1 is measured.
   caps.knobs["solve"] = {0, 1};
+  // 0 flat (a CTA per task of the capacity), 1 persistent (resident CTAs looping over tasks).
+  caps.knobs["schedule"] = {0, 1};
   return caps;
 }
 
@@ -184,6 +186,7 @@ class GdnEngine : public plan::Engine {
     t.shape = shape_of(node);
     t.shape.pipelined_state = config.knobs.at("pipeline") != 0;
     t.shape.blocked_solve = config.knobs.at("solve") != 0;
+    t.shape.persistent = config.knobs.at("schedule") != 0;
     t.capacity_chunks = ragged::chunk_capacity(t.shape.tokens, t.shape.slots, la::kGdnChunk);
     t.kernels_at = round_up(static_cast<std::size_t>(t.shape.slots + 1) * sizeof(int32_t));
     t.q = at(node.input("q"));

@@ -45,8 +45,8 @@ struct GdnCase {
   DType state_dtype = DType::f32;
   std::optional<double> scale;
   // The engine's knobs: pipeline 1 prefetches the next chunk's rows in the state loop, solve 1
-  // inverts I + A by 16 x 16 blocks in the prepare launch.
-  int64_t pipeline = 0, solve = 0;
+  // inverts I + A by 16 x 16 blocks in the prepare launch, schedule 1 is persistent.
+  int64_t pipeline = 0, solve = 0, schedule = 0;
   std::vector<int64_t> cu() const {
     std::vector<int64_t> c = {0};
     for (int64_t l : lengths) c.push_back(c.back() + l);
@@ -130,12 +130,14 @@ void check_case(const GdnCase& c) {
                " H " + std::to_string(c.h) + " HV " + std::to_string(c.hv) + (c.l2 ? " l2" : "") +
                (c.safe_gate ? " safe_gate" : "") + (c.beta_sigmoid ? " beta_sigmoid" : "") +
                (c.initial_state ? " initial_state" : "") +
-               (c.pipeline ? " pipelined state loop" : "") + (c.solve ? " blocked solve" : ""));
+               (c.pipeline ? " pipelined state loop" : "") + (c.solve ? " blocked solve" : "") +
+               (c.schedule ? " persistent" : ""));
   const int64_t t = c.active() + c.pad, active = c.active();
   const op::Graph full = gdn_graph(c, t), packed = gdn_graph(c, active > 0 ? active : 1);
   const std::map<std::string, Array> in = random_gdn_inputs(c);
   plan::ExecutionPlans p = engines::create_execution_plan(
-      full.clone(), kGpu, gdn_id(), {{"pipeline", c.pipeline}, {"solve", c.solve}});
+      full.clone(), kGpu, gdn_id(),
+      {{"pipeline", c.pipeline}, {"solve", c.solve}, {"schedule", c.schedule}});
   p.build_plans();
   const Arrays got = execute(p, by_uid(full, in, t), kGpu);
   const double tol = 2 * tolerance(c.dtype);
@@ -231,10 +233,15 @@ TEST_F(NativeGdn, NoActiveTokens) {
 }
 
 // The knobs' other kernels: the state loop with the next chunk's rows prefetched by cp.async
-// (pipeline = 1) and the blocked inverse (solve = 1), each alone and together, over the cases
-// above: long sequences (many chunks through both buffers) and short ones.
-TEST_F(NativeGdn, ThePipelinedStateLoopAndTheBlockedSolveMatchTheReference) {
-  for (const auto& [pipeline, solve] : {std::pair{1, 0}, std::pair{0, 1}, std::pair{1, 1}}) {
+// (pipeline = 1), the blocked inverse (solve = 1) and the persistent schedule (schedule = 1),
+// alone and together, over the cases above: long sequences (many chunks through both buffers)
+// and short ones, empty slots, a capacity far above the batch.
+TEST_F(NativeGdn, EveryKnobsKernelsMatchTheReference) {
+  struct Knobs {
+    int64_t pipeline, solve, schedule;
+  };
+  for (const Knobs& knobs : {Knobs{1, 0, 0}, Knobs{0, 1, 0}, Knobs{0, 0, 1}, Knobs{1, 1, 1}}) {
+    const int64_t pipeline = knobs.pipeline, solve = knobs.solve, schedule = knobs.schedule;
     for (DType d : {DType::bf16, DType::f16})
       for (int64_t dim : {64, 128}) {
         GdnCase c{"lengths 0 1 C-1 C C+1 130", {0, 1, 63, 64, 65, 130}, 9};
@@ -242,6 +249,7 @@ TEST_F(NativeGdn, ThePipelinedStateLoopAndTheBlockedSolveMatchTheReference) {
         c.dim = dim;
         c.pipeline = pipeline;
         c.solve = solve;
+        c.schedule = schedule;
         check_case(c);
       }
     GdnCase long_one{"one long sequence", {1000}, 3};
@@ -256,9 +264,11 @@ TEST_F(NativeGdn, ThePipelinedStateLoopAndTheBlockedSolveMatchTheReference) {
     options.safe_gate = options.beta_sigmoid = true;
     options.initial_state = false;
     GdnCase empty{"every slot empty", {0, 0, 0}, 16};
-    for (GdnCase* c : {&long_one, &tail, &gqa, &options, &empty}) {
+    GdnCase spare{"capacity far above the batch", {5, 0, 70, 0, 0, 0, 0, 0, 0, 0}, 900};
+    for (GdnCase* c : {&long_one, &tail, &gqa, &options, &empty, &spare}) {
       c->pipeline = pipeline;
       c->solve = solve;
+      c->schedule = schedule;
       check_case(*c);
     }
   }
@@ -281,7 +291,7 @@ TEST_F(NativeGdn, TimesTheIssueShapeWhenAsked) {
       const op::Graph g = gdn_graph(c, c.active());
       const std::map<std::string, Array> host = random_gdn_inputs(c);
       plan::ExecutionPlans p = engines::create_execution_plan(
-          g.clone(), kGpu, gdn_id(), {{"pipeline", pipeline}, {"solve", solve}});
+          g.clone(), kGpu, gdn_id(), {{"pipeline", pipeline}, {"solve", solve}, {"schedule", 0}});
       p.build_plans();
       plan::VariantPack pack(p.layout());
       std::vector<Array> keep;

@@ -28,6 +28,8 @@ struct Params {
   int H, HV, group;
   float scale;
   bool l2, safe_gate, beta_sigmoid, blocked_solve;
+  bool persistent;          // each CTA loops over tasks blockIdx.x, + gridDim.x, ... (else one)
+  int64_t capacity_chunks;  // G_cap: the chunk tasks a flat grid covers
   Real g_t, beta_t, param_t, state_t;  // g; beta; a_log and dt_bias; the states
   const void *q, *k, *v, *g, *beta, *a_log, *dt_bias, *h0;
   void *o, *hN;
@@ -113,18 +115,18 @@ struct PrepareSmem {
       sizeof(T) * (2 * kC * LK + kC * LV + kC * LT) + sizeof(float) * (2 * kC * LA + 3 * kC);
 };
 
+// Chunk task j of value head blockIdx.y; false when j is past the batch's chunks.
 template <typename T, int K, int V>
-__global__ void __launch_bounds__(kThreads) gdn_prepare(const Params p) {
+__device__ __forceinline__ bool prepare_chunk(const Params& p, int64_t j) {
   using E = Elem<T>;
   using L = PrepareSmem<T, K, V>;
   constexpr int LK = L::LK, LV = L::LV, LT = L::LT, LA = L::LA;
-  const ragged::ChunkTask task =
-      ragged::chunk_task(p.cu, p.offsets, p.slots, p.tokens, kC, blockIdx.x);
-  if (task.sequence < 0) return;
+  const ragged::ChunkTask task = ragged::chunk_task(p.cu, p.offsets, p.slots, p.tokens, kC, j);
+  if (task.sequence < 0) return false;
   const int h = blockIdx.y, kh = h / p.group;
   const int64_t r0 = task.row_begin;
   const int n = static_cast<int>(task.row_end - task.row_begin);
-  if (n <= 0) return;  // only under metadata ragged::validate rejects
+  if (n <= 0) return true;  // only under metadata ragged::validate rejects
   extern __shared__ __align__(16) unsigned char smem[];
   T* kn = reinterpret_cast<T*>(smem);                  // [64][LK] k rows (normalized)
   T* kb = kn + kC * LK;                                // [64][LK] beta exp(G) k
@@ -250,6 +252,18 @@ __global__ void __launch_bounds__(kThreads) gdn_prepare(const Params p) {
   };
   product(kb, LK, K, static_cast<T*>(p.w) + (r0 * p.HV + h) * K, static_cast<int64_t>(p.HV) * K);
   product(vb, LV, V, static_cast<T*>(p.u) + (r0 * p.HV + h) * V, static_cast<int64_t>(p.HV) * V);
+  return true;
+}
+
+// The flat schedule gives each CTA one chunk task (the grid covers G_cap); the persistent one a
+// CTA's tasks blockIdx.x, blockIdx.x + gridDim.x, ... until one is past the batch's chunks (the
+// tasks are in order, so every later one is too).
+template <typename T, int K, int V>
+__global__ void __launch_bounds__(kThreads) gdn_prepare(const Params p) {
+  for (int64_t j = blockIdx.x; j < p.capacity_chunks; j += gridDim.x) {
+    if (!prepare_chunk<T, K, V>(p, j) || !p.persistent) return;
+    __syncthreads();  // the next task reuses shared memory
+  }
 }
 
 // ---- state: per (sequence, value head, V block), sequential over the chunks ---------------------
@@ -265,13 +279,13 @@ struct StateSmem {
       sizeof(T) * (K * LB + kBuffers * kChunkElems + kC * LB) + sizeof(float) * 2 * kC;
 };
 
+// Sequence slot s, value head blockIdx.y, V block blockIdx.z.
 template <typename T, int K, int V, int BV, bool Pipelined>
-__global__ void __launch_bounds__(kThreads) gdn_state(const Params p) {
+__device__ __forceinline__ void state_slot(const Params& p, int64_t s) {
   using E = Elem<T>;
   using L = StateSmem<T, K, BV, Pipelined>;
   constexpr int LK = L::LK, LB = L::LB;
   constexpr int MT = K / 64, NT = BV / 8;  // per warp: K / 4 key rows, BV columns
-  const int64_t s = blockIdx.x;
   const int h = blockIdx.y, kh = h / p.group, v0 = blockIdx.z * BV;
   const int tid = threadIdx.x, warp = tid / 32;
   const int64_t begin = ragged::clamp_row(p.cu[s], 0, p.tokens);
@@ -405,6 +419,16 @@ __global__ void __launch_bounds__(kThreads) gdn_state(const Params p) {
         }
 }
 
+// Flat: one slot per CTA; persistent: slots blockIdx.x, blockIdx.x + gridDim.x, ...
+template <typename T, int K, int V, int BV, bool Pipelined>
+__global__ void __launch_bounds__(kThreads) gdn_state(const Params p) {
+  for (int64_t s = blockIdx.x; s < p.slots; s += gridDim.x) {
+    state_slot<T, K, V, BV, Pipelined>(p, s);
+    if (!p.persistent) return;
+    __syncthreads();  // the next slot reuses shared memory
+  }
+}
+
 // ---- output: per (chunk, value head) ----------------------------------------------------------
 
 template <typename T, int K, int V>
@@ -414,18 +438,18 @@ struct OutputSmem {
       sizeof(T) * (2 * kC * LK + K * LV + kC * LV + kC * LT) + sizeof(float) * kC;
 };
 
+// Chunk task j of value head blockIdx.y; false when j is past the batch's chunks.
 template <typename T, int K, int V>
-__global__ void __launch_bounds__(kThreads) gdn_output(const Params p) {
+__device__ __forceinline__ bool output_chunk(const Params& p, int64_t j) {
   using E = Elem<T>;
   using L = OutputSmem<T, K, V>;
   constexpr int LK = L::LK, LV = L::LV, LT = L::LT;
-  const int64_t j = blockIdx.x;
   const ragged::ChunkTask task = ragged::chunk_task(p.cu, p.offsets, p.slots, p.tokens, kC, j);
-  if (task.sequence < 0) return;
+  if (task.sequence < 0) return false;
   const int h = blockIdx.y, kh = h / p.group;
   const int64_t r0 = task.row_begin;
   const int n = static_cast<int>(task.row_end - task.row_begin);
-  if (n <= 0) return;  // only under metadata ragged::validate rejects
+  if (n <= 0) return true;  // only under metadata ragged::validate rejects
   const int tid = threadIdx.x, warp = tid / 32;
   extern __shared__ __align__(16) unsigned char smem[];
   T* qs = reinterpret_cast<T*>(smem);  // [64][LK]
@@ -498,6 +522,16 @@ __global__ void __launch_bounds__(kThreads) gdn_output(const Params p) {
         *reinterpret_cast<uint32_t*>(out + i * static_cast<int64_t>(p.HV) * V + col) =
             pack2f<T>(p.scale * o[nt][e], p.scale * o[nt][e + 1]);
     }
+  return true;
+}
+
+// One chunk task per CTA (flat), or a CTA's tasks blockIdx.x, + gridDim.x, ... (persistent).
+template <typename T, int K, int V>
+__global__ void __launch_bounds__(kThreads) gdn_output(const Params p) {
+  for (int64_t j = blockIdx.x; j < p.capacity_chunks; j += gridDim.x) {
+    if (!output_chunk<T, K, V>(p, j) || !p.persistent) return;
+    __syncthreads();  // the next task reuses shared memory
+  }
 }
 
 // ---- launch ----------------------------------------------------------------------------------
@@ -511,6 +545,22 @@ bool set_smem(Kernel kernel, std::size_t bytes) {
   // Every call, not once: cheap, and right after a device reset or on another device too.
   return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                               static_cast<int>(bytes)) == cudaSuccess;
+}
+
+// The persistent grid's first dimension for `kernel`: min(tasks, the CTAs resident on the device
+// at once divided over the `others` CTAs of the grid's other dims), at least 1. False when the
+// runtime cannot say.
+template <typename Kernel>
+bool persistent_workers(Kernel kernel, std::size_t smem, unsigned others, unsigned& tasks) {
+  int device = 0, sms = 0, per_sm = 0;
+  if (cudaGetDevice(&device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess ||
+      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kThreads, smem) != cudaSuccess)
+    return false;
+  const int64_t resident = static_cast<int64_t>(sms) * (per_sm > 0 ? per_sm : 1) / others;
+  const int64_t workers = resident > 1 ? resident : 1;
+  if (workers < tasks) tasks = static_cast<unsigned>(workers);
+  return true;
 }
 
 template <typename T, int K, int V>
@@ -527,12 +577,18 @@ bool launch(const GdnArgs& a, const Params& p, cudaStream_t stream) {
   if (!set_smem(prepare, prep_bytes) || !set_smem(state, state_bytes) ||
       !set_smem(output, out_bytes))
     return false;
-  const dim3 chunks(static_cast<unsigned>(a.capacity_chunks), static_cast<unsigned>(s.value_heads));
-  if (a.capacity_chunks > 0) prepare<<<chunks, kThreads, prep_bytes, stream>>>(p);
-  const dim3 seqs(static_cast<unsigned>(s.slots), static_cast<unsigned>(s.value_heads),
-                  static_cast<unsigned>(V / kStateBlockV));
-  state<<<seqs, kThreads, state_bytes, stream>>>(p);
-  if (a.capacity_chunks > 0) output<<<chunks, kThreads, out_bytes, stream>>>(p);
+  // Flat: a CTA per task. Persistent: as many as are resident at once (over the other grid
+  // dims), each looping over its tasks; the host asks the occupancy calculator, no device sync.
+  const unsigned heads = static_cast<unsigned>(s.value_heads), blocks_v = V / kStateBlockV;
+  unsigned prep_x = static_cast<unsigned>(a.capacity_chunks), out_x = prep_x;
+  unsigned state_x = static_cast<unsigned>(s.slots);
+  if (s.persistent && (!persistent_workers(prepare, prep_bytes, heads, prep_x) ||
+                       !persistent_workers(state, state_bytes, heads * blocks_v, state_x) ||
+                       !persistent_workers(output, out_bytes, heads, out_x)))
+    return false;
+  if (a.capacity_chunks > 0) prepare<<<dim3(prep_x, heads), kThreads, prep_bytes, stream>>>(p);
+  state<<<dim3(state_x, heads, blocks_v), kThreads, state_bytes, stream>>>(p);
+  if (a.capacity_chunks > 0) output<<<dim3(out_x, heads), kThreads, out_bytes, stream>>>(p);
   return cudaPeekAtLastError() == cudaSuccess;
 }
 
@@ -566,6 +622,8 @@ bool gdn_forward(const GdnArgs& a, void* workspace, void* stream) noexcept {
   p.safe_gate = s.safe_gate;
   p.beta_sigmoid = s.use_beta_sigmoid;
   p.blocked_solve = s.blocked_solve;
+  p.persistent = s.persistent;
+  p.capacity_chunks = a.capacity_chunks;
   p.g_t = real_of(s.g_dtype);
   p.beta_t = real_of(s.beta_dtype);
   p.param_t = real_of(s.param_dtype);

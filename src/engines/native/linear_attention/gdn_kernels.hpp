@@ -50,6 +50,10 @@ struct GdnShape {
   // The prepare launch inverts I + A by 16 x 16 blocks on all 128 threads (knob `solve` = 1)
   // instead of by forward substitution with one column per thread.
   bool blocked_solve = false;
+  // The persistent schedule (knob `schedule` = 1): each launch runs as many CTAs as are resident
+  // at once, each looping over its tasks (chunks, or slots for the state), instead of one CTA
+  // per task of the capacity (flat, 0), whose CTAs past the batch return at once.
+  bool persistent = false;
 };
 
 struct GdnArgs {
