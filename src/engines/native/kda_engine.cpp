@@ -134,7 +134,8 @@ plan::Capabilities kda_capabilities() {
   // The io dtype the facts name is the graph's first float input; the gates are f32, so the
   // precise per-port rule is check_node's.
   caps.dtypes = {DType::bf16, DType::f16, DType::f32};
-  caps.knobs["schedule"] = {0};  // flat
+  // 0 flat (a CTA per task of the capacity), 1 persistent (resident CTAs looping over tasks).
+  caps.knobs["schedule"] = {0, 1};
   // The intra-chunk diagonal blocks: 1 on the tensor cores where the decay allows, 0 exactly.
   caps.knobs["intra"] = {1, 0};
   // The state launch: 0 loads each chunk's slab before computing it; 1 prefetches the next
@@ -180,6 +181,7 @@ class KdaEngine : public plan::Engine {
     t.shape = shape_of(node);
     t.shape.tensor_core_diagonal = config.knobs.at("intra") != 0;
     t.shape.pipelined_state = config.knobs.at("pipeline") != 0;
+    t.shape.persistent = config.knobs.at("schedule") != 0;
     t.capacity = ragged::chunk_capacity(t.shape.rows, t.shape.slots, kda::kChunk);
     t.q = in("q");
     t.k = in("k");

@@ -353,9 +353,11 @@ double check(const op::Graph& g, const test::RaggedRows& rows, const Arrays& got
   return worst;
 }
 
-plan::ExecutionPlans native_plan(const op::Graph& g, int64_t intra = 1, int64_t pipeline = 0) {
+plan::ExecutionPlans native_plan(const op::Graph& g, int64_t intra = 1, int64_t pipeline = 0,
+                                 int64_t schedule = 0) {
   plan::ExecutionPlans p = engines::create_execution_plan(
-      g.clone(), kGpu, kda_engine(), {{"schedule", 0}, {"intra", intra}, {"pipeline", pipeline}});
+      g.clone(), kGpu, kda_engine(),
+      {{"schedule", schedule}, {"intra", intra}, {"pipeline", pipeline}});
   p.build_plans();
   return p;
 }
@@ -409,7 +411,8 @@ std::vector<Case> cases() {
 }
 
 // Every case against the reference, with the state loop's `pipeline` knob and each `intra` given.
-void matches_the_reference(int64_t pipeline, const std::vector<int64_t>& intras) {
+void matches_the_reference(int64_t pipeline, const std::vector<int64_t>& intras,
+                           int64_t schedule = 0) {
   std::printf("%s\n", test::reproduce_line().c_str());
   double worst = 0;
   int combo = 0;
@@ -443,8 +446,8 @@ void matches_the_reference(int64_t pipeline, const std::vector<int64_t>& intras)
           const Arrays want = reference_of(s, g, in, cu.back());
           for (int64_t intra : intras) {
             SCOPED_TRACE("intra " + std::to_string(intra));
-            const double err =
-                check(g, rows, test::execute(native_plan(g, intra, pipeline), in, kGpu), want);
+            const double err = check(
+                g, rows, test::execute(native_plan(g, intra, pipeline, schedule), in, kGpu), want);
             if (err > worst) worst = err;
           }
         }
@@ -458,6 +461,13 @@ TEST_F(NativeKda, MatchesTheReference) {
 // The state loop with the next chunk's slab prefetched by cp.async (knob pipeline = 1).
 TEST_F(NativeKda, ThePipelinedStateLoopMatchesTheReference) {
   matches_the_reference(1, {1});
+}
+
+// The persistent schedule (knob schedule = 1): resident CTAs looping over the chunk tasks (and
+// the slots in the state launch), with and without the pipelined state loop.
+TEST_F(NativeKda, ThePersistentScheduleMatchesTheReference) {
+  matches_the_reference(0, {1}, 1);
+  matches_the_reference(1, {1}, 1);
 }
 
 // An empty batch (T = 0, every slot empty): no chunk to run, but the final state of every slot

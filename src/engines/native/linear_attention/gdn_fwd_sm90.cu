@@ -6,6 +6,7 @@
 #include "eagle/ragged/schedule.hpp"
 #include "engines/native/linear_attention/chunk_common.cuh"
 #include "engines/native/linear_attention/gdn_kernels.hpp"
+#include "engines/native/linear_attention/persistent.cuh"
 
 namespace eagle::native::linear_attention {
 
@@ -547,22 +548,6 @@ bool set_smem(Kernel kernel, std::size_t bytes) {
                               static_cast<int>(bytes)) == cudaSuccess;
 }
 
-// The persistent grid's first dimension for `kernel`: min(tasks, the CTAs resident on the device
-// at once divided over the `others` CTAs of the grid's other dims), at least 1. False when the
-// runtime cannot say.
-template <typename Kernel>
-bool persistent_workers(Kernel kernel, std::size_t smem, unsigned others, unsigned& tasks) {
-  int device = 0, sms = 0, per_sm = 0;
-  if (cudaGetDevice(&device) != cudaSuccess ||
-      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess ||
-      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kThreads, smem) != cudaSuccess)
-    return false;
-  const int64_t resident = static_cast<int64_t>(sms) * (per_sm > 0 ? per_sm : 1) / others;
-  const int64_t workers = resident > 1 ? resident : 1;
-  if (workers < tasks) tasks = static_cast<unsigned>(workers);
-  return true;
-}
-
 template <typename T, int K, int V>
 bool launch(const GdnArgs& a, const Params& p, cudaStream_t stream) {
   const GdnShape& s = a.shape;
@@ -582,9 +567,10 @@ bool launch(const GdnArgs& a, const Params& p, cudaStream_t stream) {
   const unsigned heads = static_cast<unsigned>(s.value_heads), blocks_v = V / kStateBlockV;
   unsigned prep_x = static_cast<unsigned>(a.capacity_chunks), out_x = prep_x;
   unsigned state_x = static_cast<unsigned>(s.slots);
-  if (s.persistent && (!persistent_workers(prepare, prep_bytes, heads, prep_x) ||
-                       !persistent_workers(state, state_bytes, heads * blocks_v, state_x) ||
-                       !persistent_workers(output, out_bytes, heads, out_x)))
+  if (s.persistent &&
+      (!persistent_workers(prepare, kThreads, prep_bytes, heads, prep_x) ||
+       !persistent_workers(state, kThreads, state_bytes, heads * blocks_v, state_x) ||
+       !persistent_workers(output, kThreads, out_bytes, heads, out_x)))
     return false;
   if (a.capacity_chunks > 0) prepare<<<dim3(prep_x, heads), kThreads, prep_bytes, stream>>>(p);
   state<<<dim3(state_x, heads, blocks_v), kThreads, state_bytes, stream>>>(p);

@@ -8,6 +8,7 @@
 #include "engines/native/linear_attention/cp_async.cuh"
 #include "engines/native/linear_attention/kda_kernels.hpp"
 #include "engines/native/linear_attention/kda_mma.cuh"
+#include "engines/native/linear_attention/persistent.cuh"
 
 namespace eagle::native::kda {
 
@@ -39,6 +40,7 @@ struct Params {
   float* ht;
   const int32_t* offsets;
   Scratch ws;
+  int64_t cap = 0;  // G_cap: the chunk tasks a flat grid covers
 };
 
 template <typename T>
@@ -88,8 +90,9 @@ struct PrepLayout {
   static constexpr std::size_t bytes = static_cast<std::size_t>(total) * sizeof(float);
 };
 
+// Chunk task j of value head blockIdx.y; false when j is past the batch's chunks.
 template <typename T, int D, Gates GT>
-__global__ void __launch_bounds__(kPrepThreads) prepare_kernel(const Params p) {
+__device__ __forceinline__ bool prepare_chunk(const Params& p, int64_t j) {
   using L = PrepLayout<D>;
   constexpr int SF = L::SF, SB = L::SB, SA = L::SA, ST = L::ST;
   extern __shared__ float4 smem4[];
@@ -97,10 +100,9 @@ __global__ void __launch_bounds__(kPrepThreads) prepare_kernel(const Params p) {
   float *Gs = sm + L::G, *Ks = sm + L::K, *Qs = sm + L::Q, *Es = sm + L::E;
   float *Akk = sm + L::AKK, *Aqk = sm + L::AQK, *betas = sm + L::BETA;
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
-  const int64_t j = blockIdx.x;
   const int hv = blockIdx.y;
   const ragged::ChunkTask task = chunk_of(p, j);
-  if (task.sequence < 0) return;
+  if (task.sequence < 0) return false;
   const int n = static_cast<int>(task.row_end - task.row_begin);
   const int HV = p.s.value_heads, H = p.s.heads, hq = hv / (HV / H);
   const T* q = static_cast<const T*>(p.q);
@@ -325,6 +327,18 @@ __global__ void __launch_bounds__(kPrepThreads) prepare_kernel(const Params p) {
             __floats2bfloat162_rn(acc[t][e], acc[t][e + 1]);
       }
   }
+  return true;
+}
+
+// The flat schedule gives each CTA one chunk task (the grid covers G_cap); the persistent one a
+// CTA's tasks blockIdx.x, blockIdx.x + gridDim.x, ... until one is past the batch's chunks (the
+// tasks are in order, so every later one is too).
+template <typename T, int D, Gates GT>
+__global__ void __launch_bounds__(kPrepThreads) prepare_kernel(const Params p) {
+  for (int64_t j = blockIdx.x; j < p.cap; j += gridDim.x) {
+    if (!prepare_chunk<T, D, GT>(p, j) || !p.s.persistent) return;
+    __syncthreads();  // the next task reuses shared memory
+  }
 }
 
 // ---- state -----------------------------------------------------------------------------------
@@ -357,8 +371,9 @@ __device__ __forceinline__ void copy_rows(bf16* dst, int ld, const bf16* src, in
   }
 }
 
+// Sequence slot s, value head blockIdx.y, V block blockIdx.z.
 template <int D, int BV, bool Pipelined>
-__global__ void __launch_bounds__(kStateThreads) state_kernel(const Params p) {
+__device__ __forceinline__ void state_slot(const Params& p, int64_t s) {
   using L = StateLayout<D, BV, Pipelined>;
   constexpr int SB = L::SB, SV = L::SV, MT = D / 64, NT = BV / 8;
   extern __shared__ float4 smem4[];
@@ -366,7 +381,6 @@ __global__ void __launch_bounds__(kStateThreads) state_kernel(const Params p) {
   bf16 *Hs = sb + L::H, *VNs = sb + L::VN;
   float* gl_buffers = reinterpret_cast<float*>(sb + L::end);
   const int warp = threadIdx.x >> 5;
-  const int64_t s = blockIdx.x;
   const int hv = blockIdx.y, v0 = blockIdx.z * BV, HV = p.s.value_heads;
   const int m_base = warp * (D / 4);  // this warp's rows of h
   // Slab `at`'s W and kg rows, U's columns and e^{G_last} into buffer b, by cp.async (pipelined
@@ -483,6 +497,16 @@ __global__ void __launch_bounds__(kStateThreads) state_kernel(const Params p) {
   }
 }
 
+// Flat: one slot per CTA; persistent: slots blockIdx.x, blockIdx.x + gridDim.x, ...
+template <int D, int BV, bool Pipelined>
+__global__ void __launch_bounds__(kStateThreads) state_kernel(const Params p) {
+  for (int64_t s = blockIdx.x; s < p.s.slots; s += gridDim.x) {
+    state_slot<D, BV, Pipelined>(p, s);
+    if (!p.s.persistent) return;
+    __syncthreads();  // the next slot reuses shared memory
+  }
+}
+
 // ---- output ----------------------------------------------------------------------------------
 
 template <int D>
@@ -492,18 +516,18 @@ struct OutLayout {
   static constexpr std::size_t bytes = static_cast<std::size_t>(VN + C * SB) * 2;
 };
 
+// Chunk task j of value head blockIdx.y; false when j is past the batch's chunks.
 template <typename T, int D>
-__global__ void __launch_bounds__(kOutThreads) output_kernel(const Params p) {
+__device__ __forceinline__ bool output_chunk(const Params& p, int64_t j) {
   using L = OutLayout<D>;
   constexpr int SB = L::SB, ST = L::ST, NT = D / 8;
   extern __shared__ float4 smem4[];
   bf16* sb = reinterpret_cast<bf16*>(smem4);
   bf16 *QGs = sb + L::QG, *Hs = sb + L::H, *As = sb + L::A, *VNs = sb + L::VN;
   const int warp = threadIdx.x >> 5;
-  const int64_t j = blockIdx.x;
   const int hv = blockIdx.y, HV = p.s.value_heads;
   const ragged::ChunkTask task = chunk_of(p, j);
-  if (task.sequence < 0) return;
+  if (task.sequence < 0) return false;
   const int n = static_cast<int>(task.row_end - task.row_begin);
   const int64_t at = slab(p, j, hv);
   copy_rows<D, kOutThreads>(QGs, SB, p.ws.qg + at * C * D, C);
@@ -522,6 +546,16 @@ __global__ void __launch_bounds__(kOutThreads) output_kernel(const Params p) {
       const int r = acc_row(16 * warp, e), c = acc_col(8 * t, e);
       if (r < n) o[((task.row_begin + r) * HV + hv) * D + c] = from_f<T>(acc[t][e]);
     }
+  return true;
+}
+
+// One chunk task per CTA (flat), or a CTA's tasks blockIdx.x, + gridDim.x, ... (persistent).
+template <typename T, int D>
+__global__ void __launch_bounds__(kOutThreads) output_kernel(const Params p) {
+  for (int64_t j = blockIdx.x; j < p.cap; j += gridDim.x) {
+    if (!output_chunk<T, D>(p, j) || !p.s.persistent) return;
+    __syncthreads();  // the next task reuses shared memory
+  }
 }
 
 // ---- host ------------------------------------------------------------------------------------
@@ -566,7 +600,6 @@ bool allow_smem(Kernel kernel, std::size_t bytes) {
 
 template <typename T, int D, Gates GT>
 bool launch(const Params& p, int64_t cap, cudaStream_t stream, bool output) {
-  const dim3 chunks(static_cast<unsigned>(cap), static_cast<unsigned>(p.s.value_heads));
   auto prep = prepare_kernel<T, D, GT>;
   auto state = p.s.pipelined_state ? state_kernel<D, kStateBlockV, true>
                                    : state_kernel<D, kStateBlockV, false>;
@@ -578,11 +611,22 @@ bool launch(const Params& p, int64_t cap, cudaStream_t stream, bool output) {
   if (!allow_smem(prep, prep_bytes) || !allow_smem(state, state_bytes) ||
       !allow_smem(out, out_bytes))
     return false;
-  prep<<<chunks, kPrepThreads, prep_bytes, stream>>>(p);
-  const dim3 slots(static_cast<unsigned>(p.s.slots), static_cast<unsigned>(p.s.value_heads),
-                   static_cast<unsigned>(D / kStateBlockV));
-  state<<<slots, kStateThreads, state_bytes, stream>>>(p);
-  if (output) out<<<chunks, kOutThreads, out_bytes, stream>>>(p);
+  // Flat: a CTA per task. Persistent: as many as are resident at once, each looping over its
+  // tasks (linear_attention::persistent_workers asks the occupancy calculator, no device sync).
+  using linear_attention::persistent_workers;
+  const unsigned heads = static_cast<unsigned>(p.s.value_heads), blocks_v = D / kStateBlockV;
+  unsigned prep_x = static_cast<unsigned>(cap), out_x = prep_x;
+  unsigned state_x = static_cast<unsigned>(p.s.slots);
+  if (p.s.persistent &&
+      (!persistent_workers(prep, kPrepThreads, prep_bytes, heads, prep_x) ||
+       !persistent_workers(state, kStateThreads, state_bytes, heads * blocks_v, state_x) ||
+       !persistent_workers(out, kOutThreads, out_bytes, heads, out_x)))
+    return false;
+  Params q = p;
+  q.cap = cap;
+  prep<<<dim3(prep_x, heads), kPrepThreads, prep_bytes, stream>>>(q);
+  state<<<dim3(state_x, heads, blocks_v), kStateThreads, state_bytes, stream>>>(q);
+  if (output) out<<<dim3(out_x, heads), kOutThreads, out_bytes, stream>>>(q);
   return cudaPeekAtLastError() == cudaSuccess;
 }
 

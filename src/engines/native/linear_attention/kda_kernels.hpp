@@ -50,6 +50,10 @@ struct Shape {
   // The state launch loads the next chunk's W, kg, U columns and e^{G_last} with cp.async while
   // it computes this one (the plan knob `pipeline` = 1) instead of loading each chunk first.
   bool pipelined_state = false;
+  // The persistent schedule (knob `schedule` = 1): each launch runs as many CTAs as are resident
+  // at once, each looping over its tasks (chunks, or slots for the state), instead of one CTA per
+  // task of the capacity (flat, 0), whose CTAs past the batch return at once.
+  bool persistent = false;
 };
 
 struct FwdArgs {
