@@ -256,15 +256,11 @@ __device__ __forceinline__ bool prepare_chunk(const Params& p, int64_t j) {
   return true;
 }
 
-// The flat schedule gives each CTA one chunk task (the grid covers G_cap); the persistent one a
-// CTA's tasks blockIdx.x, blockIdx.x + gridDim.x, ... until one is past the batch's chunks (the
-// tasks are in order, so every later one is too).
+// A chunk task per CTA (flat) or a CTA's tasks in turn (persistent): for_each_task.
 template <typename T, int K, int V>
 __global__ void __launch_bounds__(kThreads) gdn_prepare(const Params p) {
-  for (int64_t j = blockIdx.x; j < p.capacity_chunks; j += gridDim.x) {
-    if (!prepare_chunk<T, K, V>(p, j) || !p.persistent) return;
-    __syncthreads();  // the next task reuses shared memory
-  }
+  for_each_task(p.capacity_chunks, p.persistent,
+                [&](int64_t j) { return prepare_chunk<T, K, V>(p, j); });
 }
 
 // ---- state: per (sequence, value head, V block), sequential over the chunks ---------------------
@@ -420,14 +416,13 @@ __device__ __forceinline__ void state_slot(const Params& p, int64_t s) {
         }
 }
 
-// Flat: one slot per CTA; persistent: slots blockIdx.x, blockIdx.x + gridDim.x, ...
+// A slot per CTA (flat) or a CTA's slots in turn (persistent).
 template <typename T, int K, int V, int BV, bool Pipelined>
 __global__ void __launch_bounds__(kThreads) gdn_state(const Params p) {
-  for (int64_t s = blockIdx.x; s < p.slots; s += gridDim.x) {
+  for_each_task(p.slots, p.persistent, [&](int64_t s) {
     state_slot<T, K, V, BV, Pipelined>(p, s);
-    if (!p.persistent) return;
-    __syncthreads();  // the next slot reuses shared memory
-  }
+    return true;
+  });
 }
 
 // ---- output: per (chunk, value head) ----------------------------------------------------------
@@ -526,13 +521,10 @@ __device__ __forceinline__ bool output_chunk(const Params& p, int64_t j) {
   return true;
 }
 
-// One chunk task per CTA (flat), or a CTA's tasks blockIdx.x, + gridDim.x, ... (persistent).
 template <typename T, int K, int V>
 __global__ void __launch_bounds__(kThreads) gdn_output(const Params p) {
-  for (int64_t j = blockIdx.x; j < p.capacity_chunks; j += gridDim.x) {
-    if (!output_chunk<T, K, V>(p, j) || !p.persistent) return;
-    __syncthreads();  // the next task reuses shared memory
-  }
+  for_each_task(p.capacity_chunks, p.persistent,
+                [&](int64_t j) { return output_chunk<T, K, V>(p, j); });
 }
 
 // ---- launch ----------------------------------------------------------------------------------

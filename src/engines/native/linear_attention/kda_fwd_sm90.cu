@@ -330,15 +330,11 @@ __device__ __forceinline__ bool prepare_chunk(const Params& p, int64_t j) {
   return true;
 }
 
-// The flat schedule gives each CTA one chunk task (the grid covers G_cap); the persistent one a
-// CTA's tasks blockIdx.x, blockIdx.x + gridDim.x, ... until one is past the batch's chunks (the
-// tasks are in order, so every later one is too).
+// A chunk task per CTA (flat) or a CTA's tasks in turn (persistent): for_each_task.
 template <typename T, int D, Gates GT>
 __global__ void __launch_bounds__(kPrepThreads) prepare_kernel(const Params p) {
-  for (int64_t j = blockIdx.x; j < p.cap; j += gridDim.x) {
-    if (!prepare_chunk<T, D, GT>(p, j) || !p.s.persistent) return;
-    __syncthreads();  // the next task reuses shared memory
-  }
+  linear_attention::for_each_task(p.cap, p.s.persistent,
+                                  [&](int64_t j) { return prepare_chunk<T, D, GT>(p, j); });
 }
 
 // ---- state -----------------------------------------------------------------------------------
@@ -497,14 +493,13 @@ __device__ __forceinline__ void state_slot(const Params& p, int64_t s) {
   }
 }
 
-// Flat: one slot per CTA; persistent: slots blockIdx.x, blockIdx.x + gridDim.x, ...
+// A slot per CTA (flat) or a CTA's slots in turn (persistent).
 template <int D, int BV, bool Pipelined>
 __global__ void __launch_bounds__(kStateThreads) state_kernel(const Params p) {
-  for (int64_t s = blockIdx.x; s < p.s.slots; s += gridDim.x) {
+  linear_attention::for_each_task(p.s.slots, p.s.persistent, [&](int64_t s) {
     state_slot<D, BV, Pipelined>(p, s);
-    if (!p.s.persistent) return;
-    __syncthreads();  // the next slot reuses shared memory
-  }
+    return true;
+  });
 }
 
 // ---- output ----------------------------------------------------------------------------------
@@ -549,13 +544,10 @@ __device__ __forceinline__ bool output_chunk(const Params& p, int64_t j) {
   return true;
 }
 
-// One chunk task per CTA (flat), or a CTA's tasks blockIdx.x, + gridDim.x, ... (persistent).
 template <typename T, int D>
 __global__ void __launch_bounds__(kOutThreads) output_kernel(const Params p) {
-  for (int64_t j = blockIdx.x; j < p.cap; j += gridDim.x) {
-    if (!output_chunk<T, D>(p, j) || !p.s.persistent) return;
-    __syncthreads();  // the next task reuses shared memory
-  }
+  linear_attention::for_each_task(p.cap, p.s.persistent,
+                                  [&](int64_t j) { return output_chunk<T, D>(p, j); });
 }
 
 // ---- host ------------------------------------------------------------------------------------

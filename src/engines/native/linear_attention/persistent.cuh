@@ -26,4 +26,16 @@ bool persistent_workers(Kernel kernel, int threads, std::size_t smem, unsigned o
   return true;
 }
 
+// The loop of a kernel over its tasks (chunk tasks or slots) along the grid's first dimension:
+// flat, the CTA's one task blockIdx.x; persistent, blockIdx.x, blockIdx.x + gridDim.x, ... below
+// `tasks`. `task(j)` runs task j and returns false when j is past the batch (tasks are in order,
+// so every later one is too).
+template <class Task>
+__device__ __forceinline__ void for_each_task(int64_t tasks, bool persistent, Task&& task) {
+  for (int64_t j = blockIdx.x; j < tasks; j += gridDim.x) {
+    if (!task(j) || !persistent) return;
+    __syncthreads();  // the next task reuses shared memory
+  }
+}
+
 }  // namespace eagle::native::linear_attention
