@@ -15,6 +15,7 @@
 #include "eagle/kernel/optim.hpp"
 #include "eagle/kernel/standard.hpp"
 #include "eagle/kernel/thread_team.hpp"
+#include "eagle/kernel/views.hpp"
 #include "eagle/ragged/kernels.hpp"
 
 namespace eagle::python {
@@ -77,6 +78,9 @@ std::map<std::string, Kernel> standard_kernels() {
       {"cell_increment", kernels::cell_increment()},
       {"cell_mad", kernels::cell_mad()},
       {"step_count", kernels::step_count()},
+      {"gather_view", kernels::gather_view()},
+      {"add_to_view", kernels::add_to_view()},
+      {"zero_view", kernels::zero_view()},
       {"validate_cu_seqlens", ragged::validate_cu_seqlens()},
       {"chunk_offsets", ragged::chunk_offsets()},
       {"chunk_tasks", ragged::chunk_tasks()},

@@ -28,6 +28,23 @@ def test_eager_buffer_writes_in_place(rng):
     np.testing.assert_array_equal(target, x)
 
 
+def test_strided_view_kernels_in_a_graph(rng):
+    x = random_values(rng, (3, 4), np.float64)
+    c = random_values(rng, (3, 2), np.float64)
+
+    def body(r):
+        xv = r.param("x", x)
+        h = K.copy(xv)
+        K.add_to_view(h.slice(1, 0, 2), r.param("c", c))  # columns 0, 1 += c, where they lie
+        K.zero_view(h.slice(1, 2, 4))
+        r.result([K.gather_view(xv.transpose(0, 1)), h])
+
+    transposed, h = eagle.Graph.record(body).build()()
+    np.testing.assert_array_equal(transposed.numpy(), x.T)
+    np.testing.assert_array_equal(h.numpy()[:, :2], x[:, :2] + c)
+    np.testing.assert_array_equal(h.numpy()[:, 2:], 0)
+
+
 def test_kernel_metadata():
     assert K.axpy.name == "axpy"
     assert [p[0] for p in K.axpy.params] == ["x", "y", "out"]
