@@ -112,7 +112,7 @@ std::shared_ptr<const plan::Facts> analyze_delta(const op::Graph& graph) {
     f->value_dim = n.input("v").dims()[2];
     f->has_initial_state = n.input("initial_state").defined();
     f->use_qk_l2norm = n.attr("use_qk_l2norm").as_bool("use_qk_l2norm");
-    f->safe_gate = n.has_attr("safe_gate") && n.attr("safe_gate").as_bool("safe_gate");
+    f->safe_gate = n.flag("safe_gate");
     break;
   }
   return f;

@@ -361,6 +361,9 @@ const std::map<std::string, Attr>& Node::attrs() const {
 bool Node::has_attr(const std::string& name) const {
   return EAGLE_NODE_REC().attrs.count(name) != 0;
 }
+bool Node::flag(const std::string& name) const {
+  return has_attr(name) && attr(name).as_bool(name);
+}
 const Attr& Node::attr(const std::string& name) const {
   const auto& a = EAGLE_NODE_REC().attrs;
   auto it = a.find(name);

@@ -585,6 +585,8 @@ TEST(OpGraphSdpa, ThdWithCuSeqlensAndGroupedQueries) {
   const Node n = g.nodes().back();
   EXPECT_FALSE(n.has_attr("scale"));  // derived by the op when absent
   EXPECT_TRUE(n.attr("causal").as_bool("causal"));
+  EXPECT_TRUE(n.flag("causal"));
+  EXPECT_FALSE(n.flag("no_such_flag"));  // absent: false, no throw
   expect_throw_with<InvalidArgument>([&] { n.attr("scale"); }, {"scale", "no default"});
   EXPECT_EQ(port_names(n.inputs()),
             (std::vector<std::string>{"q", "k", "v", "cu_seqlens_q", "cu_seqlens_kv"}));

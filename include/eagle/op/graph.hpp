@@ -88,6 +88,8 @@ class Node {
   const std::map<std::string, Attr>& attrs() const;
   const Attr& attr(const std::string& name) const;  // InvalidArgument when absent
   bool has_attr(const std::string& name) const;
+  // A boolean attribute's value; false when the node has none of that name.
+  bool flag(const std::string& name) const;
   int index() const { return index_; }
 
  private:

@@ -59,7 +59,6 @@ void check_node(const op::Node& node, const std::string& engine) {
 
 la::GdnShape shape_of(const op::Node& node) {
   const op::Tensor q = node.input("q"), v = node.input("v");
-  auto flag = [&](const char* a) { return node.has_attr(a) && node.attr(a).as_bool(a); };
   la::GdnShape s;
   s.slots = node.input("cu_seqlens").dims()[0] - 1;
   s.tokens = q.dims()[0];
@@ -70,9 +69,9 @@ la::GdnShape shape_of(const op::Node& node) {
   s.scale = node.has_attr("scale")
                 ? static_cast<float>(node.attr("scale").as_real("scale"))
                 : static_cast<float>(1.0 / std::sqrt(static_cast<double>(s.key_dim)));
-  s.use_qk_l2norm = flag("use_qk_l2norm");
-  s.safe_gate = flag("safe_gate");
-  s.use_beta_sigmoid = flag("use_beta_sigmoid");
+  s.use_qk_l2norm = node.flag("use_qk_l2norm");
+  s.safe_gate = node.flag("safe_gate");
+  s.use_beta_sigmoid = node.flag("use_beta_sigmoid");
   s.dtype = q.dtype();
   s.g_dtype = node.input("g").dtype();
   s.beta_dtype = node.input("beta").dtype();

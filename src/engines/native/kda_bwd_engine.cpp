@@ -26,10 +26,6 @@ std::string dtype_text(const op::Tensor& t) {
   return t.defined() ? std::string(dtype_name(t.dtype())) : std::string();
 }
 
-bool flag(const op::Node& node, const char* a) {
-  return node.has_attr(a) && node.attr(a).as_bool(a);
-}
-
 // Declines what the kernels do not serve; the node is a single kda_bwd, gdn_bwd or gdn2_bwd.
 // gdn_bwd runs as kda_bwd with its gate broadcast over K (gdn_bwd_kernels.hpp): every option of
 // the op maps, so only the dtypes and head dims are declined, as for kda.
@@ -222,8 +218,8 @@ class KdaBwdEngine : public plan::Engine {
     t.capacity = ragged::chunk_capacity(t.shape.rows, t.shape.slots, kda::kChunk);
     const bool gdn2 = node.op() == "gdn2_bwd";
     t.gdn = node.op() == "gdn_bwd";
-    t.safe_gate = t.gdn && flag(node, "safe_gate");
-    t.beta_sigmoid = t.gdn && flag(node, "use_beta_sigmoid");
+    t.safe_gate = t.gdn && node.flag("safe_gate");
+    t.beta_sigmoid = t.gdn && node.flag("use_beta_sigmoid");
     t.q = in("q");
     t.k = in("k");
     t.v = in("v");

@@ -150,10 +150,6 @@ void eval_sdpa_bwd(const op::Node& node, Env& env) {
   store_as(node, env, "dv", std::move(r.dv));
 }
 
-bool flag(const op::Node& node, const char* name) {
-  return node.has_attr(name) && node.attr(name).as_bool(name);
-}
-
 struct DeltaCall {
   DeltaInputs in;
   DeltaOptions opt;
@@ -174,9 +170,9 @@ DeltaCall delta_call(const op::Node& node, const Env& env) {
   c.in.cu_seqlens = cu_seqlens(node, env, "cu_seqlens", "q", node.input("q").dims()[0]);
   const double k = static_cast<double>(node.input("q").dims().back());
   c.opt.scale = real_attr(node, "scale", 1.0 / std::sqrt(k));
-  c.opt.use_qk_l2norm = flag(node, "use_qk_l2norm");
-  c.opt.safe_gate = flag(node, "safe_gate");
-  c.opt.use_beta_sigmoid = flag(node, "use_beta_sigmoid");
+  c.opt.use_qk_l2norm = node.flag("use_qk_l2norm");
+  c.opt.safe_gate = node.flag("safe_gate");
+  c.opt.use_beta_sigmoid = node.flag("use_beta_sigmoid");
   return c;
 }
 
