@@ -23,17 +23,6 @@ struct TapeRoles {
 inline constexpr TapeRoles kTapeWrite{2, 1, 0, true};
 inline constexpr TapeRoles kTapeRead{0, 1, 2, false};
 
-// Element `i` (row-major order over its shape) of an array argument, in elements from its data:
-// a strided view (a transpose, a column slice) is read or written where it lies.
-EAGLE_TAPE_HD int64_t element_offset(const ArrayArg& a, int64_t i) {
-  int64_t offset = 0;
-  for (int d = a.ndim - 1; d >= 0; --d) {
-    offset += (i % a.dims[d]) * a.strides[d];
-    i /= a.dims[d];
-  }
-  return offset;
-}
-
 // Whether an array argument is row-major contiguous (its strides are its dims' suffix products).
 EAGLE_TAPE_HD bool is_dense(const ArrayArg& a) {
   int64_t expected = 1;

@@ -12,17 +12,6 @@ namespace eagle::kernels {
 
 namespace {
 
-// Where element i (row-major over the view's shape) of a view lies, in elements from its data.
-template <class A>
-EAGLE_HD int64_t view_offset(const A& view, int64_t i) {
-  int64_t offset = 0;
-  for (int d = view.ndim() - 1; d >= 0; --d) {
-    offset += (i % view.dim(d)) * view.stride(d);
-    i /= view.dim(d);
-  }
-  return offset;
-}
-
 // The second array must have the first's shape and dtype.
 void check_same(const std::vector<ArrayMeta>& in, const char* kernel, const char* first,
                 const char* second) {
@@ -40,7 +29,7 @@ struct GatherView {
   static constexpr bool per_sample = false;
   template <class T>
   EAGLE_HD static void point(int64_t i, InView<T> x, Out<T> out) {
-    out[i] = x.data()[view_offset(x, i)];
+    out[i] = x.at_element(i);
   }
 };
 
@@ -56,7 +45,7 @@ struct AddToView {
   }
   template <class T>
   EAGLE_HD static void point(int64_t i, InOutView<T> view, In<T> c) {
-    view.data()[view_offset(view, i)] += c[i];
+    view.at_element(i) += c[i];
   }
 };
 
@@ -71,7 +60,7 @@ struct ZeroView {
   }
   template <class T>
   EAGLE_HD static void point(int64_t i, InOutView<T> view) {
-    view.data()[view_offset(view, i)] = T{};  // +0 (16-bit types are plain bits here)
+    view.at_element(i) = T{};  // +0 (16-bit types are plain bits here)
   }
 };
 

@@ -7,6 +7,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "eagle/core/hd.hpp"
+
 namespace eagle {
 
 // Dimensions an array argument describes; a kernel refuses arrays of higher rank.
@@ -21,6 +23,17 @@ struct ArrayArg {
   int32_t ndim;
   int32_t dtype;  // eagle::DType as an integer
 };
+
+// Where element i (row-major order over the argument's shape) lies, in elements from its data:
+// a strided view (a transpose, a column slice) is read or written where it lies.
+EAGLE_HD int64_t element_offset(const ArrayArg& a, int64_t i) {
+  int64_t offset = 0;
+  for (int d = a.ndim - 1; d >= 0; --d) {
+    offset += (i % a.dims[d]) * a.strides[d];
+    i /= a.dims[d];
+  }
+  return offset;
+}
 
 union ScalarArg {
   double f;

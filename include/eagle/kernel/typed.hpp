@@ -95,6 +95,8 @@ class Accessor {
     for (std::size_t k = 0; k < sizeof...(I); ++k) offset += idx[k] * arg_->strides[k];
     return data_[offset];
   }
+  // Element i in row-major order over the shape, through the strides (element_offset).
+  EAGLE_HD reference at_element(int64_t i) const { return data_[element_offset(*arg_, i)]; }
   EAGLE_HD int64_t numel() const { return arg_->numel; }
   EAGLE_HD int64_t dim(int k) const { return arg_->dims[k]; }
   EAGLE_HD int64_t stride(int k) const { return arg_->strides[k]; }
