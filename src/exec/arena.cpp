@@ -14,9 +14,7 @@ MemoryArena::MemoryArena(Device device, std::size_t bytes) {
 }
 
 std::size_t MemoryArena::bytes_for(const Recording& recording, Device device) {
-  std::size_t total = 0;
-  for (const BufferInfo& b : recording.buffers())
-    if (b.kind == BufferKind::internal && b.merged_into < 0) total += detail::arena_slot(b.bytes);
+  std::size_t total = detail::arena_array_bytes(recording);
   for (std::size_t bytes : detail::node_workspace_bytes(recording, device))
     if (bytes > 0) total += detail::arena_slot(bytes);
   return total;

@@ -72,10 +72,8 @@ BucketSet::BucketSet(std::vector<int64_t> capacities, std::vector<Input> inputs,
   BuildOptions build = build_options;
   build.arena = arena_;
   // One stream for the set: a bucket launched after another waits for it on the device, so two
-  // graphs never use the shared arena at once, whoever launches them.
-  if (build.stream && build.stream->device() != device)
-    throw InvalidArgument("BucketSet: build.stream is on " + build.stream->device().str() +
-                          ", the set on " + device.str());
+  // graphs never use the shared arena at once, whoever launches them. (Graph::build refuses a
+  // stream on another device.)
   if (!build.stream) build.stream = std::make_shared<Stream>(device);
   for (auto& rec : recordings) {
     graphs_.push_back(Graph::from(rec));

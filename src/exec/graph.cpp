@@ -187,9 +187,7 @@ std::size_t place_own_arrays(const Recording& rec, Device device, const MemoryAr
     if (arena->device() != device)
       throw InvalidArgument("Graph::build: the arena lives on " + arena->device().str() +
                             " but the graph is being built for " + device.str());
-    std::size_t need = 0;
-    for (const BufferInfo& b : rec.buffers())
-      if (b.kind == BufferKind::internal && b.merged_into < 0) need += detail::arena_slot(b.bytes);
+    const std::size_t need = detail::arena_array_bytes(rec);
     if (arena->bytes() < need)
       throw InvalidArgument("Graph::build: the arena holds " + std::to_string(arena->bytes()) +
                             " bytes, the graph's own arrays need " + std::to_string(need) +

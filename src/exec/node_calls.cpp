@@ -35,6 +35,13 @@ std::vector<std::size_t> node_workspace_bytes(const Recording& rec, Device devic
   return bytes;
 }
 
+std::size_t arena_array_bytes(const Recording& rec) {
+  std::size_t total = 0;
+  for (const BufferInfo& b : rec.buffers())
+    if (b.kind == BufferKind::internal && b.merged_into < 0) total += arena_slot(b.bytes);
+  return total;
+}
+
 std::size_t arena_slot(std::size_t bytes) {
   return (bytes + MemoryArena::kAlignment - 1) / MemoryArena::kAlignment * MemoryArena::kAlignment;
 }

@@ -1,6 +1,7 @@
-// Internal: what a recorded kernel node runs on a device, and the bytes of workspace it asks for.
-// Shared by Graph::build (which resolves the node's pointers) and MemoryArena::bytes_for (which
-// sizes an arena before any graph is built, from the recorded shapes alone).
+// Internal: what a recorded kernel node runs on a device, the bytes of workspace it asks for, and
+// the arena slots a graph's arrays and workspaces take. Shared by Graph::build (which resolves the
+// node's pointers and lays the arena out) and MemoryArena::bytes_for (which sizes an arena before
+// any graph is built, from the recorded shapes alone).
 #pragma once
 
 #include <cstddef>
@@ -27,5 +28,7 @@ std::vector<std::size_t> node_workspace_bytes(const Recording& rec, Device devic
 
 // Bytes an arena slot of `bytes` takes: rounded up to MemoryArena::kAlignment.
 std::size_t arena_slot(std::size_t bytes);
+// The arena bytes of the graph's own arrays (one slot each): where its calls' workspaces begin.
+std::size_t arena_array_bytes(const Recording& rec);
 
 }  // namespace eagle::detail
