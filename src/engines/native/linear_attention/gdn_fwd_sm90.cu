@@ -7,6 +7,7 @@
 #include "engines/native/linear_attention/chunk_common.cuh"
 #include "engines/native/linear_attention/gdn_kernels.hpp"
 #include "engines/native/linear_attention/persistent.cuh"
+#include "engines/native/linear_attention/unit_lower_inverse.cuh"
 
 namespace eagle::native::linear_attention {
 
@@ -65,55 +66,12 @@ __device__ __forceinline__ float softplus(float z) {
 
 // ---- prepare: per (chunk, value head) ---------------------------------------------------------
 
-// tf = (I + A)^-1 for the strictly lower 64 x 64 A in af (f32, leading dimension la), by 16 x 16
-// blocks, with kThreads = 128 threads (4 warps); ends with a __syncthreads. The four diagonal
-// blocks by forward substitution at once (warp w block w, a lane per column), then the blocks
-// below them one block diagonal at a time (distance d = i - j): Y = sum_{k=j}^{i-1} A_ik X_kj,
-// then X_ij = -X_ii Y (from (I + A) X = I, row block i, column block j). Each step's chains are
-// 16 to 48 long where the column-per-thread substitution's are up to 2016. Y is kept in af's
-// upper block (j, i), which A leaves zero and nothing else reads.
-__device__ __forceinline__ void invert_unit_lower_blocked(float* af, float* tf, int la) {
-  constexpr int kB = 16, kBlocks = kC / kB;
-  const int tid = threadIdx.x, warp = tid / 32, lane = tid & 31;
-  if (lane < kB) {
-    const int b = kB * warp, c = lane;
-    for (int r = 0; r < kB; ++r) {  // rows above the diagonal come out 0
-      float x = r == c ? 1.0f : 0.0f;
-      for (int j = c; j < r; ++j) x -= af[(b + r) * la + b + j] * tf[(b + j) * la + b + c];
-      tf[(b + r) * la + b + c] = x;
-    }
-  }
-  for (int e = tid; e < kC * kC; e += kThreads) {  // the blocks above the diagonal: 0
-    const int r = e / kC, c = e % kC;
-    if (c / kB > r / kB) tf[r * la + c] = 0.0f;
-  }
-  __syncthreads();
-  for (int d = 1; d < kBlocks; ++d) {
-    const int n = (kBlocks - d) * kB * kB;
-    for (int e = tid; e < n; e += kThreads) {
-      const int j = e / (kB * kB), i = j + d, r = (e / kB) % kB, c = e % kB;
-      float y = 0.0f;
-      for (int k = kB * j; k < kB * i; ++k)
-        y += af[(kB * i + r) * la + k] * tf[k * la + kB * j + c];
-      af[(kB * j + r) * la + kB * i + c] = y;
-    }
-    __syncthreads();
-    for (int e = tid; e < n; e += kThreads) {
-      const int j = e / (kB * kB), i = j + d, r = (e / kB) % kB, c = e % kB;
-      float x = 0.0f;
-      for (int k = 0; k <= r; ++k)
-        x -= tf[(kB * i + r) * la + kB * i + k] * af[(kB * j + k) * la + kB * i + c];
-      tf[(kB * i + r) * la + kB * j + c] = x;
-    }
-    __syncthreads();
-  }
-}
-
 template <typename T, int K, int V>
 struct PrepareSmem {
   static constexpr int LK = K + 8, LV = V + 8, LT = kC + 8, LA = kC + 1;
   static constexpr std::size_t bytes =
-      sizeof(T) * (2 * kC * LK + kC * LV + kC * LT) + sizeof(float) * (2 * kC * LA + 3 * kC);
+      sizeof(T) * (2 * kC * LK + kC * LV + kC * LT) +
+      sizeof(float) * (2 * kC * LA + 3 * kC + 3 * 256);  // + the blocked inverse's sums
 };
 
 // Chunk task j of value head blockIdx.y; false when j is past the batch's chunks.
@@ -138,6 +96,7 @@ __device__ __forceinline__ bool prepare_chunk(const Params& p, int64_t j) {
   float* gcs = tf + kC * LA;                           // [64] G
   float* bs = gcs + kC;                                // [64] beta
   float* inv = bs + kC;                                // [64] inverse norms of k rows
+  float* sums = inv + kC;  // [3 * 256] the blocked inverse's block sums (solve = 1)
   const int tid = threadIdx.x, warp = tid / 32, lane = tid & 31;
 
   load_chunk_rows<T, K>(kn, LK, static_cast<const T*>(p.k) + (r0 * p.H + kh) * K,
@@ -212,7 +171,7 @@ __device__ __forceinline__ bool prepare_chunk(const Params& p, int64_t j) {
   }
   __syncthreads();
   if (p.blocked_solve) {
-    invert_unit_lower_blocked(af, tf, LA);
+    invert_unit_lower_64<kThreads>(af, tf, LA, sums);
   } else {
     // T = (I + A)^-1 by forward substitution, one column per thread (columns are independent).
     if (tid < kC) {

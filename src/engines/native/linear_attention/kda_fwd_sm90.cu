@@ -9,6 +9,7 @@
 #include "engines/native/linear_attention/kda_kernels.hpp"
 #include "engines/native/linear_attention/kda_mma.cuh"
 #include "engines/native/linear_attention/persistent.cuh"
+#include "engines/native/linear_attention/unit_lower_inverse.cuh"
 
 namespace eagle::native::kda {
 
@@ -234,43 +235,7 @@ __device__ __forceinline__ bool prepare_chunk(const Params& p, int64_t j) {
   // 4. T = (I + A)^-1 (A strictly lower): the diagonal blocks by substitution, then the blocks
   // below them by distance d from the diagonal: T_IJ = -T_II sum_{M = J}^{I - 1} A_IM T_MJ.
   float* Tm = sm + L::SCR;
-  float* P = Tm + C * SA;
-  if (tid < 64) {
-    const int blk = tid >> 4, nn = tid & 15, o = 16 * blk;
-    float x[16];
-#pragma unroll
-    for (int i = 0; i < 16; ++i) {
-      float s = i == nn ? 1.f : 0.f;
-#pragma unroll
-      for (int m = 0; m < i; ++m) s -= Akk[(o + i) * SA + o + m] * x[m];
-      x[i] = s;
-    }
-#pragma unroll
-    for (int i = 0; i < 16; ++i) Tm[(o + i) * SA + o + nn] = x[i];
-  }
-  for (int i = tid; i < C * C; i += kPrepThreads) {
-    const int r = i / C, c = i % C;
-    if (c / 16 > r / 16) Tm[r * SA + c] = 0.f;
-  }
-  __syncthreads();
-  for (int d = 1; d < 4; ++d) {
-    for (int i = tid; i < (4 - d) * 256; i += kPrepThreads) {
-      const int J = i / 256, I = J + d, r = (i % 256) / 16, c = i % 16;
-      float s = 0;
-      for (int m = 16 * J; m < 16 * I; ++m)
-        s += Akk[(16 * I + r) * SA + m] * Tm[m * SA + 16 * J + c];
-      P[i] = s;
-    }
-    __syncthreads();
-    for (int i = tid; i < (4 - d) * 256; i += kPrepThreads) {
-      const int J = i / 256, I = J + d, r = (i % 256) / 16, c = i % 16;
-      float s = 0;
-      for (int m = 0; m < 16; ++m)
-        s += Tm[(16 * I + r) * SA + 16 * I + m] * P[J * 256 + m * 16 + c];
-      Tm[(16 * I + r) * SA + 16 * J + c] = -s;
-    }
-    __syncthreads();
-  }
+  linear_attention::invert_unit_lower_64<kPrepThreads>(Akk, Tm, SA, Tm + C * SA);
 
   // 5. What the state and output launches read: q e^G, k e^{G_last - G}, e^{G_last}, Aqk.
   const int64_t at = slab(p, j, hv);
