@@ -43,23 +43,26 @@ op::Graph forward_graph(const std::string& rule, int64_t rows, int64_t slots) {
   return g;
 }
 
-// The planner's first native entry that builds for `g` on the GPU, among those whose knobs
-// include `knobs` (none: any).
+// The planner's first native entry that builds for `g` on the GPU, with `knobs` set over its
+// knob point (none: as ranked). The ranking lists one point per engine, so a pinned knob builds
+// a one-entry plan list for that engine (create_execution_plan).
 plan::ExecutionPlans native_plan(const op::Graph& g, const plan::Knobs& knobs = {}) {
   plan::ExecutionPlans p = engines::create_execution_plans(
       g.clone(), kGpu, {plan::HeurMode::A, plan::HeurMode::FALLBACK});
   for (int i = 0; i < p.count(); ++i) {
     if (p.name_at(i).rfind("native", 0) != 0) continue;
-    bool wanted = true;
-    for (const auto& [knob, value] : knobs) {
-      const auto it = p.at(i).knobs.find(knob);
-      wanted = wanted && it != p.at(i).knobs.end() && it->second == value;
-    }
-    if (!wanted) continue;
-    p.select_plan(i);
     try {
-      p.build_plans();
-      return p;
+      if (knobs.empty()) {
+        p.select_plan(i);
+        p.build_plans();
+        return p;
+      }
+      plan::Knobs pinned = p.at(i).knobs;
+      for (const auto& [knob, value] : knobs) pinned[knob] = value;
+      plan::ExecutionPlans one =
+          engines::create_execution_plan(g.clone(), kGpu, p.at(i).engine_id, pinned);
+      one.build_plans();
+      return one;
     } catch (const NotSupported&) {
     }
   }

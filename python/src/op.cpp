@@ -78,8 +78,8 @@ std::vector<plan::HeurMode> to_modes(const std::vector<std::string>& names) {
   return modes;
 }
 
-// A plan list with what execute needs besides the operands: the device, the streams'
-// library handles (cached per stream) and a workspace grown on demand.
+// A plan list with what execute needs besides the operands: the device and a workspace grown on
+// demand (library handles are eager_handle's, one per thread and device).
 struct PyPlans {
   plan::ExecutionPlans plans;
   Device device;
@@ -108,9 +108,7 @@ void execute(PyPlans& p, const nb::dict& operands, const Stream* stream) {
   const auto compiled = plans.compiled();
   std::shared_ptr<void> handle;
   if (const Library* library = compiled->library()) {
-    handle = s.cached(library, [&] {
-      return std::shared_ptr<void>(library->create(s.device(), s.native()), library->destroy);
-    });
+    handle = eager_handle(*library, s);
     ctx.handle = handle.get();
   }
   const std::size_t bytes = compiled->workspace_bytes();

@@ -1,6 +1,9 @@
 // Eager use of a kernel, without a graph: the same checks recording makes, then one Call run
 // on the caller's stream with a context the stream provides.
 #include <cstring>
+#include <map>
+#include <string>
+#include <utility>
 
 #include "eagle/core/error.hpp"
 #include "eagle/core/shape.hpp"
@@ -183,15 +186,25 @@ class StreamWorkspace {
 
 }  // namespace
 
+std::shared_ptr<void> eager_handle(const Library& library, const Stream& stream) {
+  const auto make = [&] {
+    return std::shared_ptr<void>(library.create(stream.device(), stream.native()), library.destroy);
+  };
+  if (!library.set_stream) return stream.cached(&library, make);
+  // Destroyed when the thread ends (the main thread's before CUDA's own teardown at exit).
+  thread_local std::map<std::pair<const Library*, std::string>, std::shared_ptr<void>> handles;
+  std::shared_ptr<void>& h = handles[{&library, stream.device().str()}];
+  if (!h) h = make();
+  if (library.set_stream) library.set_stream(h.get(), stream.native());
+  return h;
+}
+
 void run_on_stream(const Call& call, const ArgBlock& args, const Stream& stream,
                    const ThreadTeam* team) {
   CallContext ctx = CallContext::on(stream, team);
   std::shared_ptr<void> handle;
   if (const Library* library = call.library()) {
-    handle = stream.cached(library, [&] {
-      return std::shared_ptr<void>(library->create(stream.device(), stream.native()),
-                                   library->destroy);
-    });
+    handle = eager_handle(*library, stream);
     ctx.handle = handle.get();
   }
   const std::size_t bytes = call.workspace_bytes(args, stream.device());

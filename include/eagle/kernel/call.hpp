@@ -37,6 +37,10 @@ struct Library {
   // Creates a handle for `device` whose work goes on `stream` (a cudaStream_t); throws on failure.
   void* (*create)(Device device, void* stream);
   void (*destroy)(void* handle) noexcept;
+  // Binds a handle to another stream (cuDNN's; a no-op for cuBLASLt, which takes the stream per
+  // call), so that one handle serves every stream of a thread. Null: a handle serves the stream
+  // it was made for only. Throws on failure.
+  void (*set_stream)(void* handle, void* stream) = nullptr;
 };
 
 // CUDA launch geometry for one call.
@@ -94,9 +98,16 @@ class Call {
   // 3. otherwise run() is stream-captured once (and captured again when bind() moves arrays).
 };
 
-// Issues `call` eagerly on `stream`: creates the library handle the call needs (kept by the
-// stream, one per library) and a workspace for this call (stream-ordered on a GPU).
+// Issues `call` eagerly on `stream`: the library handle the call needs (eager_handle) and a
+// workspace for this call (stream-ordered on a GPU).
 void run_on_stream(const Call& call, const ArgBlock& args, const Stream& stream,
                    const ThreadTeam* team);
+
+// The handle of `library` for a call issued eagerly on `stream`. With set_stream: one per
+// thread, library and device, made on first use and bound to `stream` before each call, so a
+// stream first seen inside a CUDA graph capture (torch.cuda.graph's side stream) reuses the handle
+// made before the capture, where creating one would allocate and break the capture, and a
+// borrowed stream made per call does not make a handle per call. Without: kept by the stream.
+std::shared_ptr<void> eager_handle(const Library& library, const Stream& stream);
 
 }  // namespace eagle

@@ -307,10 +307,13 @@ void destroy_handle(void* handle) noexcept {
   process().api.destroy(static_cast<cublasLtHandle_t>(handle));
 }
 
+// cuBLASLt takes the stream per matmul: any stream may share a handle.
+void keep_stream(void*, void*) {}
+
 }  // namespace
 
 const Library& handle_library() {
-  static const Library library{"cublasLt", &create_handle, &destroy_handle};
+  static const Library library{"cublasLt", &create_handle, &destroy_handle, &keep_stream};
   return library;
 }
 

@@ -37,6 +37,11 @@ void* create(Device device, void* stream) {
   return h;
 }
 
+void set_stream(void* handle, void* stream) {
+  const int ss = cudnn_library().api.set_stream(handle, stream);
+  if (ss != 0) throw CudaError("cudnnSetStream failed: " + status_string(ss));
+}
+
 void destroy(void* handle) noexcept {
   if (int (*destroy_fn)(void*) = g_destroy.load(); handle && destroy_fn) destroy_fn(handle);
 }
@@ -44,7 +49,7 @@ void destroy(void* handle) noexcept {
 }  // namespace
 
 const Library& handle_library() {
-  static const Library library{"cudnn", &create, &destroy};
+  static const Library library{"cudnn", &create, &destroy, &set_stream};
   return library;
 }
 

@@ -84,7 +84,9 @@ class FusedEngine : public plan::Engine {
       FusedType type;
       require(fused_type_of(t.dtype(), type), name(),
               "tensor '" + t.name() + "' is " + std::string(dtype_name(t.dtype())) +
-                  "; the kernel holds f32, f16, bf16 and boolean");
+                  "; the kernel holds f32, f16, bf16 and boolean (u8 as an input)");
+      require(type != FusedType::u8 || t.producer() < 0, name(),
+              "tensor '" + t.name() + "' is u8: the kernel reads u8 inputs, it writes none");
       require(!t.ragged_offset().defined(), name(), "ragged tensors are not served");
       if (t.producer() < 0) ++inputs;
       if (t.producer() >= 0 && !t.is_virtual()) {

@@ -31,6 +31,8 @@ __device__ __forceinline__ float load(const void* p, int64_t i, FusedType t) {
       return __bfloat162float(static_cast<const __nv_bfloat16*>(p)[i]);
     case FusedType::boolean:
       return static_cast<const uint8_t*>(p)[i] != 0 ? 1.0f : 0.0f;
+    case FusedType::u8:
+      return static_cast<float>(static_cast<const uint8_t*>(p)[i]);
     default:
       return static_cast<const float*>(p)[i];
   }

@@ -2,11 +2,12 @@
 // broadcast to it, as ONE launch. The program (loads, instructions, stores) travels in the
 // kernel's parameters; each thread interprets it per element with f32 registers, so no
 // intermediate touches device memory. Every tensor has its own dtype (f32, f16, bf16 or
-// boolean): loads convert from it, each node's result is rounded to its output's dtype (as the
-// reference rounds every node's output to its declared dtype), stores convert to it. The ops:
-// those of EAGLE_POINTWISE_OPS, and the comparisons, logical ops, where and cast (FusedExtra).
-// An interpreter, not generated code: the register file is indexed at run time and lives in
-// local memory (L1); a code generator is the step after this one if a measurement asks for it.
+// boolean; u8 for inputs only, e.g. a mask: its values 0..255 are exact in f32): loads convert from
+// it, each node's result is rounded to its output's dtype (as the reference rounds every node's
+// output to its declared dtype), stores convert to it. The ops: those of EAGLE_POINTWISE_OPS, and
+// the comparisons, logical ops, where and cast (FusedExtra). An interpreter, not generated code:
+// the register file is indexed at run time and lives in local memory (L1); a code generator is the
+// step after this one if a measurement asks for it.
 #pragma once
 
 #include <cstdint>
@@ -22,7 +23,7 @@ inline constexpr int kFusedMaxInstructions = 32;
 inline constexpr int kFusedMaxDims = 8;
 
 // A tensor's storage as the kernel reads and writes it.
-enum class FusedType : uint8_t { f32, f16, bf16, boolean };
+enum class FusedType : uint8_t { f32, f16, bf16, boolean, u8 };
 // The fused type of `dtype`; false for a dtype the kernel does not hold (integers, f64).
 bool fused_type_of(DType dtype, FusedType& type);
 

@@ -24,6 +24,9 @@ bool fused_type_of(DType dtype, FusedType& type) {
     case DType::boolean:
       type = FusedType::boolean;
       return true;
+    case DType::u8:
+      type = FusedType::u8;
+      return true;
     default:
       return false;
   }

@@ -28,7 +28,8 @@ __device__ __forceinline__ void normalize_pack(const T* scale, const T* bias, in
 // One row per group. Cached: the row's packs kept as loaded (16-bit packs stay packed), at most
 // 64 registers (8 blocks of 128 an SM; a cached block of 1024 can launch); one barrier per group
 // sum (double-buffered scratch): two a row for layer_norm, one for rms_norm. y leaves as one
-// 16-byte store a pack (pack_io).
+// 16-byte store a pack (pack_io); a null y (a recompute that wants the statistics alone) is not
+// written.
 template <class T, int VEC, bool CACHED>
 __global__ void __maxnreg__(64) norm_kernel(NormArgs a, int group) {
   __shared__ double sums[2][32];
@@ -84,7 +85,7 @@ __global__ void __maxnreg__(64) norm_kernel(NormArgs a, int group) {
 #pragma unroll
       for (int k = 0; k < kCachedPacks; ++k) {
         const int i = lane0 + k * step;
-        if (i < lim) {
+        if (y && i < lim) {
           float v[VEC], out[VEC];
           pack_io::unpack_raw<T, VEC>(raw[k], v);
           normalize_pack<T, VEC>(scale, bias, i, mean, inv, v, out);
@@ -113,7 +114,7 @@ __global__ void __maxnreg__(64) norm_kernel(NormArgs a, int group) {
       inv = 1.0f / sqrtf(static_cast<float>(row_stats::group_sum1(sq, sums[parity], group) / n) +
                          a.epsilon);
       parity ^= 1;
-      for (int64_t i = start; i < len; i += stride) {
+      for (int64_t i = start; y && i < len; i += stride) {
         float v[VEC], out[VEC];
         rows::load<T, VEC>(xr, i, v);
         normalize_pack<T, VEC>(scale, bias, i, mean, inv, v, out);

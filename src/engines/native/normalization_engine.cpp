@@ -237,7 +237,11 @@ class NormalizationEngine : public plan::Engine {
     const char* lead = bwd ? "dy" : "x";
     const DType dtype = node.input(lead).dtype();
     require_float_io(dtype, lead, name());
-    require_output(node, bwd ? "dx" : "y", name());
+    // A forward whose y is virtual still serves a recompute that keeps its statistics alone.
+    bool stats_only = false;
+    if (!bwd && node.op() != "softmax")
+      for (const auto& [port, t] : node.outputs()) stats_only |= is_statistic(port) && receives(t);
+    if (!stats_only) require_output(node, bwd ? "dx" : "y", name());
     for (const auto& [port, t] : node.inputs()) {
       if (is_statistic(port)) {
         require(t.dtype() == DType::f32, name(),

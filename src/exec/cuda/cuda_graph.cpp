@@ -445,7 +445,7 @@ class CudaGraphExecutor final : public Executor {
     if (type != cudaGraphNodeTypeGraph) return;
     cudaGraph_t child = nullptr;  // the parent's own copy, owned by the node
     EAGLE_CUDA_CHECK(cudaGraphChildGraphNodeGetGraph(handle, &child));
-    tracer.map_graph(child);
+    tracer.map_graph(child, node);
     std::size_t count = 0;
     EAGLE_CUDA_CHECK(cudaGraphGetNodes(child, nullptr, &count));
     std::vector<cudaGraphNode_t> inner(count);

@@ -6,6 +6,7 @@
 #include <cxxabi.h>
 
 #include <atomic>
+#include <cstdio>
 #include <cstdlib>
 #include <mutex>
 #include <unordered_map>
@@ -122,6 +123,7 @@ struct CuptiSession {
     subscriber = nullptr;
     std::lock_guard<std::mutex> maps(state);
     original_of.clear();
+    original_graph_of.clear();
   }
 
   // Places every record of one buffer on the tracer that mapped its node (or graph).
@@ -155,6 +157,10 @@ struct CuptiSession {
       }
       if (node_id == 0 && graph == 0) continue;  // not run by a graph launch
       const auto [tracer, node] = owner(node_id, graph);
+      if (debug && (!tracer || node < 0))
+        std::fprintf(stderr, "eagle trace: record of node id %llu, graph id %u (%s) %s\n",
+                     static_cast<unsigned long long>(node_id), graph, r.kernel.c_str(),
+                     tracer ? "claimed by its graph only" : "unclaimed");
       if (!tracer) continue;  // another graph's, or one nobody traces
       r.node = node;
       tracer->pending_.push_back(std::move(r));
@@ -162,6 +168,8 @@ struct CuptiSession {
   }
 
   // The tracer and recorded node of a record (node -1: only its graph is known); under `state`.
+  // A node, else its graph, is followed back through clones to one that was mapped (a child
+  // graph's own nodes are cloned with it when the parent is instantiated).
   std::pair<CuptiTracer*, int> owner(uint64_t node_id, uint32_t graph) const {
     for (int depth = 0; node_id != 0 && depth <= kMaxCloneDepth; ++depth) {
       if (auto it = node_owner.find(node_id); it != node_owner.end()) return it->second;
@@ -169,8 +177,12 @@ struct CuptiSession {
       if (up == original_of.end()) break;
       node_id = up->second;
     }
-    if (auto it = graph_owner.find(graph); graph != 0 && it != graph_owner.end())
-      return {it->second, -1};
+    for (int depth = 0; graph != 0 && depth <= kMaxCloneDepth; ++depth) {
+      if (auto it = graph_owner.find(graph); it != graph_owner.end()) return it->second;
+      auto up = original_graph_of.find(graph);
+      if (up == original_graph_of.end()) break;
+      graph = up->second;
+    }
     return {nullptr, -1};
   }
 
@@ -185,7 +197,7 @@ struct CuptiSession {
   void unmap(const CuptiTracer* tracer) {
     std::lock_guard<std::mutex> lock(state);
     std::erase_if(node_owner, [&](const auto& e) { return e.second.first == tracer; });
-    std::erase_if(graph_owner, [&](const auto& e) { return e.second == tracer; });
+    std::erase_if(graph_owner, [&](const auto& e) { return e.second.first == tracer; });
   }
 
   std::mutex lifecycle;  // join and leave: CUPTI's switches
@@ -197,9 +209,12 @@ struct CuptiSession {
   std::atomic<uint64_t> open{0};  // the one open now, or 0
 
   std::mutex state;  // everything below, and every tracer's pending records
-  std::unordered_map<uint64_t, uint64_t> original_of;  // a clone's node id: its original's
+  std::unordered_map<uint64_t, uint64_t> original_of;        // a clone's node id: its original's
+  std::unordered_map<uint32_t, uint32_t> original_graph_of;  // the same for graph ids
   std::unordered_map<uint64_t, std::pair<CuptiTracer*, int>> node_owner;
-  std::unordered_map<uint32_t, CuptiTracer*> graph_owner;
+  // A child graph's nodes belong to the node that holds it; other graphs' to no node (-1).
+  std::unordered_map<uint32_t, std::pair<CuptiTracer*, int>> graph_owner;
+  const bool debug = std::getenv("EAGLE_CUPTI_DEBUG") != nullptr;  // unclaimed records to stderr
   std::unordered_map<const char*, std::string> names;
 
  private:
@@ -224,6 +239,9 @@ struct CuptiSession {
                          " (a profiler such as Nsight Systems may hold CUPTI's callbacks)");
     r = api.enable_callback(1, handle, CUPTI_CB_DOMAIN_RESOURCE,
                             CUPTI_CBID_RESOURCE_GRAPHNODE_CLONED);
+    if (r == CUPTI_SUCCESS)
+      r = api.enable_callback(1, handle, CUPTI_CB_DOMAIN_RESOURCE,
+                              CUPTI_CBID_RESOURCE_GRAPH_CLONED);
     std::size_t enabled = 0;
     while (r == CUPTI_SUCCESS && enabled < std::size(kKinds)) {
       r = api.enable(kKinds[enabled]);
@@ -254,13 +272,23 @@ void CUPTIAPI buffer_completed(CUcontext, uint32_t, uint8_t* buffer, size_t, siz
   std::free(buffer);
 }
 
-// Instantiation (and cloning) copies each node: remember each copy's original.
+// Instantiation (and cloning) copies each node and graph: remember each copy's original.
 void CUPTIAPI on_callback(void*, CUpti_CallbackDomain domain, CUpti_CallbackId id,
                           const void* data) {
-  if (domain != CUPTI_CB_DOMAIN_RESOURCE || id != CUPTI_CBID_RESOURCE_GRAPHNODE_CLONED) return;
+  if (domain != CUPTI_CB_DOMAIN_RESOURCE) return;
   const auto* resource = static_cast<const CUpti_ResourceData*>(data);
   const auto* graph = static_cast<const CUpti_GraphData*>(resource->resourceDescriptor);
   CuptiSession& s = CuptiSession::get();
+  if (id == CUPTI_CBID_RESOURCE_GRAPH_CLONED) {
+    uint32_t clone = 0, original = 0;
+    if (!graph || s.api.graph_id(graph->graph, &clone) != CUPTI_SUCCESS ||
+        s.api.graph_id(graph->originalGraph, &original) != CUPTI_SUCCESS)
+      return;
+    std::lock_guard<std::mutex> lock(s.state);
+    s.original_graph_of[clone] = original;
+    return;
+  }
+  if (id != CUPTI_CBID_RESOURCE_GRAPHNODE_CLONED) return;
   uint64_t clone = 0, original = 0;
   if (!graph || s.api.node_id(graph->node, &clone) != CUPTI_SUCCESS ||
       s.api.node_id(graph->originalNode, &original) != CUPTI_SUCCESS)
@@ -294,13 +322,13 @@ void CuptiTracer::map_node(void* cuda_node, int node) {
   s.node_owner[id] = {this, node};
 }
 
-void CuptiTracer::map_graph(void* cuda_graph) {
+void CuptiTracer::map_graph(void* cuda_graph, int node) {
   CuptiSession& s = CuptiSession::get();
   uint32_t id = 0;
   const CUptiResult r = s.api.graph_id(static_cast<CUgraph>(cuda_graph), &id);
   if (r != CUPTI_SUCCESS) throw CudaError(s.error(r, "cuptiGetGraphId"));
   std::lock_guard<std::mutex> lock(s.state);
-  s.graph_owner[id] = this;
+  s.graph_owner[id] = {this, node};
 }
 
 std::vector<DeviceRecord> CuptiTracer::take() {

@@ -43,9 +43,10 @@ class CuptiTracer {
 
   // Records of this CUDA graph node (a cudaGraphNode_t) belong to recorded node `node`.
   void map_node(void* cuda_node, int node);
-  // Records of this graph (a cudaGraph_t: the built graph, a child or a conditional body) that no
-  // mapped node claims belong to this tracer, with node -1.
-  void map_graph(void* cuda_graph);
+  // Records of this graph (a cudaGraph_t: the built graph, a child or a conditional body), or of
+  // a clone of it, that no mapped node claims belong to this tracer, with `node` (-1: none; a
+  // child graph's: the recorded node that holds it).
+  void map_graph(void* cuda_graph, int node = -1);
 
   // Flushes CUPTI's buffers and returns the records placed on this tracer since the last call.
   // Call after the launches finished (a record arrives once its work has run).

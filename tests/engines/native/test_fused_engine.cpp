@@ -80,6 +80,27 @@ TEST(NativeFusedMixed, ComparisonsLogicWhereAndCastsMatchTheReference) {
   }
 }
 
+// A u8 mask [R, 1] read as a condition and as a number (the training job's `active` rows):
+//   y = where(mask, x, 0.5) * mask + x
+op::Graph masked(int64_t rows, int64_t cols) {
+  op::Graph g("masked");
+  const op::Tensor x = g.tensor({"x", {rows, cols}, DType::bf16});
+  const op::Tensor mask = g.tensor({"mask", {rows, 1}, DType::u8});
+  const op::Tensor half = g.tensor({"half", {1}, DType::bf16});
+  const op::Tensor picked = g.where(mask, x, half);
+  g.pointwise("add", g.pointwise("mul", picked, mask), x).set_output(true).set_name("y");
+  return g;
+}
+
+TEST(NativeFusedMixed, AU8MaskInputMatchesTheReference) {
+  EAGLE_SKIP_UNLESS_RUNS_HERE(fused_id());
+  for (const op::Dims& d : {op::Dims{3, 5}, op::Dims{257, 1031}}) {
+    SCOPED_TRACE(dims_name(d));
+    const op::Graph g = masked(d[0], d[1]);
+    sweep::compare_with_reference(manifest(), fused_id(), {}, g, inputs(g), 2);
+  }
+}
+
 TEST(NativeFusedPlanning, OpsOnlyTheFusedEngineServesPlanThere) {
   EAGLE_SKIP_WITHOUT_CUDA_BUILD();
   op::Graph g("cmp");
@@ -92,6 +113,8 @@ TEST(NativeFusedPlanning, OpsOnlyTheFusedEngineServesPlanThere) {
 }
 
 TEST(NativeFusedHarness, TheReferencePassesAgainstItself) {
+  const op::Graph m = masked(7, 33);
+  sweep::compare_with_reference(manifest(), engine("pointwise", "reference"), {}, m, inputs(m));
   const op::Graph g = dag(7, 33, DType::bf16);
   sweep::compare_with_reference(manifest(), engine("pointwise", "reference"), {}, g, inputs(g));
   const op::Graph h = mixed(7, 33);
@@ -145,6 +168,13 @@ TEST(NativeFusedDeclines, IntegerTensorsAndNarrowOutputs) {
     const op::Tensor a = g.tensor({"a", {4, 8}, DType::f32});
     g.pointwise("exp", g.pointwise("neg", a));
     sweep::expect_declines(manifest(), fused_id(), g, hopper(), {"outputs the caller receives"});
+  }
+  {
+    op::Graph g("u8 out");  // u8 is read, never written: a cast would need the reference's rounding
+    const op::Tensor a = g.tensor({"a", {4, 8}, DType::f32});
+    g.pointwise("cast", a, {{"dtype", DType::u8}}).set_output(true);
+    sweep::expect_declines(manifest(), fused_id(), g, hopper(),
+                           {"is u8: the kernel reads u8 inputs, it writes none"});
   }
 }
 

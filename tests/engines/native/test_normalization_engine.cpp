@@ -129,6 +129,34 @@ TEST(NativeNormShapes, AlignedRowsOfABlockUpToTheWidestCachedBlock) {
       }
 }
 
+// A recompute that keeps the statistics alone (op::backward reruns a norm for them and leaves
+// y virtual): mean and inv_variance or inv_rms are written, y is not computed. Cached rows
+// (4096) and streamed ones (an odd length).
+TEST(NativeNormShapes, StatisticsAloneWithAVirtualY) {
+  EAGLE_SKIP_UNLESS_RUNS_HERE(norm_id());
+  for (DType d : float_dtypes())
+    for (const op::Dims& dims : {op::Dims{600, 4096}, op::Dims{77, 1001}})
+      for (const char* op : {"layer_norm", "rms_norm"}) {
+        SCOPED_TRACE(std::string(op) + " " + std::string(dtype_name(d)) + " [" + dims_name(dims) +
+                     "]");
+        op::Graph g(op);
+        const op::Tensor x = g.tensor({"x", dims, d});
+        const op::Tensor scale = g.tensor({"scale", {dims.back()}, d});
+        auto outs = g.op(op, {{"x", x}, {"scale", scale}},
+                         {{"normalized_ndim", int64_t{1}}, {"training", true}, {"epsilon", 1e-5}});
+        for (auto& [port, t] : outs)
+          if (port != "y") t.set_output(true).set_name(port);
+        sweep::compare_with_reference(manifest(), norm_id(), {}, g, random_inputs(g, 0.5, 3.0));
+      }
+}
+
+TEST(NativeNormalizationDeclines, AVirtualYWithNoStatisticIsRefused) {
+  op::Graph g("nothing received");
+  const op::Tensor x = g.tensor({"x", {4, 64}, DType::f32});
+  g.op("rms_norm", {{"x", x}}, {{"normalized_ndim", int64_t{1}}, {"epsilon", 1e-5}});
+  sweep::expect_declines(manifest(), norm_id(), g, hopper(), {"the output 'y' is virtual"});
+}
+
 // The comparison itself, on the CPU: the reference engine passes against itself in every dtype
 // (the gates admit a result rounded once to the output dtype).
 TEST(NativeNormalizationHarness, TheReferencePassesAgainstItself) {
