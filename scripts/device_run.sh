@@ -3,7 +3,7 @@
 # there): .carry/device_run.sh [PART...], parts (default all): tests, sanitize, repro, demo,
 # examples, python, bench. Logs go to $OUT (tests.txt, sanitize-<tool>.txt, repro.txt, demo.txt,
 # train.txt, python.txt, bench.txt).
-#   tests     every test, the CUDA half included
+#   tests     every test, the CUDA half included (EAGLE_TESTS_TIMEOUT seconds, default 540)
 #   sanitize  compute-sanitizer memcheck, racecheck, synccheck and initcheck over the CUDA tests
 #             (EAGLE_CUDA_TESTS replaces the gtest filter of what they run)
 #             (EAGLE_SANITIZERS="memcheck racecheck" picks tools; EAGLE_SANITIZE_TIMEOUT seconds each)
@@ -33,7 +33,11 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv > "
 cat "$out/gpu.txt"
 if want tests; then
   ./eagle devices > "$out/devices.txt" 2>&1
-  ./eagle_tests --gtest_brief=1 2>&1 | tee "$out/tests.txt" | tail -15
+  # Not brief: a test that hangs past the limit is the last "[ RUN" line of the log.
+  timeout "${EAGLE_TESTS_TIMEOUT:-540}" ./eagle_tests > "$out/tests.txt" 2>&1
+  echo "tests: exit $? | $(grep -E 'tests ran|PASSED|FAILED' "$out/tests.txt" | tr '\n' ' ')"
+  grep -E '^\[  FAILED' "$out/tests.txt" | head -20
+  grep '^\[ RUN' "$out/tests.txt" | tail -1
 fi
 if want sanitize && command -v compute-sanitizer >/dev/null; then
   for tool in ${EAGLE_SANITIZERS:-memcheck racecheck synccheck initcheck}; do
