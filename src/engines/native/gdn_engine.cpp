@@ -146,12 +146,14 @@ plan::Capabilities gdn_capabilities() {
   caps.device = DeviceKind::cuda;
   caps.sm_lo = caps.sm_hi = 90;  // built for sm_90a only
   caps.dtypes = {DType::bf16, DType::f16};
-  // The state launch: 0 loads each chunk's rows before computing it; 1 prefetches the next
-  // chunk's with cp.async (double-buffered). 0 leads until 1 is measured on the H200.
-  caps.knobs["pipeline"] = {0, 1};
-  // The prepare launch's (I + A)^-1: 0 column by column on 64 threads, 1 by 16 x 16 blocks on
-  // all 128. 0 leads until 1 is measured.
-  caps.knobs["solve"] = {0, 1};
+  // The state launch: 1 prefetches the next chunk's rows with cp.async (double-buffered), 0
+  // loads each chunk's before computing it. The prepare launch's (I + A)^-1: 1 by 16 x 16
+  // blocks on all 128 threads, 0 column by column on 64. 1 and 1 lead: measured on the H200
+  // (bench 14a, bf16, H 32, K = V = 128, 2026-12-05) 7.74 / 7.87 / 1.14 ms at T 32768 N 8,
+  // T 32768 N 64, T 4096 N 32 against 10.31 / 10.27 / 1.42 ms for 0 and 0 (pipeline alone:
+  // 9.10 / 9.33 / 1.35 ms).
+  caps.knobs["pipeline"] = {1, 0};
+  caps.knobs["solve"] = {1, 0};
   // 0 flat (a CTA per task of the capacity), 1 persistent (resident CTAs looping over tasks).
   caps.knobs["schedule"] = {0, 1};
   return caps;
