@@ -19,8 +19,9 @@ Modes (--modes):
   on a side stream, params and optimizer state restored to their initial values after it), then
   per step: copy_ of the batch into the static buffers, replay, the loss read.
 
---dtype: what the projections (matmuls) compute in: f32 (eagle's matmuls take f32 operands), or
-bf16 (operands cast to bf16, f32 out; params, moments, norms and the residual stream stay f32).
+--dtype: what the projections (matmuls) compute in: f32, or bf16 (operands cast to bf16, the
+product rounded to bf16 and returned as f32; params, moments, norms and the residual stream stay
+f32). Default: the export's matmul_dtype (`eagle train --matmul-dtype`), so both sides match.
 Attention always computes in the export's attention_dtype (f32 on the CPU, bf16 on a GPU).
 
 --attention: varlen (torch.nn.attention.varlen.varlen_attn, CUDA, 16-bit), loop (SDPA per
@@ -277,7 +278,7 @@ def main(argv=None):
     ap.add_argument("export", help="the folder `eagle train --export` wrote")
     ap.add_argument("--device", default=None, help="cpu or cuda[:N] (default: cuda when present)")
     ap.add_argument("--dtype", choices=("f32", "bf16"), default=None,
-                    help="what the matmuls compute in (default: f32 on the CPU, bf16 on CUDA)")
+                    help="what the matmuls compute in (default: the export's matmul_dtype)")
     ap.add_argument("--modes", default=None, help="eager,graph (default: eager; +graph on CUDA)")
     ap.add_argument("--attention", choices=("auto", "varlen", "loop", "dense"), default="auto")
     ap.add_argument("--steps", type=int, default=0, help="run the first N batches (0: all)")
@@ -295,7 +296,8 @@ def main(argv=None):
     cuda = device.type == "cuda"
     if args.threads > 0:
         torch.set_num_threads(args.threads)
-    dtype_name = args.dtype or ("bf16" if cuda else "f32")
+    # Like for like by default: the export's matmul_dtype (what eagle's projections multiply in).
+    dtype_name = args.dtype or config["model"].get("matmul_dtype", "f32")
     modes = (args.modes or ("eager,graph" if cuda else "eager")).split(",")
     if "graph" in modes and not cuda:
         raise SystemExit("--modes graph needs CUDA (torch.cuda.graph)")

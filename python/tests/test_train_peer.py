@@ -94,3 +94,31 @@ def test_torch_peer_dense_attention_matches_too(export, tmp_path):
     assert run.returncode == 0, run.stdout + run.stderr
     r = json.loads(out.read_text())
     np.testing.assert_allclose(r["modes"]["eager"]["loss"], r["eagle_loss"], rtol=1e-4, atol=0)
+
+
+def test_bf16_projections_match_the_peer_in_bf16(tmp_path):
+    """`--matmul-dtype bf16`: the export says so, the peer follows it by default, and the two
+    loss curves agree to bf16's precision (both round each product to bf16 once)."""
+    pytest.importorskip("torch")
+    out = tmp_path / "export_bf16"
+    cmd = [eagle_cli(), "train", "--device", "cpu", "--steps", "3", "--tokens", "64",
+           "--slots", "4", "--dim", "32", "--heads", "4", "--layers", "1", "--matmul-dtype",
+           "bf16", "--docs", str(REPO / "src"), "--max-tokens", "100000", "--seed", "3",
+           "--export", str(out)]
+    run = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert json.loads((out / "config.json").read_text())["model"]["matmul_dtype"] == "bf16"
+    peer_json = tmp_path / "peer_bf16.json"
+    run = subprocess.run([sys.executable, str(PEER), str(out), "--device", "cpu", "--json",
+                          str(peer_json)], capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stdout + run.stderr
+    r = json.loads(peer_json.read_text())
+    assert r["dtype"] == "bf16"
+    np.testing.assert_allclose(r["modes"]["eager"]["loss"], r["eagle_loss"], rtol=2e-2, atol=0)
+
+
+def test_a_matmul_dtype_other_than_f32_or_bf16_is_refused():
+    run = subprocess.run([eagle_cli(), "train", "--matmul-dtype", "f16"], capture_output=True,
+                         text=True, timeout=60)
+    assert run.returncode != 0
+    assert "--matmul-dtype must be f32 or bf16, got 'f16'" in run.stdout + run.stderr

@@ -98,9 +98,10 @@ TEST(TrainExport, WritesConfigInitialParamsEveryBatchAndTheLog) {
   const fs::path& d = o.export_dir;
 
   const std::string config = read_all(d / "config.json");
-  for (const char* key : {"\"rms_norm_eps\": 1e-05", "\"attention_scale\": 0.35355339059327",
-                          "\"tied_head\": false", "\"weight_decay\": 0.01", "\"tokens\": 64",
-                          "\"slots\": 4", "\"mlp\": 64", "\"attention_dtype\": \"f32\""})
+  for (const char* key :
+       {"\"rms_norm_eps\": 1e-05", "\"attention_scale\": 0.35355339059327", "\"tied_head\": false",
+        "\"weight_decay\": 0.01", "\"tokens\": 64", "\"slots\": 4", "\"mlp\": 64",
+        "\"attention_dtype\": \"f32\"", "\"matmul_dtype\": \"f32\""})
     EXPECT_NE(config.find(key), std::string::npos) << key << " in\n" << config;
 
   // The initial params: what init gives for the seed (the run's updates came after the export).

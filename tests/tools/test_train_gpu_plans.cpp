@@ -69,11 +69,14 @@ std::string describe(const op::Graph& g) {
   return s.str();
 }
 
-TEST(TrainGpuPlans, EverySegmentOfTheStepHasAPlanOnAnH200) {
+class TrainGpuPlans : public ::testing::TestWithParam<DType> {};
+
+TEST_P(TrainGpuPlans, EverySegmentOfTheStepHasAPlanOnAnH200) {
   train::ModelConfig c;  // eagle train's GPU defaults, at a smaller capacity
   c.dim = 512;
   c.heads = 8;
   c.attention_dtype = DType::bf16;
+  c.matmul_dtype = GetParam();
   train::Model model(c);
   std::vector<std::string> failures;
   auto check = [&](const op::Graph& g, const std::string& where) {
@@ -101,6 +104,10 @@ TEST(TrainGpuPlans, EverySegmentOfTheStepHasAPlanOnAnH200) {
   }
   for (const std::string& f : failures) ADD_FAILURE() << f;
 }
+
+// The projections in f32 (the default) and in bf16 (--matmul-dtype bf16).
+INSTANTIATE_TEST_SUITE_P(MatmulDtypes, TrainGpuPlans, ::testing::Values(DType::f32, DType::bf16),
+                         [](const auto& info) { return std::string(dtype_name(info.param)); });
 
 }  // namespace
 }  // namespace eagle

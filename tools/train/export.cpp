@@ -47,7 +47,8 @@ std::string step_file(int64_t step, const std::string& field) {
 const char* const kSemantics[] = {
     "x = embed[input_ids]; embed [vocab, dim]",
     "rms_norm(x, g) = x / sqrt(mean(x^2 over the last dim) + rms_norm_eps) * g; no bias",
-    "a projection is y = x @ W with W [in, out] (no transpose, no bias)",
+    "a projection is y = x @ W with W [in, out] (no transpose, no bias); with matmul_dtype "
+    "bf16, y = (bf16(x) @ bf16(W)) rounded to bf16, then cast to f32",
     "L = cu_seqlens[N]; active rows are t < L; cu_seqlens's unused tail repeats L",
     "block l: h = rms_norm(x, l.g1); q, k, v = where(active, h @ l.wq|wk|wv, 0) (the where is "
     "also a gradient barrier: rows >= L pass no gradient to the projections)",
@@ -81,7 +82,8 @@ std::string export_config_json(const TrainOptions& o, const TrainState& state) {
        ", \"head_dim\": " + std::to_string(head_dim) + ", \"layers\": " + std::to_string(m.layers) +
        ", \"mlp\": " + std::to_string(m.mlp_width()) +
        ", \"attention_dtype\": " + quoted(std::string(dtype_name(m.attention_dtype))) +
-       ", \"matmul_dtype\": \"f32\", \"rms_norm_eps\": 1e-05" +
+       ", \"matmul_dtype\": " + quoted(std::string(dtype_name(m.matmul_dtype))) +
+       ", \"rms_norm_eps\": 1e-05" +
        ", \"attention_scale\": " + number(1.0 / std::sqrt(static_cast<double>(head_dim))) +
        ", \"causal\": true, \"tied_head\": false, \"ignore_index\": -100},\n";
   j += "  \"adamw\": {\"lr\": " + number(o.adamw.lr) + ", \"beta1\": " + number(o.adamw.beta1) +

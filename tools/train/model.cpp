@@ -70,6 +70,9 @@ void ModelConfig::check() const {
   require(dim % heads == 0, "train: --dim (" + std::to_string(dim) +
                                 ") must be a multiple of --heads (" + std::to_string(heads) + ")");
   require(mlp >= 0, "train: mlp width must be >= 0, got " + std::to_string(mlp));
+  require(
+      matmul_dtype == DType::f32 || matmul_dtype == DType::bf16,
+      "train: the matmul dtype must be f32 or bf16, got " + std::string(dtype_name(matmul_dtype)));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -167,6 +170,17 @@ void load_batch(const data::PackedBatch& batch, BatchStaging& staging, const Bat
 // ---------------------------------------------------------------------------------------------
 // The planned operations for one capacity
 
+namespace {
+
+// x @ w in `dt` (both cast to it when they differ), the product back in f32.
+Tensor project(op::Graph& g, const Tensor& x, const Tensor& w, DType dt) {
+  if (dt == DType::f32) return g.matmul(x, w);
+  const auto to = [&g](const Tensor& t, DType d) { return g.pointwise("cast", t, {{"dtype", d}}); };
+  return to(g.matmul(to(x, dt), to(w, dt)), DType::f32);
+}
+
+}  // namespace
+
 struct Model::Kernels {
   std::unique_ptr<Planned> embed, qkv, attention, post, head;
   std::vector<op::Graph> graphs;  // the whole graphs, unplanned
@@ -180,6 +194,7 @@ const Model::Kernels& Model::kernels(int64_t t, int64_t slots) {
   auto& slot = kernels_[{t, slots}];
   if (slot) return *slot;
   const int64_t d = config_.dim, h = config_.heads, f = config_.mlp_width(), v = config_.vocab;
+  const DType md = config_.matmul_dtype;
   auto k = std::make_shared<Kernels>();
   {  // x = table[ids]
     op::Graph g("embed");
@@ -199,9 +214,9 @@ const Model::Kernels& Model::kernels(int64_t t, int64_t slots) {
     const Tensor active = g.tensor({"active", {t, 1}, DType::u8});
     const Tensor zero = g.tensor({"zero", {1}, f32});
     const Tensor hn = rms_norm(g, x, g1);
-    out(g.where(active, g.matmul(hn, wq), zero), "q");
-    out(g.where(active, g.matmul(hn, wk), zero), "k");
-    out(g.where(active, g.matmul(hn, wv), zero), "v");
+    out(g.where(active, project(g, hn, wq, md), zero), "q");
+    out(g.where(active, project(g, hn, wk, md), zero), "k");
+    out(g.where(active, project(g, hn, wv, md), zero), "v");
     k->qkv = std::make_unique<Planned>(g);
     k->graphs.push_back(g.clone());
   }
@@ -238,9 +253,9 @@ const Model::Kernels& Model::kernels(int64_t t, int64_t slots) {
     const Tensor g2 = g.tensor({"g2", {d}, f32});
     const Tensor w1 = g.tensor({"w1", {d, f}, f32});
     const Tensor w2 = g.tensor({"w2", {f, d}, f32});
-    const Tensor x1 = g.pointwise("add", x, g.matmul(g.where(active, o, zero), wo));
-    const Tensor up = g.pointwise("silu", g.matmul(rms_norm(g, x1, g2), w1));
-    out(g.pointwise("add", x1, g.matmul(up, w2)), "y");
+    const Tensor x1 = g.pointwise("add", x, project(g, g.where(active, o, zero), wo, md));
+    const Tensor up = g.pointwise("silu", project(g, rms_norm(g, x1, g2), w1, md));
+    out(g.pointwise("add", x1, project(g, up, w2, md)), "y");
     k->post = std::make_unique<Planned>(g);
     k->graphs.push_back(g.clone());
   }
@@ -252,7 +267,7 @@ const Model::Kernels& Model::kernels(int64_t t, int64_t slots) {
     const Tensor labels = g.tensor({"labels", {t}, DType::i32});
     const Tensor mask = g.tensor({"loss_mask", {t}, f32});
     const Tensor one = g.tensor({"one", {1}, f32});
-    const Tensor logits = g.matmul(rms_norm(g, x, gf), wh);
+    const Tensor logits = project(g, rms_norm(g, x, gf), wh, md);
     const Tensor ce = g.op("cross_entropy", {{"logits", logits}, {"targets", labels}},
                            {{"reduction", std::string("none")}, {"ignore_index", int64_t{-100}}})
                           .at("loss");

@@ -32,6 +32,10 @@ struct ModelConfig {
   // The dtype attention computes in (q, k, v cast to it, o cast back to f32): f32 on the CPU;
   // bf16 on a GPU, whose attention kernels serve 16-bit floats (head dim 64 or 128).
   DType attention_dtype = DType::f32;
+  // The dtype the projections multiply in (x and W cast to it, the product cast back to f32):
+  // f32, or bf16 for the tensor cores' rate. Params, moments, norms and the residual stream stay
+  // f32 either way (what torch's autocast does to a matmul).
+  DType matmul_dtype = DType::f32;
   int64_t mlp_width() const { return mlp > 0 ? mlp : 4 * dim; }
   // Throws InvalidArgument naming the field when a size is not positive or dim % heads != 0.
   void check() const;

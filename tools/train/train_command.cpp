@@ -68,9 +68,9 @@ Device device_of(const std::string& v) {
   }
 }
 
-DType attention_dtype_of(const std::string& v) {
-  if (v != "f32" && v != "bf16")
-    throw UsageError("--attention-dtype must be f32 or bf16, got '" + v + "'");
+// --attention-dtype and --matmul-dtype: f32 or bf16.
+DType float_dtype_of(const std::string& a, const std::string& v) {
+  if (v != "f32" && v != "bf16") throw UsageError(a + " must be f32 or bf16, got '" + v + "'");
   return v == "bf16" ? DType::bf16 : DType::f32;
 }
 
@@ -91,7 +91,8 @@ const std::map<std::string, Setter>& setters() {
       {"--layers", [](O& o, S a, S v) { o.model.layers = integer(a, v, 1); }},
       {"--dim", [](O& o, S a, S v) { o.model.dim = integer(a, v, 1); }},
       {"--heads", [](O& o, S a, S v) { o.model.heads = integer(a, v, 1); }},
-      {"--attention-dtype", [](O& o, S, S v) { o.model.attention_dtype = attention_dtype_of(v); }},
+      {"--attention-dtype", [](O& o, S a, S v) { o.model.attention_dtype = float_dtype_of(a, v); }},
+      {"--matmul-dtype", [](O& o, S a, S v) { o.model.matmul_dtype = float_dtype_of(a, v); }},
       {"--docs", [](O& o, S, S v) { o.docs = v; }},
       {"--max-tokens", [](O& o, S a, S v) { o.max_tokens = integer(a, v, 1); }},
       {"--seed", [](O& o, S a, S v) { o.seed = static_cast<uint64_t>(integer(a, v, 0)); }},
@@ -216,6 +217,7 @@ void train_usage(std::FILE* to) {
       "  --dim D                model width (default 64; on a GPU 512)\n"
       "  --heads H              attention heads, dividing D (default 4; on a GPU 8)\n"
       "  --attention-dtype f32|bf16  what attention computes in (default f32; on a GPU bf16)\n"
+      "  --matmul-dtype f32|bf16     what the projections multiply in (default f32)\n"
       "  --buckets LIST         also record graphs for these capacities below T (e.g. 64,128):\n"
       "                         each step runs the smallest T_b >= L, all share one arena\n"
       "  --plans FILE           write each planned op's plan list (forward, recompute and\n"
