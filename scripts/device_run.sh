@@ -1,14 +1,18 @@
 #!/usr/bin/env bash
 # Runs on the GPU machine over the binaries packed by device_pack.sh. Usage (from the repo root
 # there): .carry/device_run.sh [PART...], parts (default all): tests, sanitize, repro, demo,
-# examples, python, bench. Logs go to $OUT (tests.txt, sanitize-<tool>.txt, repro.txt, demo.txt,
-# train.txt, python.txt, bench.txt).
+# examples, python, train, gradients, bench. Logs go to $OUT (tests.txt, sanitize-<tool>.txt,
+# repro.txt, demo.txt, train.txt, python.txt, train-*.txt, gradients.txt, bench.txt).
 #   tests     every test, the CUDA half included (EAGLE_TESTS_TIMEOUT seconds, default 540)
 #   sanitize  compute-sanitizer memcheck, racecheck, synccheck and initcheck over the CUDA tests
 #             (EAGLE_CUDA_TESTS replaces the gtest filter of what they run)
 #             (EAGLE_SANITIZERS="memcheck racecheck" picks tools; EAGLE_SANITIZE_TIMEOUT seconds each)
 #   repro     the synccheck reproducer outside eagle (every mode, plain and under synccheck)
 #   python    the Python tests (python/tests, CUDA ones included) and bench/python/host_cost.py
+#   train     the training benchmark (T 4096, N 32, dim 4096, 32 heads, one block, vocab 4096,
+#             bf16 projections) against bench/peers/train_step.py, then the CUPTI trace tests
+#             (EAGLE_CUPTI_DEBUG=1 prints records no node claims)
+#   gradients bench/python/gradients.py (issue 12's goal: eagle's step against torch's graph)
 #   bench     bench/peers/torch_ops.py (the torch peers) then eagle_bench --peers
 #             (EAGLE_BENCH_ARGS adds arguments, e.g. "--only 2,10")
 set -uo pipefail
@@ -17,7 +21,7 @@ export LD_LIBRARY_PATH=$PWD:${LD_LIBRARY_PATH:-}
 out=${OUT:-/tmp/out}
 mkdir -p "$out"
 parts=("$@")
-[ ${#parts[@]} -eq 0 ] && parts=(tests sanitize repro demo examples python bench)
+[ ${#parts[@]} -eq 0 ] && parts=(tests sanitize repro demo examples python train gradients bench)
 want() { [[ " ${parts[*]} " == *" $1 "* ]]; }
 # Every CUDA test, but the one that provokes a failing graph update on purpose (to test the
 # rebuild fallback): the sanitizers report the API error it asks for.
@@ -78,6 +82,22 @@ if want python && [ -d python/eagle ]; then
     python3 -m pytest -q -rs -p no:cacheprovider ../python/tests > "$out/python.txt" 2>&1
   echo "python tests: exit $? | $(tail -1 "$out/python.txt")"
   PYTHONPATH=$PWD/python python3 ../bench/python/host_cost.py 2>&1 | tee "$out/python-host-cost.txt"
+fi
+if want train; then
+  rm -rf /tmp/train_export
+  ./eagle train --device cuda --steps 20 --tokens 4096 --slots 32 --dim 4096 --heads 32 \
+    --layers 1 --vocab 4096 --matmul-dtype bf16 --export /tmp/train_export > "$out/train-bench.txt" 2>&1
+  echo "train benchmark: exit $? | $(tail -2 "$out/train-bench.txt" | head -1)"
+  python3 ../bench/peers/train_step.py /tmp/train_export --json "$out/train-peer.json" \
+    > "$out/train-peer.txt" 2>&1
+  echo "train peer: exit $?"; tail -3 "$out/train-peer.txt"
+  EAGLE_CUPTI_DEBUG=1 ./eagle_tests --gtest_filter='Trace.*' > "$out/train-trace-tests.txt" 2>&1
+  echo "trace tests: exit $? | $(grep -E 'PASSED|FAILED' "$out/train-trace-tests.txt" | tr '\n' ' ')"
+fi
+if want gradients && [ -d python/eagle ]; then
+  PYTHONPATH=$PWD/python python3 ../bench/python/gradients.py --json "$out/gradients.json" \
+    > "$out/gradients.txt" 2>&1
+  echo "gradients: exit $?"; tail -14 "$out/gradients.txt"
 fi
 if want bench; then
   # The torch side first, in the same call: eagle_bench prints eagle / torch for each case.
