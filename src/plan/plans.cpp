@@ -310,6 +310,19 @@ int ExecutionPlans::build_plans() {
                     std::to_string(count()) + " plans)";
   for (int i = 0; i < count(); ++i)
     why += "; " + std::to_string(i) + " " + s_->plans[i].name + ": " + s_->declined[i];
+  // The family's engines the list leaves out because their capabilities do not match (a dtype,
+  // device or sm they do not serve): often the engine the caller expected.
+  if (s_->family) {
+    std::string unlisted;
+    for (const Engine* e : s_->manifest->offered(*s_->family)) {
+      bool listed = false;
+      for (const PlanConfig& p : s_->plans) listed = listed || p.engine_id == e->id();
+      const std::string mismatch = e->capabilities().mismatch(*s_->facts, s_->device);
+      if (!listed && !mismatch.empty())
+        unlisted += (unlisted.empty() ? "" : ", ") + e->name() + " (" + mismatch + ")";
+    }
+    if (!unlisted.empty()) why += "; not listed: " + unlisted;
+  }
   throw NotSupported(why);
 }
 

@@ -1000,7 +1000,9 @@ TEST_F(DispatchBuild, WhenEveryEntryDeclinesNotSupportedListsThemAll) {
       [&] { plans.build_plans(); },
       {"graph 'copy'", "family 'copy'", "3 plans",
        "0 declines_check: declines_check: this graph is not mine",
-       "1 declines_build: declines_build: no kernel for this shape", "2 f16_only", "io dtype f32"});
+       "1 declines_build: declines_build: no kernel for this shape", "2 f16_only", "io dtype f32",
+       // An engine of the family the list leaves out for its capabilities is named, with why.
+       "not listed: cuda_only (runs on CUDA devices, not on cpu)"});
   EXPECT_EQ(plans.selected(), -1);
   EXPECT_EQ(plans.declines().size(), 3u);
   const Array x = input(), y = poisoned();
