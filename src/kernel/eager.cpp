@@ -195,7 +195,7 @@ std::shared_ptr<void> eager_handle(const Library& library, const Stream& stream)
   thread_local std::map<std::pair<const Library*, std::string>, std::shared_ptr<void>> handles;
   std::shared_ptr<void>& h = handles[{&library, stream.device().str()}];
   if (!h) h = make();
-  if (library.set_stream) library.set_stream(h.get(), stream.native());
+  library.set_stream(h.get(), stream.native());
   return h;
 }
 

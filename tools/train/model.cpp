@@ -172,11 +172,14 @@ void load_batch(const data::PackedBatch& batch, BatchStaging& staging, const Bat
 
 namespace {
 
+// `t` in `dt`: itself when it already is, else cast.
+Tensor as_dtype(op::Graph& g, const Tensor& t, DType dt) {
+  return t.dtype() == dt ? t : g.pointwise("cast", t, {{"dtype", dt}});
+}
+
 // x @ w in `dt` (both cast to it when they differ), the product back in f32.
 Tensor project(op::Graph& g, const Tensor& x, const Tensor& w, DType dt) {
-  if (dt == DType::f32) return g.matmul(x, w);
-  const auto to = [&g](const Tensor& t, DType d) { return g.pointwise("cast", t, {{"dtype", d}}); };
-  return to(g.matmul(to(x, dt), to(w, dt)), DType::f32);
+  return as_dtype(g, g.matmul(as_dtype(g, x, dt), as_dtype(g, w, dt)), DType::f32);
 }
 
 }  // namespace
@@ -228,18 +231,15 @@ const Model::Kernels& Model::kernels(int64_t t, int64_t slots) {
     const Tensor cu = g.tensor({"cu_seqlens", {slots + 1}, DType::i32});
     // In attention_dtype (GPU attention kernels serve 16-bit floats), f32 around it.
     const DType ad = config_.attention_dtype;
-    auto to = [&g](const Tensor& x, DType dt) {
-      return x.dtype() == dt ? x : g.pointwise("cast", x, {{"dtype", dt}});
-    };
     const Tensor o = g.op("sdpa",
-                          {{"q", to(q, ad)},
-                           {"k", to(kk, ad)},
-                           {"v", to(vv, ad)},
+                          {{"q", as_dtype(g, q, ad)},
+                           {"k", as_dtype(g, kk, ad)},
+                           {"v", as_dtype(g, vv, ad)},
                            {"cu_seqlens_q", cu},
                            {"cu_seqlens_kv", cu}},
                           {{"causal", true}})
                          .at("o");
-    out(to(o, f32), "o");
+    out(as_dtype(g, o, f32), "o");
     k->attention = std::make_unique<Planned>(g);
     k->graphs.push_back(g.clone());
   }
