@@ -156,6 +156,9 @@ plan::Capabilities gdn_capabilities() {
   caps.knobs["solve"] = {1, 0};
   // 0 flat (a CTA per task of the capacity), 1 persistent (resident CTAs looping over tasks).
   caps.knobs["schedule"] = {0, 1};
+  // The prepare launch: 0 the wide layout (two CTAs per SM), 1 the compact one (three). 0 leads
+  // until bench 14a measures 1 on a GPU.
+  caps.knobs["prepare"] = {0, 1};
   return caps;
 }
 
@@ -188,6 +191,7 @@ class GdnEngine : public plan::Engine {
     t.shape.pipelined_state = config.knobs.at("pipeline") != 0;
     t.shape.blocked_solve = config.knobs.at("solve") != 0;
     t.shape.persistent = config.knobs.at("schedule") != 0;
+    t.shape.compact_prepare = config.knobs.at("prepare") != 0;
     t.capacity_chunks = ragged::chunk_capacity(t.shape.tokens, t.shape.slots, la::kGdnChunk);
     t.kernels_at = round_up(static_cast<std::size_t>(t.shape.slots + 1) * sizeof(int32_t));
     t.q = at(node.input("q"));

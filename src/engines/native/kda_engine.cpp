@@ -143,6 +143,10 @@ plan::Capabilities kda_capabilities() {
   // H 32, K = V = 128, 2026-12-05) 9.15 / 9.63 / 1.37 ms at T 32768 N 8, T 32768 N 64,
   // T 4096 N 32 against 10.12 / 10.49 / 1.48 ms for 0.
   caps.knobs["pipeline"] = {1, 0};
+  // The prepare launch: 0 the wide layout (f32 rows, one CTA per SM), 1 the compact one (16-bit
+  // rows, cp.async, two kda CTAs per SM; the wide one where an operand is not 16-byte aligned).
+  // 0 leads until bench 14a measures 1 on a GPU.
+  caps.knobs["prepare"] = {0, 1};
   return caps;
 }
 
@@ -184,6 +188,7 @@ class KdaEngine : public plan::Engine {
     t.shape.tensor_core_diagonal = config.knobs.at("intra") != 0;
     t.shape.pipelined_state = config.knobs.at("pipeline") != 0;
     t.shape.persistent = config.knobs.at("schedule") != 0;
+    t.shape.compact_prepare = config.knobs.at("prepare") != 0;
     t.capacity = ragged::chunk_capacity(t.shape.rows, t.shape.slots, kda::kChunk);
     t.q = in("q");
     t.k = in("k");

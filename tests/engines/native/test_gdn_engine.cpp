@@ -45,8 +45,9 @@ struct GdnCase {
   DType state_dtype = DType::f32;
   std::optional<double> scale;
   // The engine's knobs: pipeline 1 prefetches the next chunk's rows in the state loop, solve 1
-  // inverts I + A by 16 x 16 blocks in the prepare launch, schedule 1 is persistent.
-  int64_t pipeline = 0, solve = 0, schedule = 0;
+  // inverts I + A by 16 x 16 blocks in the prepare launch, schedule 1 is persistent, prepare 1
+  // is the prepare launch's compact layout.
+  int64_t pipeline = 0, solve = 0, schedule = 0, prepare = 0;
   std::vector<int64_t> cu() const {
     std::vector<int64_t> c = {0};
     for (int64_t l : lengths) c.push_back(c.back() + l);
@@ -131,13 +132,15 @@ void check_case(const GdnCase& c) {
                (c.safe_gate ? " safe_gate" : "") + (c.beta_sigmoid ? " beta_sigmoid" : "") +
                (c.initial_state ? " initial_state" : "") +
                (c.pipeline ? " pipelined state loop" : "") + (c.solve ? " blocked solve" : "") +
-               (c.schedule ? " persistent" : ""));
+               (c.schedule ? " persistent" : "") + (c.prepare ? " compact prepare" : ""));
   const int64_t t = c.active() + c.pad, active = c.active();
   const op::Graph full = gdn_graph(c, t), packed = gdn_graph(c, active > 0 ? active : 1);
   const std::map<std::string, Array> in = random_gdn_inputs(c);
-  plan::ExecutionPlans p = engines::create_execution_plan(
-      full.clone(), kGpu, gdn_id(),
-      {{"pipeline", c.pipeline}, {"solve", c.solve}, {"schedule", c.schedule}});
+  plan::ExecutionPlans p = engines::create_execution_plan(full.clone(), kGpu, gdn_id(),
+                                                          {{"pipeline", c.pipeline},
+                                                           {"solve", c.solve},
+                                                           {"schedule", c.schedule},
+                                                           {"prepare", c.prepare}});
   p.build_plans();
   const Arrays got = execute(p, by_uid(full, in, t), kGpu);
   const double tol = 2 * tolerance(c.dtype);
@@ -233,15 +236,18 @@ TEST_F(NativeGdn, NoActiveTokens) {
 }
 
 // The knobs' other kernels: the state loop with the next chunk's rows prefetched by cp.async
-// (pipeline = 1), the blocked inverse (solve = 1) and the persistent schedule (schedule = 1),
-// alone and together, over the cases above: long sequences (many chunks through both buffers)
-// and short ones, empty slots, a capacity far above the batch.
+// (pipeline = 1), the blocked inverse (solve = 1), the persistent schedule (schedule = 1) and
+// the compact prepare (prepare = 1, with each inverse), alone and together, over the cases above:
+// long sequences (many chunks through both buffers) and short ones, empty slots, a capacity far
+// above the batch.
 TEST_F(NativeGdn, EveryKnobsKernelsMatchTheReference) {
   struct Knobs {
-    int64_t pipeline, solve, schedule;
+    int64_t pipeline, solve, schedule, prepare;
   };
-  for (const Knobs& knobs : {Knobs{1, 0, 0}, Knobs{0, 1, 0}, Knobs{0, 0, 1}, Knobs{1, 1, 1}}) {
+  for (const Knobs& knobs : {Knobs{1, 0, 0, 0}, Knobs{0, 1, 0, 0}, Knobs{0, 0, 1, 0},
+                             Knobs{1, 1, 1, 0}, Knobs{1, 0, 0, 1}, Knobs{1, 1, 1, 1}}) {
     const int64_t pipeline = knobs.pipeline, solve = knobs.solve, schedule = knobs.schedule;
+    const int64_t prepare = knobs.prepare;
     for (DType d : {DType::bf16, DType::f16})
       for (int64_t dim : {64, 128}) {
         GdnCase c{"lengths 0 1 C-1 C C+1 130", {0, 1, 63, 64, 65, 130}, 9};
@@ -250,6 +256,7 @@ TEST_F(NativeGdn, EveryKnobsKernelsMatchTheReference) {
         c.pipeline = pipeline;
         c.solve = solve;
         c.schedule = schedule;
+        c.prepare = prepare;
         check_case(c);
       }
     GdnCase long_one{"one long sequence", {1000}, 3};
@@ -269,6 +276,7 @@ TEST_F(NativeGdn, EveryKnobsKernelsMatchTheReference) {
       c->pipeline = pipeline;
       c->solve = solve;
       c->schedule = schedule;
+      c->prepare = prepare;
       check_case(*c);
     }
   }

@@ -354,10 +354,10 @@ double check(const op::Graph& g, const test::RaggedRows& rows, const Arrays& got
 }
 
 plan::ExecutionPlans native_plan(const op::Graph& g, int64_t intra = 1, int64_t pipeline = 0,
-                                 int64_t schedule = 0) {
+                                 int64_t schedule = 0, int64_t prepare = 0) {
   plan::ExecutionPlans p = engines::create_execution_plan(
       g.clone(), kGpu, kda_engine(),
-      {{"schedule", schedule}, {"intra", intra}, {"pipeline", pipeline}});
+      {{"schedule", schedule}, {"intra", intra}, {"pipeline", pipeline}, {"prepare", prepare}});
   p.build_plans();
   return p;
 }
@@ -412,7 +412,7 @@ std::vector<Case> cases() {
 
 // Every case against the reference, with the state loop's `pipeline` knob and each `intra` given.
 void matches_the_reference(int64_t pipeline, const std::vector<int64_t>& intras,
-                           int64_t schedule = 0) {
+                           int64_t schedule = 0, int64_t prepare = 0) {
   std::printf("%s\n", test::reproduce_line().c_str());
   double worst = 0;
   int combo = 0;
@@ -447,7 +447,8 @@ void matches_the_reference(int64_t pipeline, const std::vector<int64_t>& intras,
           for (int64_t intra : intras) {
             SCOPED_TRACE("intra " + std::to_string(intra));
             const double err = check(
-                g, rows, test::execute(native_plan(g, intra, pipeline, schedule), in, kGpu), want);
+                g, rows,
+                test::execute(native_plan(g, intra, pipeline, schedule, prepare), in, kGpu), want);
             if (err > worst) worst = err;
           }
         }
@@ -468,6 +469,13 @@ TEST_F(NativeKda, ThePipelinedStateLoopMatchesTheReference) {
 TEST_F(NativeKda, ThePersistentScheduleMatchesTheReference) {
   matches_the_reference(0, {1}, 1);
   matches_the_reference(1, {1}, 1);
+}
+
+// The compact prepare (knob prepare = 1: 16-bit q and k rows, cp.async, two kda CTAs per SM),
+// with both intra-chunk diagonals, flat and persistent.
+TEST_F(NativeKda, TheCompactPrepareMatchesTheReference) {
+  matches_the_reference(1, {1, 0}, 0, 1);
+  matches_the_reference(1, {1}, 1, 1);
 }
 
 // An empty batch (T = 0, every slot empty): no chunk to run, but the final state of every slot

@@ -13,6 +13,11 @@ __device__ __forceinline__ void cp_async16(void* s, const void* g, bool valid) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(g),
                "r"(valid ? 16 : 0));
 }
+// 4 bytes from global `g` to shared `s` (cp.async.ca: the sizes below 16 go through L1).
+__device__ __forceinline__ void cp_async4(void* s, const void* g) {
+  const auto dst = static_cast<unsigned>(__cvta_generic_to_shared(s));
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(dst), "l"(g));
+}
 // Closes the group of this thread's copies issued since the last commit.
 __device__ __forceinline__ void cp_async_commit() {
   asm volatile("cp.async.commit_group;\n" ::);

@@ -66,19 +66,21 @@ __device__ __forceinline__ float softplus(float z) {
 
 // ---- prepare: per (chunk, value head) ---------------------------------------------------------
 
-template <typename T, int K, int V>
+// Compact (GdnShape::compact_prepare): kb over kn and tm over af, each once the other is done.
+template <typename T, int K, int V, bool Compact>
 struct PrepareSmem {
   static constexpr int LK = K + 8, LV = V + 8, LT = kC + 8, LA = kC + 1;
   static constexpr std::size_t bytes =
-      sizeof(T) * (2 * kC * LK + kC * LV + kC * LT) +
+      sizeof(T) * ((Compact ? 1 : 2) * kC * LK + kC * LV + (Compact ? 0 : kC * LT)) +
       sizeof(float) * (2 * kC * LA + 3 * kC + 3 * 256);  // + the blocked inverse's sums
+  static_assert(kC * LT * sizeof(T) <= kC * LA * sizeof(float), "T's copy must fit over A");
 };
 
 // Chunk task j of value head blockIdx.y; false when j is past the batch's chunks.
-template <typename T, int K, int V>
+template <typename T, int K, int V, bool Compact>
 __device__ __forceinline__ bool prepare_chunk(const Params& p, int64_t j) {
   using E = Elem<T>;
-  using L = PrepareSmem<T, K, V>;
+  using L = PrepareSmem<T, K, V, Compact>;
   constexpr int LK = L::LK, LV = L::LV, LT = L::LT, LA = L::LA;
   const ragged::ChunkTask task = ragged::chunk_task(p.cu, p.offsets, p.slots, p.tokens, kC, j);
   if (task.sequence < 0) return false;
@@ -87,22 +89,25 @@ __device__ __forceinline__ bool prepare_chunk(const Params& p, int64_t j) {
   const int n = static_cast<int>(task.row_end - task.row_begin);
   if (n <= 0) return true;  // only under metadata ragged::validate rejects
   extern __shared__ __align__(16) unsigned char smem[];
-  T* kn = reinterpret_cast<T*>(smem);                  // [64][LK] k rows (normalized)
-  T* kb = kn + kC * LK;                                // [64][LK] beta exp(G) k
-  T* vb = kb + kC * LK;                                // [64][LV] beta v
-  T* tm = vb + kC * LV;                                // [64][LT] T = (I + A)^-1
-  float* af = reinterpret_cast<float*>(tm + kC * LT);  // [64][LA] A
-  float* tf = af + kC * LA;                            // [64][LA] T in f32
-  float* gcs = tf + kC * LA;                           // [64] G
-  float* bs = gcs + kC;                                // [64] beta
-  float* inv = bs + kC;                                // [64] inverse norms of k rows
+  T* kn = reinterpret_cast<T*>(smem);   // [64][LK] k rows (normalized)
+  T* kb = Compact ? kn : kn + kC * LK;  // [64][LK] beta exp(G) k
+  T* vb = kb + kC * LK;                 // [64][LV] beta v
+  T* after_vb = vb + kC * LV;           // wide: [64][LT] T = (I + A)^-1
+  float* af = reinterpret_cast<float*>(Compact ? after_vb : after_vb + kC * LT);  // [64][LA] A
+  T* tm = Compact ? reinterpret_cast<T*>(af) : after_vb;  // compact: T over A once inverted
+  float* tf = af + kC * LA;                               // [64][LA] T in f32
+  float* gcs = tf + kC * LA;                              // [64] G
+  float* bs = gcs + kC;                                   // [64] beta
+  float* inv = bs + kC;                                   // [64] inverse norms of k rows
   float* sums = inv + kC;  // [3 * 256] the blocked inverse's block sums (solve = 1)
   const int tid = threadIdx.x, warp = tid / 32, lane = tid & 31;
 
-  load_chunk_rows<T, K>(kn, LK, static_cast<const T*>(p.k) + (r0 * p.H + kh) * K,
-                        static_cast<int64_t>(p.H) * K, n);
-  load_chunk_rows<T, V>(vb, LV, static_cast<const T*>(p.v) + (r0 * p.HV + h) * V,
-                        static_cast<int64_t>(p.HV) * V, n);
+  // The rows by cp.async (n >= 1 here), in flight while warp 0 reads the gates.
+  load_chunk_rows<T, K, kC, true>(kn, LK, static_cast<const T*>(p.k) + (r0 * p.H + kh) * K,
+                                  static_cast<int64_t>(p.H) * K, n);
+  load_chunk_rows<T, V, kC, true>(vb, LV, static_cast<const T*>(p.v) + (r0 * p.HV + h) * V,
+                                  static_cast<int64_t>(p.HV) * V, n);
+  cp_async_commit();
   if (warp == 0) {
     // Lane l holds rows 2l and 2l + 1; rows past the chunk have g = 0 (G stays at the last
     // row's) and beta = 0.
@@ -134,6 +139,7 @@ __device__ __forceinline__ bool prepare_chunk(const Params& p, int64_t j) {
     if (2 * lane < n) p.gc[(r0 + 2 * lane) * p.HV + h] = g0;
     if (2 * lane + 1 < n) p.gc[(r0 + 2 * lane + 1) * p.HV + h] = incl;
   }
+  cp_async_wait<0>();
   __syncthreads();
   if (p.l2) {
     normalize_rows<T, K>(kn, LK, inv);
@@ -142,11 +148,14 @@ __device__ __forceinline__ bool prepare_chunk(const Params& p, int64_t j) {
       for (int i = tid; i < n; i += kThreads) p.rk[(r0 + i) * p.H + kh] = inv[i];
   }
 
-  // beta exp(G) k and beta v, the right-hand sides of W and U.
-  for (int e = tid; e < kC * K; e += kThreads) {
-    const int i = e / K, c = e % K;
-    kb[i * LK + c] = E::from_float(bs[i] * expf(gcs[i]) * E::to_float(kn[i * LK + c]));
-  }
+  // beta exp(G) k and beta v, the right-hand sides of W and U (compact: kb after A, over kn).
+  auto form_kb = [&] {
+    for (int e = tid; e < kC * K; e += kThreads) {
+      const int i = e / K, c = e % K;
+      kb[i * LK + c] = E::from_float(bs[i] * expf(gcs[i]) * E::to_float(kn[i * LK + c]));
+    }
+  };
+  if constexpr (!Compact) form_kb();
   for (int e = tid; e < kC * V; e += kThreads) {
     const int i = e / V, c = e % V;
     vb[i * LV + c] = E::from_float(bs[i] * E::to_float(vb[i * LV + c]));
@@ -170,6 +179,8 @@ __device__ __forceinline__ bool prepare_chunk(const Params& p, int64_t j) {
       }
   }
   __syncthreads();
+  // Each element of kn read and rewritten by one thread; the inverse reads none of it.
+  if constexpr (Compact) form_kb();
   if (p.blocked_solve) {
     invert_unit_lower_64<kThreads>(af, tf, LA, sums);
   } else {
@@ -216,23 +227,24 @@ __device__ __forceinline__ bool prepare_chunk(const Params& p, int64_t j) {
 }
 
 // A chunk task per CTA (flat) or a CTA's tasks in turn (persistent): for_each_task.
-template <typename T, int K, int V>
+template <typename T, int K, int V, bool Compact>
 __global__ void __launch_bounds__(kThreads) gdn_prepare(const Params p) {
   for_each_task(p.capacity_chunks, p.persistent,
-                [&](int64_t j) { return prepare_chunk<T, K, V>(p, j); });
+                [&](int64_t j) { return prepare_chunk<T, K, V, Compact>(p, j); });
 }
 
 // ---- state: per (sequence, value head, V block), sequential over the chunks ---------------------
 
-// Pipelined: two buffers of a chunk's W, k and U rows, the next chunk's loaded by cp.async while
-// this one is computed (the loads are otherwise on the critical path of a sequence's chunks).
+// Pipelined: two buffers of a chunk's W, k and U rows, G and the k rows' inverse norms, the next
+// chunk's loaded by cp.async while this one is computed (the loads are otherwise on the critical
+// path of a sequence's chunks).
 template <typename T, int K, int BV, bool Pipelined>
 struct StateSmem {
   static constexpr int LK = K + 8, LB = BV + 8;
   static constexpr int kBuffers = Pipelined ? 2 : 1;
   static constexpr int kChunkElems = 2 * kC * LK + kC * LB;  // W, k [64][LK]; U [64][LB]
   static constexpr std::size_t bytes =
-      sizeof(T) * (K * LB + kBuffers * kChunkElems + kC * LB) + sizeof(float) * 2 * kC;
+      sizeof(T) * (K * LB + kBuffers * kChunkElems + kC * LB) + sizeof(float) * kBuffers * 2 * kC;
 };
 
 // Sequence slot s, value head blockIdx.y, V block blockIdx.z.
@@ -252,12 +264,13 @@ __device__ __forceinline__ void state_slot(const Params& p, int64_t s) {
   const int64_t chunks = own < need ? own : need;
   extern __shared__ __align__(16) unsigned char smem[];
   T* hs = reinterpret_cast<T*>(smem);  // [K][LB] the state at the chunk's start
-  T* chunk_rows = hs + K * LB;  // per buffer: W [64][LK], k [64][LK] (normalized), U [64][LB]
-  T* vd = chunk_rows + L::kBuffers * L::kChunkElems;  // [64][LB] v' exp(G_last - G)
-  float* gcs = reinterpret_cast<float*>(vd + kC * LB);
-  float* inv = gcs + kC;
+  T* chunk_rows = hs + K * LB;         // per buffer: W [64][LK], k [64][LK] (as given), U [64][LB]
+  T* vd = chunk_rows + L::kBuffers * L::kChunkElems;  // [64][LB] v' exp(G_last - G) / |k|
+  // Per buffer: G [64] and the inverse norms of the k rows [64].
+  float* gate_rows = reinterpret_cast<float*>(vd + kC * LB);
   T* const u = static_cast<T*>(p.u);
-  // Chunk c's W, k and U rows into buffer b: synchronous, or cp.async (then in flight).
+  // Chunk c's W, k and U rows, G and inverse norms into buffer b: synchronous, or cp.async (then
+  // in flight). Rows past the chunk repeat the last G.
   auto load_rows = [&](int64_t c, int b) {
     const int64_t r0 = begin + c * kC;
     const int n = static_cast<int>(end - r0 < kC ? end - r0 : kC);
@@ -270,6 +283,20 @@ __device__ __forceinline__ void state_slot(const Params& p, int64_t s) {
     load_chunk_rows<T, K, kC, Pipelined>(w_rows, LK, w_at, static_cast<int64_t>(p.HV) * K, n);
     load_chunk_rows<T, K, kC, Pipelined>(k_rows, LK, k_at, static_cast<int64_t>(p.H) * K, n);
     load_chunk_rows<T, BV, kC, Pipelined>(u_rows, LB, u_at, static_cast<int64_t>(p.HV) * V, n);
+    if (tid < kC) {
+      const int i = tid < n ? tid : n - 1;
+      float* g_dst = gate_rows + b * 2 * kC + tid;
+      const float* g_src = p.gc + (r0 + i) * p.HV + h;
+      const float* r_src = p.rk + (r0 + i) * p.H + kh;
+      if constexpr (Pipelined) {
+        cp_async4(g_dst, g_src);
+        if (p.l2) cp_async4(g_dst + kC, r_src);
+      } else {
+        g_dst[0] = *g_src;
+        if (p.l2) g_dst[kC] = *r_src;
+      }
+      if (!p.l2) g_dst[kC] = 1.0f;
+    }
   };
 
   const int64_t state_at = (s * p.HV + h) * static_cast<int64_t>(K) * V;
@@ -289,9 +316,11 @@ __device__ __forceinline__ void state_slot(const Params& p, int64_t s) {
     const int64_t r0 = begin + c * kC;
     const int n = static_cast<int>(end - r0 < kC ? end - r0 : kC);
     const int buffer = Pipelined ? static_cast<int>(c & 1) : 0;
-    T* ws = chunk_rows + buffer * L::kChunkElems;  // [64][LK] W
-    T* ks = ws + kC * LK;                          // [64][LK] k (normalized)
-    T* us = ks + kC * LK;                          // [64][LB] U
+    T* ws = chunk_rows + buffer * L::kChunkElems;    // [64][LK] W
+    T* ks = ws + kC * LK;                            // [64][LK] k (as given)
+    T* us = ks + kC * LK;                            // [64][LB] U
+    const float* gcs = gate_rows + buffer * 2 * kC;  // [64] G
+    const float* inv = gcs + kC;                     // [64] inverse norms of the k rows
     T* hout = static_cast<T*>(p.h) + ((first + c) * p.HV + h) * static_cast<int64_t>(K) * V;
     for (int mt = 0; mt < MT; ++mt)
       for (int nt = 0; nt < NT; ++nt)
@@ -309,22 +338,11 @@ __device__ __forceinline__ void state_slot(const Params& p, int64_t s) {
     } else {
       load_rows(c, 0);
     }
-    if (tid < kC) {
-      const int i = tid < n ? tid : n - 1;  // rows past the chunk repeat the last G
-      gcs[tid] = p.gc[(r0 + i) * p.HV + h];
-      inv[tid] = p.l2 ? p.rk[(r0 + i) * p.H + kh] : 1.0f;
-    }
     if constexpr (Pipelined) cp_async_wait<1>();  // this chunk's group; the next may fly on
     __syncthreads();
-    if (p.l2) {
-      for (int e = tid; e < kC * K; e += kThreads) {
-        const int i = e / K, col = e % K;
-        ks[i * LK + col] = E::from_float(E::to_float(ks[i * LK + col]) * inv[i]);
-      }
-      __syncthreads();
-    }
     const float g_last = gcs[kC - 1];
-    // v' = U - W h, written over U; vd = v' exp(G_last - G) for the state update.
+    // v' = U - W h, written over U; vd = v' exp(G_last - G) / |k_i| for the state update: the
+    // k rows' l2 norms go into vd's rows, so k is used as given (no pass normalizing it).
     {
       float acc[NT][4] = {};
       for (int k0 = 0; k0 < K; k0 += 16) {
@@ -343,7 +361,7 @@ __device__ __forceinline__ void state_slot(const Params& p, int64_t s) {
           const T y1 = E::from_float(E::to_float(us[i * LB + col + 1]) - acc[nt][e + 1]);
           if (i < n)
             *reinterpret_cast<uint32_t*>(u + ((r0 + i) * p.HV + h) * V + v0 + col) = pack2(y0, y1);
-          const float d = i < n ? expf(g_last - gcs[i]) : 0.0f;
+          const float d = i < n ? expf(g_last - gcs[i]) * inv[i] : 0.0f;
           *reinterpret_cast<uint32_t*>(vd + i * LB + col) =
               pack2f<T>(E::to_float(y0) * d, E::to_float(y1) * d);
         }
@@ -414,15 +432,18 @@ __device__ __forceinline__ bool output_chunk(const Params& p, int64_t j) {
   T* ps = vs + kC * LV;                // [64][LT] q k^T exp(G_i - G_j), lower
   float* gcs = reinterpret_cast<float*>(ps + kC * LT);
 
-  load_chunk_rows<T, K>(qs, LK, static_cast<const T*>(p.q) + (r0 * p.H + kh) * K,
-                        static_cast<int64_t>(p.H) * K, n);
-  load_chunk_rows<T, K>(ks, LK, static_cast<const T*>(p.k) + (r0 * p.H + kh) * K,
-                        static_cast<int64_t>(p.H) * K, n);
-  load_chunk_rows<T, V>(vs, LV, static_cast<const T*>(p.u) + (r0 * p.HV + h) * V,
-                        static_cast<int64_t>(p.HV) * V, n);
-  load_chunk_rows<T, V, K>(
+  // Every copy in flight at once (cp.async; n >= 1 here), the gates read meanwhile.
+  load_chunk_rows<T, K, kC, true>(qs, LK, static_cast<const T*>(p.q) + (r0 * p.H + kh) * K,
+                                  static_cast<int64_t>(p.H) * K, n);
+  load_chunk_rows<T, K, kC, true>(ks, LK, static_cast<const T*>(p.k) + (r0 * p.H + kh) * K,
+                                  static_cast<int64_t>(p.H) * K, n);
+  load_chunk_rows<T, V, kC, true>(vs, LV, static_cast<const T*>(p.u) + (r0 * p.HV + h) * V,
+                                  static_cast<int64_t>(p.HV) * V, n);
+  load_chunk_rows<T, V, K, true>(
       hs, LV, static_cast<const T*>(p.h) + (j * p.HV + h) * static_cast<int64_t>(K) * V, V, K);
+  cp_async_commit();
   if (tid < kC) gcs[tid] = p.gc[(r0 + (tid < n ? tid : n - 1)) * p.HV + h];
+  cp_async_wait<0>();
   __syncthreads();
   if (p.l2) {
     normalize_rows<T, K>(qs, LK, nullptr);
@@ -502,11 +523,12 @@ bool set_smem(Kernel kernel, std::size_t bytes) {
 template <typename T, int K, int V>
 bool launch(const GdnArgs& a, const Params& p, cudaStream_t stream) {
   const GdnShape& s = a.shape;
-  auto prepare = gdn_prepare<T, K, V>;
+  auto prepare = s.compact_prepare ? gdn_prepare<T, K, V, true> : gdn_prepare<T, K, V, false>;
   auto state = s.pipelined_state ? gdn_state<T, K, V, kStateBlockV, true>
                                  : gdn_state<T, K, V, kStateBlockV, false>;
   auto output = gdn_output<T, K, V>;
-  constexpr std::size_t prep_bytes = PrepareSmem<T, K, V>::bytes;
+  const std::size_t prep_bytes =
+      s.compact_prepare ? PrepareSmem<T, K, V, true>::bytes : PrepareSmem<T, K, V, false>::bytes;
   const std::size_t state_bytes = s.pipelined_state ? StateSmem<T, K, kStateBlockV, true>::bytes
                                                     : StateSmem<T, K, kStateBlockV, false>::bytes;
   constexpr std::size_t out_bytes = OutputSmem<T, K, V>::bytes;

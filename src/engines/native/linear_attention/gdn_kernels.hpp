@@ -50,6 +50,10 @@ struct GdnShape {
   // The prepare launch inverts I + A by 16 x 16 blocks on all 128 threads (knob `solve` = 1)
   // instead of by forward substitution with one column per thread.
   bool blocked_solve = false;
+  // The prepare launch's compact layout (knob `prepare` = 1): b exp(G) k formed over the k rows
+  // once A is taken, and T's 16-bit copy over A once inverted, so a CTA takes 70 KB at
+  // K = V = 128 and three fit an SM instead of two (98 KB). Same arithmetic, same results.
+  bool compact_prepare = false;
   // The persistent schedule (knob `schedule` = 1): each launch runs as many CTAs as are resident
   // at once, each looping over its tasks (chunks, or slots for the state), instead of one CTA
   // per task of the capacity (flat, 0), whose CTAs past the batch return at once.

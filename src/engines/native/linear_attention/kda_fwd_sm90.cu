@@ -4,10 +4,15 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include <cstdint>
+
 #include "eagle/ragged/schedule.hpp"
+#include "engines/native/linear_attention/chunk_common.cuh"
 #include "engines/native/linear_attention/cp_async.cuh"
+#include "engines/native/linear_attention/kda_fwd_common.cuh"
 #include "engines/native/linear_attention/kda_kernels.hpp"
 #include "engines/native/linear_attention/kda_mma.cuh"
+#include "engines/native/linear_attention/kda_prepare_compact.cuh"
 #include "engines/native/linear_attention/persistent.cuh"
 #include "engines/native/linear_attention/unit_lower_inverse.cuh"
 
@@ -15,63 +20,20 @@ namespace eagle::native::kda {
 
 namespace {
 
-constexpr int C = kChunk;
-constexpr int kPrepThreads = 256, kStateThreads = 128, kOutThreads = 128;
+using fwd::C;
+using fwd::chunk_of;
+using fwd::from_f;
+using fwd::kPrepThreads;
+using fwd::Params;
+using fwd::Scratch;
+using fwd::slab;
+using fwd::to_f;
+constexpr int kStateThreads = 128, kOutThreads = 128;
 constexpr int kStateBlockV = 32;  // value columns of h per state CTA
 constexpr std::size_t kAlign = 256;
 
 std::size_t round_up(std::size_t n) {
   return (n + kAlign - 1) / kAlign * kAlign;
-}
-
-// What the three launches pass between them, per (flat chunk, value head), each [j][hv][...]:
-// w, u, qg, kg, vn [C, D] bf16; aqk [C, C] bf16; h [D, D] bf16 (the state before the chunk);
-// gl [D] f32 (e^{G_last}); t [C, C] bf16 ((I + A)^-1), kept only for the backward.
-struct Scratch {
-  bf16 *w, *u, *qg, *kg, *vn, *aqk, *h, *t;
-  float* gl;
-};
-
-struct Params {
-  Shape s;
-  const void *q, *k, *v;
-  const float *g, *beta, *b, *w;
-  const float* h0;
-  void* o;
-  float* ht;
-  const int32_t* offsets;
-  Scratch ws;
-  int64_t cap = 0;  // G_cap: the chunk tasks a flat grid covers
-};
-
-template <typename T>
-__device__ __forceinline__ float to_f(T x);
-template <>
-__device__ __forceinline__ float to_f(bf16 x) {
-  return __bfloat162float(x);
-}
-template <>
-__device__ __forceinline__ float to_f(__half x) {
-  return __half2float(x);
-}
-template <typename T>
-__device__ __forceinline__ T from_f(float x);
-template <>
-__device__ __forceinline__ bf16 from_f(float x) {
-  return __float2bfloat16(x);
-}
-template <>
-__device__ __forceinline__ __half from_f(float x) {
-  return __float2half(x);
-}
-
-__device__ __forceinline__ int64_t slab(const Params& p, int64_t j, int hv) {
-  return j * p.s.value_heads + hv;
-}
-
-// The chunk's task, or sequence -1 past the batch's chunks.
-__device__ __forceinline__ ragged::ChunkTask chunk_of(const Params& p, int64_t j) {
-  return ragged::chunk_task(p.s.cu, p.offsets, p.s.slots, p.s.rows, C, j);
 }
 
 // ---- prepare ---------------------------------------------------------------------------------
@@ -490,10 +452,14 @@ __device__ __forceinline__ bool output_chunk(const Params& p, int64_t j) {
   if (task.sequence < 0) return false;
   const int n = static_cast<int>(task.row_end - task.row_begin);
   const int64_t at = slab(p, j, hv);
-  copy_rows<D, kOutThreads>(QGs, SB, p.ws.qg + at * C * D, C);
-  copy_rows<D, kOutThreads>(Hs, SB, p.ws.h + at * D * D, D);
-  copy_rows<C, kOutThreads>(As, ST, p.ws.aqk + at * C * C, C);
-  copy_rows<D, kOutThreads>(VNs, SB, p.ws.vn + at * C * D, C);
+  // Every copy in flight at once (cp.async), then one wait.
+  using linear_attention::load_chunk_rows;
+  load_chunk_rows<bf16, D, C, true>(QGs, SB, p.ws.qg + at * C * D, D, C);
+  load_chunk_rows<bf16, D, D, true>(Hs, SB, p.ws.h + at * D * D, D, D);
+  load_chunk_rows<bf16, C, C, true>(As, ST, p.ws.aqk + at * C * C, C, C);
+  load_chunk_rows<bf16, D, C, true>(VNs, SB, p.ws.vn + at * C * D, D, C);
+  linear_attention::cp_async_commit();
+  linear_attention::cp_async_wait<0>();
   __syncthreads();
   float acc[NT][4] = {};
   mma_rows<true, false, NT>(acc, QGs, SB, 16 * warp, Hs, SB, 0, D);
@@ -555,13 +521,30 @@ bool allow_smem(Kernel kernel, std::size_t bytes) {
                               static_cast<int>(bytes)) == cudaSuccess;
 }
 
+bool aligned16(const void* x) {
+  return reinterpret_cast<std::uintptr_t>(x) % 16 == 0;
+}
+
+// The compact prepare's 16-byte copies need every row operand 16-byte aligned (its rows are
+// then too: D is a multiple of 8).
+bool compact_prepare(const Params& p) {
+  if (!p.s.compact_prepare) return false;
+  const bool gates = p.s.gates == Gates::kda || (aligned16(p.b) && aligned16(p.w));
+  return gates && aligned16(p.q) && aligned16(p.k) && aligned16(p.v) && aligned16(p.g);
+}
+
 template <typename T, int D, Gates GT>
 bool launch(const Params& p, int64_t cap, cudaStream_t stream, bool output) {
-  auto prep = prepare_kernel<T, D, GT>;
+  const bool compact = compact_prepare(p);
+  auto prep = compact ? fwd::prepare_compact_kernel<T, D, GT> : prepare_kernel<T, D, GT>;
   auto state = p.s.pipelined_state ? state_kernel<D, kStateBlockV, true>
                                    : state_kernel<D, kStateBlockV, false>;
   auto out = output_kernel<T, D>;
-  constexpr std::size_t prep_bytes = PrepLayout<D>::bytes;
+  const std::size_t prep_bytes = compact ? fwd::CompactLayout<D, GT>::bytes : PrepLayout<D>::bytes;
+  // Two compact CTAs per SM need the largest shared-memory carveout.
+  if (compact && cudaFuncSetAttribute(prep, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                      cudaSharedmemCarveoutMaxShared) != cudaSuccess)
+    return false;
   const std::size_t state_bytes = p.s.pipelined_state ? StateLayout<D, kStateBlockV, true>::bytes
                                                       : StateLayout<D, kStateBlockV, false>::bytes;
   constexpr std::size_t out_bytes = OutLayout<D>::bytes;

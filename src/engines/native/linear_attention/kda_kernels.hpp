@@ -50,6 +50,12 @@ struct Shape {
   // The state launch loads the next chunk's W, kg, U columns and e^{G_last} with cp.async while
   // it computes this one (the plan knob `pipeline` = 1) instead of loading each chunk first.
   bool pipelined_state = false;
+  // The prepare launch's compact layout (the plan knob `prepare` = 1): q and k stay in shared
+  // memory as their 16-bit input rows with a scale per row, Aqk as 16-bit, and the rows come in
+  // by cp.async, so a kda CTA takes about 112 KB and two fit an SM where the wide layout's
+  // 190 KB holds one (the prepare is latency-bound at 8 warps per SM). Same arithmetic, same
+  // results. Used only when q, k, v, g (and b, w) start 16-byte aligned, else the wide one.
+  bool compact_prepare = false;
   // The persistent schedule (knob `schedule` = 1): each launch runs as many CTAs as are resident
   // at once, each looping over its tasks (chunks, or slots for the state), instead of one CTA per
   // task of the capacity (flat, 0), whose CTAs past the batch return at once.

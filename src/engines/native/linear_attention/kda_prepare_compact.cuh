@@ -1,0 +1,309 @@
+// Internal, CUDA sources only: the kda / gdn2 forward's prepare launch in its compact layout
+// (Shape::compact_prepare, the plan knob `prepare` = 1). It does the wide prepare_chunk's
+// arithmetic (kda_fwd_sm90.cu) in the same order, so its results are the same bits; what
+// differs is what shared memory holds and how the rows arrive:
+//   - q and k stay as their 16-bit input rows, with each row's l2 norm and scale kept beside
+//     them, instead of f32 rows scaled in place; kda's erase key beta k is formed when read
+//     (gdn2 keeps f32 erase rows: its b is per channel);
+//   - Aqk is kept 16-bit, which is what the output launch reads anyway;
+//   - the intra-chunk products stage their keys 32 at a time;
+//   - the chunk's rows come by cp.async, all in flight at once, and v by 16-byte loads.
+// A kda CTA then takes 112 KB at D = 128 and two fit an SM (228 KB), where the wide layout's
+// 190 KB holds one: the prepare was latency-bound at 8 warps per SM (ncu, 2026-12-04).
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "engines/native/linear_attention/cp_async.cuh"
+#include "engines/native/linear_attention/kda_fwd_common.cuh"
+#include "engines/native/linear_attention/persistent.cuh"
+#include "engines/native/linear_attention/unit_lower_inverse.cuh"
+
+namespace eagle::native::kda::fwd {
+
+// Byte offsets of the compact prepare's shared memory.
+template <int D, Gates GT>
+struct CompactLayout {
+  static constexpr int SG = D + 4;  // f32 rows (G; gdn2's erase keys): 16-byte aligned
+  static constexpr int SB = D + 8;  // 16-bit rows: 16-byte aligned, fragment loads conflict-free
+  static constexpr int SA = C + 1, ST = C + 8;
+  static constexpr std::size_t G = 0;
+  static constexpr std::size_t E = G + C * SG * 4;  // gdn2 only
+  static constexpr std::size_t K = E + (GT == Gates::gdn2 ? C * SG * 4 : 0);
+  static constexpr std::size_t Q = K + C * SB * 2;
+  static constexpr std::size_t AKK = Q + C * SB * 2;
+  static constexpr std::size_t AQK = AKK + C * SA * 4;
+  static constexpr std::size_t VEC = AQK + C * ST * 2;  // beta, rq, rk: [C] f32 each
+  static constexpr std::size_t SCR = VEC + 3 * C * 4;
+  // The products' staging (16 erase, 16 q and 32 key rows, bf16), then T and the inverse's sums.
+  static constexpr std::size_t kStage = 64 * SB * 2, kSolve = (C * SA + 3 * 256) * 4;
+  static constexpr std::size_t bytes = SCR + (kStage > kSolve ? kStage : kSolve);
+  static_assert(K % 16 == 0 && Q % 16 == 0 && AQK % 16 == 0 && SCR % 16 == 0,
+                "cp.async and 16-byte stores need 16-byte aligned regions");
+};
+
+// Chunk task j of value head blockIdx.y; false when j is past the batch's chunks.
+template <typename T, int D, Gates GT>
+__device__ __forceinline__ bool prepare_chunk_compact(const Params& p, int64_t j) {
+  using L = CompactLayout<D, GT>;
+  constexpr int SG = L::SG, SB = L::SB, SA = L::SA, ST = L::ST;
+  extern __shared__ float4 smem4[];
+  unsigned char* sm = reinterpret_cast<unsigned char*>(smem4);
+  float* Gs = reinterpret_cast<float*>(sm + L::G);
+  float* Es = reinterpret_cast<float*>(sm + L::E);
+  T* Kr = reinterpret_cast<T*>(sm + L::K);
+  T* Qr = reinterpret_cast<T*>(sm + L::Q);
+  float* Akk = reinterpret_cast<float*>(sm + L::AKK);
+  bf16* Aqk = reinterpret_cast<bf16*>(sm + L::AQK);
+  float* betas = reinterpret_cast<float*>(sm + L::VEC);
+  float* rq = betas + C;
+  float* rk = rq + C;
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+  const int hv = blockIdx.y;
+  const ragged::ChunkTask task = chunk_of(p, j);
+  if (task.sequence < 0) return false;
+  const int n = static_cast<int>(task.row_end - task.row_begin);
+  const int HV = p.s.value_heads, H = p.s.heads, hq = hv / (HV / H);
+  const T* q = static_cast<const T*>(p.q);
+  const T* k = static_cast<const T*>(p.k);
+  const T* v = static_cast<const T*>(p.v);
+  // Row r's buffer row; past the chunk the tensor's row 0 stands in as an address (cp.async
+  // reads nothing there and writes zeros).
+  auto row_of = [&](int r) { return r < n ? task.row_begin + r : int64_t{0}; };
+
+  // 1. The chunk's rows, every copy in flight at once (zeros past its end).
+  using linear_attention::cp_async16;
+  for (int i = tid; i < C * (D / 8); i += kPrepThreads) {
+    const int r = i / (D / 8), c = (i % (D / 8)) * 8;
+    const int64_t qk = (row_of(r) * H + hq) * D + c;
+    cp_async16(Qr + r * SB + c, q + qk, r < n);
+    cp_async16(Kr + r * SB + c, k + qk, r < n);
+  }
+  for (int i = tid; i < C * (D / 4); i += kPrepThreads) {
+    const int r = i / (D / 4), c = (i % (D / 4)) * 4;
+    const int64_t vh = (row_of(r) * HV + hv) * D + c;
+    cp_async16(Gs + r * SG + c, p.g + vh, r < n);
+    if constexpr (GT == Gates::gdn2) cp_async16(Es + r * SG + c, p.b + vh, r < n);
+  }
+  if constexpr (GT == Gates::kda) {
+    for (int r = tid; r < C; r += kPrepThreads)
+      betas[r] = r < n ? p.beta[(task.row_begin + r) * HV + hv] : 0.f;
+  }
+  linear_attention::cp_async_commit();
+  linear_attention::cp_async_wait<0>();
+  __syncthreads();
+
+  // 2. Each row's factors of q and k (kept, not applied); gdn2's erase key b k; G = cumsum of g
+  // per channel.
+  for (int r = warp; r < C; r += kPrepThreads / 32) {
+    float sq = 0, sk = 0;
+    for (int c = lane; c < D; c += 32) {
+      const float x = to_f(Qr[r * SB + c]), y = to_f(Kr[r * SB + c]);
+      sq += x * x;
+      sk += y * y;
+    }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+      sq += __shfl_xor_sync(0xffffffffu, sq, o);
+      sk += __shfl_xor_sync(0xffffffffu, sk, o);
+    }
+    const float fk = p.s.l2norm ? rsqrtf(sk + 1e-6f) : 1.f;
+    if (lane == 0) {
+      rq[r] = (p.s.l2norm ? rsqrtf(sq + 1e-6f) : 1.f) * p.s.scale;
+      rk[r] = fk;
+    }
+    if constexpr (GT == Gates::gdn2)
+      for (int c = lane; c < D; c += 32) Es[r * SG + c] *= to_f(Kr[r * SB + c]) * fk;
+  }
+  for (int c = tid; c < D; c += kPrepThreads) {
+    float acc = 0;
+    for (int r = 0; r < C; ++r) {
+      acc += Gs[r * SG + c];
+      Gs[r * SG + c] = acc;
+    }
+  }
+  __syncthreads();
+  // The scaled rows as the wide layout holds them: q, k and the erase key b k.
+  auto qv = [&](int r, int c) { return to_f(Qr[r * SB + c]) * rq[r]; };
+  auto kv = [&](int r, int c) { return to_f(Kr[r * SB + c]) * rk[r]; };
+  auto ev = [&](int r, int c) {
+    if constexpr (GT == Gates::kda)
+      return betas[r] * kv(r, c);
+    else
+      return Es[r * SG + c];
+  };
+
+  // 3a. Whether each 16-row diagonal block may go through its first row (prepare_chunk's 3a).
+  __shared__ int through_r0[4];
+  if (warp < 4) {
+    float span = 0;
+    for (int c = lane; c < D; c += 32)
+      span = fmaxf(span, Gs[16 * warp * SG + c] - Gs[(16 * warp + 15) * SG + c]);
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) span = fmaxf(span, __shfl_xor_sync(0xffffffffu, span, o));
+    if (lane == 0) through_r0[warp] = p.s.tensor_core_diagonal && span <= 80.f;
+  }
+  __syncthreads();
+  // 3b. Rows of block I against keys 0 .. r0 + 15 on the tensor cores, through r0, 32 keys at a
+  // time: (x_i e^{G_i - G_r0}) . (k_j e^{G_r0 - G_j}).
+  {
+    bf16* st = reinterpret_cast<bf16*>(sm + L::SCR);  // rows: 16 erase, 16 q, then 32 keys
+    for (int I = 0; I < 4; ++I) {
+      const int r0 = 16 * I, keys = r0 + 16;
+      const bool diag = through_r0[I];
+      for (int k0 = 0; k0 < keys; k0 += 32) {
+        const int nk = keys - k0 < 32 ? keys - k0 : 32;
+        const int from = k0 == 0 ? 0 : 32;  // the erase and q rows once per block row
+        for (int i = tid; i < (32 + nk - from) * D; i += kPrepThreads) {
+          const int s = from + i / D, c = i % D;
+          const float gr = Gs[r0 * SG + c];
+          float x;
+          if (s < 16) {
+            x = ev(r0 + s, c) * __expf(Gs[(r0 + s) * SG + c] - gr);
+          } else if (s < 32) {
+            x = qv(r0 + s - 16, c) * __expf(Gs[(r0 + s - 16) * SG + c] - gr);
+          } else {
+            const int key = k0 + s - 32;
+            x = key < r0 || diag ? kv(key, c) * __expf(gr - Gs[key * SG + c]) : 0.f;
+          }
+          st[s * SB + c] = __float2bfloat16(x);
+        }
+        __syncthreads();
+        const int tiles = nk / 8;
+        for (int t = warp; t < 2 * tiles; t += kPrepThreads / 32) {
+          const bool is_q = t >= tiles;
+          const int n0 = 8 * (t % tiles);
+          float acc[1][4] = {};
+          mma_rows<true, true, 1>(acc, st, SB, is_q ? 16 : 0, st + 32 * SB, SB, n0, D);
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            const int row = r0 + acc_row(0, e), col = k0 + acc_col(n0, e);
+            const bool keep = col < r0 || (is_q ? col <= row : col < row);
+            const float a = keep ? acc[0][e] : 0.f;
+            if (is_q)
+              Aqk[row * ST + col] = __float2bfloat16(a);
+            else
+              Akk[row * SA + col] = a;
+          }
+        }
+        __syncthreads();
+      }
+    }
+  }
+  // 3c. The diagonal blocks not taken through r0, exactly: e^{G_i - G_j} <= 1 per channel.
+  {
+    const int i = tid >> 4, jj = tid & 15;
+    for (int blk = 0; blk < 4; ++blk) {
+      if (through_r0[blk]) continue;
+      const int ri = blk * 16 + i, rj = blk * 16 + jj;
+      float kk = 0, qk = 0;
+      if (jj <= i) {
+        for (int c = 0; c < D; ++c) {
+          const float kr = kv(rj, c) * __expf(Gs[ri * SG + c] - Gs[rj * SG + c]);
+          kk += ev(ri, c) * kr;
+          qk += qv(ri, c) * kr;
+        }
+      }
+      Akk[ri * SA + rj] = jj < i ? kk : 0.f;
+      Aqk[ri * ST + rj] = __float2bfloat16(qk);
+    }
+  }
+  __syncthreads();
+
+  // 4. T = (I + A)^-1 over the staging (it ends with a __syncthreads).
+  float* Tm = reinterpret_cast<float*>(sm + L::SCR);
+  linear_attention::invert_unit_lower_64<kPrepThreads>(Akk, Tm, SA, Tm + C * SA);
+
+  // 5. What the state and output launches read: q e^G, k e^{G_last - G}, e^{G_last}, Aqk; two
+  // elements per store.
+  const int64_t at = slab(p, j, hv);
+  {
+    bf16* qg = p.ws.qg + at * C * D;
+    bf16* kg = p.ws.kg + at * C * D;
+    for (int i = tid; i < C * D / 2; i += kPrepThreads) {
+      const int r = 2 * i / D, c = 2 * i % D;
+      float qe[2], ke[2];
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const float gi = Gs[r * SG + c + e], gl = Gs[(C - 1) * SG + c + e];
+        qe[e] = qv(r, c + e) * __expf(gi);
+        ke[e] = kv(r, c + e) * __expf(gl - gi);
+      }
+      *reinterpret_cast<__nv_bfloat162*>(qg + 2 * i) = __floats2bfloat162_rn(qe[0], qe[1]);
+      *reinterpret_cast<__nv_bfloat162*>(kg + 2 * i) = __floats2bfloat162_rn(ke[0], ke[1]);
+    }
+    for (int c = tid; c < D; c += kPrepThreads) p.ws.gl[at * D + c] = __expf(Gs[(C - 1) * SG + c]);
+    bf16* aqk = p.ws.aqk + at * C * C;
+    const bf16 zero = __float2bfloat16(0.f);
+    for (int i = tid; i < C * C / 2; i += kPrepThreads) {
+      const int r = 2 * i / C, c = 2 * i % C;
+      __nv_bfloat162 x;
+      x.x = c <= r ? Aqk[r * ST + c] : zero;
+      x.y = c + 1 <= r ? Aqk[r * ST + c + 1] : zero;
+      *reinterpret_cast<__nv_bfloat162*>(aqk + 2 * i) = x;
+    }
+  }
+  __syncthreads();
+
+  // 6. W = T (b k e^G), U = T (w v): T over Aqk, b k e^G over k in place (each element read and
+  // written by one thread), w v over q.
+  bf16* Tb = Aqk;
+  bf16* R1 = reinterpret_cast<bf16*>(Kr);
+  bf16* R2 = reinterpret_cast<bf16*>(Qr);
+  for (int i = tid; i < C * C; i += kPrepThreads) {
+    const int r = i / C, c = i % C;
+    Tb[r * ST + c] = __float2bfloat16(Tm[r * SA + c]);
+    if (p.ws.t) p.ws.t[at * C * C + i] = Tb[r * ST + c];
+  }
+  for (int i = tid; i < C * D / 2; i += kPrepThreads) {
+    const int r = 2 * i / D, c = 2 * i % D;
+    const float x0 = ev(r, c) * __expf(Gs[r * SG + c]);
+    const float x1 = ev(r, c + 1) * __expf(Gs[r * SG + c + 1]);
+    *reinterpret_cast<__nv_bfloat162*>(R1 + r * SB + c) = __floats2bfloat162_rn(x0, x1);
+  }
+  for (int i = tid; i < C * (D / 8); i += kPrepThreads) {
+    const int r = i / (D / 8), c = (i % (D / 8)) * 8;
+    float wv[8] = {};
+    if (r < n) {
+      const int64_t vh = ((task.row_begin + r) * HV + hv) * D + c;
+      const uint4 raw = *reinterpret_cast<const uint4*>(v + vh);
+      const T* x = reinterpret_cast<const T*>(&raw);
+#pragma unroll
+      for (int e = 0; e < 8; ++e) wv[e] = to_f(x[e]) * (GT == Gates::kda ? betas[r] : p.w[vh + e]);
+    }
+    uint4 packed;
+    auto* out = reinterpret_cast<__nv_bfloat162*>(&packed);
+#pragma unroll
+    for (int e = 0; e < 4; ++e) out[e] = __floats2bfloat162_rn(wv[2 * e], wv[2 * e + 1]);
+    *reinterpret_cast<uint4*>(R2 + r * SB + c) = packed;
+  }
+  __syncthreads();
+  {
+    const int which = warp / 4, mt = warp % 4;
+    float acc[D / 8][4] = {};
+    mma_rows<true, false, D / 8>(acc, Tb, ST, 16 * mt, which ? R2 : R1, SB, 0, C);
+    bf16* out = (which ? p.ws.u : p.ws.w) + at * C * D;
+#pragma unroll
+    for (int t = 0; t < D / 8; ++t)
+#pragma unroll
+      for (int e = 0; e < 4; e += 2) {
+        const int r = acc_row(16 * mt, e), c = acc_col(8 * t, e);
+        *reinterpret_cast<__nv_bfloat162*>(out + r * D + c) =
+            __floats2bfloat162_rn(acc[t][e], acc[t][e + 1]);
+      }
+  }
+  return true;
+}
+
+// A chunk task per CTA (flat) or a CTA's tasks in turn (persistent); two CTAs per SM for kda.
+template <typename T, int D, Gates GT>
+__global__ void __launch_bounds__(kPrepThreads, 2) prepare_compact_kernel(const Params p) {
+  linear_attention::for_each_task(p.cap, p.s.persistent,
+                                  [&](int64_t j) { return prepare_chunk_compact<T, D, GT>(p, j); });
+}
+
+}  // namespace eagle::native::kda::fwd
