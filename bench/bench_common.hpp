@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -17,10 +18,16 @@ struct Options {
   bool quick = false;
   bool cpu_only = false;
   std::vector<int> only;  // sections to run (empty: all)
-  std::string peers;      // --peers FILE: peer timings measured in the same device call
+  // Lettered parts asked for by section (--only 14a): a section not here runs every part.
+  std::map<int, std::string> parts;
+  std::string peers;  // --peers FILE: peer timings measured in the same device call
 
   bool runs(int section) const {
     return only.empty() || std::find(only.begin(), only.end(), section) != only.end();
+  }
+  bool runs_part(int section, char part) const {
+    const auto it = parts.find(section);
+    return it == parts.end() || it->second.find(part) != std::string::npos;
   }
 
   int batches() const { return quick ? 11 : 31; }  // odd, so the median is one sample

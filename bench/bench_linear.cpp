@@ -265,8 +265,8 @@ void overcapture(const Options& o, Report& report, const Peers& peers) {
 
 void run_linear_sections(const Options& o, Report& report) {
   const Peers peers(o.peers);
-  exact_shapes(o, report, peers);
-  overcapture(o, report, peers);
+  if (o.runs_part(14, 'a')) exact_shapes(o, report, peers);
+  if (o.runs_part(14, 'b')) overcapture(o, report, peers);
 }
 
 }  // namespace eagle::bench

@@ -13,6 +13,9 @@
 #             bf16 projections) against bench/peers/train_step.py, then the CUPTI trace tests
 #             (EAGLE_CUPTI_DEBUG=1 prints records no node claims)
 #   gradients bench/python/gradients.py (issue 12's goal: eagle's step against torch's graph)
+#   linear    the linear-attention GPU tests (native_kda, native_gdn, native_kda_bwd), eagle_bench
+#             --only 14a (every knob row), then ncu over the prepare launches of the first rows
+#             (kda and gdn, wide and compact layouts: linear-ncu.txt)
 #   bench     bench/peers/torch_ops.py (the torch peers) then eagle_bench --peers
 #             (EAGLE_BENCH_ARGS adds arguments, e.g. "--only 2,10")
 set -uo pipefail
@@ -21,7 +24,7 @@ export LD_LIBRARY_PATH=$PWD:${LD_LIBRARY_PATH:-}
 out=${OUT:-/tmp/out}
 mkdir -p "$out"
 parts=("$@")
-[ ${#parts[@]} -eq 0 ] && parts=(tests sanitize repro demo examples python train gradients bench)
+[ ${#parts[@]} -eq 0 ] && parts=(tests sanitize repro demo examples python train gradients linear bench)
 want() { [[ " ${parts[*]} " == *" $1 "* ]]; }
 # Every CUDA test, but the one that provokes a failing graph update on purpose (to test the
 # rebuild fallback): the sanitizers report the API error it asks for.
@@ -98,6 +101,20 @@ if want gradients && [ -d python/eagle ]; then
   PYTHONPATH=$PWD/python python3 ../bench/python/gradients.py --json "$out/gradients.json" \
     > "$out/gradients.txt" 2>&1
   echo "gradients: exit $?"; tail -14 "$out/gradients.txt"
+fi
+if want linear; then
+  timeout 400 ./eagle_tests --gtest_filter='NativeKda*:NativeGdn*' > "$out/linear-tests.txt" 2>&1
+  echo "linear tests: exit $? | $(grep -E 'tests ran|PASSED|FAILED' "$out/linear-tests.txt" | tr '\n' ' ')"
+  grep -E '^\[  FAILED' "$out/linear-tests.txt" | head -20
+  ./eagle_bench --only 14a 2>&1 | tee "$out/linear-bench.txt" | grep -E 'fwd vs|did not run'
+  if command -v ncu >/dev/null; then
+    # --quick: 27 forwards per T 32768 row, so 140 launches cover kda's first three rows and
+    # gdn's first two at T 32768 N 8.
+    timeout 300 ncu --clock-control none --launch-count 140 -k regex:prepare --metrics \
+      gpu__time_duration.sum,sm__throughput.avg.pct_of_peak_sustained_elapsed,dram__throughput.avg.pct_of_peak_sustained_elapsed,sm__warps_active.avg.pct_of_peak_sustained_active,launch__registers_per_thread,launch__occupancy_limit_shared_mem,launch__shared_mem_per_block_dynamic \
+      ./eagle_bench --quick --only 14a > "$out/linear-ncu.txt" 2>&1
+    echo "ncu: exit $?"
+  fi
 fi
 if want bench; then
   # The torch side first, in the same call: eagle_bench prints eagle / torch for each case.
