@@ -177,6 +177,9 @@ plan::Capabilities kda_bwd_capabilities() {
   // precise per-port rule is check_node's.
   caps.dtypes = {DType::bf16, DType::f16, DType::f32};
   caps.knobs["schedule"] = {0};  // flat
+  // The recompute's prepare launch: 0 the wide layout, 1 the compact one (kda::Shape). 0 leads
+  // until it is measured on a GPU.
+  caps.knobs["prepare"] = {0, 1};
   return caps;
 }
 
@@ -197,7 +200,7 @@ class KdaBwdEngine : public plan::Engine {
   }
 
   std::shared_ptr<const plan::CompiledPlan> build_plan(
-      const op::Graph& graph, const plan::Facts&, const plan::PlanConfig&,
+      const op::Graph& graph, const plan::Facts&, const plan::PlanConfig& config,
       const plan::BuildContext& ctx) const override {
     const op::Node node = graph.nodes()[0];
     const Device device = plan_device(ctx);
@@ -215,6 +218,7 @@ class KdaBwdEngine : public plan::Engine {
     };
     KdaBwdPlan::Table t{};
     t.shape = shape_of(node);
+    t.shape.compact_prepare = config.knobs.at("prepare") != 0;
     t.capacity = ragged::chunk_capacity(t.shape.rows, t.shape.slots, kda::kChunk);
     const bool gdn2 = node.op() == "gdn2_bwd";
     t.gdn = node.op() == "gdn_bwd";

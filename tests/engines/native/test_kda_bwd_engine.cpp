@@ -713,9 +713,9 @@ double check(const op::Graph& g, const test::RaggedRows& rows, const Arrays& got
   return all;
 }
 
-plan::ExecutionPlans native_plan(const op::Graph& g) {
-  plan::ExecutionPlans p =
-      engines::create_execution_plan(g.clone(), kGpu, kda_bwd_engine(), {{"schedule", 0}});
+plan::ExecutionPlans native_plan(const op::Graph& g, int64_t prepare = 0) {
+  plan::ExecutionPlans p = engines::create_execution_plan(g.clone(), kGpu, kda_bwd_engine(),
+                                                          {{"schedule", 0}, {"prepare", prepare}});
   p.build_plans();
   return p;
 }
@@ -769,7 +769,8 @@ std::vector<Case> cases() {
   return c;
 }
 
-TEST_F(NativeKdaBwd, MatchesTheReference) {
+// Every case of both rules against the reference, the recompute's prepare in the layout given.
+void backward_matches_the_reference(int64_t prepare) {
   std::printf("%s\n", test::reproduce_line().c_str());
   std::map<std::string, double> worst;
   int combo = 0;
@@ -801,10 +802,19 @@ TEST_F(NativeKdaBwd, MatchesTheReference) {
           const op::Graph g = bwd_graph(s);
           const Arrays in = inputs(g, rows, cu, s);
           const Arrays want = reference_of(s, g, in, cu.back());
-          check(g, rows, test::execute(native_plan(g), in, kGpu), want, worst);
+          check(g, rows, test::execute(native_plan(g, prepare), in, kGpu), want, worst);
         }
   for (const auto& [port, err] : worst)
     std::printf("worst relative error %s: %.3g\n", port.c_str(), err);
+}
+
+TEST_F(NativeKdaBwd, MatchesTheReference) {
+  backward_matches_the_reference(0);
+}
+
+// The forward's recompute through the compact prepare (knob prepare = 1).
+TEST_F(NativeKdaBwd, TheCompactPrepareRecomputeMatchesTheReference) {
+  backward_matches_the_reference(1);
 }
 
 // gdn_bwd (through the kda backward with the gate broadcast over K): as above, with safe_gate
@@ -853,7 +863,10 @@ TEST_F(NativeKdaBwd, GdnMatchesTheReference) {
 #ifdef EAGLE_HAVE_CUDA
 // The timing shape (run by name: --gtest_also_run_disabled_tests): kda backward, bf16,
 // H = HV = 32, K = V = 128, T = 32768 in 8 equal sequences, l2 norm on, no initial state; CUDA
-// events around 10 runs after 2 warm-up runs. Drawing the inputs on the host takes a while.
+// events around 10 runs after 2 warm-up runs, for each layout of the recompute's prepare.
+// Drawing the inputs on the host takes a while.
+void time_the_backward(const op::Graph& g, const Arrays& host, int64_t prepare);
+
 TEST_F(NativeKdaBwd, DISABLED_TimeTheBackward) {
   Spec s;
   s.h = s.hv = 32;
@@ -866,7 +879,11 @@ TEST_F(NativeKdaBwd, DISABLED_TimeTheBackward) {
   std::vector<int64_t> cu = {0};
   for (int i = 0; i < 8; ++i) cu.push_back(cu.back() + 4096);
   Arrays host = inputs(g, test::rows_of(cu), cu, s);
-  const plan::ExecutionPlans plans = native_plan(g);
+  for (int64_t prepare : {0, 1}) time_the_backward(g, host, prepare);
+}
+
+void time_the_backward(const op::Graph& g, const Arrays& host, int64_t prepare) {
+  const plan::ExecutionPlans plans = native_plan(g, prepare);
   plan::VariantPack pack(plans.layout());
   std::vector<Array> keep;
   for (const auto& [uid, a] : host) {
@@ -895,8 +912,9 @@ TEST_F(NativeKdaBwd, DISABLED_TimeTheBackward) {
   float ms = 0;
   ASSERT_EQ(cudaEventElapsedTime(&ms, a, b), cudaSuccess);
   std::printf(
-      "kda backward bf16 H=HV=32 K=V=128 T=32768 N=8 (equal): %.3f ms, workspace %.0f MiB\n",
-      ms / kRuns, ws_bytes / 1048576.0);
+      "kda backward bf16 H=HV=32 K=V=128 T=32768 N=8 (equal), prepare %lld: %.3f ms, workspace "
+      "%.0f MiB\n",
+      static_cast<long long>(prepare), ms / kRuns, ws_bytes / 1048576.0);
   std::fflush(stdout);
   cudaEventDestroy(a);
   cudaEventDestroy(b);
