@@ -14,7 +14,7 @@
 #             (EAGLE_CUPTI_DEBUG=1 prints records no node claims)
 #   gradients bench/python/gradients.py (issue 12's goal: eagle's step against torch's graph)
 #   linear    the linear-attention GPU tests (native_kda, native_gdn, native_kda_bwd), eagle_bench
-#             --only 14a (every knob row), then ncu over the prepare launches of the first rows
+#             --only 14a (every knob row), the kda backward's time (both prepare layouts), then ncu over the prepare launches of the first rows
 #             (kda and gdn, wide and compact layouts: linear-ncu.txt)
 #   bench     bench/peers/torch_ops.py (the torch peers) then eagle_bench --peers
 #             (EAGLE_BENCH_ARGS adds arguments, e.g. "--only 2,10")
@@ -107,6 +107,9 @@ if want linear; then
   echo "linear tests: exit $? | $(grep -E 'tests ran|PASSED|FAILED' "$out/linear-tests.txt" | tr '\n' ' ')"
   grep -E '^\[  FAILED' "$out/linear-tests.txt" | head -20
   ./eagle_bench --only 14a 2>&1 | tee "$out/linear-bench.txt" | grep -E 'fwd vs|did not run'
+  timeout 200 ./eagle_tests --gtest_also_run_disabled_tests \
+    --gtest_filter=NativeKdaBwd.DISABLED_TimeTheBackward 2>&1 | tee "$out/linear-bwd-time.txt" |
+    grep -E 'kda backward|FAILED'
   if command -v ncu >/dev/null; then
     # --quick: 27 forwards per T 32768 row, so 140 launches cover kda's first three rows and
     # gdn's first two at T 32768 N 8.
