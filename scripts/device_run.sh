@@ -10,7 +10,8 @@
 #   repro     the synccheck reproducer outside eagle (every mode, plain and under synccheck)
 #   python    the Python tests (python/tests, CUDA ones included) and bench/python/host_cost.py
 #   train     the training benchmark (T 4096, N 32, dim 4096, 32 heads, one block, vocab 4096,
-#             bf16 projections) against bench/peers/train_step.py, then the CUPTI trace tests
+#             bf16 projections) against bench/peers/train_step.py, the bucket benchmark
+#             (--fill 1024 with and without buckets), then the CUPTI trace tests
 #             (EAGLE_CUPTI_DEBUG=1 prints records no node claims)
 #   gradients bench/python/gradients.py (issue 12's goal: eagle's step against torch's graph)
 #   linear    the linear-attention GPU tests (native_kda, native_gdn, native_kda_bwd), eagle_bench
@@ -94,6 +95,14 @@ if want train; then
   python3 ../bench/peers/train_step.py /tmp/train_export --json "$out/train-peer.json" \
     > "$out/train-peer.txt" 2>&1
   echo "train peer: exit $?"; tail -3 "$out/train-peer.txt"
+  # Issue 13's bucket goals on the GPU defaults (T 4096): the same batches of at most T/4 tokens
+  # through a bucket set and through the worst-case graph alone (goal: >= 2x), and the set's
+  # arena against its largest bucket built alone (goal: <= 1.1x).
+  ./eagle train --device cuda --steps 30 --fill 1024 --buckets 1024,2048,3072 \
+    > "$out/train-buckets.txt" 2>&1
+  echo "buckets: exit $? | $(grep -E 'buckets:|mean step' "$out/train-buckets.txt" | tr '\n' ' ')"
+  ./eagle train --device cuda --steps 30 --fill 1024 > "$out/train-worst-case.txt" 2>&1
+  echo "worst case: exit $? | $(grep -E 'mean step' "$out/train-worst-case.txt")"
   EAGLE_CUPTI_DEBUG=1 ./eagle_tests --gtest_filter='Trace.*' > "$out/train-trace-tests.txt" 2>&1
   echo "trace tests: exit $? | $(grep -E 'PASSED|FAILED' "$out/train-trace-tests.txt" | tr '\n' ' ')"
 fi

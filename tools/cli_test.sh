@@ -48,6 +48,10 @@ expect 2 "--dim (30) must be a multiple of --heads (4)" train --device cpu --dim
 expect 2 "--attention-dtype must be f32 or bf16" train --attention-dtype f16
 expect 2 "--lr must be a positive number" train --lr -1
 expect 2 "--segment-cap must not exceed --tokens" train --device cpu --tokens 64 --segment-cap 65
+expect 2 "--fill must not exceed --tokens" train --device cpu --tokens 64 --fill 65
+expect 2 "--fill must be an integer >= 1" train --fill 0
+expect 2 "--segment-cap must not exceed --fill" train --device cpu --tokens 64 --fill 16 \
+  --segment-cap 32
 expect 1 "does not exist" train --device cpu --docs /nonexistent/eagle-docs
 expect 0 "summary: loss" train --device cpu --steps 3 --tokens 64 --slots 4 --dim 16 --heads 2 \
   --layers 1 --docs "$src" --max-tokens 100000
@@ -63,6 +67,8 @@ expect 0 "params across 2 ranks (cpu-group): bitwise identical" train --ranks 2 
   --tokens 64 --slots 4 --dim 16 --heads 2 --layers 1 --docs "$src" --max-tokens 100000
 expect 0 "buckets: T = 16,32,64" train --device cpu --steps 3 --tokens 64 --slots 4 --dim 16 \
   --heads 2 --layers 1 --docs "$src" --max-tokens 100000 --buckets 32,16
+expect 0 "fill 16/16" train --device cpu --steps 3 --tokens 64 --slots 4 --dim 16 \
+  --heads 2 --layers 1 --docs "$src" --max-tokens 100000 --buckets 32,16 --fill 16
 expect 0 "chosen: entry 0" train --device cpu --tokens 64 --slots 4 --dim 16 --heads 2 \
   --layers 1 --plans -
 trace=$(mktemp)

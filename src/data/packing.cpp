@@ -88,6 +88,18 @@ PackedBatch pack_batch(const std::vector<const Segment*>& segments, BatchCapacit
   return b;
 }
 
+PackedBatch with_capacity(PackedBatch batch, int64_t tokens) {
+  if (tokens < batch.capacity.tokens)
+    throw InvalidArgument("with_capacity: tokens = " + std::to_string(tokens) +
+                          " is below the batch's T = " + std::to_string(batch.capacity.tokens));
+  const auto t = static_cast<std::size_t>(tokens);
+  batch.input_ids.resize(t, 0);
+  batch.labels.resize(t, kIgnoreLabel);
+  batch.loss_mask.resize(t, 0.0f);
+  batch.capacity.tokens = tokens;
+  return batch;
+}
+
 PackedLoader::PackedLoader(Source next, BatchCapacity capacity, int64_t lookahead)
     : next_(std::move(next)), capacity_(capacity) {
   check_capacity("PackedLoader", capacity);

@@ -88,6 +88,23 @@ TEST(PackBatch, RefusesTooMuch) {
   test::expect_invalid([&] { pack_batch({&e}, {10, 2}); }, {"segment 0", "empty"});
 }
 
+TEST(PackBatch, WithCapacityPadsTheNewRowsAsPackBatchDoes) {
+  const Segment a = segment(4, 10, "a"), b = segment(3, 20, "b");
+  const PackedBatch small = pack_batch({&a, &b}, {8, 4});
+  const PackedBatch wide = with_capacity(small, 12);
+  const PackedBatch direct = pack_batch({&a, &b}, {12, 4});
+  EXPECT_EQ(wide.capacity.tokens, 12);
+  EXPECT_EQ(wide.capacity.slots, 4);
+  EXPECT_EQ(wide.input_ids, direct.input_ids);
+  EXPECT_EQ(wide.labels, direct.labels);
+  EXPECT_EQ(wide.loss_mask, direct.loss_mask);
+  EXPECT_EQ(wide.cu_seqlens, direct.cu_seqlens);
+  EXPECT_EQ(wide.active_tokens, 7);
+  EXPECT_EQ(wide.sources, direct.sources);
+  EXPECT_EQ(with_capacity(small, 8).input_ids, small.input_ids);
+  test::expect_invalid([&] { with_capacity(small, 7); }, {"with_capacity", "7", "T = 8"});
+}
+
 TEST(PackedLoader, PacksEverySegmentOnceAndKeepsTheirOrderWithinABatch) {
   std::vector<Segment> all;
   const std::vector<int64_t> lens = test::random_ints(200, 1, 64);

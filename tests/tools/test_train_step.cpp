@@ -220,5 +220,50 @@ TEST(TrainStep, LossGoesDownOverThirtyStepsOnRealText) {
   expect_loss_falls(r);
 }
 
+// --fill F: batches of at most F tokens. With buckets, each runs the smallest bucket holding it;
+// without, the worst-case graph of T runs the same batches, with the same losses (the padding rows
+// change nothing); the set's arena is reported against the largest bucket built alone.
+TEST(TrainStep, APartialFillRunsTheSmallestBucketAndGivesTheWorstCaseGraphsLosses) {
+  train::TrainOptions o;
+  o.docs = std::filesystem::path(EAGLE_SOURCE_DIR) / "src";
+  o.steps = 4;
+  o.capacity = {128, 8};
+  o.fill = 32;
+  o.lookahead = 16;
+  o.model = tiny();
+  o.max_tokens = 100'000;
+  o.seed = test::rng()();
+  const train::TrainReport worst = train::run_training(o, {}, {});
+  o.buckets = {32, 64};
+  const train::TrainReport bucketed = train::run_training(o, {}, {});
+  ASSERT_EQ(worst.steps.size(), 4u);
+  ASSERT_EQ(bucketed.steps.size(), 4u);
+  EXPECT_EQ(bucketed.capacities, (std::vector<int64_t>{32, 64, 128}));
+  EXPECT_GT(bucketed.alone_bytes, 0u);
+  EXPECT_LE(static_cast<double>(bucketed.set_bytes),
+            1.1 * static_cast<double>(bucketed.alone_bytes));
+  for (std::size_t i = 0; i < 4; ++i) {
+    SCOPED_TRACE("step " + std::to_string(i + 1));
+    EXPECT_LE(worst.steps[i].active_tokens, 32);
+    EXPECT_EQ(worst.steps[i].active_tokens, bucketed.steps[i].active_tokens);
+    EXPECT_EQ(worst.steps[i].capacity, 128);
+    EXPECT_EQ(bucketed.steps[i].capacity, 32);
+    EXPECT_NEAR(bucketed.steps[i].loss, worst.steps[i].loss, 1e-4 * std::abs(worst.steps[i].loss));
+  }
+}
+
+TEST(TrainStep, AFillAboveTheCapacityOrBelowTheSegmentCapIsRefused) {
+  train::TrainOptions o;
+  o.docs = std::filesystem::path(EAGLE_SOURCE_DIR) / "src";
+  o.capacity = {128, 8};
+  o.model = tiny();
+  o.fill = 129;
+  test::expect_invalid([&] { train::run_training(o, {}, {}); }, {"--fill", "1..128", "129"});
+  o.fill = 16;
+  o.segment_cap = 32;
+  test::expect_invalid([&] { train::run_training(o, {}, {}); },
+                       {"segment cap (32)", "--fill (16)"});
+}
+
 }  // namespace
 }  // namespace eagle

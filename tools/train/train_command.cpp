@@ -88,6 +88,7 @@ const std::map<std::string, Setter>& setters() {
       {"--slots", [](O& o, S a, S v) { o.capacity.slots = integer(a, v, 1); }},
       {"--lookahead", [](O& o, S a, S v) { o.lookahead = integer(a, v, 1); }},
       {"--segment-cap", [](O& o, S a, S v) { o.segment_cap = integer(a, v, 1); }},
+      {"--fill", [](O& o, S a, S v) { o.fill = integer(a, v, 1); }},
       {"--layers", [](O& o, S a, S v) { o.model.layers = integer(a, v, 1); }},
       {"--dim", [](O& o, S a, S v) { o.model.dim = integer(a, v, 1); }},
       {"--heads", [](O& o, S a, S v) { o.model.heads = integer(a, v, 1); }},
@@ -156,7 +157,10 @@ train::TrainOptions parse(const std::vector<std::string>& args) {
   if (o.model.dim % o.model.heads != 0)
     throw UsageError("--dim (" + std::to_string(o.model.dim) + ") must be a multiple of --heads (" +
                      std::to_string(o.model.heads) + ")");
+  if (o.fill > o.capacity.tokens) throw UsageError("--fill must not exceed --tokens");
   if (o.segment_cap > o.capacity.tokens) throw UsageError("--segment-cap must not exceed --tokens");
+  if (o.fill > 0 && o.segment_cap > o.fill)
+    throw UsageError("--segment-cap must not exceed --fill: a paragraph that long would not fit");
   if (o.docs.empty()) o.docs = default_docs();
   return o;
 }
@@ -211,8 +215,9 @@ void train_usage(std::FILE* to) {
       "  --slots N              sequence slots of a batch (default 16; on a GPU 32)\n"
       "  --lookahead B          candidate segments the packer chooses from (default 32)\n"
       "  --segment-cap S        documents are split into paragraphs (at blank lines) of at\n"
-      "                         most S tokens\n"
-      "                         (default T / 4)\n"
+      "                         most S tokens (default F / 4)\n"
+      "  --fill F               pack at most F <= T tokens per batch (default T), e.g. to time\n"
+      "                         a bucket against the worst-case graph on the same batches\n"
       "  --layers L             transformer blocks (default 2)\n"
       "  --dim D                model width (default 64; on a GPU 512)\n"
       "  --heads H              attention heads, dividing D (default 4; on a GPU 8)\n"
@@ -293,8 +298,13 @@ int run_train(const std::vector<std::string>& args) {
     if (r.capacities.size() > 1) {
       std::string list;
       for (int64_t c : r.capacities) list += (list.empty() ? "" : ",") + std::to_string(c);
-      std::printf("  buckets: T = %s, one graph each, sharing an arena of %.1f MiB\n", list.c_str(),
-                  static_cast<double>(r.set_bytes) / (1 << 20));
+      std::printf(
+          "  buckets: T = %s, one graph each, sharing an arena of %.1f MiB: %.3fx the largest "
+          "bucket's graph built alone (%.1f MiB)\n",
+          list.c_str(), static_cast<double>(r.set_bytes) / (1 << 20),
+          static_cast<double>(r.set_bytes) /
+              static_cast<double>(std::max<std::size_t>(1, r.alone_bytes)),
+          static_cast<double>(r.alone_bytes) / (1 << 20));
     }
     std::fflush(stdout);
   };

@@ -84,7 +84,14 @@ void train_rank(const TrainOptions& o, const std::vector<data::Segment>& segment
                 TrainState& state, TrainReport& report,
                 const std::function<void(const TrainReport&)>& on_ready,
                 const std::function<void(const StepLog&)>& on_step) {
-  data::PackedLoader loader(data::cycle_segments(&segments), o.capacity, o.lookahead);
+  // Batches of at most `fill` tokens, widened to T rows (padding) for the graphs.
+  const int64_t fill = o.fill > 0 ? o.fill : o.capacity.tokens;
+  data::PackedLoader loader(data::cycle_segments(&segments), {fill, o.capacity.slots}, o.lookahead);
+  const auto next_batch = [&] {
+    std::optional<data::PackedBatch> b = loader.next();
+    if (b && fill < o.capacity.tokens) b = data::with_capacity(std::move(*b), o.capacity.tokens);
+    return b;
+  };
   Model model(o.model);
   report.params = state.param_count();
   // Before any step: the params exported are the initial ones (rank 0's run, with several ranks).
@@ -93,7 +100,7 @@ void train_rank(const TrainOptions& o, const std::vector<data::Segment>& segment
   const BatchArrays batch = BatchArrays::allocate(o.capacity, rank.device);
   BatchStaging staging = BatchStaging::allocate(o.capacity);
   // The first batch fills the params before the graph is built (their contents are the batch's).
-  std::optional<data::PackedBatch> next = loader.next();
+  std::optional<data::PackedBatch> next = next_batch();
   load_batch(*next, staging, batch, nullptr);
 
   StepInputs inputs{&o.model, &state, &batch, o.adamw};
@@ -120,6 +127,7 @@ void train_rank(const TrainOptions& o, const std::vector<data::Segment>& segment
   report.graph_bytes = largest.allocated_bytes() + largest.workspace_bytes();
   report.capacities = capacities;
   report.set_bytes = steps.arena_bytes();
+  report.alone_bytes = steps.largest_alone_bytes();
   const bool trace = !o.trace.empty() && rank.index == 0;
   if (trace)  // on a GPU through CUPTI: NotSupported, with the reason, without it
     for (std::size_t b = 0; b < capacities.size(); ++b)
@@ -131,7 +139,7 @@ void train_rank(const TrainOptions& o, const std::vector<data::Segment>& segment
     log.step = s;
     const auto start = std::chrono::steady_clock::now();
     if (s > 1) {
-      next = loader.next();
+      next = next_batch();
       // On the stream of the bucket that runs this batch: the launch is ordered after the copies.
       const int chosen = steps.select(next->active_tokens);
       load_batch(*next, staging, batch, &steps.graph(chosen).stream());
@@ -342,6 +350,7 @@ void train_ranks(const TrainOptions& o, const std::vector<data::Segment>& segmen
   report.graph_bytes = zero.graph_bytes;
   report.capacities = zero.capacities;
   report.set_bytes = zero.set_bytes;
+  report.alone_bytes = zero.alone_bytes;
   report.record_seconds = zero.record_seconds;
   compare_params(states, report);
 }
@@ -362,11 +371,15 @@ TrainReport run_training(const TrainOptions& o,
     throw InvalidArgument("train: --tokens must be >= 2 and --slots >= 1");
   if (o.ranks < 1)
     throw InvalidArgument("train: the rank count must be >= 1, got " + std::to_string(o.ranks));
-  const int64_t cap =
-      o.segment_cap > 0 ? o.segment_cap : std::max<int64_t>(2, o.capacity.tokens / 4);
-  if (cap > o.capacity.tokens)
-    throw InvalidArgument("train: the segment cap (" + std::to_string(cap) +
-                          ") must not exceed --tokens (" + std::to_string(o.capacity.tokens) + ")");
+  if (o.fill < 0 || o.fill > o.capacity.tokens)
+    throw InvalidArgument("train: --fill must be in 1.." + std::to_string(o.capacity.tokens) +
+                          " (--tokens), got " + std::to_string(o.fill));
+  const int64_t fill = o.fill > 0 ? o.fill : o.capacity.tokens;
+  const int64_t cap = o.segment_cap > 0 ? o.segment_cap : std::max<int64_t>(2, fill / 4);
+  if (cap > fill)
+    throw InvalidArgument("train: the segment cap (" + std::to_string(cap) + ") must not exceed " +
+                          (o.fill > 0 ? "--fill (" : "--tokens (") + std::to_string(fill) +
+                          "): a paragraph that long would not fit a batch");
   TrainReport report;
   // Whole documents, then paragraphs (split after each blank line) of at most `cap` tokens.
   const std::vector<data::Segment> segments =

@@ -19,9 +19,12 @@ struct TrainOptions {
   int64_t steps = 200;
   data::BatchCapacity capacity{256, 16};  // T, N
   int64_t lookahead = 32;                 // B
-  int64_t segment_cap = 0;                // paragraphs are cut at this length; 0: T / 4
-  std::filesystem::path docs;             // a folder or a file of text
-  int64_t max_tokens = 4'000'000;         // read at most this much of the corpus
+  int64_t segment_cap = 0;                // paragraphs are cut at this length; 0: fill / 4
+  // Pack at most this many tokens per batch (a partial fill of T, e.g. to time a bucket against
+  // the worst-case graph on the same batches); 0: T.
+  int64_t fill = 0;
+  std::filesystem::path docs;      // a folder or a file of text
+  int64_t max_tokens = 4'000'000;  // read at most this much of the corpus
   ModelConfig model;
   AdamwConfig adamw;
   uint64_t seed = 1;
@@ -67,6 +70,7 @@ struct TrainReport {
   std::size_t graph_bytes = 0;      // device bytes of the largest graph: own arrays, workspaces
   std::vector<int64_t> capacities;  // of the buckets (T alone without buckets)
   std::size_t set_bytes = 0;        // the bucket set's arena (what every bucket shares)
+  std::size_t alone_bytes = 0;      // what the largest bucket's graph would take built alone
   double record_seconds = 0;        // recording and building every bucket's graph
   // Data parallelism (the graph numbers above are rank 0's).
   int ranks = 1;

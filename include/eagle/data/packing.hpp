@@ -59,6 +59,12 @@ constexpr int32_t kIgnoreLabel = -100;
 // they hold more than T tokens or more than N sequences, or a segment is empty.
 PackedBatch pack_batch(const std::vector<const Segment*>& segments, BatchCapacity capacity);
 
+// The same batch in a capacity of `tokens` >= its own T (N unchanged): the rows after the old T
+// are padding as pack_batch lays it out (token 0, label ignored, mask 0). For a batch packed to
+// a partial fill that a graph of a larger capacity then runs. Throws InvalidArgument when
+// `tokens` is below the batch's T.
+PackedBatch with_capacity(PackedBatch batch, int64_t tokens);
+
 // The look-ahead loader: draws segments from `next` (std::nullopt: the source is exhausted)
 // into a candidate buffer of at most `lookahead` (B) entries and packs one batch per call.
 class PackedLoader {
