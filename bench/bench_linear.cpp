@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -228,17 +229,25 @@ void overcapture(const Options& o, Report& report, const Peers& peers) {
   for (int64_t m : {128, 64, 32, 16, 8})
     points.push_back({"c", "M" + std::to_string(m), 16384, 128, std::vector<int64_t>(m, 128)});
   if (o.quick) points.resize(3);
-  // Each also with the persistent schedule (knob schedule = 1), both graphs alike.
+  // Each also with the persistent schedule (knob schedule = 1), both graphs alike; and per stage
+  // (2: the state launch alone persistent, 3: the chunk launches alone) at the points where a
+  // whole-launch schedule missed (a M1, c M16, c M8) or lost at a full batch (b L16384).
   struct Variant {
     std::string rule, tag;
     plan::Knobs knobs;
+    bool misses_only = false;
   };
-  const std::vector<Variant> variants = {{"kda", "", {}},
-                                         {"kda", " persistent", {{"schedule", 1}}},
-                                         {"gdn", "", {}},
-                                         {"gdn", " persistent", {{"schedule", 1}}}};
+  std::vector<Variant> variants;
+  for (const char* rule : {"kda", "gdn"}) {
+    variants.push_back({rule, "", {}});
+    variants.push_back({rule, " persistent", {{"schedule", 1}}});
+    variants.push_back({rule, " persistent state", {{"schedule", 2}}, true});
+    variants.push_back({rule, " persistent chunks", {{"schedule", 3}}, true});
+  }
+  const std::set<std::string> misses = {"aM1", "bL16384", "cM16", "cM8"};
   for (const Variant& v : variants)
     for (const Point& p : points) {
+      if (v.misses_only && !misses.count(p.sweep + p.x)) continue;
       const std::string& rule = v.rule;
       int64_t active = 0;
       for (int64_t l : p.lengths) active += l;

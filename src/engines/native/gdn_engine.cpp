@@ -154,8 +154,10 @@ plan::Capabilities gdn_capabilities() {
   // 9.10 / 9.33 / 1.35 ms).
   caps.knobs["pipeline"] = {1, 0};
   caps.knobs["solve"] = {1, 0};
-  // 0 flat (a CTA per task of the capacity), 1 persistent (resident CTAs looping over tasks).
-  caps.knobs["schedule"] = {0, 1};
+  // 0 flat (a CTA per task of the capacity), 1 persistent (resident CTAs looping over tasks),
+  // 2 persistent for the state launch only, 3 for the chunk launches (prepare, output) only: the
+  // schedule measured per stage.
+  caps.knobs["schedule"] = {0, 1, 2, 3};
   // The prepare launch: 0 the wide layout (two CTAs per SM), 1 the compact one (three). 0 leads
   // until bench 14a measures 1 on a GPU.
   caps.knobs["prepare"] = {0, 1};
@@ -190,7 +192,9 @@ class GdnEngine : public plan::Engine {
     t.shape = shape_of(node);
     t.shape.pipelined_state = config.knobs.at("pipeline") != 0;
     t.shape.blocked_solve = config.knobs.at("solve") != 0;
-    t.shape.persistent = config.knobs.at("schedule") != 0;
+    const int64_t schedule = config.knobs.at("schedule");
+    t.shape.persistent = schedule == 1 || schedule == 3;
+    t.shape.persistent_state = schedule == 1 || schedule == 2;
     t.shape.compact_prepare = config.knobs.at("prepare") != 0;
     t.capacity_chunks = ragged::chunk_capacity(t.shape.tokens, t.shape.slots, la::kGdnChunk);
     t.kernels_at = round_up(static_cast<std::size_t>(t.shape.slots + 1) * sizeof(int32_t));

@@ -134,8 +134,10 @@ plan::Capabilities kda_capabilities() {
   // The io dtype the facts name is the graph's first float input; the gates are f32, so the
   // precise per-port rule is check_node's.
   caps.dtypes = {DType::bf16, DType::f16, DType::f32};
-  // 0 flat (a CTA per task of the capacity), 1 persistent (resident CTAs looping over tasks).
-  caps.knobs["schedule"] = {0, 1};
+  // 0 flat (a CTA per task of the capacity), 1 persistent (resident CTAs looping over tasks),
+  // 2 persistent for the state launch only, 3 for the chunk launches (prepare, output) only: the
+  // schedule measured per stage.
+  caps.knobs["schedule"] = {0, 1, 2, 3};
   // The intra-chunk diagonal blocks: 1 on the tensor cores where the decay allows, 0 exactly.
   caps.knobs["intra"] = {1, 0};
   // The state launch: 1 prefetches the next chunk's slab with cp.async (double-buffered), 0
@@ -187,7 +189,9 @@ class KdaEngine : public plan::Engine {
     t.shape = shape_of(node);
     t.shape.tensor_core_diagonal = config.knobs.at("intra") != 0;
     t.shape.pipelined_state = config.knobs.at("pipeline") != 0;
-    t.shape.persistent = config.knobs.at("schedule") != 0;
+    const int64_t schedule = config.knobs.at("schedule");
+    t.shape.persistent = schedule == 1 || schedule == 3;
+    t.shape.persistent_state = schedule == 1 || schedule == 2;
     t.shape.compact_prepare = config.knobs.at("prepare") != 0;
     t.capacity = ragged::chunk_capacity(t.shape.rows, t.shape.slots, kda::kChunk);
     t.q = in("q");

@@ -132,7 +132,8 @@ void check_case(const GdnCase& c) {
                (c.safe_gate ? " safe_gate" : "") + (c.beta_sigmoid ? " beta_sigmoid" : "") +
                (c.initial_state ? " initial_state" : "") +
                (c.pipeline ? " pipelined state loop" : "") + (c.solve ? " blocked solve" : "") +
-               (c.schedule ? " persistent" : "") + (c.prepare ? " compact prepare" : ""));
+               (c.schedule ? " schedule " + std::to_string(c.schedule) : "") +
+               (c.prepare ? " compact prepare" : ""));
   const int64_t t = c.active() + c.pad, active = c.active();
   const op::Graph full = gdn_graph(c, t), packed = gdn_graph(c, active > 0 ? active : 1);
   const std::map<std::string, Array> in = random_gdn_inputs(c);
@@ -236,16 +237,18 @@ TEST_F(NativeGdn, NoActiveTokens) {
 }
 
 // The knobs' other kernels: the state loop with the next chunk's rows prefetched by cp.async
-// (pipeline = 1), the blocked inverse (solve = 1), the persistent schedule (schedule = 1) and
-// the compact prepare (prepare = 1, with each inverse), alone and together, over the cases above:
+// (pipeline = 1), the blocked inverse (solve = 1), the persistent schedule (schedule = 1; per
+// stage: 2 the state launch alone, 3 the chunk launches alone) and the compact prepare
+// (prepare = 1, with each inverse), alone and together, over the cases above:
 // long sequences (many chunks through both buffers) and short ones, empty slots, a capacity far
 // above the batch.
 TEST_F(NativeGdn, EveryKnobsKernelsMatchTheReference) {
   struct Knobs {
     int64_t pipeline, solve, schedule, prepare;
   };
-  for (const Knobs& knobs : {Knobs{1, 0, 0, 0}, Knobs{0, 1, 0, 0}, Knobs{0, 0, 1, 0},
-                             Knobs{1, 1, 1, 0}, Knobs{1, 0, 0, 1}, Knobs{1, 1, 1, 1}}) {
+  for (const Knobs& knobs :
+       {Knobs{1, 0, 0, 0}, Knobs{0, 1, 0, 0}, Knobs{0, 0, 1, 0}, Knobs{1, 1, 1, 0},
+        Knobs{1, 0, 0, 1}, Knobs{1, 1, 1, 1}, Knobs{1, 1, 2, 0}, Knobs{0, 1, 3, 1}}) {
     const int64_t pipeline = knobs.pipeline, solve = knobs.solve, schedule = knobs.schedule;
     const int64_t prepare = knobs.prepare;
     for (DType d : {DType::bf16, DType::f16})

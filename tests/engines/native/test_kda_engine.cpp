@@ -465,10 +465,13 @@ TEST_F(NativeKda, ThePipelinedStateLoopMatchesTheReference) {
 }
 
 // The persistent schedule (knob schedule = 1): resident CTAs looping over the chunk tasks (and
-// the slots in the state launch), with and without the pipelined state loop.
+// the slots in the state launch), with and without the pipelined state loop; then per stage (2:
+// the state launch alone, 3: the chunk launches alone).
 TEST_F(NativeKda, ThePersistentScheduleMatchesTheReference) {
   matches_the_reference(0, {1}, 1);
   matches_the_reference(1, {1}, 1);
+  matches_the_reference(1, {1}, 2);
+  matches_the_reference(1, {1}, 3, 1);
 }
 
 // The compact prepare (knob prepare = 1: 16-bit q and k rows, cp.async, two kda CTAs per SM),

@@ -30,8 +30,10 @@ struct Params {
   int H, HV, group;
   float scale;
   bool l2, safe_gate, beta_sigmoid, blocked_solve;
-  bool persistent;          // each CTA loops over tasks blockIdx.x, + gridDim.x, ... (else one)
-  int64_t capacity_chunks;  // G_cap: the chunk tasks a flat grid covers
+  // Each CTA loops over tasks blockIdx.x, + gridDim.x, ... (else one): the chunk launches, the
+  // state launch.
+  bool persistent, persistent_state;
+  int64_t capacity_chunks;             // G_cap: the chunk tasks a flat grid covers
   Real g_t, beta_t, param_t, state_t;  // g; beta; a_log and dt_bias; the states
   const void *q, *k, *v, *g, *beta, *a_log, *dt_bias, *h0;
   void *o, *hN;
@@ -396,7 +398,7 @@ __device__ __forceinline__ void state_slot(const Params& p, int64_t s) {
 // A slot per CTA (flat) or a CTA's slots in turn (persistent).
 template <typename T, int K, int V, int BV, bool Pipelined>
 __global__ void __launch_bounds__(kThreads) gdn_state(const Params p) {
-  for_each_task(p.slots, p.persistent, [&](int64_t s) {
+  for_each_task(p.slots, p.persistent_state, [&](int64_t s) {
     state_slot<T, K, V, BV, Pipelined>(p, s);
     return true;
   });
@@ -540,10 +542,11 @@ bool launch(const GdnArgs& a, const Params& p, cudaStream_t stream) {
   const unsigned heads = static_cast<unsigned>(s.value_heads), blocks_v = V / kStateBlockV;
   unsigned prep_x = static_cast<unsigned>(a.capacity_chunks), out_x = prep_x;
   unsigned state_x = static_cast<unsigned>(s.slots);
-  if (s.persistent &&
-      (!persistent_workers(prepare, kThreads, prep_bytes, heads, prep_x) ||
-       !persistent_workers(state, kThreads, state_bytes, heads * blocks_v, state_x) ||
-       !persistent_workers(output, kThreads, out_bytes, heads, out_x)))
+  if (s.persistent && (!persistent_workers(prepare, kThreads, prep_bytes, heads, prep_x) ||
+                       !persistent_workers(output, kThreads, out_bytes, heads, out_x)))
+    return false;
+  if (s.persistent_state &&
+      !persistent_workers(state, kThreads, state_bytes, heads * blocks_v, state_x))
     return false;
   if (a.capacity_chunks > 0) prepare<<<dim3(prep_x, heads), kThreads, prep_bytes, stream>>>(p);
   state<<<dim3(state_x, heads, blocks_v), kThreads, state_bytes, stream>>>(p);
@@ -582,6 +585,7 @@ bool gdn_forward(const GdnArgs& a, void* workspace, void* stream) noexcept {
   p.beta_sigmoid = s.use_beta_sigmoid;
   p.blocked_solve = s.blocked_solve;
   p.persistent = s.persistent;
+  p.persistent_state = s.persistent_state;
   p.capacity_chunks = a.capacity_chunks;
   p.g_t = real_of(s.g_dtype);
   p.beta_t = real_of(s.beta_dtype);

@@ -54,10 +54,12 @@ struct GdnShape {
   // once A is taken, and T's 16-bit copy over A once inverted, so a CTA takes 70 KB at
   // K = V = 128 and three fit an SM instead of two (98 KB). Same arithmetic, same results.
   bool compact_prepare = false;
-  // The persistent schedule (knob `schedule` = 1): each launch runs as many CTAs as are resident
-  // at once, each looping over its tasks (chunks, or slots for the state), instead of one CTA
-  // per task of the capacity (flat, 0), whose CTAs past the batch return at once.
+  // The persistent schedule: a launch runs as many CTAs as are resident at once, each looping
+  // over its tasks, instead of one CTA per task of the capacity (flat), whose CTAs past the batch
+  // return at once. Per stage: `persistent` for the chunk launches (prepare, output; knob
+  // `schedule` 1 or 3), `persistent_state` for the state launch over slots (`schedule` 1 or 2).
   bool persistent = false;
+  bool persistent_state = false;
 };
 
 struct GdnArgs {

@@ -423,7 +423,7 @@ __device__ __forceinline__ void state_slot(const Params& p, int64_t s) {
 // A slot per CTA (flat) or a CTA's slots in turn (persistent).
 template <int D, int BV, bool Pipelined>
 __global__ void __launch_bounds__(kStateThreads) state_kernel(const Params p) {
-  linear_attention::for_each_task(p.s.slots, p.s.persistent, [&](int64_t s) {
+  linear_attention::for_each_task(p.s.slots, p.s.persistent_state, [&](int64_t s) {
     state_slot<D, BV, Pipelined>(p, s);
     return true;
   });
@@ -557,10 +557,11 @@ bool launch(const Params& p, int64_t cap, cudaStream_t stream, bool output) {
   const unsigned heads = static_cast<unsigned>(p.s.value_heads), blocks_v = D / kStateBlockV;
   unsigned prep_x = static_cast<unsigned>(cap), out_x = prep_x;
   unsigned state_x = static_cast<unsigned>(p.s.slots);
-  if (p.s.persistent &&
-      (!persistent_workers(prep, kPrepThreads, prep_bytes, heads, prep_x) ||
-       !persistent_workers(state, kStateThreads, state_bytes, heads * blocks_v, state_x) ||
-       !persistent_workers(out, kOutThreads, out_bytes, heads, out_x)))
+  if (p.s.persistent && (!persistent_workers(prep, kPrepThreads, prep_bytes, heads, prep_x) ||
+                         !persistent_workers(out, kOutThreads, out_bytes, heads, out_x)))
+    return false;
+  if (p.s.persistent_state &&
+      !persistent_workers(state, kStateThreads, state_bytes, heads * blocks_v, state_x))
     return false;
   Params q = p;
   q.cap = cap;

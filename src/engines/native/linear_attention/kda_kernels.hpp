@@ -56,10 +56,12 @@ struct Shape {
   // 190 KB holds one (the prepare is latency-bound at 8 warps per SM). Same arithmetic, same
   // results. Used only when q, k, v, g (and b, w) start 16-byte aligned, else the wide one.
   bool compact_prepare = false;
-  // The persistent schedule (knob `schedule` = 1): each launch runs as many CTAs as are resident
-  // at once, each looping over its tasks (chunks, or slots for the state), instead of one CTA per
-  // task of the capacity (flat, 0), whose CTAs past the batch return at once.
+  // The persistent schedule: a launch runs as many CTAs as are resident at once, each looping
+  // over its tasks, instead of one CTA per task of the capacity (flat), whose CTAs past the batch
+  // return at once. Per stage: `persistent` for the chunk launches (prepare, output; knob
+  // `schedule` 1 or 3), `persistent_state` for the state launch over slots (`schedule` 1 or 2).
   bool persistent = false;
+  bool persistent_state = false;
 };
 
 struct FwdArgs {
