@@ -461,37 +461,55 @@ __global__ void __launch_bounds__(kQkgThreads) dqkg_kernel(const Params p) {
   }
   __syncthreads();
 
-  // 2. Per (row i, channel c): the products with e^{G_i - G_j} (j <= i), all factors <= 1.
+  // 2. Per (row i, channel c): the products with e^{G_i - G_j} (j <= i), all factors <= 1. A
+  // thread's elements share their channel ch = tid % D (rows tid / D + m * kRowStep), so each
+  // j's k, q, bk and G are read once for all of them; each element still sums its terms in the
+  // order of j.
+  constexpr int kRowStep = kQkgThreads / D;
+  static_assert(kQkgThreads % D == 0, "a thread's elements share one channel");
+  const int ch = tid % D, i0 = tid / D;
+  float dq_m[PER], dbk_a[PER], dk_m[PER], dk_a[PER], gi[PER];
+#pragma unroll
+  for (int m = 0; m < PER; ++m) {
+    gi[m] = Gs[(i0 + m * kRowStep) * SF + ch];
+    dq_m[m] = dbk_a[m] = dk_m[m] = dk_a[m] = 0;
+  }
+  for (int jj = 0; jj < C; ++jj) {
+    const float kr = Ks[jj * SF + ch], gj = Gs[jj * SF + ch];
+    const float qr = Qs[jj * SF + ch], bkr = BKs[jj * SF + ch];
+#pragma unroll
+    for (int m = 0; m < PER; ++m) {
+      const int i = i0 + m * kRowStep;
+      if (jj <= i) {  // row i against key jj
+        const float kj = kr * __expf(gi[m] - gj);
+        dq_m[m] += DMs[i * SA + jj] * kj;
+        dbk_a[m] += DAs[i * SA + jj] * kj;
+      }
+      if (jj >= i) {  // key i against row jj
+        const float f = __expf(gj - gi[m]);
+        dk_m[m] += DMs[jj * SA + i] * qr * f;
+        dk_a[m] += DAs[jj * SA + i] * bkr * f;
+      }
+    }
+  }
   float rg[PER], re[PER], rb[PER];
 #pragma unroll
   for (int m = 0; m < PER; ++m) {
-    const int e = tid + m * kQkgThreads, i = e / D, c = e % D;
-    const float gi = Gs[i * SF + c];
-    float dq_m = 0, dbk_a = 0, dk_m = 0, dk_a = 0;
-    for (int jj = 0; jj <= i; ++jj) {
-      const float kj = Ks[jj * SF + c] * __expf(gi - Gs[jj * SF + c]);
-      dq_m += DMs[i * SA + jj] * kj;
-      dbk_a += DAs[i * SA + jj] * kj;
-    }
-    for (int ii = i; ii < C; ++ii) {
-      const float f = __expf(Gs[ii * SF + c] - gi);
-      dk_m += DMs[ii * SA + i] * Qs[ii * SF + c] * f;
-      dk_a += DAs[ii * SA + i] * BKs[ii * SF + c] * f;
-    }
-    const int64_t slab_at = at * C * D + i * D + c;
-    const float e_g = __expf(gi), e_l = __expf(Gs[(C - 1) * SF + c] - gi);
-    const float dq = p.ws.dqg[slab_at] * e_g + dq_m;
-    const float dbk = p.ws.dbg[slab_at] * e_g + dbk_a;
+    const int i = i0 + m * kRowStep;
+    const int64_t slab_at = at * C * D + i * D + ch;
+    const float e_g = __expf(gi[m]), e_l = __expf(Gs[(C - 1) * SF + ch] - gi[m]);
+    const float dq = p.ws.dqg[slab_at] * e_g + dq_m[m];
+    const float dbk = p.ws.dbg[slab_at] * e_g + dbk_a[m];
     const float dkl = p.ws.dkl[slab_at] * e_l;
-    const float dk_part = dkl + dk_m + dk_a;
-    const int64_t row = task.row_begin + i, vh = (row * HV + hv) * D + c;
+    const float dk_part = dkl + dk_m[m] + dk_a[m];
+    const int64_t row = task.row_begin + i, vh = (row * HV + hv) * D + ch;
     float bgate = 0.f;
     if constexpr (GT == Gates::kda)
       bgate = betas[i];
     else
       bgate = i < n ? p.b[vh] : 0.f;
-    const float kc = Ks[i * SF + c];
-    rg[m] = Qs[i * SF + c] * dq + BKs[i * SF + c] * dbk - kc * dk_part;
+    const float kc = Ks[i * SF + ch];
+    rg[m] = Qs[i * SF + ch] * dq + BKs[i * SF + ch] * dbk - kc * dk_part;
     re[m] = dkl * kc;
     rb[m] = dbk * kc;
     if (i < n) {
@@ -504,10 +522,10 @@ __global__ void __launch_bounds__(kQkgThreads) dqkg_kernel(const Params p) {
   __syncthreads();
 #pragma unroll
   for (int m = 0; m < PER; ++m) {
-    const int e = tid + m * kQkgThreads, i = e / D, c = e % D;
-    Qs[i * SF + c] = rg[m];
-    Ks[i * SF + c] = re[m];
-    BKs[i * SF + c] = rb[m];
+    const int i = i0 + m * kRowStep;
+    Qs[i * SF + ch] = rg[m];
+    Ks[i * SF + ch] = re[m];
+    BKs[i * SF + ch] = rb[m];
   }
   __syncthreads();
 
