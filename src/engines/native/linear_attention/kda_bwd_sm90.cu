@@ -14,6 +14,8 @@
 #include <cuda_runtime.h>
 
 #include "eagle/ragged/schedule.hpp"
+#include "engines/native/linear_attention/chunk_common.cuh"
+#include "engines/native/linear_attention/cp_async.cuh"
 #include "engines/native/linear_attention/kda_bwd_kernels.hpp"
 #include "engines/native/linear_attention/kda_mma.cuh"
 
@@ -82,15 +84,16 @@ __device__ __forceinline__ const bf16* view(const void* base, int64_t at, int64_
   return static_cast<const bf16*>(base) + at * elems;
 }
 
-// 16-byte copies of `rows` rows of COLS bf16 from global (row stride COLS) to shared (stride ld).
-template <int COLS, int Threads>
-__device__ __forceinline__ void copy_tile(bf16* dst, int ld, const bf16* src, int rows) {
-  constexpr int per_row = COLS / 8;
-  for (int i = threadIdx.x; i < rows * per_row; i += Threads) {
-    const int r = i / per_row, c = (i % per_row) * 8;
-    *reinterpret_cast<uint4*>(dst + r * ld + c) =
-        *reinterpret_cast<const uint4*>(src + static_cast<int64_t>(r) * COLS + c);
-  }
+// ROWS rows of COLS bf16 from global (row stride COLS) to shared (stride ld) by cp.async: in
+// flight until the caller's cp_async_commit, cp_async_wait and __syncthreads.
+template <int COLS, int ROWS>
+__device__ __forceinline__ void copy_tile(bf16* dst, int ld, const bf16* src) {
+  linear_attention::load_chunk_rows<bf16, COLS, ROWS, true>(dst, ld, src, COLS, ROWS);
+}
+// Waits for this thread's copies; a __syncthreads then shows every thread's.
+__device__ __forceinline__ void wait_tiles() {
+  linear_attention::cp_async_commit();
+  linear_attention::cp_async_wait<0>();
 }
 
 // Rows of d_o (value head hv, columns c0 .. c0 + COLS) of a chunk as bf16; rows at or past n
@@ -149,10 +152,10 @@ __global__ void __launch_bounds__(kStateThreads) dstate_kernel(const Params p) {
     const int64_t at = j * HV + hv;
     const ragged::ChunkTask task = chunk_of(p, j);
     const int n = static_cast<int>(task.row_end - task.row_begin);
-    copy_tile<C, kStateThreads>(Ms, ST, view(p.f.aqk, at, C * C), C);
-    copy_tile<D, kStateThreads>(KLs, SB, view(p.f.kg, at, C * D), C);
-    copy_tile<D, kStateThreads>(Ws, SB, view(p.f.w, at, C * D), C);
-    copy_tile<D, kStateThreads>(QGs, SB, view(p.f.qg, at, C * D), C);
+    copy_tile<C, C>(Ms, ST, view(p.f.aqk, at, C * C));
+    copy_tile<D, C>(KLs, SB, view(p.f.kg, at, C * D));
+    copy_tile<D, C>(Ws, SB, view(p.f.w, at, C * D));
+    copy_tile<D, C>(QGs, SB, view(p.f.qg, at, C * D));
     load_d_o<T, BV, kStateThreads>(DOs, SV, p, task.row_begin, n, hv, v0);
     for (int c = threadIdx.x; c < D; c += kStateThreads) GLs[c] = p.f.gl[at * D + c];
     bf16* dhg = p.ws.dh + at * D * D;
@@ -167,6 +170,7 @@ __global__ void __launch_bounds__(kStateThreads) dstate_kernel(const Params p) {
           *reinterpret_cast<__nv_bfloat162*>(DHs + d * SV + c) = x;
           *reinterpret_cast<__nv_bfloat162*>(dhg + static_cast<int64_t>(d) * D + v0 + c) = x;
         }
+    wait_tiles();
     __syncthreads();
 
     // dv' = Aqk^T dO + kg dh: warp w owns chunk rows 16 w .. 16 w + 15.
@@ -290,11 +294,12 @@ __global__ void __launch_bounds__(kMatThreads) dmat_kernel(const Params p) {
   const int64_t at = j * HV + hv;
 
   load_d_o<T, D, kMatThreads>(DOs, SB, p, task.row_begin, n, hv, 0);
-  copy_tile<D, kMatThreads>(HSs, SB, view(p.f.h, at, D * D), D);
-  copy_tile<D, kMatThreads>(DHs, SB, p.ws.dh + at * D * D, D);
-  copy_tile<D, kMatThreads>(VNs, SB, view(p.f.vn, at, C * D), C);
-  copy_tile<D, kMatThreads>(DVNs, SB, p.ws.dvn + at * C * D, C);
-  copy_tile<C, kMatThreads>(TTs, ST, view(p.f.t, at, C * C), C);
+  copy_tile<D, D>(HSs, SB, view(p.f.h, at, D * D));
+  copy_tile<D, D>(DHs, SB, p.ws.dh + at * D * D);
+  copy_tile<D, C>(VNs, SB, view(p.f.vn, at, C * D));
+  copy_tile<D, C>(DVNs, SB, p.ws.dvn + at * C * D);
+  copy_tile<C, C>(TTs, ST, view(p.f.t, at, C * C));
+  wait_tiles();
   __syncthreads();
 
   {  // d(q e^G) = dO h^T
@@ -326,8 +331,8 @@ __global__ void __launch_bounds__(kMatThreads) dmat_kernel(const Params p) {
   }
   __syncthreads();
 
-  copy_tile<D, kMatThreads>(Us, SB, view(p.f.u, at, C * D), C);
-  copy_tile<D, kMatThreads>(WWs, SB, view(p.f.w, at, C * D), C);
+  copy_tile<D, C>(Us, SB, view(p.f.u, at, C * D));
+  copy_tile<D, C>(WWs, SB, view(p.f.w, at, C * D));
   {  // d(w v) = T^T dv': dv = d(w v) w, dw = d(w v) v (kda: their beta, summed per row)
     float acc[NW][4] = {};
     mma_rows<false, false, NW>(acc, TTs, ST, m0, DVNs, SB, half * D / 2, C);
@@ -369,6 +374,7 @@ __global__ void __launch_bounds__(kMatThreads) dmat_kernel(const Params p) {
     store_f32<NW>(p.ws.dbg + at * C * D, D, acc, m0, half * D / 2, 1.f);
     store_bf16<NW>(DBGs, SB, acc, m0, half * D / 2, 1.f);
   }
+  wait_tiles();  // U and W, in flight since before the two products above
   __syncthreads();
   {  // dA = -(d(w v) U^T + d(bk e^G) W^T), strictly lower
     float acc[NC][4] = {};
