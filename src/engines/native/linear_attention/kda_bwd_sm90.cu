@@ -17,6 +17,7 @@
 #include "engines/native/linear_attention/chunk_common.cuh"
 #include "engines/native/linear_attention/cp_async.cuh"
 #include "engines/native/linear_attention/kda_bwd_kernels.hpp"
+#include "engines/native/linear_attention/kda_fwd_common.cuh"
 #include "engines/native/linear_attention/kda_mma.cuh"
 
 namespace eagle::native::kda {
@@ -55,26 +56,8 @@ struct Params {
   BwdScratch ws;
 };
 
-template <typename T>
-__device__ __forceinline__ float to_f(T x);
-template <>
-__device__ __forceinline__ float to_f(bf16 x) {
-  return __bfloat162float(x);
-}
-template <>
-__device__ __forceinline__ float to_f(__half x) {
-  return __half2float(x);
-}
-template <typename T>
-__device__ __forceinline__ T from_f(float x);
-template <>
-__device__ __forceinline__ bf16 from_f(float x) {
-  return __float2bfloat16(x);
-}
-template <>
-__device__ __forceinline__ __half from_f(float x) {
-  return __float2half(x);
-}
+using fwd::from_f;
+using fwd::to_f;
 
 __device__ __forceinline__ ragged::ChunkTask chunk_of(const Params& p, int64_t j) {
   return ragged::chunk_task(p.s.cu, p.offsets, p.s.slots, p.s.rows, C, j);

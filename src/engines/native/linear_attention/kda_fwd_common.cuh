@@ -67,4 +67,42 @@ __device__ __forceinline__ ragged::ChunkTask chunk_of(const Params& p, int64_t j
   return ragged::chunk_task(p.s.cu, p.offsets, p.s.slots, p.s.rows, C, j);
 }
 
+// Whether each 16-row diagonal block of the intra-chunk products may go through its first row
+// r0: its key factors e^{G_r0 - G_j} (j >= r0) reach e^{span}, span = max over channels of
+// G_r0 - G_{r0 + 15}; up to 80 they and their partners e^{G_i - G_r0} >= e^{-80} stay normal
+// f32/bf16 numbers. Past it (decay beyond fla's safe range) the block is computed exactly per
+// channel instead. Warps 0-3 each decide one block from G (f32 rows of stride ld); a
+// __syncthreads must follow.
+template <int D>
+__device__ __forceinline__ void decide_through_r0(const float* Gs, int ld, bool tensor_cores,
+                                                  int (&through_r0)[4]) {
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  if (warp >= 4) return;
+  float span = 0;
+  for (int c = lane; c < D; c += 32)
+    span = fmaxf(span, Gs[16 * warp * ld + c] - Gs[(16 * warp + 15) * ld + c]);
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) span = fmaxf(span, __shfl_xor_sync(0xffffffffu, span, o));
+  if (lane == 0) through_r0[warp] = tensor_cores && span <= 80.f;
+}
+
+// W = T R1 and U = T R2 of chunk slab `at` into the workspace: T [C][ldt], R1 and R2 [C][ldr]
+// bf16 in shared memory; warps 0-3 write W's 16-row blocks, warps 4-7 U's.
+template <int D>
+__device__ __forceinline__ void store_w_u(const Params& p, int64_t at, const bf16* Tb, int ldt,
+                                          const bf16* R1, const bf16* R2, int ldr) {
+  const int warp = threadIdx.x >> 5, which = warp / 4, mt = warp % 4;
+  float acc[D / 8][4] = {};
+  mma_rows<true, false, D / 8>(acc, Tb, ldt, 16 * mt, which ? R2 : R1, ldr, 0, C);
+  bf16* out = (which ? p.ws.u : p.ws.w) + at * C * D;
+#pragma unroll
+  for (int t = 0; t < D / 8; ++t)
+#pragma unroll
+    for (int e = 0; e < 4; e += 2) {
+      const int r = acc_row(16 * mt, e), c = acc_col(8 * t, e);
+      *reinterpret_cast<__nv_bfloat162*>(out + r * D + c) =
+          __floats2bfloat162_rn(acc[t][e], acc[t][e + 1]);
+    }
+}
+
 }  // namespace eagle::native::kda::fwd

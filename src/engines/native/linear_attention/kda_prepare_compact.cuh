@@ -137,16 +137,9 @@ __device__ __forceinline__ bool prepare_chunk_compact(const Params& p, int64_t j
       return Es[r * SG + c];
   };
 
-  // 3a. Whether each 16-row diagonal block may go through its first row (prepare_chunk's 3a).
+  // 3a. Whether each 16-row diagonal block goes through its first row (decide_through_r0).
   __shared__ int through_r0[4];
-  if (warp < 4) {
-    float span = 0;
-    for (int c = lane; c < D; c += 32)
-      span = fmaxf(span, Gs[16 * warp * SG + c] - Gs[(16 * warp + 15) * SG + c]);
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) span = fmaxf(span, __shfl_xor_sync(0xffffffffu, span, o));
-    if (lane == 0) through_r0[warp] = p.s.tensor_core_diagonal && span <= 80.f;
-  }
+  decide_through_r0<D>(Gs, SG, p.s.tensor_core_diagonal, through_r0);
   __syncthreads();
   // 3b. Rows of block I against keys 0 .. r0 + 15 on the tensor cores, through r0, 32 keys at a
   // time: (x_i e^{G_i - G_r0}) . (k_j e^{G_r0 - G_j}).
@@ -282,20 +275,7 @@ __device__ __forceinline__ bool prepare_chunk_compact(const Params& p, int64_t j
     *reinterpret_cast<uint4*>(R2 + r * SB + c) = packed;
   }
   __syncthreads();
-  {
-    const int which = warp / 4, mt = warp % 4;
-    float acc[D / 8][4] = {};
-    mma_rows<true, false, D / 8>(acc, Tb, ST, 16 * mt, which ? R2 : R1, SB, 0, C);
-    bf16* out = (which ? p.ws.u : p.ws.w) + at * C * D;
-#pragma unroll
-    for (int t = 0; t < D / 8; ++t)
-#pragma unroll
-      for (int e = 0; e < 4; e += 2) {
-        const int r = acc_row(16 * mt, e), c = acc_col(8 * t, e);
-        *reinterpret_cast<__nv_bfloat162*>(out + r * D + c) =
-            __floats2bfloat162_rn(acc[t][e], acc[t][e + 1]);
-      }
-  }
+  store_w_u<D>(p, at, Tb, ST, R1, R2, SB);
   return true;
 }
 
