@@ -76,6 +76,8 @@ struct PrepareSmem {
       sizeof(T) * ((Compact ? 1 : 2) * kC * LK + kC * LV + (Compact ? 0 : kC * LT)) +
       sizeof(float) * (2 * kC * LA + 3 * kC + 3 * 256);  // + the blocked inverse's sums
   static_assert(kC * LT * sizeof(T) <= kC * LA * sizeof(float), "T's copy must fit over A");
+  // The point of the compact layout: three CTAs per sm_90 SM (228 KB, 1 KB reserved per CTA).
+  static_assert(!Compact || 3 * (bytes + 1024) <= 228 * 1024, "three compact CTAs must fit an SM");
 };
 
 // Chunk task j of value head blockIdx.y; false when j is past the batch's chunks.

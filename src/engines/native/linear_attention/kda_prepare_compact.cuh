@@ -44,6 +44,10 @@ struct CompactLayout {
   static constexpr std::size_t bytes = SCR + (kStage > kSolve ? kStage : kSolve);
   static_assert(K % 16 == 0 && Q % 16 == 0 && AQK % 16 == 0 && SCR % 16 == 0,
                 "cp.async and 16-byte stores need 16-byte aligned regions");
+  // The point of the layout: two kda CTAs per sm_90 SM (228 KB, 1 KB reserved per CTA, 16 bytes
+  // of static shared memory each).
+  static_assert(GT != Gates::kda || 2 * (bytes + 16 + 1024) <= 228 * 1024,
+                "two compact kda CTAs must fit an SM");
 };
 
 // Chunk task j of value head blockIdx.y; false when j is past the batch's chunks.
