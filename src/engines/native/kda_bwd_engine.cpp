@@ -180,6 +180,9 @@ plan::Capabilities kda_bwd_capabilities() {
   // The recompute's prepare launch: 0 the wide layout, 1 the compact one (kda::Shape). 0 leads
   // until it is measured on a GPU.
   caps.knobs["prepare"] = {0, 1};
+  // The recompute's state launch: 1 pipelined, 0 not; the forward's kernel, whose pipelined
+  // loop was measured faster there (native_kda's knob `pipeline`), so 1 leads.
+  caps.knobs["pipeline"] = {1, 0};
   return caps;
 }
 
@@ -219,6 +222,7 @@ class KdaBwdEngine : public plan::Engine {
     KdaBwdPlan::Table t{};
     t.shape = shape_of(node);
     t.shape.compact_prepare = config.knobs.at("prepare") != 0;
+    t.shape.pipelined_state = config.knobs.at("pipeline") != 0;
     t.capacity = ragged::chunk_capacity(t.shape.rows, t.shape.slots, kda::kChunk);
     const bool gdn2 = node.op() == "gdn2_bwd";
     t.gdn = node.op() == "gdn_bwd";

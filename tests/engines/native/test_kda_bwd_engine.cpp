@@ -713,9 +713,10 @@ double check(const op::Graph& g, const test::RaggedRows& rows, const Arrays& got
   return all;
 }
 
-plan::ExecutionPlans native_plan(const op::Graph& g, int64_t prepare = 0) {
-  plan::ExecutionPlans p = engines::create_execution_plan(g.clone(), kGpu, kda_bwd_engine(),
-                                                          {{"schedule", 0}, {"prepare", prepare}});
+plan::ExecutionPlans native_plan(const op::Graph& g, int64_t prepare = 0, int64_t pipeline = 1) {
+  plan::ExecutionPlans p = engines::create_execution_plan(
+      g.clone(), kGpu, kda_bwd_engine(),
+      {{"schedule", 0}, {"prepare", prepare}, {"pipeline", pipeline}});
   p.build_plans();
   return p;
 }
@@ -769,8 +770,9 @@ std::vector<Case> cases() {
   return c;
 }
 
-// Every case of both rules against the reference, the recompute's prepare in the layout given.
-void backward_matches_the_reference(int64_t prepare) {
+// Every case of both rules against the reference, the recompute's prepare in the layout given
+// and its state loop pipelined or not.
+void backward_matches_the_reference(int64_t prepare, int64_t pipeline = 1) {
   std::printf("%s\n", test::reproduce_line().c_str());
   std::map<std::string, double> worst;
   int combo = 0;
@@ -802,7 +804,7 @@ void backward_matches_the_reference(int64_t prepare) {
           const op::Graph g = bwd_graph(s);
           const Arrays in = inputs(g, rows, cu, s);
           const Arrays want = reference_of(s, g, in, cu.back());
-          check(g, rows, test::execute(native_plan(g, prepare), in, kGpu), want, worst);
+          check(g, rows, test::execute(native_plan(g, prepare, pipeline), in, kGpu), want, worst);
         }
   for (const auto& [port, err] : worst)
     std::printf("worst relative error %s: %.3g\n", port.c_str(), err);
@@ -810,6 +812,11 @@ void backward_matches_the_reference(int64_t prepare) {
 
 TEST_F(NativeKdaBwd, MatchesTheReference) {
   backward_matches_the_reference(0);
+}
+
+// The recompute's state loop unpipelined (knob pipeline = 0).
+TEST_F(NativeKdaBwd, TheUnpipelinedRecomputeMatchesTheReference) {
+  backward_matches_the_reference(0, 0);
 }
 
 // The forward's recompute through the compact prepare (knob prepare = 1).
