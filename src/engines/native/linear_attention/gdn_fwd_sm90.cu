@@ -412,7 +412,7 @@ template <typename T, int K, int V>
 struct OutputSmem {
   static constexpr int LK = K + 8, LV = V + 8, LT = kC + 8;
   static constexpr std::size_t bytes =
-      sizeof(T) * (2 * kC * LK + K * LV + kC * LV + kC * LT) + sizeof(float) * kC;
+      sizeof(T) * (2 * kC * LK + K * LV + kC * LV + kC * LT) + sizeof(float) * 3 * kC;
 };
 
 // Chunk task j of value head blockIdx.y; false when j is past the batch's chunks.
@@ -429,12 +429,14 @@ __device__ __forceinline__ bool output_chunk(const Params& p, int64_t j) {
   if (n <= 0) return true;  // only under metadata ragged::validate rejects
   const int tid = threadIdx.x, warp = tid / 32;
   extern __shared__ __align__(16) unsigned char smem[];
-  T* qs = reinterpret_cast<T*>(smem);  // [64][LK]
-  T* ks = qs + kC * LK;                // [64][LK]
-  T* hs = ks + kC * LK;                // [K][LV] the state at the chunk's start
-  T* vs = hs + K * LV;                 // [64][LV] v'
-  T* ps = vs + kC * LV;                // [64][LT] q k^T exp(G_i - G_j), lower
-  float* gcs = reinterpret_cast<float*>(ps + kC * LT);
+  T* qs = reinterpret_cast<T*>(smem);                   // [64][LK]
+  T* ks = qs + kC * LK;                                 // [64][LK]
+  T* hs = ks + kC * LK;                                 // [K][LV] the state at the chunk's start
+  T* vs = hs + K * LV;                                  // [64][LV] v'
+  T* ps = vs + kC * LV;                                 // [64][LT] q k^T exp(G_i - G_j), lower
+  float* gcs = reinterpret_cast<float*>(ps + kC * LT);  // [64] G
+  float* rq = gcs + kC;  // [64] inverse l2 norms of the q rows (1 without the norm)
+  float* rk = rq + kC;   // [64] the k rows' (the prepare launch's), 0 past the chunk
 
   // Every copy in flight at once (cp.async; n >= 1 here), the gates read meanwhile.
   load_chunk_rows<T, K, kC, true>(qs, LK, static_cast<const T*>(p.q) + (r0 * p.H + kh) * K,
@@ -446,14 +448,19 @@ __device__ __forceinline__ bool output_chunk(const Params& p, int64_t j) {
   load_chunk_rows<T, V, K, true>(
       hs, LV, static_cast<const T*>(p.h) + (j * p.HV + h) * static_cast<int64_t>(K) * V, V, K);
   cp_async_commit();
-  if (tid < kC) gcs[tid] = p.gc[(r0 + (tid < n ? tid : n - 1)) * p.HV + h];
+  if (tid < kC) {
+    gcs[tid] = p.gc[(r0 + (tid < n ? tid : n - 1)) * p.HV + h];
+    rk[tid] = !p.l2 ? 1.0f : tid < n ? p.rk[(r0 + tid) * p.H + kh] : 0.0f;
+  }
   cp_async_wait<0>();
   __syncthreads();
-  if (p.l2) {
-    normalize_rows<T, K>(qs, LK, nullptr);
-    normalize_rows<T, K>(ks, LK, nullptr);
-    __syncthreads();
+  // The l2 norms enter as row and column scales of the products (q and k are used as given):
+  // each warp finds its own 16 q rows' (the rows of its P and o tiles).
+  for (int r = 16 * warp; r < 16 * warp + 16; ++r) {
+    const float f = p.l2 ? warp_row_inv_norm<T, K>(qs, LK, r) : 1.0f;
+    if ((tid & 31) == 0) rq[r] = f;
   }
+  __syncwarp();
   {
     float acc[8][4] = {};
     for (int k0 = 0; k0 < K; k0 += 16) {
@@ -468,8 +475,8 @@ __device__ __forceinline__ bool output_chunk(const Params& p, int64_t j) {
     for (int nt = 0; nt < 8; ++nt)
       for (int e = 0; e < 4; ++e) {
         const int i = 16 * warp + acc_row(e), jj = nt * 8 + acc_col(e);
-        ps[i * LT + jj] =
-            E::from_float((jj <= i && i < n) ? acc[nt][e] * expf(gcs[i] - gcs[jj]) : 0.0f);
+        ps[i * LT + jj] = E::from_float(
+            (jj <= i && i < n) ? acc[nt][e] * rq[i] * rk[jj] * expf(gcs[i] - gcs[jj]) : 0.0f);
       }
   }
   __syncthreads();
@@ -484,7 +491,10 @@ __device__ __forceinline__ bool output_chunk(const Params& p, int64_t j) {
     }
   }
   for (int nt = 0; nt < V / 8; ++nt)
-    for (int e = 0; e < 4; ++e) o[nt][e] *= expf(gcs[16 * warp + acc_row(e)]);
+    for (int e = 0; e < 4; ++e) {
+      const int i = 16 * warp + acc_row(e);
+      o[nt][e] *= expf(gcs[i]) * rq[i];
+    }
   for (int k0 = 0; k0 < kC; k0 += 16) {
     uint32_t a[4];
     frag_a_mk(a, ps, LT, 16 * warp, k0);
