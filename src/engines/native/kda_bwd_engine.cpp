@@ -183,6 +183,9 @@ plan::Capabilities kda_bwd_capabilities() {
   // The recompute's state launch: 1 pipelined, 0 not; the forward's kernel, whose pipelined
   // loop was measured faster there (native_kda's knob `pipeline`), so 1 leads.
   caps.knobs["pipeline"] = {1, 0};
+  // The decay-weighted products: 0 exactly per channel on CUDA cores, 1 on the tensor cores
+  // through a reference row per 16-row block (kda::Shape). 0 leads until 1 is measured.
+  caps.knobs["intra"] = {0, 1};
   return caps;
 }
 
@@ -223,6 +226,7 @@ class KdaBwdEngine : public plan::Engine {
     t.shape = shape_of(node);
     t.shape.compact_prepare = config.knobs.at("prepare") != 0;
     t.shape.pipelined_state = config.knobs.at("pipeline") != 0;
+    t.shape.tensor_core_backward = config.knobs.at("intra") != 0;
     t.capacity = ragged::chunk_capacity(t.shape.rows, t.shape.slots, kda::kChunk);
     const bool gdn2 = node.op() == "gdn2_bwd";
     t.gdn = node.op() == "gdn_bwd";

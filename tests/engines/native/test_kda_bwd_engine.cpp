@@ -481,6 +481,7 @@ struct Spec {
   bool initial_state = true, l2 = false, d_final_state = true;
   bool safe_gate = false, beta_sigmoid = false;  // gdn only
   std::optional<double> scale;
+  bool strong_gates = false;  // half of the gates in [-30, -5] (blocks decaying past e^-80)
 };
 
 op::Graph bwd_graph(const Spec& s) {
@@ -627,13 +628,14 @@ bool per_token(const std::string& port) {
 }
 
 // Log decays like real models': most in [-1, -0.01), a fifth strong in [-5, -1).
-Array gate_array(const op::Dims& dims) {
+Array gate_array(const op::Dims& dims, bool very_strong) {
   std::vector<double> g =
       test::random_values(static_cast<std::size_t>(reference::count(dims)), -1, -0.01);
-  const std::vector<double> strong = test::random_values(g.size(), -5, -1);
+  const std::vector<double> strong =
+      very_strong ? test::random_values(g.size(), -30, -5) : test::random_values(g.size(), -5, -1);
   const std::vector<double> pick = test::random_values(g.size(), 0, 1);
   for (std::size_t i = 0; i < g.size(); ++i)
-    if (pick[i] < 0.2) g[i] = strong[i];
+    if (pick[i] < (very_strong ? 0.5 : 0.2)) g[i] = strong[i];
   return test::from_doubles(g, dims, DType::f32, Device::cpu());
 }
 
@@ -650,7 +652,7 @@ Arrays inputs(const op::Graph& g, const test::RaggedRows& rows, const std::vecto
     if (port == "g" && s.safe_gate) {  // logits, as the gdn forward's test draws them
       a = test::random_array(t.dims(), t.dtype(), Device::cpu(), -1, 1);
     } else if (port == "g") {
-      a = gate_array(t.dims());
+      a = gate_array(t.dims(), s.strong_gates);
     } else if (port == "k") {
       // Without the norm, keys of about unit norm keep the recurrence contracting.
       const double r = s.l2 ? 1.0 : 1.7 / std::sqrt(static_cast<double>(t.dims()[2]));
@@ -713,10 +715,15 @@ double check(const op::Graph& g, const test::RaggedRows& rows, const Arrays& got
   return all;
 }
 
-plan::ExecutionPlans native_plan(const op::Graph& g, int64_t prepare = 0, int64_t pipeline = 1) {
+// The backward's knobs, each at its first point unless given.
+struct BwdKnobs {
+  int64_t prepare = 0, pipeline = 1, intra = 0;
+};
+
+plan::ExecutionPlans native_plan(const op::Graph& g, BwdKnobs k = {}) {
   plan::ExecutionPlans p = engines::create_execution_plan(
       g.clone(), kGpu, kda_bwd_engine(),
-      {{"schedule", 0}, {"prepare", prepare}, {"pipeline", pipeline}});
+      {{"schedule", 0}, {"prepare", k.prepare}, {"pipeline", k.pipeline}, {"intra", k.intra}});
   p.build_plans();
   return p;
 }
@@ -770,9 +777,9 @@ std::vector<Case> cases() {
   return c;
 }
 
-// Every case of both rules against the reference, the recompute's prepare in the layout given
-// and its state loop pipelined or not.
-void backward_matches_the_reference(int64_t prepare, int64_t pipeline = 1) {
+// Every case of both rules against the reference, with the knobs given (and, when asked, half
+// the gates strong enough that 16-row blocks decay past e^-80).
+void backward_matches_the_reference(BwdKnobs knobs, bool strong_gates = false) {
   std::printf("%s\n", test::reproduce_line().c_str());
   std::map<std::string, double> worst;
   int combo = 0;
@@ -792,6 +799,7 @@ void backward_matches_the_reference(int64_t prepare, int64_t pipeline = 1) {
           s.initial_state = (combo / 2) % 2 == 0;
           s.d_final_state = (combo % 3) != 0;
           if (combo % 5 == 0) s.scale = 0.3;
+          s.strong_gates = strong_gates;
           std::vector<int64_t> cu = {0};
           for (int64_t l : c.lens) cu.push_back(cu.back() + l);
           test::RaggedRows rows = test::rows_of(cu);
@@ -804,24 +812,33 @@ void backward_matches_the_reference(int64_t prepare, int64_t pipeline = 1) {
           const op::Graph g = bwd_graph(s);
           const Arrays in = inputs(g, rows, cu, s);
           const Arrays want = reference_of(s, g, in, cu.back());
-          check(g, rows, test::execute(native_plan(g, prepare, pipeline), in, kGpu), want, worst);
+          check(g, rows, test::execute(native_plan(g, knobs), in, kGpu), want, worst);
         }
   for (const auto& [port, err] : worst)
     std::printf("worst relative error %s: %.3g\n", port.c_str(), err);
 }
 
 TEST_F(NativeKdaBwd, MatchesTheReference) {
-  backward_matches_the_reference(0);
+  backward_matches_the_reference({});
 }
 
 // The recompute's state loop unpipelined (knob pipeline = 0).
 TEST_F(NativeKdaBwd, TheUnpipelinedRecomputeMatchesTheReference) {
-  backward_matches_the_reference(0, 0);
+  backward_matches_the_reference({.pipeline = 0});
 }
 
 // The forward's recompute through the compact prepare (knob prepare = 1).
 TEST_F(NativeKdaBwd, TheCompactPrepareRecomputeMatchesTheReference) {
-  backward_matches_the_reference(1);
+  backward_matches_the_reference({.prepare = 1});
+}
+
+// The decay-weighted products on the tensor cores (knob intra = 1): through each block's
+// reference row, and with strong gates also the exact route of the blocks decaying past e^-80
+// (the exact per-channel kernel beside it for comparison).
+TEST_F(NativeKdaBwd, TheTensorCoreDecayProductsMatchTheReference) {
+  backward_matches_the_reference({.intra = 1});
+  backward_matches_the_reference({.intra = 1}, true);
+  backward_matches_the_reference({.intra = 0}, true);
 }
 
 // gdn_bwd (through the kda backward with the gate broadcast over K): as above, with safe_gate
@@ -870,9 +887,10 @@ TEST_F(NativeKdaBwd, GdnMatchesTheReference) {
 #ifdef EAGLE_HAVE_CUDA
 // The timing shape (run by name: --gtest_also_run_disabled_tests): kda backward, bf16,
 // H = HV = 32, K = V = 128, T = 32768 in 8 equal sequences, l2 norm on, no initial state; CUDA
-// events around 10 runs after 2 warm-up runs, for each layout of the recompute's prepare.
+// events around 10 runs after 2 warm-up runs, for each layout of the recompute's prepare and
+// each route of the decay-weighted products.
 // Drawing the inputs on the host takes a while.
-void time_the_backward(const op::Graph& g, const Arrays& host, int64_t prepare);
+void time_the_backward(const op::Graph& g, const Arrays& host, BwdKnobs knobs);
 
 TEST_F(NativeKdaBwd, DISABLED_TimeTheBackward) {
   Spec s;
@@ -886,11 +904,12 @@ TEST_F(NativeKdaBwd, DISABLED_TimeTheBackward) {
   std::vector<int64_t> cu = {0};
   for (int i = 0; i < 8; ++i) cu.push_back(cu.back() + 4096);
   Arrays host = inputs(g, test::rows_of(cu), cu, s);
-  for (int64_t prepare : {0, 1}) time_the_backward(g, host, prepare);
+  for (int64_t prepare : {0, 1})
+    for (int64_t intra : {0, 1}) time_the_backward(g, host, {.prepare = prepare, .intra = intra});
 }
 
-void time_the_backward(const op::Graph& g, const Arrays& host, int64_t prepare) {
-  const plan::ExecutionPlans plans = native_plan(g, prepare);
+void time_the_backward(const op::Graph& g, const Arrays& host, BwdKnobs knobs) {
+  const plan::ExecutionPlans plans = native_plan(g, knobs);
   plan::VariantPack pack(plans.layout());
   std::vector<Array> keep;
   for (const auto& [uid, a] : host) {
@@ -919,9 +938,10 @@ void time_the_backward(const op::Graph& g, const Arrays& host, int64_t prepare) 
   float ms = 0;
   ASSERT_EQ(cudaEventElapsedTime(&ms, a, b), cudaSuccess);
   std::printf(
-      "kda backward bf16 H=HV=32 K=V=128 T=32768 N=8 (equal), prepare %lld: %.3f ms, workspace "
-      "%.0f MiB\n",
-      static_cast<long long>(prepare), ms / kRuns, ws_bytes / 1048576.0);
+      "kda backward bf16 H=HV=32 K=V=128 T=32768 N=8 (equal), prepare %lld intra %lld: %.3f ms, "
+      "workspace %.0f MiB\n",
+      static_cast<long long>(knobs.prepare), static_cast<long long>(knobs.intra), ms / kRuns,
+      ws_bytes / 1048576.0);
   std::fflush(stdout);
   cudaEventDestroy(a);
   cudaEventDestroy(b);

@@ -56,6 +56,10 @@ struct Shape {
   // 190 KB holds one (the prepare is latency-bound at 8 warps per SM). Same arithmetic, same
   // results. Used only when q, k, v, g (and b, w) start 16-byte aligned, else the wide one.
   bool compact_prepare = false;
+  // The backward's decay-weighted products (its dqkg launch) on the tensor cores through a
+  // reference row per 16-row block, as the prepare takes A (knob `intra` of native_kda_bwd = 1);
+  // false: exactly per channel on CUDA cores.
+  bool tensor_core_backward = false;
   // The persistent schedule: a launch runs as many CTAs as are resident at once, each looping
   // over its tasks, instead of one CTA per task of the capacity (flat), whose CTAs past the batch
   // return at once. Per stage: `persistent` for the chunk launches (prepare, output; knob
