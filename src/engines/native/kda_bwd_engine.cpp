@@ -176,7 +176,9 @@ plan::Capabilities kda_bwd_capabilities() {
   // The io dtype the facts name is the graph's first float input; the gates are f32, so the
   // precise per-port rule is check_node's.
   caps.dtypes = {DType::bf16, DType::f16, DType::f32};
-  caps.knobs["schedule"] = {0};  // flat
+  // 0 flat, 1 persistent, 2 persistent for the slot launches alone (the recompute's state,
+  // dstate), 3 for the chunk launches alone (the recompute's prepare, dmat, dqkg): as native_kda.
+  caps.knobs["schedule"] = {0, 1, 2, 3};
   // The recompute's prepare launch: 0 the wide layout, 1 the compact one (kda::Shape). 0 leads
   // until it is measured on a GPU.
   caps.knobs["prepare"] = {0, 1};
@@ -227,6 +229,9 @@ class KdaBwdEngine : public plan::Engine {
     t.shape.compact_prepare = config.knobs.at("prepare") != 0;
     t.shape.pipelined_state = config.knobs.at("pipeline") != 0;
     t.shape.tensor_core_backward = config.knobs.at("intra") != 0;
+    const int64_t schedule = config.knobs.at("schedule");
+    t.shape.persistent = schedule == 1 || schedule == 3;
+    t.shape.persistent_state = schedule == 1 || schedule == 2;
     t.capacity = ragged::chunk_capacity(t.shape.rows, t.shape.slots, kda::kChunk);
     const bool gdn2 = node.op() == "gdn2_bwd";
     t.gdn = node.op() == "gdn_bwd";

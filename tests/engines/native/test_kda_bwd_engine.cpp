@@ -722,13 +722,15 @@ double check(const op::Graph& g, const test::RaggedRows& rows, const Arrays& got
 
 // The backward's knobs, each at its first point unless given.
 struct BwdKnobs {
-  int64_t prepare = 0, pipeline = 1, intra = 0;
+  int64_t prepare = 0, pipeline = 1, intra = 0, schedule = 0;
 };
 
 plan::ExecutionPlans native_plan(const op::Graph& g, BwdKnobs k = {}) {
-  plan::ExecutionPlans p = engines::create_execution_plan(
-      g.clone(), kGpu, kda_bwd_engine(),
-      {{"schedule", 0}, {"prepare", k.prepare}, {"pipeline", k.pipeline}, {"intra", k.intra}});
+  plan::ExecutionPlans p = engines::create_execution_plan(g.clone(), kGpu, kda_bwd_engine(),
+                                                          {{"schedule", k.schedule},
+                                                           {"prepare", k.prepare},
+                                                           {"pipeline", k.pipeline},
+                                                           {"intra", k.intra}});
   p.build_plans();
   return p;
 }
@@ -844,6 +846,14 @@ TEST_F(NativeKdaBwd, TheTensorCoreDecayProductsMatchTheReference) {
   backward_matches_the_reference({.intra = 1});
   backward_matches_the_reference({.intra = 1}, true);
   backward_matches_the_reference({.intra = 0}, true);
+}
+
+// The persistent schedule (knob schedule = 1: every launch over tasks; 2: the slot launches
+// alone; 3: the chunk launches alone), with the other knobs' second points among them.
+TEST_F(NativeKdaBwd, ThePersistentScheduleMatchesTheReference) {
+  backward_matches_the_reference({.schedule = 1});
+  backward_matches_the_reference({.pipeline = 0, .schedule = 2});
+  backward_matches_the_reference({.prepare = 1, .intra = 1, .schedule = 3});
 }
 
 // gdn_bwd (through the kda backward with the gate broadcast over K): as above, with safe_gate

@@ -10,6 +10,7 @@
 #include "eagle/ragged/schedule.hpp"
 #include "engines/native/linear_attention/kda_kernels.hpp"
 #include "engines/native/linear_attention/kda_mma.cuh"
+#include "engines/native/linear_attention/persistent.cuh"
 
 namespace eagle::native::kda::bwd {
 
@@ -37,6 +38,7 @@ struct Params {
   const int32_t* offsets;
   ChunkViews f;
   BwdScratch ws;
+  int64_t cap = 0;  // G_cap: the chunk tasks a flat grid covers
 };
 
 __device__ __forceinline__ ragged::ChunkTask chunk_of(const Params& p, int64_t j) {

@@ -36,10 +36,10 @@ struct Qkg {
 };
 
 // 1. The chunk's rows as the forward reads them (zeros past its end): q~, k~, bk, G (the cumsum)
-// and the masked dAqk and dA. False when the CTA's chunk is past the batch. Ends with a
-// __syncthreads.
+// and the masked dAqk and dA of chunk task j. False when j is past the batch's chunks. Ends with
+// a __syncthreads.
 template <typename T, int D, Gates GT>
-__device__ __forceinline__ bool qkg_rows(const Params& p, Qkg& v) {
+__device__ __forceinline__ bool qkg_rows(const Params& p, int64_t j, Qkg& v) {
   using L = QkgLayout<D>;
   constexpr int SF = L::SF, SA = L::SA;
   extern __shared__ float4 smem4[];
@@ -53,7 +53,6 @@ __device__ __forceinline__ bool qkg_rows(const Params& p, Qkg& v) {
   v.betas = sm + L::BETA;
   float *Qs = v.Qs, *Ks = v.Ks, *Gs = v.Gs, *BKs = v.BKs;
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
-  const int64_t j = blockIdx.x;
   v.hv = blockIdx.y;
   v.task = chunk_of(p, j);
   if (v.task.sequence < 0) return false;
@@ -176,13 +175,14 @@ __device__ __forceinline__ void qkg_gates(const Params& p, const Qkg& v) {
   }
 }
 
-// The products exactly per channel on CUDA cores (knob intra = 0).
+// The products exactly per channel on CUDA cores (knob intra = 0), of chunk task j; false
+// when j is past the batch's chunks.
 template <typename T, int D, Gates GT>
-__global__ void __launch_bounds__(kQkgThreads) dqkg_kernel(const Params p) {
+__device__ __forceinline__ bool dqkg_chunk(const Params& p, int64_t j) {
   using L = QkgLayout<D>;
   constexpr int SF = L::SF, SA = L::SA, PER = C * D / kQkgThreads;
   Qkg v;
-  if (!qkg_rows<T, D, GT>(p, v)) return;
+  if (!qkg_rows<T, D, GT>(p, j, v)) return false;
   const float *Qs = v.Qs, *Ks = v.Ks, *Gs = v.Gs, *BKs = v.BKs, *DMs = v.DMs, *DAs = v.DAs;
   const int tid = threadIdx.x;
 
@@ -231,6 +231,7 @@ __global__ void __launch_bounds__(kQkgThreads) dqkg_kernel(const Params p) {
   }
   __syncthreads();
   qkg_gates<D, GT>(p, v);
+  return true;
 }
 
 // ---- dqkg on the tensor cores (Shape::tensor_core_backward, knob intra = 1) -----------------
@@ -271,15 +272,16 @@ __device__ __forceinline__ void load_a_f32(const float* s, int ld, int m0, int k
   }
 }
 
+// Chunk task j on the tensor cores; false when j is past the batch's chunks.
 template <typename T, int D, Gates GT>
-__global__ void __launch_bounds__(kQkgThreads) dqkg_tc_kernel(const Params p) {
+__device__ __forceinline__ bool dqkg_tc_chunk(const Params& p, int64_t j) {
   using L = QkgLayout<D>;
   using LT = QkgTcLayout<D>;
   constexpr int SF = L::SF, SA = L::SA, SB = LT::SB;
   constexpr int kTiles = D / 8;  // column tiles of the products: one per warp
   static_assert(kTiles <= kQkgThreads / 32, "a warp per column tile");
   Qkg v;
-  if (!qkg_rows<T, D, GT>(p, v)) return;
+  if (!qkg_rows<T, D, GT>(p, j, v)) return false;
   const float *Qs = v.Qs, *Ks = v.Ks, *Gs = v.Gs, *BKs = v.BKs, *DMs = v.DMs, *DAs = v.DAs;
   extern __shared__ float4 smem4[];
   unsigned char* raw = reinterpret_cast<unsigned char*>(smem4);
@@ -369,6 +371,19 @@ __global__ void __launch_bounds__(kQkgThreads) dqkg_tc_kernel(const Params p) {
   }
   __syncthreads();
   qkg_gates<D, GT>(p, v);
+  return true;
+}
+
+// A chunk task per CTA (flat) or a CTA's tasks in turn (persistent), by either route.
+template <typename T, int D, Gates GT>
+__global__ void __launch_bounds__(kQkgThreads) dqkg_kernel(const Params p) {
+  linear_attention::for_each_task(p.cap, p.s.persistent,
+                                  [&](int64_t j) { return dqkg_chunk<T, D, GT>(p, j); });
+}
+template <typename T, int D, Gates GT>
+__global__ void __launch_bounds__(kQkgThreads) dqkg_tc_kernel(const Params p) {
+  linear_attention::for_each_task(p.cap, p.s.persistent,
+                                  [&](int64_t j) { return dqkg_tc_chunk<T, D, GT>(p, j); });
 }
 
 }  // namespace eagle::native::kda::bwd

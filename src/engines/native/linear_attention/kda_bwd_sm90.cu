@@ -86,7 +86,7 @@ struct DStateLayout {
 };
 
 template <typename T, int D, int BV>
-__global__ void __launch_bounds__(kStateThreads) dstate_kernel(const Params p) {
+__device__ __forceinline__ void dstate_slot(const Params& p, int64_t s) {
   using L = DStateLayout<D, BV>;
   constexpr int SB = L::SB, SV = L::SV, ST = L::ST, MT = D / 64, NT = BV / 8;
   extern __shared__ float4 smem4[];
@@ -95,7 +95,6 @@ __global__ void __launch_bounds__(kStateThreads) dstate_kernel(const Params p) {
   bf16 *DHs = sb + L::DH, *DVs = sb + L::DV;
   float* GLs = reinterpret_cast<float*>(sb + L::end);
   const int warp = threadIdx.x >> 5;
-  const int64_t s = blockIdx.x;
   const int hv = blockIdx.y, v0 = blockIdx.z * BV, HV = p.s.value_heads;
   const int m_base = warp * (D / 4);  // this warp's rows of dh
 
@@ -187,6 +186,15 @@ __global__ void __launch_bounds__(kStateThreads) dstate_kernel(const Params p) {
   }
 }
 
+// A slot per CTA (flat) or a CTA's slots in turn (persistent).
+template <typename T, int D, int BV>
+__global__ void __launch_bounds__(kStateThreads) dstate_kernel(const Params p) {
+  linear_attention::for_each_task(p.s.slots, p.s.persistent_state, [&](int64_t s) {
+    dstate_slot<T, D, BV>(p, s);
+    return true;
+  });
+}
+
 // ---- dmat: the plain products of a chunk -----------------------------------------------------
 
 template <int D>
@@ -238,7 +246,7 @@ __device__ __forceinline__ void store_lower(float* g, const float (&acc)[NT][4],
 }
 
 template <typename T, int D, Gates GT>
-__global__ void __launch_bounds__(kMatThreads) dmat_kernel(const Params p) {
+__device__ __forceinline__ bool dmat_chunk(const Params& p, int64_t j) {
   using L = MatLayout<D>;
   // Each warp: 16 rows and half the columns, NW (of D) or NC (of C) tiles of 8.
   constexpr int SB = L::SB, ST = L::ST, NW = D / 16, NC = C / 16;
@@ -250,10 +258,9 @@ __global__ void __launch_bounds__(kMatThreads) dmat_kernel(const Params p) {
   float* part = reinterpret_cast<float*>(sb + L::end);  // [2][C]
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int m0 = 16 * (warp & 3), half = warp >> 2;
-  const int64_t j = blockIdx.x;
   const int hv = blockIdx.y, HV = p.s.value_heads;
   const ragged::ChunkTask task = chunk_of(p, j);
-  if (task.sequence < 0) return;
+  if (task.sequence < 0) return false;
   const int n = static_cast<int>(task.row_end - task.row_begin);
   const int64_t at = j * HV + hv;
 
@@ -349,6 +356,14 @@ __global__ void __launch_bounds__(kMatThreads) dmat_kernel(const Params p) {
   if constexpr (GT == Gates::kda) {
     for (int r = threadIdx.x; r < C; r += kMatThreads) p.ws.dbv[at * C + r] = part[r] + part[C + r];
   }
+  return true;
+}
+
+// A chunk task per CTA (flat) or a CTA's tasks in turn (persistent).
+template <typename T, int D, Gates GT>
+__global__ void __launch_bounds__(kMatThreads) dmat_kernel(const Params p) {
+  linear_attention::for_each_task(p.cap, p.s.persistent,
+                                  [&](int64_t j) { return dmat_chunk<T, D, GT>(p, j); });
 }
 
 // ---- finish: per row, GQA sums, the norms' backward, zeros in padding rows -------------------
@@ -480,15 +495,27 @@ bool launch(const Params& p, int64_t cap, cudaStream_t stream) {
   if (!allow_smem(dstate, state_bytes) || !allow_smem(dmat, mat_bytes) ||
       !allow_smem(dqkg, qkg_bytes))
     return false;
-  const dim3 slots(static_cast<unsigned>(p.s.slots), static_cast<unsigned>(p.s.value_heads),
-                   static_cast<unsigned>(D / kStateBlockV));
-  dstate<<<slots, kStateThreads, state_bytes, stream>>>(p);
+  // Flat: a CTA per task. Persistent: as many as are resident at once, each looping over its
+  // tasks (as the forward's launches; the finish launch over rows stays flat).
+  using linear_attention::persistent_workers;
+  const unsigned heads = static_cast<unsigned>(p.s.value_heads), blocks_v = D / kStateBlockV;
+  unsigned state_x = static_cast<unsigned>(p.s.slots), mat_x = static_cast<unsigned>(cap);
+  unsigned qkg_x = mat_x;
+  if (p.s.persistent_state &&
+      !persistent_workers(dstate, kStateThreads, state_bytes, heads * blocks_v, state_x))
+    return false;
+  if (cap > 0 && p.s.persistent &&
+      (!persistent_workers(dmat, kMatThreads, mat_bytes, heads, mat_x) ||
+       !persistent_workers(dqkg, kQkgThreads, qkg_bytes, heads, qkg_x)))
+    return false;
+  Params q = p;
+  q.cap = cap;
+  dstate<<<dim3(state_x, heads, blocks_v), kStateThreads, state_bytes, stream>>>(q);
   if (cap > 0) {
-    const dim3 chunks(static_cast<unsigned>(cap), static_cast<unsigned>(p.s.value_heads));
-    dmat<<<chunks, kMatThreads, mat_bytes, stream>>>(p);
-    dqkg<<<chunks, kQkgThreads, qkg_bytes, stream>>>(p);
+    dmat<<<dim3(mat_x, heads), kMatThreads, mat_bytes, stream>>>(q);
+    dqkg<<<dim3(qkg_x, heads), kQkgThreads, qkg_bytes, stream>>>(q);
   }
-  if (p.s.rows > 0) finish<<<static_cast<unsigned>(p.s.rows), kFinishThreads, 0, stream>>>(p);
+  if (p.s.rows > 0) finish<<<static_cast<unsigned>(p.s.rows), kFinishThreads, 0, stream>>>(q);
   return cudaPeekAtLastError() == cudaSuccess;
 }
 
