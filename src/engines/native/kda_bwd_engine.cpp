@@ -188,6 +188,9 @@ plan::Capabilities kda_bwd_capabilities() {
   // The decay-weighted products: 0 exactly per channel on CUDA cores, 1 on the tensor cores
   // through a reference row per 16-row block (kda::Shape). 0 leads until 1 is measured.
   caps.knobs["intra"] = {0, 1};
+  // The dstate launch: 0 copies each chunk's tiles before computing it, 1 the previous chunk's
+  // while computing this one (kda::Shape). 0 leads until 1 is measured.
+  caps.knobs["dstate"] = {0, 1};
   return caps;
 }
 
@@ -229,6 +232,7 @@ class KdaBwdEngine : public plan::Engine {
     t.shape.compact_prepare = config.knobs.at("prepare") != 0;
     t.shape.pipelined_state = config.knobs.at("pipeline") != 0;
     t.shape.tensor_core_backward = config.knobs.at("intra") != 0;
+    t.shape.pipelined_dstate = config.knobs.at("dstate") != 0;
     const int64_t schedule = config.knobs.at("schedule");
     t.shape.persistent = schedule == 1 || schedule == 3;
     t.shape.persistent_state = schedule == 1 || schedule == 2;

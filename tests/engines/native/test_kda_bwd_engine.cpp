@@ -551,8 +551,10 @@ TEST(NativeKdaBwdPlanning, ServesKdaGdnAndGdn2BackwardFirstOnHopper) {
         EXPECT_EQ(plans.at(first).engine_id, kda_bwd_engine()) << plans.describe();
         // The recompute's pipelined state loop leads (measured in the forward); the compact
         // prepare and the tensor-core products wait for a GPU run.
-        EXPECT_EQ(plans.at(first).knobs,
-                  (plan::Knobs{{"intra", 0}, {"pipeline", 1}, {"prepare", 0}, {"schedule", 0}}));
+        EXPECT_EQ(
+            plans.at(first).knobs,
+            (plan::Knobs{
+                {"dstate", 0}, {"intra", 0}, {"pipeline", 1}, {"prepare", 0}, {"schedule", 0}}));
       }
 }
 
@@ -722,7 +724,7 @@ double check(const op::Graph& g, const test::RaggedRows& rows, const Arrays& got
 
 // The backward's knobs, each at its first point unless given.
 struct BwdKnobs {
-  int64_t prepare = 0, pipeline = 1, intra = 0, schedule = 0;
+  int64_t prepare = 0, pipeline = 1, intra = 0, schedule = 0, dstate = 0;
 };
 
 plan::ExecutionPlans native_plan(const op::Graph& g, BwdKnobs k = {}) {
@@ -730,7 +732,8 @@ plan::ExecutionPlans native_plan(const op::Graph& g, BwdKnobs k = {}) {
                                                           {{"schedule", k.schedule},
                                                            {"prepare", k.prepare},
                                                            {"pipeline", k.pipeline},
-                                                           {"intra", k.intra}});
+                                                           {"intra", k.intra},
+                                                           {"dstate", k.dstate}});
   p.build_plans();
   return p;
 }
@@ -848,6 +851,13 @@ TEST_F(NativeKdaBwd, TheTensorCoreDecayProductsMatchTheReference) {
   backward_matches_the_reference({.intra = 0}, true);
 }
 
+// The dstate launch copying the previous chunk's tiles while it computes this one (knob
+// dstate = 1), flat and persistent.
+TEST_F(NativeKdaBwd, ThePipelinedDstateMatchesTheReference) {
+  backward_matches_the_reference({.dstate = 1});
+  backward_matches_the_reference({.schedule = 2, .dstate = 1});
+}
+
 // The persistent schedule (knob schedule = 1: every launch over tasks; 2: the slot launches
 // alone; 3: the chunk launches alone), with the other knobs' second points among them.
 TEST_F(NativeKdaBwd, ThePersistentScheduleMatchesTheReference) {
@@ -921,6 +931,7 @@ TEST_F(NativeKdaBwd, DISABLED_TimeTheBackward) {
   Arrays host = inputs(g, test::rows_of(cu), cu, s);
   for (int64_t prepare : {0, 1})
     for (int64_t intra : {0, 1}) time_the_backward(g, host, {.prepare = prepare, .intra = intra});
+  time_the_backward(g, host, {.prepare = 1, .intra = 1, .dstate = 1});
 }
 
 void time_the_backward(const op::Graph& g, const Arrays& host, BwdKnobs knobs) {
@@ -953,10 +964,10 @@ void time_the_backward(const op::Graph& g, const Arrays& host, BwdKnobs knobs) {
   float ms = 0;
   ASSERT_EQ(cudaEventElapsedTime(&ms, a, b), cudaSuccess);
   std::printf(
-      "kda backward bf16 H=HV=32 K=V=128 T=32768 N=8 (equal), prepare %lld intra %lld: %.3f ms, "
-      "workspace %.0f MiB\n",
-      static_cast<long long>(knobs.prepare), static_cast<long long>(knobs.intra), ms / kRuns,
-      ws_bytes / 1048576.0);
+      "kda backward bf16 H=HV=32 K=V=128 T=32768 N=8 (equal), prepare %lld intra %lld dstate "
+      "%lld: %.3f ms, workspace %.0f MiB\n",
+      static_cast<long long>(knobs.prepare), static_cast<long long>(knobs.intra),
+      static_cast<long long>(knobs.dstate), ms / kRuns, ws_bytes / 1048576.0);
   std::fflush(stdout);
   cudaEventDestroy(a);
   cudaEventDestroy(b);

@@ -76,24 +76,41 @@ using bwd::QkgTcLayout;
 
 // ---- dstate: the reverse pass over a sequence's chunks ---------------------------------------
 
-template <int D, int BV>
+// Pipelined (Shape::pipelined_dstate): two buffers of a chunk's tiles and e^{G_last}, the
+// previous chunk's (the pass runs backwards) copied by cp.async while this one is computed.
+template <int D, int BV, bool Pipelined>
 struct DStateLayout {
   static constexpr int SB = D + 8, SV = BV + 8, ST = C + 8;
-  // bf16: Aqk [C][ST], dO [C][SV], kg, W, qg [C][SB], dh [D][SV], dv' [C][SV]; e^{G_last} f32.
-  static constexpr int M = 0, DO = M + C * ST, KL = DO + C * SV, W = KL + C * SB, QG = W + C * SB;
-  static constexpr int DH = QG + C * SB, DV = DH + D * SV, end = DV + C * SV;
-  static constexpr std::size_t bytes = static_cast<std::size_t>(end) * 2 + D * sizeof(float);
+  static constexpr int kBuffers = Pipelined ? 2 : 1;
+  // bf16, per buffer: Aqk [C][ST], kg, W, qg [C][SB]; then dO [C][SV], dh [D][SV], dv' [C][SV];
+  // then e^{G_last} [kBuffers][D] f32.
+  static constexpr int M = 0, KL = M + C * ST, W = KL + C * SB, QG = W + C * SB;
+  static constexpr int kBufElems = QG + C * SB;
+  static constexpr int DO = kBuffers * kBufElems, DH = DO + C * SV, DV = DH + D * SV;
+  static constexpr int end = DV + C * SV;
+  static_assert(end % 8 == 0, "e^{G_last} must start 16-byte aligned");
+  static constexpr std::size_t bytes =
+      static_cast<std::size_t>(end) * 2 + static_cast<std::size_t>(kBuffers) * D * sizeof(float);
 };
 
-template <typename T, int D, int BV>
+template <typename T, int D, int BV, bool Pipelined>
 __device__ __forceinline__ void dstate_slot(const Params& p, int64_t s) {
-  using L = DStateLayout<D, BV>;
+  using L = DStateLayout<D, BV, Pipelined>;
   constexpr int SB = L::SB, SV = L::SV, ST = L::ST, MT = D / 64, NT = BV / 8;
   extern __shared__ float4 smem4[];
   bf16* sb = reinterpret_cast<bf16*>(smem4);
-  bf16 *Ms = sb + L::M, *DOs = sb + L::DO, *KLs = sb + L::KL, *Ws = sb + L::W, *QGs = sb + L::QG;
-  bf16 *DHs = sb + L::DH, *DVs = sb + L::DV;
-  float* GLs = reinterpret_cast<float*>(sb + L::end);
+  bf16 *DOs = sb + L::DO, *DHs = sb + L::DH, *DVs = sb + L::DV;
+  float* gl_buffers = reinterpret_cast<float*>(sb + L::end);
+  // Chunk slab `at`'s tiles and e^{G_last} into buffer b by cp.async (in flight until waited).
+  auto copy_chunk = [&](int64_t at, int b) {
+    bf16* buf = sb + b * L::kBufElems;
+    copy_tile<C, C>(buf + L::M, ST, view(p.f.aqk, at, C * C));
+    copy_tile<D, C>(buf + L::KL, SB, view(p.f.kg, at, C * D));
+    copy_tile<D, C>(buf + L::W, SB, view(p.f.w, at, C * D));
+    copy_tile<D, C>(buf + L::QG, SB, view(p.f.qg, at, C * D));
+    for (int i = threadIdx.x; i < D / 4; i += kStateThreads)
+      linear_attention::cp_async16(gl_buffers + b * D + 4 * i, p.f.gl + at * D + 4 * i, true);
+  };
   const int warp = threadIdx.x >> 5;
   const int hv = blockIdx.y, v0 = blockIdx.z * BV, HV = p.s.value_heads;
   const int m_base = warp * (D / 4);  // this warp's rows of dh
@@ -111,16 +128,28 @@ __device__ __forceinline__ void dstate_slot(const Params& p, int64_t s) {
       }
 
   const int64_t first = p.offsets[s], last = p.offsets[s + 1];
+  if constexpr (Pipelined) {
+    if (first < last) copy_chunk((last - 1) * HV + hv, 0);
+    linear_attention::cp_async_commit();
+  }
   for (int64_t j = last - 1; j >= first; --j) {
     const int64_t at = j * HV + hv;
     const ragged::ChunkTask task = chunk_of(p, j);
     const int n = static_cast<int>(task.row_end - task.row_begin);
-    copy_tile<C, C>(Ms, ST, view(p.f.aqk, at, C * C));
-    copy_tile<D, C>(KLs, SB, view(p.f.kg, at, C * D));
-    copy_tile<D, C>(Ws, SB, view(p.f.w, at, C * D));
-    copy_tile<D, C>(QGs, SB, view(p.f.qg, at, C * D));
+    const int b = Pipelined ? static_cast<int>((last - 1 - j) & 1) : 0;
+    bf16* buf = sb + b * L::kBufElems;
+    bf16 *Ms = buf + L::M, *KLs = buf + L::KL, *Ws = buf + L::W, *QGs = buf + L::QG;
+    const float* GLs = gl_buffers + b * D;
+    if constexpr (Pipelined) {
+      // The other buffer was last read in the chunk after this one, before its closing
+      // __syncthreads: the chunk before this one goes there while this one is computed.
+      if (j - 1 >= first) copy_chunk((j - 1) * HV + hv, b ^ 1);
+      linear_attention::cp_async_commit();
+    } else {
+      copy_chunk(at, 0);
+      linear_attention::cp_async_commit();
+    }
     load_d_o<T, BV, kStateThreads>(DOs, SV, p, task.row_begin, n, hv, v0);
-    for (int c = threadIdx.x; c < D; c += kStateThreads) GLs[c] = p.f.gl[at * D + c];
     bf16* dhg = p.ws.dh + at * D * D;
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt)
@@ -133,7 +162,11 @@ __device__ __forceinline__ void dstate_slot(const Params& p, int64_t s) {
           *reinterpret_cast<__nv_bfloat162*>(DHs + d * SV + c) = x;
           *reinterpret_cast<__nv_bfloat162*>(dhg + static_cast<int64_t>(d) * D + v0 + c) = x;
         }
-    wait_tiles();
+    // This chunk's group (pipelined: the next one may fly on).
+    if constexpr (Pipelined)
+      linear_attention::cp_async_wait<1>();
+    else
+      linear_attention::cp_async_wait<0>();
     __syncthreads();
 
     // dv' = Aqk^T dO + kg dh: warp w owns chunk rows 16 w .. 16 w + 15.
@@ -187,10 +220,10 @@ __device__ __forceinline__ void dstate_slot(const Params& p, int64_t s) {
 }
 
 // A slot per CTA (flat) or a CTA's slots in turn (persistent).
-template <typename T, int D, int BV>
+template <typename T, int D, int BV, bool Pipelined>
 __global__ void __launch_bounds__(kStateThreads) dstate_kernel(const Params p) {
   linear_attention::for_each_task(p.s.slots, p.s.persistent_state, [&](int64_t s) {
-    dstate_slot<T, D, BV>(p, s);
+    dstate_slot<T, D, BV, Pipelined>(p, s);
     return true;
   });
 }
@@ -484,12 +517,15 @@ bool allow_smem(Kernel kernel, std::size_t bytes) {
 
 template <typename T, int D, Gates GT>
 bool launch(const Params& p, int64_t cap, cudaStream_t stream) {
-  auto dstate = dstate_kernel<T, D, kStateBlockV>;
+  auto dstate = p.s.pipelined_dstate ? dstate_kernel<T, D, kStateBlockV, true>
+                                     : dstate_kernel<T, D, kStateBlockV, false>;
   auto dmat = dmat_kernel<T, D, GT>;
   const bool tc = p.s.tensor_core_backward;
   auto dqkg = tc ? dqkg_tc_kernel<T, D, GT> : dqkg_kernel<T, D, GT>;
   auto finish = finish_kernel<T, D>;
-  constexpr std::size_t state_bytes = DStateLayout<D, kStateBlockV>::bytes;
+  const std::size_t state_bytes = p.s.pipelined_dstate
+                                      ? DStateLayout<D, kStateBlockV, true>::bytes
+                                      : DStateLayout<D, kStateBlockV, false>::bytes;
   constexpr std::size_t mat_bytes = MatLayout<D>::bytes;
   const std::size_t qkg_bytes = tc ? QkgTcLayout<D>::bytes : QkgLayout<D>::bytes;
   if (!allow_smem(dstate, state_bytes) || !allow_smem(dmat, mat_bytes) ||

@@ -60,6 +60,9 @@ struct Shape {
   // reference row per 16-row block, as the prepare takes A (knob `intra` of native_kda_bwd = 1);
   // false: exactly per channel on CUDA cores.
   bool tensor_core_backward = false;
+  // The backward's dstate launch copies the previous chunk's tiles by cp.async while it computes
+  // this one (knob `dstate` of native_kda_bwd = 1), as the forward's pipelined state loop.
+  bool pipelined_dstate = false;
   // The persistent schedule: a launch runs as many CTAs as are resident at once, each looping
   // over its tasks, instead of one CTA per task of the capacity (flat), whose CTAs past the batch
   // return at once. Per stage: `persistent` for the chunk launches (prepare, output; knob
