@@ -52,7 +52,7 @@ __device__ __forceinline__ bool qkg_rows(const Params& p, int64_t j, Qkg& v) {
   v.DAs = sm + L::DA;
   v.betas = sm + L::BETA;
   float *Qs = v.Qs, *Ks = v.Ks, *Gs = v.Gs, *BKs = v.BKs;
-  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+  const int tid = threadIdx.x;
   v.hv = blockIdx.y;
   v.task = chunk_of(p, j);
   if (v.task.sequence < 0) return false;
@@ -82,33 +82,8 @@ __device__ __forceinline__ bool qkg_rows(const Params& p, int64_t j, Qkg& v) {
     v.DAs[r * SA + c] = p.ws.da[v.at * C * C + i];
   }
   __syncthreads();
-  for (int r = warp; r < C; r += kQkgThreads / 32) {
-    float sq = 0, sk = 0;
-    for (int c = lane; c < D; c += 32) {
-      sq += Qs[r * SF + c] * Qs[r * SF + c];
-      sk += Ks[r * SF + c] * Ks[r * SF + c];
-    }
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) {
-      sq += __shfl_xor_sync(0xffffffffu, sq, o);
-      sk += __shfl_xor_sync(0xffffffffu, sk, o);
-    }
-    const float rq = (p.s.l2norm ? rsqrtf(sq + 1e-6f) : 1.f) * p.s.scale;
-    const float rk = p.s.l2norm ? rsqrtf(sk + 1e-6f) : 1.f;
-    for (int c = lane; c < D; c += 32) {
-      Qs[r * SF + c] *= rq;
-      const float kv = Ks[r * SF + c] * rk;
-      Ks[r * SF + c] = kv;
-      BKs[r * SF + c] = (GT == Gates::kda ? v.betas[r] : BKs[r * SF + c]) * kv;
-    }
-  }
-  for (int c = tid; c < D; c += kQkgThreads) {
-    float acc = 0;
-    for (int r = 0; r < C; ++r) {
-      acc += Gs[r * SF + c];
-      Gs[r * SF + c] = acc;
-    }
-  }
+  fwd::scale_rows_and_cumsum<D, GT, kQkgThreads>(Qs, Ks, BKs, Gs, v.betas, SF, p.s.l2norm,
+                                                 p.s.scale);
   __syncthreads();
   return true;
 }

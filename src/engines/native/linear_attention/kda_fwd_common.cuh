@@ -67,6 +67,44 @@ __device__ __forceinline__ ragged::ChunkTask chunk_of(const Params& p, int64_t j
   return ragged::chunk_task(p.s.cu, p.offsets, p.s.slots, p.s.rows, C, j);
 }
 
+// f32 rows [C][ld] of a chunk in shared memory, as loaded: q, k, the erase gate b (gdn2; kda's
+// beta per row in `betas`) and g. Scales q by its l2 norm (when `l2norm`) and `scale`, k by its
+// l2 norm, makes b the erase key b k (kda: beta k), and g the per-channel cumsum G. Every thread
+// of the CTA (Threads) calls it; a __syncthreads must follow.
+template <int D, Gates GT, int Threads>
+__device__ __forceinline__ void scale_rows_and_cumsum(float* Qs, float* Ks, float* Es, float* Gs,
+                                                      const float* betas, int ld, bool l2norm,
+                                                      float scale) {
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+  for (int r = warp; r < C; r += Threads / 32) {
+    float sq = 0, sk = 0;
+    for (int c = lane; c < D; c += 32) {
+      sq += Qs[r * ld + c] * Qs[r * ld + c];
+      sk += Ks[r * ld + c] * Ks[r * ld + c];
+    }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+      sq += __shfl_xor_sync(0xffffffffu, sq, o);
+      sk += __shfl_xor_sync(0xffffffffu, sk, o);
+    }
+    const float rq = (l2norm ? rsqrtf(sq + 1e-6f) : 1.f) * scale;
+    const float rk = l2norm ? rsqrtf(sk + 1e-6f) : 1.f;
+    for (int c = lane; c < D; c += 32) {
+      Qs[r * ld + c] *= rq;
+      const float kv = Ks[r * ld + c] * rk;
+      Ks[r * ld + c] = kv;
+      Es[r * ld + c] = (GT == Gates::kda ? betas[r] : Es[r * ld + c]) * kv;
+    }
+  }
+  for (int c = tid; c < D; c += Threads) {
+    float acc = 0;
+    for (int r = 0; r < C; ++r) {
+      acc += Gs[r * ld + c];
+      Gs[r * ld + c] = acc;
+    }
+  }
+}
+
 // Whether each 16-row diagonal block of the intra-chunk products may go through its first row
 // r0: its key factors e^{G_r0 - G_j} (j >= r0) reach e^{span}, span = max over channels of
 // G_r0 - G_{r0 + 15}; up to 80 they and their partners e^{G_i - G_r0} >= e^{-80} stay normal

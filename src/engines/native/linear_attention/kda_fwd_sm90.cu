@@ -62,7 +62,7 @@ __device__ __forceinline__ bool prepare_chunk(const Params& p, int64_t j) {
   float* sm = reinterpret_cast<float*>(smem4);
   float *Gs = sm + L::G, *Ks = sm + L::K, *Qs = sm + L::Q, *Es = sm + L::E;
   float *Akk = sm + L::AKK, *Aqk = sm + L::AQK, *betas = sm + L::BETA;
-  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+  const int tid = threadIdx.x, warp = tid >> 5;
   const int hv = blockIdx.y;
   const ragged::ChunkTask task = chunk_of(p, j);
   if (task.sequence < 0) return false;
@@ -90,33 +90,7 @@ __device__ __forceinline__ bool prepare_chunk(const Params& p, int64_t j) {
   __syncthreads();
 
   // 2. Norms and scale of q and k, the erase key b * k; G = cumsum of g per channel.
-  for (int r = warp; r < C; r += kPrepThreads / 32) {
-    float sq = 0, sk = 0;
-    for (int c = lane; c < D; c += 32) {
-      sq += Qs[r * SF + c] * Qs[r * SF + c];
-      sk += Ks[r * SF + c] * Ks[r * SF + c];
-    }
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) {
-      sq += __shfl_xor_sync(0xffffffffu, sq, o);
-      sk += __shfl_xor_sync(0xffffffffu, sk, o);
-    }
-    const float rq = (p.s.l2norm ? rsqrtf(sq + 1e-6f) : 1.f) * p.s.scale;
-    const float rk = p.s.l2norm ? rsqrtf(sk + 1e-6f) : 1.f;
-    for (int c = lane; c < D; c += 32) {
-      Qs[r * SF + c] *= rq;
-      const float kv = Ks[r * SF + c] * rk;
-      Ks[r * SF + c] = kv;
-      Es[r * SF + c] = (GT == Gates::kda ? betas[r] : Es[r * SF + c]) * kv;
-    }
-  }
-  for (int c = tid; c < D; c += kPrepThreads) {
-    float acc = 0;
-    for (int r = 0; r < C; ++r) {
-      acc += Gs[r * SF + c];
-      Gs[r * SF + c] = acc;
-    }
-  }
+  fwd::scale_rows_and_cumsum<D, GT, kPrepThreads>(Qs, Ks, Es, Gs, betas, SF, p.s.l2norm, p.s.scale);
   __syncthreads();
 
   // 3a. Whether each 16-row diagonal block goes through its first row (decide_through_r0).
