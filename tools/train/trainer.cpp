@@ -70,6 +70,11 @@ void write_trace(const std::string& path, BucketSet& steps, const std::vector<in
 
 namespace {
 
+// The most tokens a batch packs: --fill, or T when it is not given.
+int64_t batch_fill(const TrainOptions& o) {
+  return o.fill > 0 ? o.fill : o.capacity.tokens;
+}
+
 // One rank's part: who it is and what it meets the other ranks through.
 struct Rank {
   int index = 0;
@@ -85,7 +90,7 @@ void train_rank(const TrainOptions& o, const std::vector<data::Segment>& segment
                 const std::function<void(const TrainReport&)>& on_ready,
                 const std::function<void(const StepLog&)>& on_step) {
   // Batches of at most `fill` tokens, widened to T rows (padding) for the graphs.
-  const int64_t fill = o.fill > 0 ? o.fill : o.capacity.tokens;
+  const int64_t fill = batch_fill(o);
   data::PackedLoader loader(data::cycle_segments(&segments), {fill, o.capacity.slots}, o.lookahead);
   const auto next_batch = [&] {
     std::optional<data::PackedBatch> b = loader.next();
@@ -374,7 +379,7 @@ TrainReport run_training(const TrainOptions& o,
   if (o.fill < 0 || o.fill > o.capacity.tokens)
     throw InvalidArgument("train: --fill must be in 1.." + std::to_string(o.capacity.tokens) +
                           " (--tokens), got " + std::to_string(o.fill));
-  const int64_t fill = o.fill > 0 ? o.fill : o.capacity.tokens;
+  const int64_t fill = batch_fill(o);
   const int64_t cap = o.segment_cap > 0 ? o.segment_cap : std::max<int64_t>(2, fill / 4);
   if (cap > fill)
     throw InvalidArgument("train: the segment cap (" + std::to_string(cap) + ") must not exceed " +
