@@ -40,11 +40,15 @@ import statistics
 import sys
 import time
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 
 import eagle
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "peers"))
+from train_step import varlen_causal_kwargs  # noqa: E402 - the peers' one causal-flag rule
 
 K = eagle.kernels
 
@@ -285,7 +289,7 @@ def torch_varlen_attention(q, k, v, cu, max_len, cu_host):
     attention per sequence with scaled_dot_product_attention."""
     varlen_attn = torch_varlen_attn() if q.is_cuda else None
     if varlen_attn is not None:
-        return varlen_attn(q, k, v, cu, cu, max_len, max_len, is_causal=True)
+        return varlen_attn(q, k, v, cu, cu, max_len, max_len, **varlen_causal_kwargs())
     outs = []
     for b, e in zip(cu_host[:-1], cu_host[1:]):
         qs, ks, vs = (z[b:e].transpose(0, 1) for z in (q, k, v))  # [H, S, D]

@@ -179,17 +179,20 @@ plan::Capabilities kda_bwd_capabilities() {
   // 0 flat, 1 persistent, 2 persistent for the slot launches alone (the recompute's state,
   // dstate), 3 for the chunk launches alone (the recompute's prepare, dmat, dqkg): as native_kda.
   caps.knobs["schedule"] = {0, 1, 2, 3};
-  // The recompute's prepare launch: 0 the wide layout, 1 the compact one (kda::Shape). 0 leads
-  // until it is measured on a GPU.
-  caps.knobs["prepare"] = {0, 1};
+  // The recompute's prepare launch: 0 the wide layout, 1 the compact one (kda::Shape). 1 leads,
+  // as in the forward; measured on the H200 (kda bf16, H 32, K = V = 128, T 32768 N 8,
+  // 2026-12-05): prepare 1 intra 1 20.2 ms, prepare 0 intra 1 22.9, prepare 1 intra 0 25.6,
+  // prepare 0 intra 0 28.2.
+  caps.knobs["prepare"] = {1, 0};
   // The recompute's state launch: 1 pipelined, 0 not; the forward's kernel, whose pipelined
   // loop was measured faster there (native_kda's knob `pipeline`), so 1 leads.
   caps.knobs["pipeline"] = {1, 0};
   // The decay-weighted products: 0 exactly per channel on CUDA cores, 1 on the tensor cores
-  // through a reference row per 16-row block (kda::Shape). 0 leads until 1 is measured.
-  caps.knobs["intra"] = {0, 1};
+  // through a reference row per 16-row block (kda::Shape). 1 leads (measured: see prepare).
+  caps.knobs["intra"] = {1, 0};
   // The dstate launch: 0 copies each chunk's tiles before computing it, 1 the previous chunk's
-  // while computing this one (kda::Shape). 0 leads until 1 is measured.
+  // while computing this one (kda::Shape). 0 leads: 1 measured slower (22.4 ms against 20.2 with
+  // prepare 1 intra 1, as above: one CTA per SM instead of two).
   caps.knobs["dstate"] = {0, 1};
   return caps;
 }

@@ -147,8 +147,9 @@ plan::Capabilities kda_capabilities() {
   caps.knobs["pipeline"] = {1, 0};
   // The prepare launch: 0 the wide layout (f32 rows, one CTA per SM), 1 the compact one (16-bit
   // rows, cp.async, two kda CTAs per SM; the wide one where an operand is not 16-byte aligned).
-  // 0 leads until bench 14a measures 1 on a GPU.
-  caps.knobs["prepare"] = {0, 1};
+  // 1 leads: measured on the H200 (bench 14a, bf16, H 32, K = V = 128, 2026-12-05) 5.66 / 5.92 /
+  // 0.86 ms at T 32768 N 8, T 32768 N 64, T 4096 N 32 against 8.38 / 8.87 / 1.26 ms for 0.
+  caps.knobs["prepare"] = {1, 0};
   return caps;
 }
 
