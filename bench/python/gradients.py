@@ -235,7 +235,9 @@ class Mlp:
             if i < self.layers - 1:
                 h = F.gelu(h)
         loss = F.cross_entropy(h, self.t)
-        return (loss, *torch.autograd.grad(loss, self.ws))
+        # loss detached: a kept output must not keep the autograd graph (and the leaves'
+        # AccumulateGrad nodes, made on this stream) alive into torch.cuda.graph's capture.
+        return (loss.detach(), *torch.autograd.grad(loss, self.ws))
 
     # eagle: one op graph cut into planned pieces, forward and backward recorded as one graph
     def eagle_graph(self):
@@ -320,7 +322,7 @@ class Attention:
         y = attn.reshape(T, self.dim) @ self.wo
         loss = y.sum()
         dwqkv, dwo = torch.autograd.grad(loss, (self.wqkv, self.wo))
-        return loss, dwqkv, dwo
+        return loss.detach(), dwqkv, dwo  # detached: as Mlp.torch_step
 
     def eagle_graph(self):
         T, dim, H, D = self.cfg.tokens, self.dim, self.heads, self.hd
@@ -433,7 +435,7 @@ class Loop:
         for _ in range(self.cfg.turns):
             h = h + F.gelu(h @ self.w)
         loss = h.sum()
-        return (loss, *torch.autograd.grad(loss, (self.h0, self.w)))
+        return (loss.detach(), *torch.autograd.grad(loss, (self.h0, self.w)))  # as Mlp's
 
     def eagle_graph(self, mode: str):
         """mode: 'plain' (forward, record=False), 'forward' (the same forward with record=True:
