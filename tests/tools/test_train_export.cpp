@@ -134,6 +134,7 @@ TEST(TrainExport, WritesConfigInitialParamsEveryBatchAndTheLog) {
   std::snprintf(first, sizeof first, "\"loss\": [%.17g, ", r.steps[0].loss);
   EXPECT_NE(log.find(first), std::string::npos) << first << " in\n" << log;
   EXPECT_NE(log.find("\"step_seconds\": ["), std::string::npos);
+  EXPECT_NE(log.find("\"pack_seconds\": ["), std::string::npos);
   fs::remove_all(d);
 }
 

@@ -218,6 +218,9 @@ TEST(TrainStep, LossGoesDownOverThirtyStepsOnRealText) {
   ASSERT_EQ(r.steps.size(), 30u);
   // Byte-level text starts near log(256) = 5.55 and drops fast (byte frequencies alone).
   expect_loss_falls(r);
+  // Each step but the last packs the next batch while it runs; the last has none to pack.
+  for (std::size_t i = 0; i + 1 < r.steps.size(); ++i) EXPECT_GT(r.steps[i].pack_seconds, 0) << i;
+  EXPECT_EQ(r.steps.back().pack_seconds, 0);
 }
 
 // --fill F: batches of at most F tokens. With buckets, each runs the smallest bucket holding it;

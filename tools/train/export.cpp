@@ -145,13 +145,15 @@ void RunExport::finish(const TrainReport& r) const {
   j += "  \"loss\": " + list(&StepLog::loss) + ",\n";
   j += "  \"step_seconds\": " + list(&StepLog::seconds) + ",\n";
   j += "  \"launch_seconds\": " + list(&StepLog::launch_seconds) + ",\n";
+  j += "  \"pack_seconds\": " + list(&StepLog::pack_seconds) + ",\n";
   j += "  \"bucket_tokens\": " + list(&StepLog::capacity) + ",\n";
   j += "  \"active_tokens\": " + list(&StepLog::active_tokens) + ",\n";
   j += "  \"sequences\": " + list(&StepLog::sequences) + ",\n";
   j += "  \"loss_tokens\": " + list(&StepLog::loss_tokens) + ",\n";
   j += "  \"step_seconds_note\": \"step_seconds: the wall time of a step: the batch copy, "
        "Graph::launch, the wait "
-       "and the loss read; step 1 includes first-touch costs\"\n}\n";
+       "and the loss read (the next batch is packed during the wait: pack_seconds); step 1 "
+       "includes first-touch costs\"\n}\n";
   write_text(dir_ / "log.json", j);
 }
 

@@ -338,6 +338,8 @@ int run_train(const std::vector<std::string>& args) {
       "the CPU the host schedule runs the whole step inside launch), mean fill %.1f%%\n",
       mean(r.steps, &train::StepLog::seconds, skip) * 1e3,
       mean(r.steps, &train::StepLog::launch_seconds, skip) * 1e3, fill * 100);
+  std::printf("  packing the next batch: %.3f ms per step, on the host while the step runs\n",
+              mean(r.steps, &train::StepLog::pack_seconds, skip) * 1e3);
   if (!o.export_dir.empty()) std::printf("export: written to %s\n", o.export_dir.c_str());
   return r.ranks > 1 ? check_rank_params(r) : 0;
 }

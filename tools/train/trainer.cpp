@@ -144,7 +144,6 @@ void train_rank(const TrainOptions& o, const std::vector<data::Segment>& segment
     log.step = s;
     const auto start = std::chrono::steady_clock::now();
     if (s > 1) {
-      next = next_batch();
       // On the stream of the bucket that runs this batch: the launch is ordered after the copies.
       const int chosen = steps.select(next->active_tokens);
       load_batch(*next, staging, batch, &steps.graph(chosen).stream());
@@ -155,6 +154,14 @@ void train_rank(const TrainOptions& o, const std::vector<data::Segment>& segment
     const auto launch_start = std::chrono::steady_clock::now();
     const int b = steps.launch(next->active_tokens);  // L is known on the host
     log.launch_seconds = seconds_since(launch_start);
+    // The next batch is packed while the device runs this step (a loader's prefetch): on a GPU
+    // the host's packing hides behind the step; on the CPU the step ran inside launch.
+    std::optional<data::PackedBatch> upcoming;
+    if (s < o.steps) {
+      const auto pack_start = std::chrono::steady_clock::now();
+      upcoming = next_batch();
+      log.pack_seconds = seconds_since(pack_start);
+    }
     Graph& step = steps.graph(b);
     step.synchronize();
     log.capacity = capacities[static_cast<std::size_t>(b)];
@@ -163,6 +170,7 @@ void train_rank(const TrainOptions& o, const std::vector<data::Segment>& segment
     report.steps.push_back(log);
     if (on_step) on_step(log);
     if (exported) exported->batch(s, *next);  // outside the step's timing
+    if (upcoming) next = std::move(upcoming);
   }
   if (exported) exported->finish(report);
   if (trace) write_trace(o.trace, steps, capacities);
@@ -176,6 +184,7 @@ StepLog combine(const std::vector<StepLog>& logs) {
     all.loss += l.loss / static_cast<double>(logs.size());
     all.seconds = std::max(all.seconds, l.seconds);
     all.launch_seconds = std::max(all.launch_seconds, l.launch_seconds);
+    all.pack_seconds = std::max(all.pack_seconds, l.pack_seconds);
     all.active_tokens += l.active_tokens;
     all.sequences += l.sequences;
     all.capacity += l.capacity;

@@ -54,6 +54,7 @@ struct StepLog {
   double loss = 0;            // the step's loss, before its update
   double seconds = 0;         // wall time of the step: batch copy, launch, wait, loss read
   double launch_seconds = 0;  // time in Graph::launch (host work per replay)
+  double pack_seconds = 0;    // packing the next batch, on the host while the step runs
   int64_t active_tokens = 0;  // L
   int64_t sequences = 0;      // M
   int64_t capacity = 0;       // the bucket's T that ran the step
