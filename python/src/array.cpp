@@ -211,20 +211,40 @@ struct TorchExport {
   }
 };
 
+// The innermost StreamMemo of this thread, or null.
+thread_local StreamMemo* memo = nullptr;
+
 // The tensor's array by the fast export, or an undefined Array when the handshake is needed.
+// The capsule says where the tensor lives (no Python attribute reads); one that cannot be used
+// without the handshake is dropped, which returns the tensor to torch.
 Array torch_fast_import(nb::handle obj, const Stream* stream) {
   static TorchExport torch;
   if (!torch.ready() ||
       !PyObject_TypeCheck(obj.ptr(), reinterpret_cast<PyTypeObject*>(torch.tensor_type)))
     return {};
-  if (nb::cast<bool>(obj.attr("is_cuda"))) {
+  nb::object capsule = torch.to_dlpack(obj);
+  if (!PyCapsule_IsValid(capsule.ptr(), kVersioned)) return {};
+  const DLDevice where =
+      static_cast<DLManagedTensorVersioned*>(PyCapsule_GetPointer(capsule.ptr(), kVersioned))
+          ->dl_tensor.device;
+  if (where.device_type == kDLCUDA) {
     if (stream == nullptr || !stream->borrowed() || !torch.current_stream.is_valid()) return {};
-    const auto ordinal = nb::cast<int64_t>(obj.attr("get_device")());
-    if (ordinal != stream->device().ordinal()) return {};
-    const auto current = nb::cast<uintptr_t>(torch.current_stream(ordinal));
+    if (where.device_id != stream->device().ordinal()) return {};
+    uintptr_t current = 0;
+    if (memo != nullptr && memo->ordinal == where.device_id) {
+      current = memo->stream;
+    } else {
+      current = nb::cast<uintptr_t>(torch.current_stream(where.device_id));
+      if (memo != nullptr) {
+        memo->ordinal = where.device_id;
+        memo->stream = current;
+      }
+    }
     if (current != reinterpret_cast<uintptr_t>(stream->native())) return {};
+  } else if (where.device_type != kDLCPU) {
+    return {};
   }
-  return import_capsule(torch.to_dlpack(obj));
+  return import_capsule(capsule);
 }
 
 }  // namespace
@@ -232,6 +252,14 @@ Array torch_fast_import(nb::handle obj, const Stream* stream) {
 bool is_array_like(nb::handle obj) {
   return nb::isinstance<Array>(obj) || PyCapsule_CheckExact(obj.ptr()) ||
          nb::hasattr(obj, "__dlpack__") || nb::hasattr(obj, "__cuda_array_interface__");
+}
+
+StreamMemo::StreamMemo() : outer_(memo) {
+  memo = this;
+}
+
+StreamMemo::~StreamMemo() {
+  memo = outer_;
 }
 
 Array to_array(nb::handle obj, const Stream* stream) {

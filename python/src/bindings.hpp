@@ -3,6 +3,7 @@
 
 #include <nanobind/nanobind.h>
 
+#include <cstdint>
 #include <optional>
 #include <vector>
 
@@ -31,6 +32,22 @@ void bind_bench(nb::module_& m);      // timing hooks of the host-cost benchmark
 // ...) or __cuda_array_interface__, without copying. `stream` is the stream the Array is used on
 // (its producer orders its pending work before that stream); nullptr: the legacy default stream.
 Array to_array(nb::handle obj, const Stream* stream = nullptr);
+// Within its scope, the imports of torch CUDA tensors ask torch for its current stream once per
+// device instead of once per tensor: for a call importing several operands, during which no
+// Python code runs that could change it.
+class StreamMemo {
+ public:
+  StreamMemo();
+  ~StreamMemo();
+  StreamMemo(const StreamMemo&) = delete;
+  StreamMemo& operator=(const StreamMemo&) = delete;
+
+  int ordinal = -1;      // the device last asked, -1: none yet
+  uintptr_t stream = 0;  // torch's current stream there
+
+ private:
+  StreamMemo* outer_;
+};
 // Whether `obj` can become an Array without copying.
 bool is_array_like(nb::handle obj);
 

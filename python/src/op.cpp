@@ -100,6 +100,7 @@ void execute(PyPlans& p, const nb::dict& operands, const Stream* stream) {
   const plan::ExecutionPlans& plans = p.plans;
   plan::VariantPack pack(plans.layout());
   std::vector<Array> held;  // alive until the call is issued (the caller keeps its own arrays)
+  StreamMemo one_stream_query;
   for (auto [key, value] : operands) {
     held.push_back(to_array(value, &s));
     pack.set_at(operand_position(plans.layout(), key), plan::Operand(held.back()));
