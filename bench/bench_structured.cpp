@@ -307,6 +307,13 @@ std::vector<Case> cases() {
                          {{"num_embeddings", vocab}}),
                      {{"ids", ids}}, "embedding_bwd_" + e_tag));
   }
+  // Hot ids: 16384 positions over 8 ids of a 4096-row table (about 2048 each), as byte-level
+  // text's frequent characters: a segment's sum must not serialize on one warp.
+  c.push_back(make("embedding_bwd bf16 V 4096, D 4096, 16384 ids among 8 (hot)",
+                   one("embedding_bwd", "embedding_bwd",
+                       {{"dy", {"dy", {kRows, kDim}, bf}}, {"ids", {"ids", {kRows}, DType::i64}}},
+                       {{"num_embeddings", int64_t{4096}}}),
+                   {{"ids", {0, 8}}}, "embedding_bwd_hot_bf16_4096x4096_16384"));
   c.push_back(make("reduction sum bf16 [16384, 4096] last axis",
                    one("reduce_rows", "reduction", {{"x", {"x", x, bf}}},
                        {{"mode", "sum"}, {"axes", std::vector<int64_t>{-1}}}),

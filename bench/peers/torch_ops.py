@@ -107,6 +107,14 @@ def embedding_cases(out, tokens=16384, dim=4096):
         ms, mn = timed(lambda: torch.ops.aten.embedding_dense_backward(dy, ids, vocab, -1, False))
         out[f"embedding_bwd_{tag}"] = {"ms": ms, "min_ms": mn,
                                        "what": "aten.embedding_dense_backward"}
+    # Hot ids: every id among 8 of a 4096-row table (about 2048 positions each), as byte-level
+    # text's frequent characters.
+    vocab = 4096
+    ids = torch.randint(0, 8, (tokens,), device="cuda")
+    dy = torch.randn(tokens, dim, device="cuda", dtype=torch.bfloat16)
+    ms, mn = timed(lambda: torch.ops.aten.embedding_dense_backward(dy, ids, vocab, -1, False))
+    out[f"embedding_bwd_hot_bf16_{vocab}x{dim}_{tokens}"] = {
+        "ms": ms, "min_ms": mn, "what": "aten.embedding_dense_backward, 8 hot ids"}
 
 
 def reduction_cases(out, rows=16384, cols=4096):

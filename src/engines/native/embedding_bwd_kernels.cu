@@ -1,5 +1,7 @@
 #include <cuda_runtime.h>
 
+#include <algorithm>
+
 #include "engines/native/dtype_dispatch.cuh"
 #include "engines/native/embedding_bwd_kernels.hpp"
 #include "engines/native/launch_status.hpp"
@@ -13,10 +15,13 @@ namespace {
 constexpr int kCountThreads = 256;  // per chunk block and per bucket block
 constexpr int kPlaceThreads = 128;  // per chunk placing block (one warp walks)
 constexpr int kScanThreads = 1024;  // the one block scanning the bucket x chunk counts
-constexpr int kRowThreads = 256;    // the row kernel: a warp per table row
+constexpr int kRowThreads = 256;    // the row kernel: a warp per (table row, column chunk)
 constexpr int kRowWarps = kRowThreads / 32;
-constexpr int kRowLoads = 4;  // packs a lane has in flight in the copy path
-constexpr int kSumLoads = 2;  // and in the sum path (8 double sums beside them: 64 registers)
+// Packs a lane has in flight while summing a segment: 128 bytes, or 64 where a pack holds 8
+// values (their 8 double sums take the registers; ptxas: no spills at 3 blocks per SM).
+template <int VEC>
+constexpr int kSumLoads = VEC >= 8 ? 4 : 8;
+constexpr int64_t kRowBlocksMax = int64_t{1} << 20;  // the row kernel's grid strides past this
 
 // The workspace (embedding_bwd_workspace): offsets [vocab + 1], positions sorted by id [rows],
 // positions sorted by bucket [rows], counts [buckets * chunks] (bucket-major) and their
@@ -165,50 +170,47 @@ __global__ void __launch_bounds__(kCountThreads) id_place_kernel(Sort k) {
       [&](int64_t e) { return by_bucket[e]; });
 }
 
-// 5. A warp per table row writes the row once: zeros, a copy of its one dy row, or the sum of
-// its segment's dy rows in position order (double, rounded once).
+// 5. A warp per (table row, chunk of 32 * VEC columns) writes its part of the row once: zeros,
+// a copy of its one dy row, or the sum of its segment's dy rows in position order (double,
+// rounded once). Splitting the columns over warps keeps a hot id (byte tokens: a space can be a
+// quarter of the batch) from serializing its thousands of rows on one warp; each element's sum
+// runs in the same order as before, so the bits do not depend on the split.
 template <class T, int VEC>
-__global__ void __launch_bounds__(kRowThreads, 4) row_kernel(EmbeddingBwdArgs a, Scratch s) {
+__global__ void __launch_bounds__(kRowThreads, 3) row_kernel(EmbeddingBwdArgs a, Scratch s) {
   using Pack = rows::Pack<T, VEC>;
-  const int64_t v = static_cast<int64_t>(blockIdx.x) * kRowWarps + (threadIdx.x >> 5);
-  if (v >= a.vocab) return;
   const int lane = static_cast<int>(threadIdx.x & 31);
   const T* __restrict__ dy = static_cast<const T*>(a.dy);
-  T* __restrict__ out = static_cast<T*>(a.dtable) + v * a.dim;
-  const int32_t begin = s.offsets[v], end = s.offsets[v + 1];
-  const int64_t dim = a.dim, stride = int64_t{32} * VEC, first = int64_t{lane} * VEC;
-  if (end - begin == 0) {
-    Pack zero;
+  const int64_t dim = a.dim, width = int64_t{32} * VEC;
+  const int64_t chunks = (dim + width - 1) / width;
+  const int64_t warps = a.vocab * chunks;
+  for (int64_t w = static_cast<int64_t>(blockIdx.x) * kRowWarps + (threadIdx.x >> 5); w < warps;
+       w += static_cast<int64_t>(gridDim.x) * kRowWarps) {
+    const int64_t v = w / chunks;
+    const int64_t i = (w % chunks) * width + int64_t{lane} * VEC;
+    if (i >= dim) continue;
+    T* __restrict__ out = static_cast<T*>(a.dtable) + v * dim;
+    const int32_t begin = s.offsets[v], end = s.offsets[v + 1];
+    if (end - begin <= 1) {  // zeros, or the sum of one row: the row, copied bit for bit
+      Pack p;
+      if (end == begin) {
 #pragma unroll
-    for (int j = 0; j < VEC; ++j) zero.v[j] = detail::from_acc<T>(0.0f);
-#pragma unroll 4
-    for (int64_t i = first; i < dim; i += stride) *reinterpret_cast<Pack*>(out + i) = zero;
-    return;
-  }
-  if (end - begin == 1) {  // the sum of one row is the row: copied bit for bit
-    const T* src = dy + static_cast<int64_t>(s.order[begin]) * dim;
-    for (int64_t i0 = first; i0 < dim; i0 += kRowLoads * stride) {
-      Pack p[kRowLoads];
-#pragma unroll
-      for (int u = 0; u < kRowLoads; ++u)
-        if (i0 + u * stride < dim) p[u] = *reinterpret_cast<const Pack*>(src + i0 + u * stride);
-#pragma unroll
-      for (int u = 0; u < kRowLoads; ++u)
-        if (i0 + u * stride < dim) *reinterpret_cast<Pack*>(out + i0 + u * stride) = p[u];
+        for (int j = 0; j < VEC; ++j) p.v[j] = detail::from_acc<T>(0.0f);
+      } else {
+        p = *reinterpret_cast<const Pack*>(dy + static_cast<int64_t>(s.order[begin]) * dim + i);
+      }
+      *reinterpret_cast<Pack*>(out + i) = p;
+      continue;
     }
-    return;
-  }
-  for (int64_t i = first; i < dim; i += stride) {
     double acc[VEC] = {};  // hot ids sum thousands of rows
-    for (int32_t k0 = begin; k0 < end; k0 += kSumLoads) {
-      Pack p[kSumLoads];  // kept packed (16 bytes each) until added
+    for (int32_t k0 = begin; k0 < end; k0 += kSumLoads<VEC>) {
+      Pack p[kSumLoads<VEC>];  // kept packed (16 bytes each) until added
 #pragma unroll
-      for (int u = 0; u < kSumLoads; ++u)
+      for (int u = 0; u < kSumLoads<VEC>; ++u)
         if (k0 + u < end)
           p[u] =
               *reinterpret_cast<const Pack*>(dy + static_cast<int64_t>(s.order[k0 + u]) * dim + i);
 #pragma unroll
-      for (int u = 0; u < kSumLoads; ++u)
+      for (int u = 0; u < kSumLoads<VEC>; ++u)
         if (k0 + u < end)
 #pragma unroll
           for (int j = 0; j < VEC; ++j) acc[j] += static_cast<double>(detail::to_acc(p[u].v[j]));
@@ -238,7 +240,10 @@ bool launch(const EmbeddingBwdArgs& a, const RowGeometry&, void* stream) noexcep
   if (!launch_succeeded()) return false;
   id_place_kernel<Id><<<buckets, kCountThreads, id_smem, st>>>(k);
   if (!launch_succeeded()) return false;
-  const auto blocks = static_cast<unsigned>((a.vocab + kRowWarps - 1) / kRowWarps);
+  const int64_t width = int64_t{32} * VEC;
+  const int64_t warps = a.vocab * ((a.dim + width - 1) / width);
+  const auto blocks =
+      static_cast<unsigned>(std::min((warps + kRowWarps - 1) / kRowWarps, kRowBlocksMax));
   row_kernel<T, VEC><<<blocks, kRowThreads, 0, st>>>(a, k.s);
   return launch_succeeded();
 }
