@@ -17,6 +17,9 @@
 #   linear    the linear-attention GPU tests (native_kda, native_gdn, native_kda_bwd), eagle_bench
 #             --only 14a (every knob row), the kda backward's time (both prepare layouts), then ncu over the prepare launches of the first rows
 #             (kda and gdn, wide and compact layouts: linear-ncu.txt)
+#   profile   ncu's time per kernel (scripts/ncu_summary.py) of three training steps at the
+#             benchmark's shape (train-ncu.txt) and of bench 14a's first kda and gdn rows
+#             (linear-fwd-ncu.txt): where each step's time goes
 #   bench     bench/peers/torch_ops.py (the torch peers) then eagle_bench --peers
 #             (EAGLE_BENCH_ARGS adds arguments, e.g. "--only 2,10")
 set -uo pipefail
@@ -25,7 +28,7 @@ export LD_LIBRARY_PATH=$PWD:${LD_LIBRARY_PATH:-}
 out=${OUT:-/tmp/out}
 mkdir -p "$out"
 parts=("$@")
-[ ${#parts[@]} -eq 0 ] && parts=(tests sanitize repro demo examples python train gradients linear bench)
+[ ${#parts[@]} -eq 0 ] && parts=(tests sanitize repro demo examples python train gradients linear profile bench)
 want() { [[ " ${parts[*]} " == *" $1 "* ]]; }
 # Every CUDA test, but the one that provokes a failing graph update on purpose (to test the
 # rebuild fallback): the sanitizers report the API error it asks for.
@@ -105,6 +108,8 @@ if want train; then
   echo "worst case: exit $? | $(grep -E 'mean step' "$out/train-worst-case.txt")"
   EAGLE_CUPTI_DEBUG=1 ./eagle_tests --gtest_filter='Trace.*' > "$out/train-trace-tests.txt" 2>&1
   echo "trace tests: exit $? | $(grep -E 'PASSED|FAILED' "$out/train-trace-tests.txt" | tr '\n' ' ')"
+  # Also here: a call returns a limited number of files, and this log was once left out.
+  grep -B2 -A10 'Failure' "$out/train-trace-tests.txt" | head -60
 fi
 if want gradients && [ -d python/eagle ]; then
   PYTHONPATH=$PWD/python python3 ../bench/python/gradients.py --json "$out/gradients.json" \
@@ -127,6 +132,17 @@ if want linear; then
       ./eagle_bench --quick --only 14a > "$out/linear-ncu.txt" 2>&1
     echo "ncu: exit $?"
   fi
+fi
+if want profile && command -v ncu >/dev/null; then
+  timeout 240 ncu --metrics gpu__time_duration.sum --csv ./eagle train --device cuda --steps 3 \
+    --tokens 4096 --slots 32 --dim 4096 --heads 32 --layers 1 --vocab 4096 --matmul-dtype bf16 \
+    > "$out/train-ncu.csv" 2>&1
+  echo "ncu train: exit $?"
+  python3 ../scripts/ncu_summary.py "$out/train-ncu.csv" | tee "$out/train-ncu.txt"
+  timeout 200 ncu --metrics gpu__time_duration.sum --csv --launch-count 60 ./eagle_bench --quick \
+    --only 14a > "$out/linear-fwd-ncu.csv" 2>&1
+  echo "ncu linear forward: exit $?"
+  python3 ../scripts/ncu_summary.py "$out/linear-fwd-ncu.csv" | tee "$out/linear-fwd-ncu.txt"
 fi
 if want bench; then
   # The torch side first, in the same call: eagle_bench prints eagle / torch for each case.
