@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <limits>
 #include <map>
 #include <string>
 #include <vector>
@@ -60,6 +61,48 @@ inline Arrays reference(const op::Graph& g, const Arrays& in) {
   ref.build_plans();
   EXPECT_EQ(ref.name_at(ref.selected()), "reference");
   return execute(ref, in, Device::cpu());
+}
+
+inline int64_t elements(const std::vector<int64_t>& dims) {
+  int64_t n = 1;
+  for (int64_t d : dims) n *= d;
+  return n;
+}
+
+// The reference engine checks that cu_seqlens ends at T, so a ragged op's batch with padding
+// rows runs there as the same batch without them: `exact` is the one-node graph at T = L, whose
+// per-token inputs (`per_token(port)`) get the first rows of `padded`'s inputs in `in` (copied
+// as they are) and whose other inputs are `in`'s own. Its outputs come back under `padded`'s
+// output uids, per-token ones grown with NaN rows where the padding was (never compared).
+template <class PerToken>
+Arrays reference_without_padding(const op::Graph& padded, const op::Graph& exact, const Arrays& in,
+                                 PerToken per_token) {
+  std::map<std::string, int64_t> uid;
+  for (const auto& [port, t] : padded.nodes()[0].inputs()) uid[port] = t.uid();
+  Arrays cut;
+  for (const auto& [port, t] : exact.nodes()[0].inputs()) {
+    const Array& a = in.at(uid.at(port));
+    if (!per_token(port)) {
+      cut[t.uid()] = a;
+      continue;
+    }
+    const std::vector<double> v = values(a);
+    const auto keep = static_cast<std::ptrdiff_t>(elements(t.dims()));
+    cut[t.uid()] = from_doubles(std::vector<double>(v.begin(), v.begin() + keep), t.dims(),
+                                t.dtype(), Device::cpu());
+  }
+  const Arrays ran = reference(exact, cut);
+  Arrays want;
+  std::map<std::string, int64_t> out_uid;
+  for (const auto& [port, t] : exact.nodes()[0].outputs()) out_uid[port] = t.uid();
+  for (const auto& [port, t] : padded.nodes()[0].outputs()) {
+    if (t.is_virtual()) continue;
+    std::vector<double> v = values(ran.at(out_uid.at(port)));
+    v.resize(static_cast<std::size_t>(elements(t.dims())),
+             std::numeric_limits<double>::quiet_NaN());
+    want[t.uid()] = from_doubles(v, t.dims(), DType::f64, Device::cpu());
+  }
+  return want;
 }
 
 }  // namespace eagle::test

@@ -723,7 +723,8 @@ double check(const op::Graph& g, const test::RaggedRows& rows, const Arrays& got
   return all;
 }
 
-// The backward's knobs, each at its first point unless given.
+// The backward's knobs: the first version's points (wide prepare, exact products) unless given;
+// the tests name the others.
 struct BwdKnobs {
   int64_t prepare = 0, pipeline = 1, intra = 0, schedule = 0, dstate = 0;
 };
@@ -739,40 +740,11 @@ plan::ExecutionPlans native_plan(const op::Graph& g, BwdKnobs k = {}) {
   return p;
 }
 
-// The reference checks cu_seqlens ends at T, so it runs the same batch without the padding
-// rows: every per-token input cut to its first L rows (exact: the values are copied as is).
+// The reference runs the batch without its padding rows (test::reference_without_padding).
 Arrays reference_of(const Spec& padded, const op::Graph& g, const Arrays& in, int64_t active) {
   Spec s = padded;
   s.t = active;
-  const op::Graph exact = bwd_graph(s);
-  std::map<std::string, int64_t> uid;
-  for (const auto& [port, t] : g.nodes()[0].inputs()) uid[port] = t.uid();
-  Arrays cut;
-  for (const auto& [port, t] : exact.nodes()[0].inputs()) {
-    const Array& a = in.at(uid.at(port));
-    if (!per_token(port)) {
-      cut[t.uid()] = a;
-      continue;
-    }
-    const std::vector<double> v = test::values(a);
-    const int64_t keep = reference::count(t.dims());
-    cut[t.uid()] = test::from_doubles(std::vector<double>(v.begin(), v.begin() + keep), t.dims(),
-                                      t.dtype(), Device::cpu());
-  }
-  const Arrays ran = test::reference(exact, cut);
-  // Back under the padded graph's output uids; per-token gradients grow NaN padding rows (never
-  // compared with the engine's).
-  Arrays want;
-  std::map<std::string, int64_t> out_uid;
-  for (const auto& [port, t] : exact.nodes()[0].outputs()) out_uid[port] = t.uid();
-  for (const auto& [port, t] : g.nodes()[0].outputs()) {
-    if (t.is_virtual()) continue;
-    std::vector<double> v = test::values(ran.at(out_uid.at(port)));
-    v.resize(static_cast<std::size_t>(reference::count(t.dims())),
-             std::numeric_limits<double>::quiet_NaN());
-    want[t.uid()] = test::from_doubles(v, t.dims(), DType::f64, Device::cpu());
-  }
-  return want;
+  return test::reference_without_padding(g, bwd_graph(s), in, per_token);
 }
 
 std::vector<Case> cases() {

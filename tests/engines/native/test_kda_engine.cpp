@@ -367,39 +367,13 @@ plan::ExecutionPlans native_plan(const op::Graph& g, int64_t intra = 1, int64_t 
   return p;
 }
 
-// The reference checks cu_seqlens ends at T, so it runs the same batch without the padding
-// rows: every per-token input cut to its first L rows (exact: the values are copied as is).
+// The reference runs the batch without its padding rows (test::reference_without_padding).
 Arrays reference_of(const Spec& padded, const op::Graph& g, const Arrays& in, int64_t active) {
   Spec s = padded;
   s.t = active;
-  const op::Graph exact = delta_graph(s);
-  std::map<std::string, int64_t> uid;
-  for (const auto& [port, t] : g.nodes()[0].inputs()) uid[port] = t.uid();
-  Arrays cut;
-  for (const auto& [port, t] : exact.nodes()[0].inputs()) {
-    const Array& a = in.at(uid.at(port));
-    if (port == "cu_seqlens" || port == "initial_state") {
-      cut[t.uid()] = a;
-      continue;
-    }
-    const std::vector<double> v = test::values(a);
-    const int64_t keep = reference::count(t.dims());
-    cut[t.uid()] = test::from_doubles(std::vector<double>(v.begin(), v.begin() + keep), t.dims(),
-                                      t.dtype(), Device::cpu());
-  }
-  const Arrays ran = test::reference(exact, cut);
-  // Back under the padded graph's output uids; o grows NaN padding rows (never compared).
-  Arrays want;
-  std::map<std::string, int64_t> out_uid;
-  for (const auto& [port, t] : exact.nodes()[0].outputs()) out_uid[port] = t.uid();
-  for (const auto& [port, t] : g.nodes()[0].outputs()) {
-    if (t.is_virtual()) continue;
-    std::vector<double> v = test::values(ran.at(out_uid.at(port)));
-    v.resize(static_cast<std::size_t>(reference::count(t.dims())),
-             std::numeric_limits<double>::quiet_NaN());
-    want[t.uid()] = test::from_doubles(v, t.dims(), DType::f64, Device::cpu());
-  }
-  return want;
+  return test::reference_without_padding(g, delta_graph(s), in, [](const std::string& port) {
+    return port != "cu_seqlens" && port != "initial_state";
+  });
 }
 
 std::vector<Case> cases() {
