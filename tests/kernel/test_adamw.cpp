@@ -49,8 +49,8 @@ class Adamw : public test::OnDevice {};
 EAGLE_ON_EVERY_DEVICE(Adamw);
 
 TEST_P(Adamw, RecordedStepsMatchFloat64OverSeveralTensors) {
-  // Sizes around the CUDA chunk (1024 elements) and a 2-D tensor.
-  const std::vector<Shape> shapes = {{5}, {33, 7}, {1025}, {2048}};
+  // Sizes around the CUDA chunk (4096 elements, moved 4 at a time) and a 2-D tensor.
+  const std::vector<Shape> shapes = {{5}, {33, 7}, {1025}, {4097}, {8195}};
   const Hyper h;
   const int n = static_cast<int>(shapes.size());
   std::vector<Array> p, g, m, v;
@@ -117,6 +117,30 @@ TEST_P(Adamw, EagerLaunchOfOneTensorFromZeroMoments) {
   expect_near_all(p.to_vector<double>(), pw, 2e-6, "param");
   // The first step moves every element by about lr (m / sqrt(v) = sign(g) after bias correction).
   EXPECT_EQ(count.to_vector<int64_t>()[0], 1);
+}
+
+// Views starting one element into their buffers (not 16-byte aligned on a GPU, which then moves
+// elements one at a time), over more than one chunk, with a tail: the same float64 step.
+TEST_P(Adamw, ViewsOffsetByOneElementMatchFloat64) {
+  Stream stream(device());
+  ThreadTeam team(2);
+  const Hyper h;
+  const int64_t n = 9001;
+  auto view = [&](double lo, double hi) {
+    return test::random_array({n + 1}, DType::f32, device(), lo, hi).slice(0, 1, n + 1);
+  };
+  const Array p = view(-1, 1), g = view(-1, 1), m = view(-0.1, 0.1), v = view(0.001, 0.01);
+  const Array count = Array::from(std::vector<int64_t>{2}, {1}, device());
+  std::vector<double> pw = p.to_vector<double>(), mw = m.to_vector<double>(),
+                      vw = v.to_vector<double>();
+  launch_into(kernels::step_count(), {count}, {}, {}, stream, team);
+  launch_into(kernels::adamw(1), {count, p, g, m, v}, {h.lr, h.beta1, h.beta2, h.eps, h.wd}, {},
+              stream, team);
+  stream.synchronize();
+  adamw_reference(h, 3, pw, g.to_vector<double>(), mw, vw);
+  expect_near_all(p.to_vector<double>(), pw, 2e-6, "param");
+  expect_near_all(m.to_vector<double>(), mw, 2e-6, "m");
+  expect_near_all(v.to_vector<double>(), vw, 2e-6, "v");
 }
 
 TEST(AdamwRefusals, BadHyperparametersShapesAndCounts) {
