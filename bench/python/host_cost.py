@@ -5,7 +5,9 @@
 - A planned op's execute with arrays in the variant pack: a one-element pointwise multiply
   planned once, executed with torch tensors (when torch is there) and with eagle arrays (goal
   <= 5 us per call with torch tensors; cudnn-frontend's Python pygraph execute is ~20 us in the
-  seed). On a GPU the work is issued, not waited for, so the time is the host's.
+  seed). On a GPU the work is issued, not waited for: calls are timed in bursts of 64 from a
+  drained queue (as eagle_bench's C++ host costs), so that a full launch queue (the device's
+  pace) does not stand in for the host's.
 
 Usage: python bench/python/host_cost.py [--device cuda:0] [--calls 20000] [--repeats 7]
 Prints one line per measurement and a JSON summary (for bench/RESULTS.md)."""
@@ -25,6 +27,24 @@ def per_call_ns(fn, calls):
     for _ in range(calls):
         fn()
     return (time.perf_counter_ns() - start) / calls
+
+
+BURST = 64
+
+
+def burst_call_ns(fn, calls, drain):
+    """fn's time per call over bursts of BURST calls, each from a drained queue (drain() between
+    bursts, untimed): the host's cost of issuing, not the device's pace."""
+    total, done = 0, 0
+    while done < calls:
+        drain()
+        start = time.perf_counter_ns()
+        for _ in range(BURST):
+            fn()
+        total += time.perf_counter_ns() - start
+        done += BURST
+    drain()
+    return total / done
 
 
 def graph_calls(device, calls, repeats):
@@ -61,8 +81,7 @@ def execute_calls(device, calls, repeats):
         pass
     for _ in range(repeats):
         for name, run in runs.items():
-            results[name].append(per_call_ns(run, calls))
-            stream.synchronize()
+            results[name].append(burst_call_ns(run, calls, stream.synchronize))
     return {name: statistics.median(v) for name, v in results.items()}
 
 
