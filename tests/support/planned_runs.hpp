@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "eagle/eagle.hpp"
+#include "engines/reference/math/dense.hpp"
 #include "test_util.hpp"
 
 namespace eagle::test {
@@ -63,12 +64,6 @@ inline Arrays reference(const op::Graph& g, const Arrays& in) {
   return execute(ref, in, Device::cpu());
 }
 
-inline int64_t elements(const std::vector<int64_t>& dims) {
-  int64_t n = 1;
-  for (int64_t d : dims) n *= d;
-  return n;
-}
-
 // The reference engine checks that cu_seqlens ends at T, so a ragged op's batch with padding
 // rows runs there as the same batch without them: `exact` is the one-node graph at T = L, whose
 // per-token inputs (`per_token(port)`) get the first rows of `padded`'s inputs in `in` (copied
@@ -87,7 +82,7 @@ Arrays reference_without_padding(const op::Graph& padded, const op::Graph& exact
       continue;
     }
     const std::vector<double> v = values(a);
-    const auto keep = static_cast<std::ptrdiff_t>(elements(t.dims()));
+    const auto keep = static_cast<std::ptrdiff_t>(reference::count(t.dims()));
     cut[t.uid()] = from_doubles(std::vector<double>(v.begin(), v.begin() + keep), t.dims(),
                                 t.dtype(), Device::cpu());
   }
@@ -98,7 +93,7 @@ Arrays reference_without_padding(const op::Graph& padded, const op::Graph& exact
   for (const auto& [port, t] : padded.nodes()[0].outputs()) {
     if (t.is_virtual()) continue;
     std::vector<double> v = values(ran.at(out_uid.at(port)));
-    v.resize(static_cast<std::size_t>(elements(t.dims())),
+    v.resize(static_cast<std::size_t>(reference::count(t.dims())),
              std::numeric_limits<double>::quiet_NaN());
     want[t.uid()] = from_doubles(v, t.dims(), DType::f64, Device::cpu());
   }
