@@ -165,11 +165,13 @@ train::TrainOptions parse(const std::vector<std::string>& args) {
   return o;
 }
 
+// The mean of `field` over steps [skip, size - drop_last).
 double mean(const std::vector<train::StepLog>& steps, double train::StepLog::*field,
-            std::size_t skip) {
+            std::size_t skip, std::size_t drop_last = 0) {
   double sum = 0;
   std::size_t n = 0;
-  for (std::size_t i = skip; i < steps.size(); ++i, ++n) sum += steps[i].*field;
+  const std::size_t end = steps.size() - std::min(drop_last, steps.size());
+  for (std::size_t i = skip; i < end; ++i, ++n) sum += steps[i].*field;
   return n ? sum / static_cast<double>(n) : 0.0;
 }
 
@@ -338,8 +340,9 @@ int run_train(const std::vector<std::string>& args) {
       "the CPU the host schedule runs the whole step inside launch), mean fill %.1f%%\n",
       mean(r.steps, &train::StepLog::seconds, skip) * 1e3,
       mean(r.steps, &train::StepLog::launch_seconds, skip) * 1e3, fill * 100);
+  // The last step has no next batch to pack.
   std::printf("  packing the next batch: %.3f ms per step, on the host while the step runs\n",
-              mean(r.steps, &train::StepLog::pack_seconds, skip) * 1e3);
+              mean(r.steps, &train::StepLog::pack_seconds, skip, 1) * 1e3);
   if (!o.export_dir.empty()) std::printf("export: written to %s\n", o.export_dir.c_str());
   return r.ranks > 1 ? check_rank_params(r) : 0;
 }
