@@ -1,8 +1,8 @@
 // Internal, CUDA sources only: the kda / gdn2 backward's dqkg launch (kda_bwd_sm90.cu), the
 // decay-weighted products of a chunk (dq~, dk~ and d(b k) through dAqk and dA with
-// e^{G_i - G_j}), gdn2's db, and the reverse cumsum giving dg (and kda's dbeta). Two kernels:
-// exactly per channel on CUDA cores (dqkg_kernel) and on the tensor cores through a reference
-// row per 16-row block (dqkg_tc_kernel, Shape::tensor_core_backward).
+// e^{G_i - G_j}), gdn2's db, and the reverse cumsum giving dg (and kda's dbeta). Two routes:
+// exactly per channel on CUDA cores (dqkg_chunk) and on the tensor cores through a reference
+// row per 16-row block (dqkg_tc_chunk, Shape::tensor_core_backward); dqkg_kernel runs either.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -349,16 +349,16 @@ __device__ __forceinline__ bool dqkg_tc_chunk(const Params& p, int64_t j) {
   return true;
 }
 
-// A chunk task per CTA (flat) or a CTA's tasks in turn (persistent), by either route.
-template <typename T, int D, Gates GT>
+// A chunk task per CTA (flat) or a CTA's tasks in turn (persistent), on the tensor cores (TC)
+// or exactly per channel.
+template <typename T, int D, Gates GT, bool TC>
 __global__ void __launch_bounds__(kQkgThreads) dqkg_kernel(const Params p) {
-  linear_attention::for_each_task(p.cap, p.s.persistent,
-                                  [&](int64_t j) { return dqkg_chunk<T, D, GT>(p, j); });
-}
-template <typename T, int D, Gates GT>
-__global__ void __launch_bounds__(kQkgThreads) dqkg_tc_kernel(const Params p) {
-  linear_attention::for_each_task(p.cap, p.s.persistent,
-                                  [&](int64_t j) { return dqkg_tc_chunk<T, D, GT>(p, j); });
+  linear_attention::for_each_task(p.cap, p.s.persistent, [&](int64_t j) {
+    if constexpr (TC)
+      return dqkg_tc_chunk<T, D, GT>(p, j);
+    else
+      return dqkg_chunk<T, D, GT>(p, j);
+  });
 }
 
 }  // namespace eagle::native::kda::bwd

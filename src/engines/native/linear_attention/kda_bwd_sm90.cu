@@ -70,7 +70,6 @@ __device__ __forceinline__ void load_d_o(bf16* dst, int ld, const Params& p, int
 }
 
 using bwd::dqkg_kernel;
-using bwd::dqkg_tc_kernel;
 using bwd::QkgLayout;
 using bwd::QkgTcLayout;
 
@@ -521,7 +520,7 @@ bool launch(const Params& p, int64_t cap, cudaStream_t stream) {
                                      : dstate_kernel<T, D, kStateBlockV, false>;
   auto dmat = dmat_kernel<T, D, GT>;
   const bool tc = p.s.tensor_core_backward;
-  auto dqkg = tc ? dqkg_tc_kernel<T, D, GT> : dqkg_kernel<T, D, GT>;
+  auto dqkg = tc ? dqkg_kernel<T, D, GT, true> : dqkg_kernel<T, D, GT, false>;
   auto finish = finish_kernel<T, D>;
   const std::size_t state_bytes = p.s.pipelined_dstate
                                       ? DStateLayout<D, kStateBlockV, true>::bytes
