@@ -53,7 +53,11 @@ fi
 if want sanitize && command -v compute-sanitizer >/dev/null; then
   for tool in ${EAGLE_SANITIZERS:-memcheck racecheck synccheck initcheck}; do
     filter=$cuda_tests
-    [ "$tool" = synccheck ] && [ -n "$synccheck_exclude" ] && filter="$cuda_tests:$synccheck_exclude"
+    # The exclusions join the filter's negative half (a filter without one gains it).
+    if [ "$tool" = synccheck ] && [ -n "$synccheck_exclude" ]; then
+      if [[ $cuda_tests == *:-* || $cuda_tests == -* ]]; then filter="$cuda_tests:$synccheck_exclude"; else
+        filter="$cuda_tests:-$synccheck_exclude"; fi
+    fi
     extra=()
     [ "$tool" = memcheck ] && extra=(--leak-check full)
     timeout "${EAGLE_SANITIZE_TIMEOUT:-540}" compute-sanitizer --tool "$tool" "${extra[@]}" --error-exitcode 9 \
