@@ -57,6 +57,9 @@ __global__ void raw_fill_uniform_kernel(void* data, int kind, int64_t n, double 
       case 3:
         static_cast<int32_t*>(data)[i] = static_cast<int32_t>(floor(v));
         break;
+      case 5:
+        static_cast<uint8_t*>(data)[i] = static_cast<uint8_t>(floor(v));
+        break;
       default:
         static_cast<int64_t*>(data)[i] = static_cast<int64_t>(floor(v));
         break;

@@ -47,7 +47,7 @@ cudaError_t add_raw_setter_node(cudaGraphNode_t* node, cudaGraph_t graph, const 
                                 const uint32_t* cell, cudaGraphConditionalHandle handle);
 
 // Fills n elements at `data` with hashed uniform values in [lo, hi) (never exactly zero for
-// floats): kind 0 f32, 1 f16, 2 bf16, 3 i32 and 4 i64 (integers floor(value)). Seeded, so a
+// floats): kind 0 f32, 1 f16, 2 bf16, 3 i32, 4 i64 and 5 u8 (integers floor(value)). Seeded, so a
 // run is reproducible; no host round trip for gigabytes of inputs.
 cudaError_t raw_fill_uniform(void* data, int kind, int64_t n, double lo, double hi, uint64_t seed,
                              cudaStream_t stream);

@@ -38,6 +38,8 @@ int fill_kind(DType d) {
       return 2;
     case DType::i32:
       return 3;
+    case DType::u8:
+      return 5;
     default:
       return 4;
   }
@@ -314,6 +316,29 @@ std::vector<Case> cases() {
                        {{"dy", {"dy", {kRows, kDim}, bf}}, {"ids", {"ids", {kRows}, DType::i64}}},
                        {{"num_embeddings", int64_t{4096}}}),
                    {{"ids", {0, 8}}}, "embedding_bwd_hot_bf16_4096x4096_16384"));
+  // The fused pointwise engine on the training job's shapes ([T 4096, MLP width 16384], f32
+  // activations): a cast before a bf16 matmul, the active-row mask, a silu gate.
+  {
+    const op::Dims h = {4096, 16384};
+    op::Graph cast("cast");
+    cast.pointwise("cast", cast.tensor({"x", h, f32}), {{"dtype", bf}})
+        .set_output(true)
+        .set_name("y");
+    c.push_back(make("fused cast f32 -> bf16 [4096, 16384]", std::move(cast)));
+    op::Graph mask("mask");
+    mask.where(mask.tensor({"active", {4096, 1}, DType::u8}), mask.tensor({"x", h, f32}),
+               mask.tensor({"zero", {1}, f32}))
+        .set_output(true)
+        .set_name("y");
+    c.push_back(make("fused where(active [T, 1] u8, x, 0) f32 [4096, 16384]", std::move(mask),
+                     {{"active", {0, 2}}}));
+    op::Graph gate("gate");
+    const op::Tensor x = gate.tensor({"x", h, f32}), u = gate.tensor({"u", h, f32});
+    gate.pointwise("cast", gate.pointwise("mul", gate.pointwise("silu", x), u), {{"dtype", bf}})
+        .set_output(true)
+        .set_name("y");
+    c.push_back(make("fused cast(silu(x) * u, bf16) f32 [4096, 16384]", std::move(gate)));
+  }
   c.push_back(make("reduction sum bf16 [16384, 4096] last axis",
                    one("reduce_rows", "reduction", {{"x", {"x", x, bf}}},
                        {{"mode", "sum"}, {"axes", std::vector<int64_t>{-1}}}),

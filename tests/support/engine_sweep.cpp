@@ -270,8 +270,22 @@ void compare_output(const std::string& name, DType dtype, const std::vector<doub
 
 }  // namespace
 
+namespace {
+
+// `a` copied to `device`, `offset` elements into a storage of its own.
+Array placed(const Array& a, Device device, int64_t offset) {
+  if (offset == 0) return a.to(device);
+  const Array whole = Array::empty({a.numel() + offset}, a.dtype(), device);
+  const Array view = whole.slice(0, offset, offset + a.numel()).reshape(a.shape());
+  view.copy_from(a.to(device));
+  return view;
+}
+
+}  // namespace
+
 void compare_with_reference(const plan::Manifest& manifest, int64_t id, const plan::Knobs& knobs,
-                            const op::Graph& graph, const HostInputs& inputs, double ulps) {
+                            const op::Graph& graph, const HostInputs& inputs, double ulps,
+                            int64_t offset) {
   const plan::Capabilities& caps = engine_of(manifest, id).capabilities();
   const Device device = caps.device == DeviceKind::cuda ? Device::cuda(0) : Device::cpu();
   op::Graph mine = graph.clone(), ref_graph = graph.clone();
@@ -290,11 +304,11 @@ void compare_with_reference(const plan::Manifest& manifest, int64_t id, const pl
   std::vector<Array> keep, got;
   plan::VariantPack pack(plans.layout());
   for (const auto& [t, a] : inputs) {
-    keep.push_back(a.to(device));
+    keep.push_back(placed(a, device, offset));
     pack.set(t.uid(), plan::Operand(keep.back()));
   }
   for (const op::Tensor& t : outputs) {
-    got.push_back(poisoned(t.dims(), t.dtype(), device));
+    got.push_back(placed(poisoned(t.dims(), t.dtype()), device, offset));
     pack.set(t.uid(), plan::Operand(got.back()));
   }
   const Stream stream(device);

@@ -89,10 +89,11 @@ using HostInputs = std::vector<std::pair<op::Tensor, Array>>;
 // element that cancels to near zero is judged on the scale of its neighbours), `ulps` such
 // units where a case says why it needs more. Where the reference gives NaN or an infinity the
 // engine must give the same (those elements are left out of the norms). `graph` itself is not
-// planned (clones are).
+// planned (clones are). `offset` > 0 places every device operand that many elements into its
+// storage (a pointer no longer 16-byte aligned: an engine's unaligned path).
 void compare_with_reference(const plan::Manifest& manifest, int64_t engine_id,
                             const plan::Knobs& knobs, const op::Graph& graph,
-                            const HostInputs& inputs, double ulps = 1);
+                            const HostInputs& inputs, double ulps = 1, int64_t offset = 0);
 
 // Expects `engine_id` to decline `graph` on `device` with NotSupported naming the engine and
 // every one of `needles`.

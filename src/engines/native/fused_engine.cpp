@@ -30,13 +30,13 @@ op::Dims iteration_shape(const op::Graph& graph) {
 class FusedPlan : public plan::CompiledPlan {
  public:
   FusedPlan(plan::OperandRules rules, std::vector<int> in_pos, std::vector<int> out_pos,
-            FusedProgram program, FusedLauncher launch, unsigned grid)
+            FusedProgram program, FusedLauncher launch, int multiprocessors)
       : rules_(std::move(rules)),
         in_pos_(std::move(in_pos)),
         out_pos_(std::move(out_pos)),
         program_(program),
         launch_(launch),
-        grid_(grid) {}
+        multiprocessors_(multiprocessors) {}
 
   bool run(const plan::OperandBuffer* ops,
            const plan::ExecutionContext& ctx) const noexcept override {
@@ -45,19 +45,18 @@ class FusedPlan : public plan::CompiledPlan {
     FusedProgram p = program_;
     for (std::size_t k = 0; k < in_pos_.size(); ++k) p.in[k] = ops[in_pos_[k]].data;
     for (std::size_t k = 0; k < out_pos_.size(); ++k) p.out[k] = ops[out_pos_[k]].data;
-    return launch_(p, grid_, kThreads, ctx.stream);
+    return launch_(p, multiprocessors_, ctx.stream);
   }
   void explain(const plan::OperandBuffer* ops, const plan::ExecutionContext& ctx) const override {
     explain_refusal(rules_, ops, ctx, 0, "native fused pointwise");
   }
-  static constexpr unsigned kThreads = 256;
 
  private:
   plan::OperandRules rules_;
   std::vector<int> in_pos_, out_pos_;
   FusedProgram program_;
   FusedLauncher launch_;
-  unsigned grid_;
+  int multiprocessors_;
 };
 
 class FusedEngine : public plan::Engine {
@@ -125,6 +124,7 @@ class FusedEngine : public plan::Engine {
       // Strides over the iteration dims, right-aligned; 0 where the input broadcasts.
       const op::Dims& d = t.dims();
       p.in_dense[k] = d == shape;
+      p.in_splat[k] = d.empty() || d.back() == 1;
       int64_t stride = 1;
       for (std::size_t i = d.size(); i-- > 0;) {
         const std::size_t at = shape.size() - d.size() + i;
@@ -154,11 +154,9 @@ class FusedEngine : public plan::Engine {
         p.out_reg[p.outputs++] = static_cast<uint8_t>(dst);
       }
     }
-    const int64_t blocks = (p.numel + FusedPlan::kThreads - 1) / FusedPlan::kThreads;
-    const auto grid = static_cast<unsigned>(
-        std::clamp<int64_t>(blocks, 1, int64_t{std::max(1, ctx.device.multiprocessors)} * 8));
+    compact_registers(p);
     return std::make_shared<FusedPlan>(std::move(rules), std::move(in_pos), std::move(out_pos), p,
-                                       fused_launcher(), grid);
+                                       fused_launcher(), std::max(1, ctx.device.multiprocessors));
   }
 
  private:

@@ -1,3 +1,9 @@
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <algorithm>
+#include <cstdint>
+
 #include "engines/native/fused_kernels.hpp"
 #include "engines/native/launch_status.hpp"
 #include "engines/native/pointwise_math.cuh"
@@ -125,8 +131,230 @@ __global__ void fused_kernel(const __grid_constant__ FusedProgram p) {
     fused_body<int64_t>(p);
 }
 
-bool launch(const FusedProgram& p, unsigned grid, unsigned threads, void* stream) noexcept {
-  fused_kernel<<<grid, threads, 0, static_cast<cudaStream_t>(stream)>>>(p);
+// ---- The vector path: kFusedVec consecutive elements per thread.
+
+constexpr int V = kFusedVec;
+using Vec = float[V];
+
+// V values of a tensor of type `t` from element `at` (a multiple of V; the base 16-byte aligned).
+__device__ __forceinline__ void load_vec(const void* p, int64_t at, FusedType t, Vec& v) {
+  switch (t) {
+    case FusedType::f16: {
+      const uint4 raw = *reinterpret_cast<const uint4*>(static_cast<const __half*>(p) + at);
+      const auto* h = reinterpret_cast<const __half2*>(&raw);
+#pragma unroll
+      for (int j = 0; j < V / 2; ++j) {
+        const float2 f = __half22float2(h[j]);
+        v[2 * j] = f.x;
+        v[2 * j + 1] = f.y;
+      }
+      return;
+    }
+    case FusedType::bf16: {
+      const uint4 raw = *reinterpret_cast<const uint4*>(static_cast<const __nv_bfloat16*>(p) + at);
+      const auto* h = reinterpret_cast<const __nv_bfloat162*>(&raw);
+#pragma unroll
+      for (int j = 0; j < V / 2; ++j) {
+        const float2 f = __bfloat1622float2(h[j]);
+        v[2 * j] = f.x;
+        v[2 * j + 1] = f.y;
+      }
+      return;
+    }
+    case FusedType::boolean:
+    case FusedType::u8: {
+      const uint2 raw = *reinterpret_cast<const uint2*>(static_cast<const uint8_t*>(p) + at);
+      const auto* b = reinterpret_cast<const uint8_t*>(&raw);
+      const bool flag = t == FusedType::boolean;
+#pragma unroll
+      for (int j = 0; j < V; ++j)
+        v[j] = flag ? (b[j] != 0 ? 1.0f : 0.0f) : static_cast<float>(b[j]);
+      return;
+    }
+    default: {
+      const auto* f = reinterpret_cast<const float4*>(static_cast<const float*>(p) + at);
+#pragma unroll
+      for (int q = 0; q < V / 4; ++q) {
+        const float4 x = f[q];
+        v[4 * q] = x.x;
+        v[4 * q + 1] = x.y;
+        v[4 * q + 2] = x.z;
+        v[4 * q + 3] = x.w;
+      }
+    }
+  }
+}
+
+__device__ __forceinline__ void store_vec(void* p, int64_t at, FusedType t, const Vec& v) {
+  switch (t) {
+    case FusedType::f16: {
+      uint4 raw;
+      auto* h = reinterpret_cast<__half2*>(&raw);
+#pragma unroll
+      for (int j = 0; j < V / 2; ++j) h[j] = __floats2half2_rn(v[2 * j], v[2 * j + 1]);
+      *reinterpret_cast<uint4*>(static_cast<__half*>(p) + at) = raw;
+      return;
+    }
+    case FusedType::bf16: {
+      uint4 raw;
+      auto* h = reinterpret_cast<__nv_bfloat162*>(&raw);
+#pragma unroll
+      for (int j = 0; j < V / 2; ++j) h[j] = __floats2bfloat162_rn(v[2 * j], v[2 * j + 1]);
+      *reinterpret_cast<uint4*>(static_cast<__nv_bfloat16*>(p) + at) = raw;
+      return;
+    }
+    case FusedType::boolean: {
+      uint2 raw;
+      auto* b = reinterpret_cast<uint8_t*>(&raw);
+#pragma unroll
+      for (int j = 0; j < V; ++j) b[j] = v[j] != 0.0f ? 1 : 0;
+      *reinterpret_cast<uint2*>(static_cast<uint8_t*>(p) + at) = raw;
+      return;
+    }
+    default: {
+      auto* f = reinterpret_cast<float4*>(static_cast<float*>(p) + at);
+#pragma unroll
+      for (int q = 0; q < V / 4; ++q)
+        f[q] = make_float4(v[4 * q], v[4 * q + 1], v[4 * q + 2], v[4 * q + 3]);
+    }
+  }
+}
+
+// d = op(a, b) element by element: one decode for the V elements.
+__device__ __forceinline__ void apply_vec(uint8_t op, const Vec& a, const Vec& b, Vec& d) {
+#define EAGLE_FUSED_EACH(expr)                                 \
+  _Pragma("unroll") for (int j = 0; j < V; ++j) d[j] = (expr); \
+  return
+  if (op < static_cast<uint8_t>(FusedExtra::cmp_eq)) {
+    switch (static_cast<PwOp>(op)) {
+#define EAGLE_PW_VEC(name, binary) \
+  case PwOp::name:                 \
+    EAGLE_FUSED_EACH(apply<PwOp::name>(a[j], b[j]));
+      EAGLE_POINTWISE_OPS(EAGLE_PW_VEC)
+#undef EAGLE_PW_VEC
+    }
+  }
+  switch (static_cast<FusedExtra>(op)) {
+    case FusedExtra::cmp_eq:
+      EAGLE_FUSED_EACH(truth(a[j] == b[j]));
+    case FusedExtra::cmp_neq:
+      EAGLE_FUSED_EACH(truth(a[j] != b[j]));
+    case FusedExtra::cmp_lt:
+      EAGLE_FUSED_EACH(truth(a[j] < b[j]));
+    case FusedExtra::cmp_le:
+      EAGLE_FUSED_EACH(truth(a[j] <= b[j]));
+    case FusedExtra::cmp_gt:
+      EAGLE_FUSED_EACH(truth(a[j] > b[j]));
+    case FusedExtra::cmp_ge:
+      EAGLE_FUSED_EACH(truth(a[j] >= b[j]));
+    case FusedExtra::logical_not:
+      EAGLE_FUSED_EACH(truth(a[j] == 0.0f));
+    case FusedExtra::logical_and:
+      EAGLE_FUSED_EACH(truth(a[j] != 0.0f && b[j] != 0.0f));
+    case FusedExtra::logical_or:
+      EAGLE_FUSED_EACH(truth(a[j] != 0.0f || b[j] != 0.0f));
+    default:  // cast (where is the caller's: it reads a third operand)
+      EAGLE_FUSED_EACH(a[j]);
+  }
+#undef EAGLE_FUSED_EACH
+}
+
+// The register file in shared memory, [registers][V][threads]: a thread's element j of register
+// r at (r * V + j) * threads + thread, so a warp's accesses fall in distinct banks.
+template <class I>
+__device__ __forceinline__ void fused_vec_body(const FusedProgram& p) {
+  extern __shared__ float file[];
+  float* mine = file + threadIdx.x;
+  const int stride = static_cast<int>(blockDim.x);
+  const auto slot = [&](int r, int j) -> float& { return mine[(r * V + j) * stride]; };
+  const I groups = static_cast<I>(p.numel / V);
+  const I step = static_cast<I>(gridDim.x) * blockDim.x;
+  for (I g = static_cast<I>(blockIdx.x) * blockDim.x + threadIdx.x; g < groups; g += step) {
+    const I i0 = g * V;
+    for (int k = 0; k < p.inputs; ++k) {
+      Vec v;
+      const int64_t at = input_offset<I>(p, k, i0);
+      if (p.in_splat[k]) {
+        const float x = load(p.in[k], at, p.in_type[k]);
+#pragma unroll
+        for (int j = 0; j < V; ++j) v[j] = x;
+      } else {
+        load_vec(p.in[k], at, p.in_type[k], v);
+      }
+#pragma unroll
+      for (int j = 0; j < V; ++j) slot(k, j) = v[j];
+    }
+    for (int k = 0; k < p.instructions; ++k) {
+      const FusedInstruction c = p.code[k];
+      Vec a, b, d;
+#pragma unroll
+      for (int j = 0; j < V; ++j) {
+        a[j] = slot(c.a, j);
+        b[j] = slot(c.b, j);
+      }
+      if (c.op == static_cast<uint8_t>(FusedExtra::where)) {
+#pragma unroll
+        for (int j = 0; j < V; ++j) d[j] = a[j] != 0.0f ? b[j] : slot(c.c, j);
+      } else {
+        apply_vec(c.op, a, b, d);
+      }
+      if (c.type != FusedType::f32) {
+#pragma unroll
+        for (int j = 0; j < V; ++j) d[j] = round_to(d[j], c.type);
+      }
+#pragma unroll
+      for (int j = 0; j < V; ++j) slot(c.dst, j) = d[j];
+    }
+    for (int k = 0; k < p.outputs; ++k) {
+      Vec v;
+#pragma unroll
+      for (int j = 0; j < V; ++j) v[j] = slot(p.out_reg[k], j);
+      store_vec(p.out[k], static_cast<int64_t>(i0), p.out_type[k], v);
+    }
+  }
+}
+
+__global__ void fused_vec_kernel(const __grid_constant__ FusedProgram p) {
+  if (p.numel + static_cast<int64_t>(gridDim.x) * blockDim.x * V <= int64_t{UINT32_MAX})
+    fused_vec_body<uint32_t>(p);
+  else
+    fused_vec_body<int64_t>(p);
+}
+
+constexpr int kThreads = 256;
+constexpr int kFileBytes = 48 * 1024;  // the vector path's shared memory per block, at most
+constexpr int kThreadsPerSm = 2048;
+
+bool aligned(const void* p) {
+  return (reinterpret_cast<uintptr_t>(p) & 15u) == 0;
+}
+
+// The vector path needs every vector-read input and every output 16-byte aligned.
+bool vector_pointers(const FusedProgram& p) {
+  for (int k = 0; k < p.inputs; ++k)
+    if (!p.in_splat[k] && !aligned(p.in[k])) return false;
+  for (int k = 0; k < p.outputs; ++k)
+    if (!aligned(p.out[k])) return false;
+  return true;
+}
+
+unsigned grid_for(int64_t items, int threads, int multiprocessors) {
+  const int64_t blocks = (items + threads - 1) / threads;
+  const int64_t resident = int64_t{multiprocessors} * (kThreadsPerSm / threads);
+  return static_cast<unsigned>(std::clamp<int64_t>(blocks, 1, resident));
+}
+
+bool launch(const FusedProgram& p, int multiprocessors, void* stream) noexcept {
+  const auto s = static_cast<cudaStream_t>(stream);
+  if (fused_vector_shape(p) && vector_pointers(p)) {
+    // As many threads as the file allows (a multiple of 32, at most 256).
+    const int per_thread = std::max(1, p.registers) * V * static_cast<int>(sizeof(float));
+    const int threads = std::clamp(kFileBytes / per_thread / 32 * 32, 32, kThreads);
+    fused_vec_kernel<<<grid_for(p.numel / V, threads, multiprocessors), threads,
+                       static_cast<std::size_t>(per_thread) * threads, s>>>(p);
+  } else {
+    fused_kernel<<<grid_for(p.numel, kThreads, multiprocessors), kThreads, 0, s>>>(p);
+  }
   return launch_succeeded();
 }
 

@@ -214,7 +214,8 @@ struct CuptiSession {
   std::unordered_map<uint64_t, std::pair<CuptiTracer*, int>> node_owner;
   // A child graph's nodes belong to the node that holds it; other graphs' to no node (-1).
   std::unordered_map<uint32_t, std::pair<CuptiTracer*, int>> graph_owner;
-  const bool debug = std::getenv("EAGLE_CUPTI_DEBUG") != nullptr;  // unclaimed records to stderr
+  // EAGLE_CUPTI_DEBUG: unclaimed records, clones and mappings to stderr.
+  const bool debug = std::getenv("EAGLE_CUPTI_DEBUG") != nullptr;
   std::unordered_map<const char*, std::string> names;
 
  private:
@@ -284,6 +285,7 @@ void CUPTIAPI on_callback(void*, CUpti_CallbackDomain domain, CUpti_CallbackId i
     if (!graph || s.api.graph_id(graph->graph, &clone) != CUPTI_SUCCESS ||
         s.api.graph_id(graph->originalGraph, &original) != CUPTI_SUCCESS)
       return;
+    if (s.debug) std::fprintf(stderr, "eagle trace: graph %u cloned from %u\n", clone, original);
     std::lock_guard<std::mutex> lock(s.state);
     s.original_graph_of[clone] = original;
     return;
@@ -293,6 +295,9 @@ void CUPTIAPI on_callback(void*, CUpti_CallbackDomain domain, CUpti_CallbackId i
   if (!graph || s.api.node_id(graph->node, &clone) != CUPTI_SUCCESS ||
       s.api.node_id(graph->originalNode, &original) != CUPTI_SUCCESS)
     return;
+  if (s.debug)
+    std::fprintf(stderr, "eagle trace: node %llu cloned from %llu\n",
+                 static_cast<unsigned long long>(clone), static_cast<unsigned long long>(original));
   std::lock_guard<std::mutex> lock(s.state);
   s.original_of[clone] = original;
 }
@@ -318,6 +323,9 @@ void CuptiTracer::map_node(void* cuda_node, int node) {
   uint64_t id = 0;
   const CUptiResult r = s.api.node_id(static_cast<CUgraphNode>(cuda_node), &id);
   if (r != CUPTI_SUCCESS) throw CudaError(s.error(r, "cuptiGetGraphNodeId"));
+  if (s.debug)
+    std::fprintf(stderr, "eagle trace: node %llu is recorded node %d\n",
+                 static_cast<unsigned long long>(id), node);
   std::lock_guard<std::mutex> lock(s.state);
   s.node_owner[id] = {this, node};
 }
@@ -327,6 +335,8 @@ void CuptiTracer::map_graph(void* cuda_graph, int node) {
   uint32_t id = 0;
   const CUptiResult r = s.api.graph_id(static_cast<CUgraph>(cuda_graph), &id);
   if (r != CUPTI_SUCCESS) throw CudaError(s.error(r, "cuptiGetGraphId"));
+  if (s.debug)
+    std::fprintf(stderr, "eagle trace: graph %u belongs to recorded node %d\n", id, node);
   std::lock_guard<std::mutex> lock(s.state);
   s.graph_owner[id] = {this, node};
 }

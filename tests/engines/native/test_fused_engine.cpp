@@ -49,10 +49,18 @@ TEST_P(NativeFused, ADagWithBroadcastsMatchesTheReference) {
   sweep::compare_with_reference(manifest(), fused_id(), {}, g, inputs(g), 2);
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    native_fused, NativeFused,
-    ::testing::ValuesIn(dtype_shapes({{3, 5}, {1, 1}, {127, 4099}, {2113, 1031}})),
-    dtype_shape_name);
+INSTANTIATE_TEST_SUITE_P(native_fused, NativeFused,
+                         ::testing::ValuesIn(dtype_shapes(
+                             {{3, 5}, {1, 1}, {127, 4099}, {2113, 1031}, {7, 8}, {129, 4096}})),
+                         dtype_shape_name);
+
+// The vector path (innermost dim a multiple of 8) with every operand one element off 16-byte
+// alignment: the kernel falls back to one element per thread and computes the same.
+TEST_P(NativeFused, UnalignedOperandsMatchTheReference) {
+  EAGLE_SKIP_UNLESS_RUNS_HERE(fused_id());
+  const op::Graph g = dag(GetParam().dims[0], GetParam().dims[1], GetParam().dtype);
+  sweep::compare_with_reference(manifest(), fused_id(), {}, g, inputs(g), 2, /*offset=*/1);
+}
 
 // x f32 [R, C], y bf16 [C], flag boolean [R, 1]: comparisons, logic, where and casts, outputs
 // of three dtypes:
@@ -73,7 +81,7 @@ op::Graph mixed(int64_t rows, int64_t cols) {
 // Two units in the last place: as the DAG above.
 TEST(NativeFusedMixed, ComparisonsLogicWhereAndCastsMatchTheReference) {
   EAGLE_SKIP_UNLESS_RUNS_HERE(fused_id());
-  for (const op::Dims& d : {op::Dims{3, 5}, op::Dims{127, 4099}}) {
+  for (const op::Dims& d : {op::Dims{3, 5}, op::Dims{127, 4099}, op::Dims{33, 1032}}) {
     SCOPED_TRACE(dims_name(d));
     const op::Graph g = mixed(d[0], d[1]);
     sweep::compare_with_reference(manifest(), fused_id(), {}, g, inputs(g), 2);
@@ -94,9 +102,30 @@ op::Graph masked(int64_t rows, int64_t cols) {
 
 TEST(NativeFusedMixed, AU8MaskInputMatchesTheReference) {
   EAGLE_SKIP_UNLESS_RUNS_HERE(fused_id());
-  for (const op::Dims& d : {op::Dims{3, 5}, op::Dims{257, 1031}}) {
+  for (const op::Dims& d : {op::Dims{3, 5}, op::Dims{257, 1031}, op::Dims{65, 4104}}) {
     SCOPED_TRACE(dims_name(d));
     const op::Graph g = masked(d[0], d[1]);
+    sweep::compare_with_reference(manifest(), fused_id(), {}, g, inputs(g), 2);
+  }
+}
+
+// Byte tensors read in full, not broadcast (the vector path's 8-byte loads and stores):
+//   y = where(b, x * m, x) (f16), nb = not b (boolean)
+op::Graph full_masks(int64_t rows, int64_t cols) {
+  op::Graph g("full_masks");
+  const op::Tensor x = g.tensor({"x", {rows, cols}, DType::f16});
+  const op::Tensor m = g.tensor({"m", {rows, cols}, DType::u8});
+  const op::Tensor b = g.tensor({"b", {rows, cols}, DType::boolean});
+  g.where(b, g.pointwise("mul", x, m), x).set_output(true).set_name("y");
+  g.pointwise("logical_not", b).set_output(true).set_name("nb");
+  return g;
+}
+
+TEST(NativeFusedMixed, FullByteMasksMatchTheReference) {
+  EAGLE_SKIP_UNLESS_RUNS_HERE(fused_id());
+  for (const op::Dims& d : {op::Dims{3, 5}, op::Dims{33, 1032}}) {
+    SCOPED_TRACE(dims_name(d));
+    const op::Graph g = full_masks(d[0], d[1]);
     sweep::compare_with_reference(manifest(), fused_id(), {}, g, inputs(g), 2);
   }
 }
