@@ -9,7 +9,8 @@ import collections
 import csv
 import sys
 
-UNITS_MS = {"nsecond": 1e-6, "usecond": 1e-3, "msecond": 1.0, "second": 1e3}
+UNITS_MS = {"nsecond": 1e-6, "usecond": 1e-3, "msecond": 1.0, "second": 1e3,
+            "ns": 1e-6, "us": 1e-3, "ms": 1.0, "s": 1e3}
 
 
 def main() -> int:
