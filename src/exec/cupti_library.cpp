@@ -63,6 +63,7 @@ std::unique_ptr<CuptiLibrary> load() {
     out->status = "CUPTI not used: " + out->path + " lacks CUPTI's activity entry points";
     return out;
   }
+  take(lib, "cuptiGetGraphExecId", a.graph_exec_id);  // optional
   // cuptiGetVersion needs no device: it only reports the library's API version.
   using GetVersion = int (*)(uint32_t*);
   if (reinterpret_cast<GetVersion>(a.get_version)(&out->version) != 0) {

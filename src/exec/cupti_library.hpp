@@ -23,6 +23,7 @@ struct CuptiEntryPoints {
   void* subscribe = nullptr;           // cuptiSubscribe
   void* unsubscribe = nullptr;         // cuptiUnsubscribe
   void* enable_callback = nullptr;     // cuptiEnableCallback
+  void* graph_exec_id = nullptr;       // cuptiGetGraphExecId (optional: null when absent)
 };
 
 struct CuptiLibrary {

@@ -430,6 +430,7 @@ class CudaGraphExecutor final : public Executor {
   // graph they live in, so that a record maps back to the node.
   void map_nodes(CuptiTracer& tracer) {
     tracer.map_graph(graph_);
+    tracer.map_exec(exec_);
     for (cudaGraph_t body : body_graphs_) tracer.map_graph(body);
     for (std::size_t i = 0; i < nodes_.size(); ++i) {
       const int node = static_cast<int>(i);
@@ -438,10 +439,11 @@ class CudaGraphExecutor final : public Executor {
     }
   }
 
-  void map_tree(CuptiTracer& tracer, cudaGraphNode_t handle, int node) {
+  void map_tree(CuptiTracer& tracer, cudaGraphNode_t handle, int node, bool in_child = false) {
     tracer.map_node(handle, node);
     cudaGraphNodeType type = cudaGraphNodeTypeEmpty;
     EAGLE_CUDA_CHECK(cudaGraphNodeGetType(handle, &type));
+    if (in_child) map_inner_work(tracer, handle, type, node);
     if (type != cudaGraphNodeTypeGraph) return;
     cudaGraph_t child = nullptr;  // the parent's own copy, owned by the node
     EAGLE_CUDA_CHECK(cudaGraphChildGraphNodeGetGraph(handle, &child));
@@ -450,7 +452,24 @@ class CudaGraphExecutor final : public Executor {
     EAGLE_CUDA_CHECK(cudaGraphGetNodes(child, nullptr, &count));
     std::vector<cudaGraphNode_t> inner(count);
     EAGLE_CUDA_CHECK(cudaGraphGetNodes(child, inner.data(), &count));
-    for (cudaGraphNode_t n : inner) map_tree(tracer, n, node);
+    for (cudaGraphNode_t n : inner) map_tree(tracer, n, node, true);
+  }
+
+  // The name of the work a node inside a child graph runs (CUDA flattens child graphs on
+  // instantiation without telling CUPTI where their nodes came from).
+  static void map_inner_work(CuptiTracer& tracer, cudaGraphNode_t handle, cudaGraphNodeType type,
+                             int node) {
+    if (type == cudaGraphNodeTypeMemcpy) return tracer.map_child_work("memcpy", node);
+    if (type == cudaGraphNodeTypeMemset) return tracer.map_child_work("memset", node);
+    if (type != cudaGraphNodeTypeKernel) return;
+    const DriverGraphCalls& d = driver_graph_calls();
+    CUDA_KERNEL_NODE_PARAMS_v2 p{};
+    if (d.kernel_node_get_params(reinterpret_cast<CUgraphNode>(handle), &p) != CUDA_SUCCESS) return;
+    const char* name = nullptr;
+    if (p.func && d.func_get_name && d.func_get_name(&name, p.func) == CUDA_SUCCESS && name)
+      return tracer.map_child_work(name, node);
+    if (p.kern && d.kernel_get_name && d.kernel_get_name(&name, p.kern) == CUDA_SUCCESS && name)
+      tracer.map_child_work(name, node);
   }
 
   // Adds the nodes of one list (the top level or an arm) to `graph`; edges stay in the list.

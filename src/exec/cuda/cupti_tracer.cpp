@@ -32,6 +32,7 @@ struct Api {
   decltype(&cuptiSubscribe) subscribe = nullptr;
   decltype(&cuptiUnsubscribe) unsubscribe = nullptr;
   decltype(&cuptiEnableCallback) enable_callback = nullptr;
+  decltype(&cuptiGetGraphExecId) graph_exec_id = nullptr;  // null when CUPTI lacks it
 };
 
 template <class Fn>
@@ -52,6 +53,7 @@ Api typed(const CuptiEntryPoints& p) {
   cast(p.subscribe, a.subscribe);
   cast(p.unsubscribe, a.unsubscribe);
   cast(p.enable_callback, a.enable_callback);
+  cast(p.graph_exec_id, a.graph_exec_id);
   return a;
 }
 
@@ -124,6 +126,7 @@ struct CuptiSession {
     std::lock_guard<std::mutex> maps(state);
     original_of.clear();
     original_graph_of.clear();
+    seed_of_graph.clear();
   }
 
   // Places every record of one buffer on the tracer that mapped its node (or graph).
@@ -163,6 +166,9 @@ struct CuptiSession {
                      tracer ? "claimed by its graph only" : "unclaimed");
       if (!tracer) continue;  // another graph's, or one nobody traces
       r.node = node;
+      if (node < 0)  // flattened out of a child graph: its kernel's name may tell the node
+        if (auto it = tracer->child_work_.find(r.kernel); it != tracer->child_work_.end())
+          r.node = it->second;
       tracer->pending_.push_back(std::move(r));
     }
   }
@@ -179,6 +185,9 @@ struct CuptiSession {
     }
     for (int depth = 0; graph != 0 && depth <= kMaxCloneDepth; ++depth) {
       if (auto it = graph_owner.find(graph); it != graph_owner.end()) return it->second;
+      // A graph made by instantiation: the tracer of a node cloned into it (graph only).
+      if (auto seed = seed_of_graph.find(graph); seed != seed_of_graph.end() && seed->second != 0)
+        if (const auto [tracer, node] = owner(seed->second, 0); tracer) return {tracer, -1};
       auto up = original_graph_of.find(graph);
       if (up == original_graph_of.end()) break;
       graph = up->second;
@@ -211,6 +220,8 @@ struct CuptiSession {
   std::mutex state;  // everything below, and every tracer's pending records
   std::unordered_map<uint64_t, uint64_t> original_of;        // a clone's node id: its original's
   std::unordered_map<uint32_t, uint32_t> original_graph_of;  // the same for graph ids
+  // A graph a clone was made into: the first clone's original node id.
+  std::unordered_map<uint32_t, uint64_t> seed_of_graph;
   std::unordered_map<uint64_t, std::pair<CuptiTracer*, int>> node_owner;
   // A child graph's nodes belong to the node that holds it; other graphs' to no node (-1).
   std::unordered_map<uint32_t, std::pair<CuptiTracer*, int>> graph_owner;
@@ -295,11 +306,15 @@ void CUPTIAPI on_callback(void*, CUpti_CallbackDomain domain, CUpti_CallbackId i
   if (!graph || s.api.node_id(graph->node, &clone) != CUPTI_SUCCESS ||
       s.api.node_id(graph->originalNode, &original) != CUPTI_SUCCESS)
     return;
+  uint32_t into = 0;
+  if (graph->graph && s.api.graph_id(graph->graph, &into) != CUPTI_SUCCESS) into = 0;
   if (s.debug)
-    std::fprintf(stderr, "eagle trace: node %llu cloned from %llu\n",
-                 static_cast<unsigned long long>(clone), static_cast<unsigned long long>(original));
+    std::fprintf(stderr, "eagle trace: node %llu (graph %u) cloned from %llu\n",
+                 static_cast<unsigned long long>(clone), into,
+                 static_cast<unsigned long long>(original));
   std::lock_guard<std::mutex> lock(s.state);
   s.original_of[clone] = original;
+  if (into != 0) s.seed_of_graph.try_emplace(into, original);
 }
 
 }  // namespace
@@ -339,6 +354,27 @@ void CuptiTracer::map_graph(void* cuda_graph, int node) {
     std::fprintf(stderr, "eagle trace: graph %u belongs to recorded node %d\n", id, node);
   std::lock_guard<std::mutex> lock(s.state);
   s.graph_owner[id] = {this, node};
+}
+
+void CuptiTracer::map_exec(void* cuda_exec) {
+  CuptiSession& s = CuptiSession::get();
+  uint32_t id = 0;
+  if (!s.api.graph_exec_id ||
+      s.api.graph_exec_id(static_cast<CUgraphExec>(cuda_exec), &id) != CUPTI_SUCCESS)
+    return;  // the clone callbacks' graphs still tell (seed_of_graph)
+  if (s.debug) std::fprintf(stderr, "eagle trace: executable graph %u is traced\n", id);
+  std::lock_guard<std::mutex> lock(s.state);
+  s.graph_owner.try_emplace(id, std::pair<CuptiTracer*, int>{this, -1});
+}
+
+void CuptiTracer::map_child_work(const char* kernel, int node) {
+  CuptiSession& s = CuptiSession::get();
+  std::lock_guard<std::mutex> lock(s.state);
+  const std::string& name = s.kernel_name(kernel);
+  if (s.debug)
+    std::fprintf(stderr, "eagle trace: %s runs in recorded node %d\n", name.c_str(), node);
+  auto [it, added] = child_work_.try_emplace(name, node);
+  if (!added && it->second != node) it->second = -1;
 }
 
 std::vector<DeviceRecord> CuptiTracer::take() {

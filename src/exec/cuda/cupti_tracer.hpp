@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 namespace eagle::detail {
@@ -47,6 +48,14 @@ class CuptiTracer {
   // a clone of it, that no mapped node claims belong to this tracer, with `node` (-1: none; a
   // child graph's: the recorded node that holds it).
   void map_graph(void* cuda_graph, int node = -1);
+  // Records of this executable graph (a cudaGraphExec_t) belong to this tracer. Instantiation
+  // flattens child graphs into it, and their nodes' copies come with no clone callback: such a
+  // record is known only by its graph.
+  void map_exec(void* cuda_exec);
+  // A record of this tracer that no mapped node claims, of the kernel named `kernel` (mangled or
+  // plain; "memcpy", "memset"), belongs to recorded node `node` when `node` is the only one whose
+  // child graphs hold work of that name.
+  void map_child_work(const char* kernel, int node);
 
   // Flushes CUPTI's buffers and returns the records placed on this tracer since the last call.
   // Call after the launches finished (a record arrives once its work has run).
@@ -54,6 +63,9 @@ class CuptiTracer {
 
  private:
   std::vector<DeviceRecord> pending_;  // guarded by the session's mutex
+  // Demangled kernel name -> the one recorded node whose child graphs run it, or -1 when
+  // several do; guarded by the session's mutex.
+  std::unordered_map<std::string, int> child_work_;
   friend struct CuptiSession;
 };
 

@@ -10,6 +10,16 @@ namespace eagle::detail {
 namespace {
 
 template <class Fn>
+void resolve_optional(const char* symbol, Fn& out) {
+  void* fn = nullptr;
+  cudaDriverEntryPointQueryResult status{};
+  if (cudaGetDriverEntryPointByVersion(symbol, &fn, 12030, cudaEnableDefault, &status) ==
+          cudaSuccess &&
+      status == cudaDriverEntryPointSuccess)
+    out = reinterpret_cast<Fn>(fn);
+}
+
+template <class Fn>
 void resolve(const char* symbol, Fn& out) {
   void* fn = nullptr;
   cudaDriverEntryPointQueryResult status{};
@@ -29,6 +39,8 @@ const DriverGraphCalls& driver_graph_calls() {
     resolve("cuGraphAddKernelNode", c.add_kernel_node);
     resolve("cuGraphExecKernelNodeSetParams", c.exec_kernel_node_set_params);
     resolve("cuGraphKernelNodeCopyAttributes", c.kernel_node_copy_attributes);
+    resolve_optional("cuFuncGetName", c.func_get_name);
+    resolve_optional("cuKernelGetName", c.kernel_get_name);
     return c;
   }();
   return calls;

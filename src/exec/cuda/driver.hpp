@@ -18,6 +18,10 @@ struct DriverGraphCalls {
   // Launch attributes (thread-block cluster dims, priority...) are not in the params: a copied
   // node takes them from its source with this.
   CUresult (*kernel_node_copy_attributes)(CUgraphNode dst, CUgraphNode src) = nullptr;
+  // A kernel's name (CUDA 12.3 on; null where the driver lacks them): traces name the kernels
+  // inside child graphs by it.
+  CUresult (*func_get_name)(const char**, CUfunction) = nullptr;
+  CUresult (*kernel_get_name)(const char**, CUkernel) = nullptr;
 };
 
 // Resolved once; throws CudaError when the driver lacks them.
