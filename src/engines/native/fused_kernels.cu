@@ -136,31 +136,51 @@ __global__ void fused_kernel(const __grid_constant__ FusedProgram p) {
 constexpr int V = kFusedVec;
 using Vec = float[V];
 
+__device__ __forceinline__ float2 to_float2(__half2 h) {
+  return __half22float2(h);
+}
+__device__ __forceinline__ float2 to_float2(__nv_bfloat162 h) {
+  return __bfloat1622float2(h);
+}
+template <class Pair>
+__device__ __forceinline__ Pair to_pair(float a, float b);
+template <>
+__device__ __forceinline__ __half2 to_pair<__half2>(float a, float b) {
+  return __floats2half2_rn(a, b);
+}
+template <>
+__device__ __forceinline__ __nv_bfloat162 to_pair<__nv_bfloat162>(float a, float b) {
+  return __floats2bfloat162_rn(a, b);
+}
+
+// V 16-bit values (Elem, in pairs) from element `at` as one 16-byte load, and back.
+template <class Elem, class Pair>
+__device__ __forceinline__ void load_pairs(const void* p, int64_t at, Vec& v) {
+  const uint4 raw = *reinterpret_cast<const uint4*>(static_cast<const Elem*>(p) + at);
+  const auto* h = reinterpret_cast<const Pair*>(&raw);
+#pragma unroll
+  for (int j = 0; j < V / 2; ++j) {
+    const float2 f = to_float2(h[j]);
+    v[2 * j] = f.x;
+    v[2 * j + 1] = f.y;
+  }
+}
+template <class Elem, class Pair>
+__device__ __forceinline__ void store_pairs(void* p, int64_t at, const Vec& v) {
+  uint4 raw;
+  auto* h = reinterpret_cast<Pair*>(&raw);
+#pragma unroll
+  for (int j = 0; j < V / 2; ++j) h[j] = to_pair<Pair>(v[2 * j], v[2 * j + 1]);
+  *reinterpret_cast<uint4*>(static_cast<Elem*>(p) + at) = raw;
+}
+
 // V values of a tensor of type `t` from element `at` (a multiple of V; the base 16-byte aligned).
 __device__ __forceinline__ void load_vec(const void* p, int64_t at, FusedType t, Vec& v) {
   switch (t) {
-    case FusedType::f16: {
-      const uint4 raw = *reinterpret_cast<const uint4*>(static_cast<const __half*>(p) + at);
-      const auto* h = reinterpret_cast<const __half2*>(&raw);
-#pragma unroll
-      for (int j = 0; j < V / 2; ++j) {
-        const float2 f = __half22float2(h[j]);
-        v[2 * j] = f.x;
-        v[2 * j + 1] = f.y;
-      }
-      return;
-    }
-    case FusedType::bf16: {
-      const uint4 raw = *reinterpret_cast<const uint4*>(static_cast<const __nv_bfloat16*>(p) + at);
-      const auto* h = reinterpret_cast<const __nv_bfloat162*>(&raw);
-#pragma unroll
-      for (int j = 0; j < V / 2; ++j) {
-        const float2 f = __bfloat1622float2(h[j]);
-        v[2 * j] = f.x;
-        v[2 * j + 1] = f.y;
-      }
-      return;
-    }
+    case FusedType::f16:
+      return load_pairs<__half, __half2>(p, at, v);
+    case FusedType::bf16:
+      return load_pairs<__nv_bfloat16, __nv_bfloat162>(p, at, v);
     case FusedType::boolean:
     case FusedType::u8: {
       const uint2 raw = *reinterpret_cast<const uint2*>(static_cast<const uint8_t*>(p) + at);
@@ -187,22 +207,10 @@ __device__ __forceinline__ void load_vec(const void* p, int64_t at, FusedType t,
 
 __device__ __forceinline__ void store_vec(void* p, int64_t at, FusedType t, const Vec& v) {
   switch (t) {
-    case FusedType::f16: {
-      uint4 raw;
-      auto* h = reinterpret_cast<__half2*>(&raw);
-#pragma unroll
-      for (int j = 0; j < V / 2; ++j) h[j] = __floats2half2_rn(v[2 * j], v[2 * j + 1]);
-      *reinterpret_cast<uint4*>(static_cast<__half*>(p) + at) = raw;
-      return;
-    }
-    case FusedType::bf16: {
-      uint4 raw;
-      auto* h = reinterpret_cast<__nv_bfloat162*>(&raw);
-#pragma unroll
-      for (int j = 0; j < V / 2; ++j) h[j] = __floats2bfloat162_rn(v[2 * j], v[2 * j + 1]);
-      *reinterpret_cast<uint4*>(static_cast<__nv_bfloat16*>(p) + at) = raw;
-      return;
-    }
+    case FusedType::f16:
+      return store_pairs<__half, __half2>(p, at, v);
+    case FusedType::bf16:
+      return store_pairs<__nv_bfloat16, __nv_bfloat162>(p, at, v);
     case FusedType::boolean: {
       uint2 raw;
       auto* b = reinterpret_cast<uint8_t*>(&raw);
