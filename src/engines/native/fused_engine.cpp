@@ -36,7 +36,8 @@ class FusedPlan : public plan::CompiledPlan {
         out_pos_(std::move(out_pos)),
         program_(program),
         launch_(launch),
-        multiprocessors_(multiprocessors) {}
+        multiprocessors_(multiprocessors),
+        vector_shape_(fused_vector_shape(program_)) {}
 
   bool run(const plan::OperandBuffer* ops,
            const plan::ExecutionContext& ctx) const noexcept override {
@@ -45,7 +46,7 @@ class FusedPlan : public plan::CompiledPlan {
     FusedProgram p = program_;
     for (std::size_t k = 0; k < in_pos_.size(); ++k) p.in[k] = ops[in_pos_[k]].data;
     for (std::size_t k = 0; k < out_pos_.size(); ++k) p.out[k] = ops[out_pos_[k]].data;
-    return launch_(p, multiprocessors_, ctx.stream);
+    return launch_(p, vector_shape_ && vector_pointers(p), multiprocessors_, ctx.stream);
   }
   void explain(const plan::OperandBuffer* ops, const plan::ExecutionContext& ctx) const override {
     explain_refusal(rules_, ops, ctx, 0, "native fused pointwise");
@@ -57,6 +58,16 @@ class FusedPlan : public plan::CompiledPlan {
   FusedProgram program_;
   FusedLauncher launch_;
   int multiprocessors_;
+  bool vector_shape_;  // fused_vector_shape(program_)
+
+  // The vector path reads non-splat inputs and writes every output 16 bytes at a time.
+  static bool vector_pointers(const FusedProgram& p) noexcept {
+    for (int k = 0; k < p.inputs; ++k)
+      if (!p.in_splat[k] && !aligned16(p.in[k])) return false;
+    for (int k = 0; k < p.outputs; ++k)
+      if (!aligned16(p.out[k])) return false;
+    return true;
+  }
 };
 
 class FusedEngine : public plan::Engine {

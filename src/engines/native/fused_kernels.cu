@@ -333,28 +333,15 @@ constexpr int kThreads = 256;
 constexpr int kFileBytes = 48 * 1024;  // the vector path's shared memory per block, at most
 constexpr int kThreadsPerSm = 2048;
 
-bool aligned(const void* p) {
-  return (reinterpret_cast<uintptr_t>(p) & 15u) == 0;
-}
-
-// The vector path needs every vector-read input and every output 16-byte aligned.
-bool vector_pointers(const FusedProgram& p) {
-  for (int k = 0; k < p.inputs; ++k)
-    if (!p.in_splat[k] && !aligned(p.in[k])) return false;
-  for (int k = 0; k < p.outputs; ++k)
-    if (!aligned(p.out[k])) return false;
-  return true;
-}
-
 unsigned grid_for(int64_t items, int threads, int multiprocessors) {
   const int64_t blocks = (items + threads - 1) / threads;
   const int64_t resident = int64_t{multiprocessors} * (kThreadsPerSm / threads);
   return static_cast<unsigned>(std::clamp<int64_t>(blocks, 1, resident));
 }
 
-bool launch(const FusedProgram& p, int multiprocessors, void* stream) noexcept {
+bool launch(const FusedProgram& p, bool vector, int multiprocessors, void* stream) noexcept {
   const auto s = static_cast<cudaStream_t>(stream);
-  if (fused_vector_shape(p) && vector_pointers(p)) {
+  if (vector) {
     // As many threads as the file allows (a multiple of 32, at most 256).
     const int per_thread = std::max(1, p.registers) * V * static_cast<int>(sizeof(float));
     const int threads = std::clamp(kFileBytes / per_thread / 32 * 32, 32, kThreads);

@@ -81,12 +81,14 @@ struct FusedProgram {
 void compact_registers(FusedProgram& program);
 
 // Whether the vector path serves the program's shape (innermost dim a multiple of kFusedVec);
-// the launcher also needs its pointers 16-byte aligned.
+// it also needs the pointers it reads in vectors (inputs not splat, every output) 16-byte
+// aligned, which the caller checks per call.
 bool fused_vector_shape(const FusedProgram& program);
 
 // Issues the program on `stream` for a device with `multiprocessors` SMs, on the vector path
-// where its shape and pointers allow. Returns false on a launch error; never throws.
-using FusedLauncher = bool (*)(const FusedProgram& program, int multiprocessors,
+// when `vector` (the caller checked shape and pointers) else one element per thread. Returns
+// false on a launch error; never throws.
+using FusedLauncher = bool (*)(const FusedProgram& program, bool vector, int multiprocessors,
                                void* stream) noexcept;
 // The launcher (one kernel per path for every dtype mix), or nullptr in a build without CUDA.
 FusedLauncher fused_launcher();
