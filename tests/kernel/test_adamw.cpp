@@ -45,6 +45,15 @@ void expect_near_all(const std::vector<double>& got, const std::vector<double>& 
                      << ": got " << got[first] << ", want " << want[first];
 }
 
+// One eager step, waited for: the step count, then adamw over one tensor's (p, g, m, v).
+void eager_step(const Hyper& h, const Array& count, const Array& p, const Array& g, const Array& m,
+                const Array& v, Stream& stream, ThreadTeam& team) {
+  launch_into(kernels::step_count(), {count}, {}, {}, stream, team);
+  launch_into(kernels::adamw(1), {count, p, g, m, v}, {h.lr, h.beta1, h.beta2, h.eps, h.wd}, {},
+              stream, team);
+  stream.synchronize();
+}
+
 class Adamw : public test::OnDevice {};
 EAGLE_ON_EVERY_DEVICE(Adamw);
 
@@ -109,10 +118,7 @@ TEST_P(Adamw, EagerLaunchOfOneTensorFromZeroMoments) {
   const Array v = Array::from(std::vector<float>(300, 0.0f), {300}, device());
   const Array count = Array::from(std::vector<int64_t>{0}, {1}, device());
   std::vector<double> pw = p.to_vector<double>(), mw(300, 0.0), vw(300, 0.0);
-  launch_into(kernels::step_count(), {count}, {}, {}, stream, team);
-  launch_into(kernels::adamw(1), {count, p, g, m, v}, {h.lr, h.beta1, h.beta2, h.eps, h.wd}, {},
-              stream, team);
-  stream.synchronize();
+  eager_step(h, count, p, g, m, v, stream, team);
   adamw_reference(h, 1, pw, g.to_vector<double>(), mw, vw);
   expect_near_all(p.to_vector<double>(), pw, 2e-6, "param");
   // The first step moves every element by about lr (m / sqrt(v) = sign(g) after bias correction).
@@ -133,10 +139,7 @@ TEST_P(Adamw, ViewsOffsetByOneElementMatchFloat64) {
   const Array count = Array::from(std::vector<int64_t>{2}, {1}, device());
   std::vector<double> pw = p.to_vector<double>(), mw = m.to_vector<double>(),
                       vw = v.to_vector<double>();
-  launch_into(kernels::step_count(), {count}, {}, {}, stream, team);
-  launch_into(kernels::adamw(1), {count, p, g, m, v}, {h.lr, h.beta1, h.beta2, h.eps, h.wd}, {},
-              stream, team);
-  stream.synchronize();
+  eager_step(h, count, p, g, m, v, stream, team);
   adamw_reference(h, 3, pw, g.to_vector<double>(), mw, vw);
   expect_near_all(p.to_vector<double>(), pw, 2e-6, "param");
   expect_near_all(m.to_vector<double>(), mw, 2e-6, "m");
