@@ -15,8 +15,18 @@ summary=()  # one line per check and build, printed at the end
 failures=0
 total_passed=0 total_failed=0 total_skipped=0
 
+# failed_output <LastTest.log> <test name>: the tail of that test's output in a ctest log.
+failed_output() {
+  awk -v name="$2" '{ line = $0 } sub(/^[0-9]+\/[0-9]+ Test: /, "", line) && line == name { on = 1; next }
+                    on == 1 && /^Output:/ { on = 2; getline; next }
+                    on == 2 && /^<end of output>/ { exit } on == 2' "$1" |
+    tail -n 40 | sed 's/^/    | /'
+}
+
 # run_ctest <build dir> <label>: runs every test of a build; prints the output of failures only,
-# then ran / passed / failed / skipped, with the skip reasons GoogleTest printed, grouped.
+# then ran / passed / failed / skipped, with the skip reasons GoogleTest printed, grouped. A test
+# that fails is run once more on its own: the summary shows the first failure's output either
+# way, and a test that passes the second time is reported as flaky rather than failed.
 run_ctest() {
   local dir=$1 label=$2 log=$1/ctest-output.log rc=0
   (cd "$dir" && ctest --output-on-failure -j"$jobs") >"$log" 2>&1 || rc=$?
@@ -28,19 +38,34 @@ run_ctest() {
   local ran failed skipped
   ran=$(sed -nE 's/.*tests failed out of ([0-9]+).*/\1/p' "$log" | tail -1)
   failed=$(sed -nE 's/.* ([0-9]+) tests failed out of.*/\1/p' "$log" | tail -1)
+  local testlog=$dir/Testing/Temporary/LastTest.log notes=()
+  if [ "$rc" -ne 0 ] && [ -s "$dir/Testing/Temporary/LastTestsFailed.log" ]; then
+    local names=() name
+    cp "$testlog" "$dir/ctest-first-run.log"
+    testlog=$dir/ctest-first-run.log
+    while IFS= read -r name; do names+=("${name#*:}"); done <"$dir/Testing/Temporary/LastTestsFailed.log"
+    for name in "${names[@]}"; do
+      notes+=("  $name failed; the end of its output:" "$(failed_output "$testlog" "$name")")
+    done
+    echo "== $label: the failed tests once more"
+    if (cd "$dir" && ctest --rerun-failed --output-on-failure); then
+      notes+=("  flaky (failed, then passed when rerun alone): ${names[*]}")
+      rc=0 failed=0
+    fi
+  fi
   skipped=$(grep -c '(Skipped)$' "$log" || true)
   ran=${ran:-0} failed=${failed:-0}
   local passed=$((ran - failed - skipped))
   total_passed=$((total_passed + passed))
   total_failed=$((total_failed + failed))
   total_skipped=$((total_skipped + skipped))
-  summary+=("$label: $ran tests ran, $passed passed, $failed failed, $skipped skipped")
+  summary+=("$label: $ran tests ran, $passed passed, $failed failed, $skipped skipped" "${notes[@]}")
   # GoogleTest prints "<file>:<line>: Skipped" and then the reason on the next line.
   local reasons
   reasons=$(awk '/: Skipped$/ { getline reason; if (reason == "") reason = "(no reason given)";
                                 count[reason]++ }
                  END { for (r in count) printf "%6d  %s\n", count[r], r }' \
-    "$dir/Testing/Temporary/LastTest.log" 2>/dev/null | sort -rn || true)
+    "$testlog" 2>/dev/null | sort -rn || true)
   [ -n "$reasons" ] && summary+=("  skipped, by reason:" "$reasons")
   return "$rc"
 }
