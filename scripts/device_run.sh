@@ -19,7 +19,8 @@
 #             (kda and gdn, wide and compact layouts: linear-ncu.txt)
 #   profile   ncu's time per kernel (scripts/ncu_summary.py) of three training steps at the
 #             benchmark's shape (train-ncu.txt) and of bench 14a's first kda and gdn rows
-#             (linear-fwd-ncu.txt): where each step's time goes
+#             (linear-fwd-ncu.txt) and of gradients.py's MLP at dim 512, eagle's step and
+#             torch's captured step apart (gradients-ncu-*.txt): where each step's time goes
 #   bench     bench/peers/torch_ops.py (the torch peers) then eagle_bench --peers
 #             (EAGLE_BENCH_ARGS adds arguments, e.g. "--only 2,10")
 set -uo pipefail
@@ -147,6 +148,18 @@ if want profile && command -v ncu >/dev/null; then
     --only 14a > "$out/linear-fwd-ncu.csv" 2>&1
   echo "ncu linear forward: exit $?"
   python3 ../scripts/ncu_summary.py "$out/linear-fwd-ncu.csv" | tee "$out/linear-fwd-ncu.txt"
+  # Issue 12's MLP at dim 512: eagle's one-graph step and torch's captured step, kernel by
+  # kernel (gradients.py's NVTX ranges; two steps each): kernel time against the step's wall.
+  if [ -d python/eagle ]; then
+    for side in eagle_step torch_graph_step; do
+      PYTHONPATH=$PWD/python timeout 200 ncu --nvtx --nvtx-include "$side/" \
+        --metrics gpu__time_duration.sum --csv python3 ../bench/python/gradients.py \
+        --cases mlp --dims 512 --iters 2 --repeats 1 > "$out/gradients-ncu-$side.csv" 2>&1
+      echo "ncu gradients $side: exit $?"
+      python3 ../scripts/ncu_summary.py "$out/gradients-ncu-$side.csv" |
+        tee "$out/gradients-ncu-$side.txt" | tail -25
+    done
+  fi
 fi
 if want bench; then
   # The torch side first, in the same call: eagle_bench prints eagle / torch for each case.

@@ -34,6 +34,7 @@ Default on a GPU: --full (T 4096, N 32, dims 512 and 4096, bf16; the loop in f32
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import statistics
@@ -387,6 +388,20 @@ def check(case, cfg: Config) -> tuple[object, tuple, dict, float]:
     return g, torch_out, diffs, max(diffs.values())
 
 
+@contextlib.contextmanager
+def nvtx_range(cfg: Config, name: str):
+    """An NVTX range around a timed loop on a GPU, so that a profiler can take one side alone
+    (scripts/device_run.sh profile: ncu --nvtx-include "eagle_step/")."""
+    if not cfg.cuda:
+        yield
+        return
+    torch.cuda.nvtx.range_push(name)
+    try:
+        yield
+    finally:
+        torch.cuda.nvtx.range_pop()
+
+
 def run_case(name: str, case, cfg: Config, time_it: bool = True) -> CaseResult:
     g, torch_out, diffs, worst = check(case, cfg)
     tol = TOLERANCE[case.dtype]
@@ -396,11 +411,14 @@ def run_case(name: str, case, cfg: Config, time_it: bool = True) -> CaseResult:
           f"(tolerance {tol:.0e}) {'ok' if res.ok else 'FAILED'}: {detail}", flush=True)
     if not res.ok or not time_it:
         return res
-    res.eagle_us = eagle_step_us(g, cfg)
-    res.torch_eager_us = torch_step_us(case.torch_step, cfg)
+    with nvtx_range(cfg, "eagle_step"):
+        res.eagle_us = eagle_step_us(g, cfg)
+    with nvtx_range(cfg, "torch_eager_step"):
+        res.torch_eager_us = torch_step_us(case.torch_step, cfg)
     if cfg.cuda:
         graph = capture(case.torch_step)
-        res.torch_graph_us = torch_step_us(graph.replay, cfg)
+        with nvtx_range(cfg, "torch_graph_step"):
+            res.torch_graph_us = torch_step_us(graph.replay, cfg)
         res.speedup_vs_torch_graph = res.torch_graph_us / res.eagle_us
         res.goal = GOALS.get(case.dim)
     line = (f"[{name} dim {case.dim} {case.dtype}] eagle one graph {res.eagle_us:.1f} us, "

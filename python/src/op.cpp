@@ -6,6 +6,8 @@
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
+#include <chrono>
+
 #include "bindings.hpp"
 #include "eagle/core/error.hpp"
 #include "eagle/engines/builtin.hpp"
@@ -95,16 +97,27 @@ int operand_position(const plan::OperandLayout& layout, nb::handle key) {
   throw InvalidArgument("execute: no operand is named '" + name + "'");
 }
 
-void execute(PyPlans& p, const nb::dict& operands, const Stream* stream) {
-  const Stream& s = stream != nullptr ? *stream : eager_stream(p.device);
-  const plan::ExecutionPlans& plans = p.plans;
-  plan::VariantPack pack(plans.layout());
+// The variant pack of one execute call: each operand imported (zero copy) and placed.
+struct Imported {
+  plan::VariantPack pack;
   std::vector<Array> held;  // alive until the call is issued (the caller keeps its own arrays)
+};
+
+Imported import_operands(const plan::ExecutionPlans& plans, const nb::dict& operands,
+                         const Stream& s) {
+  Imported in{plan::VariantPack(plans.layout()), {}};
+  in.held.reserve(operands.size());
   StreamMemo one_stream_query;
   for (auto [key, value] : operands) {
-    held.push_back(to_array(value, &s));
-    pack.set_at(operand_position(plans.layout(), key), plan::Operand(held.back()));
+    in.held.push_back(to_array(value, &s));
+    in.pack.set_at(operand_position(plans.layout(), key), plan::Operand(in.held.back()));
   }
+  return in;
+}
+
+// Issues the built plan on `s` (the GIL released while it does).
+void issue(PyPlans& p, const plan::VariantPack& pack, const Stream& s) {
+  const plan::ExecutionPlans& plans = p.plans;
   CallContext ctx = CallContext::on(s);
   const auto compiled = plans.compiled();
   std::shared_ptr<void> handle;
@@ -119,6 +132,43 @@ void execute(PyPlans& p, const nb::dict& operands, const Stream* stream) {
   ctx.workspace_bytes = bytes;
   nb::gil_scoped_release release;
   plans.execute(pack, ctx);
+}
+
+const Stream& stream_or_eager(const PyPlans& p, const Stream* stream) {
+  return stream != nullptr ? *stream : eager_stream(p.device);
+}
+
+void execute(PyPlans& p, const nb::dict& operands, const Stream* stream) {
+  const Stream& s = stream_or_eager(p, stream);
+  issue(p, import_operands(p.plans, operands, s).pack, s);
+}
+
+// For bench/python/host_cost.py: ns per execute looped in C++ in bursts of 64 calls, each burst
+// from a drained stream (the drain untimed), as the Python side times its calls. `imports`: each
+// call imports the operands again (the whole of execute() but Python's call into it); otherwise
+// they are imported once and only the issue is looped.
+double bench_execute_calls(PyPlans& p, const nb::dict& operands, const Stream* stream,
+                           int64_t calls, bool imports) {
+  constexpr int64_t kBurst = 64;
+  const Stream& s = stream_or_eager(p, stream);
+  const Imported once = import_operands(p.plans, operands, s);
+  double ns = 0;
+  int64_t done = 0;
+  while (done < calls) {
+    s.synchronize();
+    const auto start = std::chrono::steady_clock::now();
+    for (int64_t i = 0; i < kBurst; ++i) {
+      if (imports)
+        execute(p, operands, &s);
+      else
+        issue(p, once.pack, s);
+    }
+    ns +=
+        std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - start).count();
+    done += kBurst;
+  }
+  s.synchronize();
+  return ns / static_cast<double>(done);
 }
 
 }  // namespace
@@ -246,7 +296,12 @@ void bind_op(nb::module_& m) {
       .def("execute", &execute, nb::arg("operands"), nb::arg("stream") = nb::none(),
            "Runs the built plan; operands maps each operand (op.Tensor, uid or name) to an "
            "array (eagle, numpy, torch, ... without copying). On a GPU it is issued on `stream` "
-           "(default: eagle's stream for the device) and may still run on return.");
+           "(default: eagle's stream for the device) and may still run on return.")
+      .def("_bench_execute_calls", &bench_execute_calls, nb::arg("operands"),
+           nb::arg("stream").none(), nb::arg("calls"), nb::arg("imports"),
+           "Nanoseconds per execute looped in C++ in bursts of 64 from a drained stream (for the "
+           "host-cost benchmark): with `imports` the operands are imported at each call, "
+           "otherwise once.");
 
   m.def(
       "plan",

@@ -23,11 +23,30 @@ int64_t OperandBuffer::numel() const {
 }
 
 namespace {
+void check_rank(std::size_t ndim, const char* who) {
+  if (ndim > static_cast<std::size_t>(kMaxOperandDims))
+    throw InvalidArgument(std::string(who) + ": " + std::to_string(ndim) +
+                          " dims; an operand has at most " + std::to_string(kMaxOperandDims));
+}
+
+// A buffer of checked dims and strides (one stride per dim).
+OperandBuffer filled(void* data, const Shape& dims, const Shape& strides, DType dtype,
+                     Device device) {
+  OperandBuffer b;
+  b.data = data;
+  b.dtype = dtype;
+  b.device = device;
+  b.ndim = static_cast<int32_t>(dims.size());
+  for (std::size_t i = 0; i < dims.size(); ++i) {
+    b.dims[i] = dims[i];
+    b.strides[i] = strides[i];
+  }
+  return b;
+}
+
 OperandBuffer normalize(void* data, const Shape& dims, DType dtype, Device device,
                         const Shape& strides, const char* who) {
-  if (dims.size() > static_cast<std::size_t>(kMaxOperandDims))
-    throw InvalidArgument(std::string(who) + ": " + std::to_string(dims.size()) +
-                          " dims; an operand has at most " + std::to_string(kMaxOperandDims));
+  check_rank(dims.size(), who);
   if (!strides.empty() && strides.size() != dims.size())
     throw InvalidArgument(std::string(who) + ": strides " + shape_str(strides) +
                           " must have one entry per dim of " + shape_str(dims));
@@ -38,23 +57,17 @@ OperandBuffer normalize(void* data, const Shape& dims, DType dtype, Device devic
   checked_nbytes(dims, dtype, who);
   const Shape s = strides.empty() ? contiguous_strides(dims) : strides;
   checked_byte_extent(dims, s, dtype, who);
-  OperandBuffer b;
-  b.data = data;
-  b.dtype = dtype;
-  b.device = device;
-  b.ndim = static_cast<int32_t>(dims.size());
-  for (std::size_t i = 0; i < dims.size(); ++i) {
-    b.dims[i] = dims[i];
-    b.strides[i] = s[i];
-  }
-  return b;
+  return filled(data, dims, s, dtype, device);
 }
 }  // namespace
 
 Operand::Operand(const Array& array) {
   if (!array.defined()) throw InvalidArgument("Operand: the Array is undefined");
-  buffer_ = normalize(array.data(), array.shape(), array.dtype(), array.device(), array.strides(),
-                      "Operand(Array)");
+  // An Array's dims and strides passed its own checks when it was made (Array::wrap, empty,
+  // on_storage; views keep them): only the operand's rank limit is new here. Execute imports
+  // every operand at every call, so the checks are not repeated.
+  check_rank(array.shape().size(), "Operand(Array)");
+  buffer_ = filled(array.data(), array.shape(), array.strides(), array.dtype(), array.device());
   buffer_.read_only = array.read_only();
 }
 
