@@ -88,7 +88,17 @@ struct PyPlans {
   Array workspace;
 };
 
+// The C++ object of an instance of exactly the bound class T (not a subclass), else null: one
+// pointer comparison where nb::isinstance and nb::cast each search nanobind's type table, which
+// execute would do for every operand of every call.
+template <typename T>
+const T* exact_instance(nb::handle h) {
+  static PyTypeObject* const type = reinterpret_cast<PyTypeObject*>(nb::type<T>().ptr());
+  return Py_TYPE(h.ptr()) == type ? nb::inst_ptr<T>(h) : nullptr;
+}
+
 int operand_position(const plan::OperandLayout& layout, nb::handle key) {
+  if (const op::Tensor* t = exact_instance<op::Tensor>(key)) return layout.index_of(*t);
   if (nb::isinstance<op::Tensor>(key)) return layout.index_of(nb::cast<op::Tensor>(key));
   if (nb::isinstance<nb::int_>(key)) return layout.index_of(nb::cast<int64_t>(key));
   const std::string name = nb::cast<std::string>(key);
@@ -100,17 +110,21 @@ int operand_position(const plan::OperandLayout& layout, nb::handle key) {
 // The variant pack of one execute call: each operand imported (zero copy) and placed.
 struct Imported {
   plan::VariantPack pack;
-  std::vector<Array> held;  // alive until the call is issued (the caller keeps its own arrays)
+  std::vector<Array> held;  // imported arrays, alive until the call is issued
 };
 
 Imported import_operands(const plan::ExecutionPlans& plans, const nb::dict& operands,
                          const Stream& s) {
   Imported in{plan::VariantPack(plans.layout()), {}};
-  in.held.reserve(operands.size());
   StreamMemo one_stream_query;
   for (auto [key, value] : operands) {
-    in.held.push_back(to_array(value, &s));
-    in.pack.set_at(operand_position(plans.layout(), key), plan::Operand(in.held.back()));
+    const int at = operand_position(plans.layout(), key);
+    if (const Array* a = exact_instance<Array>(value)) {  // the caller's dict keeps it alive
+      in.pack.set_at(at, plan::Operand(*a));
+    } else {
+      in.held.push_back(to_array(value, &s));
+      in.pack.set_at(at, plan::Operand(in.held.back()));
+    }
   }
   return in;
 }
