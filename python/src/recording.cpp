@@ -185,6 +185,14 @@ void bind_recording(nb::module_& m) {
           nb::arg("shape"), nb::arg("dtype") = DType::f32, nb::arg("label") = "",
           "A new graph-owned array with unspecified contents.")
       .def(
+          "constant",
+          [](const PyRecorder& r, double value, DType dtype) {
+            return r.get().constant(value, dtype);
+          },
+          nb::arg("value"), nb::arg("dtype") = DType::f32,
+          "A one-element array holding `value`, filled once per device arm, fork branch or loop "
+          "body (asking again there returns the same array); read only.")
+      .def(
           "call",
           [](const PyRecorder& r, const Kernel& k, const nb::sequence& args,
              const nb::object& buffer, const std::string& label) {

@@ -1,6 +1,7 @@
 """The Recorder's device constructs called directly (the builder decorator rewrites into these)."""
 
 import numpy as np
+import pytest
 
 import eagle
 from conftest import random_values
@@ -135,3 +136,20 @@ def test_assign_merges_a_rebound_name_in_a_loop(rng):
 
     g = eagle.Graph.record(body).build()
     np.testing.assert_allclose(g().numpy(), 8 * x)
+
+
+def test_constants_are_shared_in_an_arm_and_read_only(rng):
+    x = random_values(rng, (8,))
+
+    def body(r):
+        a, b = r.constant(0.5), r.constant(0.5)
+        assert a.buffer == b.buffer and r.constant(0.5, eagle.f64).buffer != a.buffer
+        with pytest.raises(eagle.InvalidArgument, match="read only"):
+            K.fill(2.0, buffer=a)
+        r.result([K.scale(r.param("x", x), 2.0), b])
+
+    g = eagle.Graph.record(body).build()
+    assert sum(n["kernel"] == "fill" for n in g.nodes) == 2
+    y, half = g()
+    np.testing.assert_allclose(y.numpy(), 2 * x, rtol=1e-6)
+    assert half.numpy().tolist() == 0.5

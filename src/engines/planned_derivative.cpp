@@ -16,7 +16,6 @@
 #include "eagle/core/error.hpp"
 #include "eagle/engines/planned_kernel.hpp"
 #include "eagle/graph/derivative.hpp"
-#include "eagle/kernel/standard.hpp"
 #include "eagle/op/backward.hpp"
 
 namespace eagle::engines::detail {
@@ -95,9 +94,7 @@ class PlannedRule final : public VjpRule {
           v = recomputed.at(s.uid);
           break;
         case op::Source::Kind::constant:
-          v = r.empty({}, t.dtype());
-          r.call(kernels::fill(), {s.value}, buffer(v));
-          return v;
+          return r.constant(s.value, t.dtype());  // one fill per value in this arm
       }
       const int rank = static_cast<int>(v.shape().size());
       if (s.transposed) return v.transpose(rank - 2, rank - 1);

@@ -6,6 +6,12 @@
 namespace eagle {
 
 int Recording::State::add_node(NodeInfo node, const Kernel* kernel, KernelImpl impl) {
+  for (const NodeArgInfo& a : node.arrays)
+    if (writes(a.access) && buffers[static_cast<std::size_t>(a.buffer)].constant)
+      throw InvalidArgument(node.label + ": parameter '" + a.param + "' would write '" +
+                            buffers[static_cast<std::size_t>(a.buffer)].label +
+                            "', a Recorder::constant, which is read only (it may be shared); "
+                            "write into an array of your own (Recorder::empty) instead");
   node.id = static_cast<int>(nodes.size());
   node.parent = open.empty() ? -1 : open.back().first;
   for (const std::string& name : scopes) node.scope += (node.scope.empty() ? "" : "/") + name;

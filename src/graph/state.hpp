@@ -16,6 +16,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <tuple>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -110,6 +111,8 @@ struct Recording::State {
   std::vector<std::unique_ptr<Kernel>> kernels;  // per node (null for copies and constructs)
   std::vector<KernelImpl> impls;
   std::vector<int> top;
+  // Recorder::constant's arrays: (value bits, dtype, construct node, arm) -> value id.
+  std::map<std::tuple<uint64_t, int, int, int>, int> constants;
   int add_node(NodeInfo node, const Kernel* kernel, KernelImpl impl);
   std::vector<int>& current_list();
   NodeArgInfo arg_info(const std::string& param, Access access, int value) const;

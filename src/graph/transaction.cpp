@@ -91,6 +91,8 @@ void Recording::State::rollback(const Checkpoint& c) {
   }
   journal.resize(c.journal);
   // Appended state.
+  std::erase_if(constants,
+                [&](const auto& e) { return static_cast<std::size_t>(e.second) >= c.values; });
   nodes.resize(c.nodes);
   snapshots.resize(c.nodes);
   kernels.resize(c.nodes);

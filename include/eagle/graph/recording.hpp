@@ -101,8 +101,9 @@ struct BufferInfo {
   Shape shape;  // of the array the buffer was created for
   DType dtype;
   std::size_t bytes;
-  int shadow_of = -1;    // for a param's private copy: the param buffer it is copied from
-  int merged_into = -1;  // a rebound value's buffer merged into another: never allocated
+  int shadow_of = -1;     // for a param's private copy: the param buffer it is copied from
+  int merged_into = -1;   // a rebound value's buffer merged into another: never allocated
+  bool constant = false;  // Recorder::constant's: written by its own fill only
 };
 
 struct NodeArgInfo {
@@ -209,6 +210,11 @@ class Recorder {
   Value external(const Array& array, const std::string& label);
   // A new graph-owned array with unspecified contents (use it as a buffer= for fill).
   Value empty(const Shape& shape, DType dtype, const std::string& label = "");
+  // A one-element array ([] shape) holding `value`, filled at each launch by one node per
+  // device construct and arm: a second call with the same value and dtype in the same arm (or
+  // fork branch, or loop body) returns the same array, so that the constants of many derivative
+  // calls cost one fill each. Read it only: a node writing it is refused.
+  Value constant(double value, DType dtype);
   // Appends a node calling `kernel` on the read and read-write arrays and the scalars, in the
   // kernel's parameter order; returns its outputs (one per write-only parameter), allocated
   // unless `options.buffers` supplies them. For a read-write parameter the value passed is
