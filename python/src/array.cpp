@@ -115,7 +115,8 @@ Array import_capsule(nb::handle capsule) {
       "capsule");
 }
 
-Array from_dlpack_object(nb::handle obj, const Stream* stream) {
+// obj.__dlpack__'s capsule, asked with the stream handshake for a CUDA producer.
+nb::object dlpack_capsule(nb::handle obj, const Stream* stream) {
   nb::tuple dev = nb::cast<nb::tuple>(obj.attr("__dlpack_device__")());
   const int type = nb::cast<int>(dev[0]);
   nb::dict kwargs;
@@ -135,7 +136,7 @@ Array from_dlpack_object(nb::handle obj, const Stream* stream) {
     if (!e.matches(PyExc_TypeError)) throw;  // a producer from before DLPack 1.0
     capsule = obj.attr("__dlpack__")(**kwargs);
   }
-  return import_capsule(capsule);
+  return capsule;
 }
 
 DType dtype_of_typestr(const std::string& typestr) {
@@ -214,10 +215,10 @@ struct TorchExport {
 // The innermost StreamMemo of this thread, or null.
 thread_local StreamMemo* memo = nullptr;
 
-// The tensor's array by the fast export, or an undefined Array when the handshake is needed.
+// The tensor's capsule by the fast export, or an invalid object when the handshake is needed.
 // The capsule says where the tensor lives (no Python attribute reads); one that cannot be used
 // without the handshake is dropped, which returns the tensor to torch.
-Array torch_fast_import(nb::handle obj, const Stream* stream) {
+nb::object torch_fast_capsule(nb::handle obj, const Stream* stream) {
   static TorchExport torch;
   if (!torch.ready() ||
       !PyObject_TypeCheck(obj.ptr(), reinterpret_cast<PyTypeObject*>(torch.tensor_type)))
@@ -244,10 +245,30 @@ Array torch_fast_import(nb::handle obj, const Stream* stream) {
   } else if (where.device_type != kDLCPU) {
     return {};
   }
-  return import_capsule(capsule);
+  return capsule;
 }
 
 }  // namespace
+
+nb::object foreign_capsule(nb::handle obj, const Stream* stream) {
+  if (PyCapsule_CheckExact(obj.ptr())) return {};  // the caller's capsule: to_array consumes it
+  if (nb::object fast = torch_fast_capsule(obj, stream); fast.is_valid()) return fast;
+  if (nb::hasattr(obj, "__dlpack__")) return dlpack_capsule(obj, stream);
+  return {};
+}
+
+plan::Operand operand_of_capsule(nb::handle capsule) {
+  PyObject* c = capsule.ptr();
+  if (PyCapsule_IsValid(c, kVersioned))
+    return plan::Operand::dlpack(
+        *static_cast<DLManagedTensorVersioned*>(PyCapsule_GetPointer(c, kVersioned)));
+  if (PyCapsule_IsValid(c, kLegacy))
+    return plan::Operand::dlpack(
+        static_cast<DLManagedTensor*>(PyCapsule_GetPointer(c, kLegacy))->dl_tensor);
+  throw InvalidArgument(
+      "execute: the object's __dlpack__ returned no unused 'dltensor_versioned' or 'dltensor' "
+      "capsule");
+}
 
 bool is_array_like(nb::handle obj) {
   return nb::isinstance<Array>(obj) || PyCapsule_CheckExact(obj.ptr()) ||
@@ -265,8 +286,8 @@ StreamMemo::~StreamMemo() {
 Array to_array(nb::handle obj, const Stream* stream) {
   if (nb::isinstance<Array>(obj)) return nb::cast<Array>(obj);
   if (PyCapsule_CheckExact(obj.ptr())) return import_capsule(obj);
-  if (Array fast = torch_fast_import(obj, stream); fast.defined()) return fast;
-  if (nb::hasattr(obj, "__dlpack__")) return from_dlpack_object(obj, stream);
+  if (nb::object capsule = foreign_capsule(obj, stream); capsule.is_valid())
+    return import_capsule(capsule);
   if (nb::hasattr(obj, "__cuda_array_interface__")) return from_cuda_array_interface(obj);
   throw InvalidArgument(
       "expected an array: an eagle.Array or an object with __dlpack__ or "

@@ -10,6 +10,7 @@
 #include "eagle/core/array.hpp"
 #include "eagle/core/stream.hpp"
 #include "eagle/kernel/kernel.hpp"
+#include "eagle/plan/operands.hpp"
 
 namespace eagle::python {
 
@@ -32,6 +33,13 @@ void bind_bench(nb::module_& m);      // timing hooks of the host-cost benchmark
 // ...) or __cuda_array_interface__, without copying. `stream` is the stream the Array is used on
 // (its producer orders its pending work before that stream); nullptr: the legacy default stream.
 Array to_array(nb::handle obj, const Stream* stream = nullptr);
+// The unused DLPack capsule to_array would import for `obj` (torch's fast export, or __dlpack__
+// with the stream handshake), or an invalid object for anything else (an eagle Array, a capsule,
+// __cuda_array_interface__). Dropping the capsule returns the memory to its producer.
+nb::object foreign_capsule(nb::handle obj, const Stream* stream);
+// The operand a capsule describes, checked as an import checks it, the capsule left unused (keep
+// it alive while the operand is used).
+plan::Operand operand_of_capsule(nb::handle capsule);
 // Within its scope, the imports of torch CUDA tensors ask torch for its current stream once per
 // device instead of once per tensor: for a call importing several operands, during which no
 // Python code runs that could change it.

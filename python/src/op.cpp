@@ -111,16 +111,22 @@ int operand_position(const plan::OperandLayout& layout, nb::handle key) {
 struct Imported {
   plan::VariantPack pack;
   std::vector<Array> held;  // imported arrays, alive until the call is issued
+  // Capsules (torch's, __dlpack__'s) the pack reads, unused: dropping one after the call hands
+  // the memory back to its producer.
+  std::vector<nb::object> capsules;
 };
 
 Imported import_operands(const plan::ExecutionPlans& plans, const nb::dict& operands,
                          const Stream& s) {
-  Imported in{plan::VariantPack(plans.layout()), {}};
+  Imported in{plan::VariantPack(plans.layout()), {}, {}};
   StreamMemo one_stream_query;
   for (auto [key, value] : operands) {
     const int at = operand_position(plans.layout(), key);
     if (const Array* a = exact_instance<Array>(value)) {  // the caller's dict keeps it alive
       in.pack.set_at(at, plan::Operand(*a));
+    } else if (nb::object capsule = foreign_capsule(value, &s); capsule.is_valid()) {
+      in.pack.set_at(at, operand_of_capsule(capsule));  // no Array: read from the capsule
+      in.capsules.push_back(std::move(capsule));
     } else {
       in.held.push_back(to_array(value, &s));
       in.pack.set_at(at, plan::Operand(in.held.back()));

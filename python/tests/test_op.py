@@ -1,5 +1,7 @@
 """Op graphs and planning from Python: the plan list, selection, execute with numpy arrays."""
 
+import sys
+
 import numpy as np
 import pytest
 
@@ -31,6 +33,28 @@ def test_plan_inspect_and_execute_with_numpy(rng):
     assert og.frozen
     with pytest.raises(eagle.InvalidArgument, match="frozen"):
         og.tensor("c", (1,))
+
+
+def test_execute_reads_foreign_arrays_in_place(rng):
+    # A strided numpy view is read through its own strides (no copy); a read-only output is
+    # refused; each call hands the arrays' DLPack capsules back (no reference is kept).
+    og, ta, tb, ty = scale_rows_graph()
+    plans = eagle.plan(og, eagle.cpu)
+    plans.build_plans()
+    big = random_values(rng, (4, 6))
+    a, b = big[1:3, ::2], random_values(rng, (2, 3))
+    assert not a.flags["C_CONTIGUOUS"]
+    y = np.full((2, 3), np.nan, np.float32)
+    plans.execute({ta: a, tb: b, ty: y})
+    np.testing.assert_allclose(y, a * b, rtol=1e-6)
+    frozen = np.zeros((2, 3), np.float32)
+    frozen.flags.writeable = False
+    with pytest.raises(eagle.InvalidArgument, match="read-only"):
+        plans.execute({ta: a, tb: b, ty: frozen})
+    refs = [sys.getrefcount(x) for x in (big, b, y)]
+    for _ in range(100):
+        plans.execute({ta: a, tb: b, ty: y})
+    assert [sys.getrefcount(x) for x in (big, b, y)] == refs
 
 
 def test_execute_errors(rng):

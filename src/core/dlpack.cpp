@@ -70,45 +70,65 @@ namespace {
 // when the view fails: see ImportOwner).
 Array view(const DLTensor& t, const char* who, std::shared_ptr<void> keep_alive) {
   const std::string w = who;
-  if (t.dtype.lanes != 1)
-    throw InvalidArgument(w + ": dtype lanes must be 1, got " + std::to_string(t.dtype.lanes));
-  const DTypeCode* code = nullptr;
-  for (const auto& c : kCodes)
-    if (c.code == t.dtype.code && c.bits == t.dtype.bits) code = &c;
-  if (!code)
-    throw InvalidArgument(w + ": dtype (code " + std::to_string(t.dtype.code) + ", bits " +
-                          std::to_string(t.dtype.bits) + ") has no eagle dtype");
-  Device device = Device::cpu();
-  if (t.device.device_type == kDLCUDA) {
-    if (t.device.device_id < 0)
-      throw InvalidArgument(w + ": CUDA device id must be >= 0, got " +
-                            std::to_string(t.device.device_id));
-    device = Device::cuda(t.device.device_id);
-  } else if (t.device.device_type != kDLCPU && t.device.device_type != kDLCUDAHost) {
-    throw InvalidArgument(w + ": device type " + std::to_string(t.device.device_type) +
-                          " is not supported (CPU, CUDA and CUDA host memory are)");
-  }
-  if (t.ndim < 0) throw InvalidArgument(w + ": ndim must be >= 0");
-  if (t.ndim > 0 && !t.shape) throw InvalidArgument(w + ": shape must not be null");
-  Shape shape(t.shape, t.shape + t.ndim);
+  const DType dtype = dlpack_dtype(t.dtype, who);
+  const Device device = dlpack_device(t.device, who);
+  const std::span<const int64_t> dims = dlpack_dims(t, who);
+  const Shape shape(dims.begin(), dims.end());
   const int64_t numel = checked_numel(shape, w);
-  checked_nbytes(shape, code->dtype, w);
+  checked_nbytes(shape, dtype, w);
   Shape strides = t.strides ? Shape(t.strides, t.strides + t.ndim) : contiguous_strides(shape);
-  checked_byte_extent(shape, strides, code->dtype, w);
-  if (!t.data && numel > 0)
-    throw InvalidArgument(w + ": data must not be null for a non-empty tensor");
-  // data + byte_offset must be an address: no wrap past the end of the address space.
-  const auto base = reinterpret_cast<uintptr_t>(t.data);
-  if (t.byte_offset > static_cast<uint64_t>(INT64_MAX) || t.byte_offset > UINTPTR_MAX - base)
-    throw InvalidArgument(w + ": byte_offset " + std::to_string(t.byte_offset) +
-                          " past data runs off the address space (or past INT64_MAX)");
-  char* start = reinterpret_cast<char*>(base + static_cast<uintptr_t>(t.byte_offset));
+  checked_byte_extent(shape, strides, dtype, w);
+  char* start = dlpack_start(t, numel, who);
   try {
-    return Array::wrap(start, shape, code->dtype, device, strides, std::move(keep_alive));
+    return Array::wrap(start, shape, dtype, device, strides, std::move(keep_alive));
   } catch (const InvalidArgument& e) {
     throw InvalidArgument(w + ": " + e.what());  // name the import, not only the view
   }
 }
+
+}  // namespace
+
+DType dlpack_dtype(const DLDataType& t, const char* who) {
+  if (t.lanes != 1)
+    throw InvalidArgument(std::string(who) + ": dtype lanes must be 1, got " +
+                          std::to_string(t.lanes));
+  for (const auto& c : kCodes)
+    if (c.code == t.code && c.bits == t.bits) return c.dtype;
+  throw InvalidArgument(std::string(who) + ": dtype (code " + std::to_string(t.code) + ", bits " +
+                        std::to_string(t.bits) + ") has no eagle dtype");
+}
+
+Device dlpack_device(const DLDevice& d, const char* who) {
+  if (d.device_type == kDLCUDA) {
+    if (d.device_id < 0)
+      throw InvalidArgument(std::string(who) + ": CUDA device id must be >= 0, got " +
+                            std::to_string(d.device_id));
+    return Device::cuda(d.device_id);
+  }
+  if (d.device_type != kDLCPU && d.device_type != kDLCUDAHost)
+    throw InvalidArgument(std::string(who) + ": device type " + std::to_string(d.device_type) +
+                          " is not supported (CPU, CUDA and CUDA host memory are)");
+  return Device::cpu();
+}
+
+std::span<const int64_t> dlpack_dims(const DLTensor& t, const char* who) {
+  if (t.ndim < 0) throw InvalidArgument(std::string(who) + ": ndim must be >= 0");
+  if (t.ndim > 0 && !t.shape) throw InvalidArgument(std::string(who) + ": shape must not be null");
+  return {t.shape, static_cast<std::size_t>(t.ndim)};
+}
+
+char* dlpack_start(const DLTensor& t, int64_t numel, const char* who) {
+  if (!t.data && numel > 0)
+    throw InvalidArgument(std::string(who) + ": data must not be null for a non-empty tensor");
+  // data + byte_offset must be an address: no wrap past the end of the address space.
+  const auto base = reinterpret_cast<uintptr_t>(t.data);
+  if (t.byte_offset > static_cast<uint64_t>(INT64_MAX) || t.byte_offset > UINTPTR_MAX - base)
+    throw InvalidArgument(std::string(who) + ": byte_offset " + std::to_string(t.byte_offset) +
+                          " past data runs off the address space (or past INT64_MAX)");
+  return reinterpret_cast<char*>(base + static_cast<uintptr_t>(t.byte_offset));
+}
+
+namespace {
 
 // Holds an imported tensor; calls its deleter only once armed, i.e. once the import succeeded.
 // Any failure before that (a refused tensor, an allocation that throws) leaves the tensor, and

@@ -12,10 +12,16 @@ namespace {
   throw InvalidArgument(std::string(who) + ": " + rule);
 }
 
-void check_dims(const Shape& shape, std::string_view who) {
+using Dims = std::span<const int64_t>;
+
+std::string dims_str(Dims d) {
+  return shape_str(Shape(d.begin(), d.end()));
+}
+
+void check_dims(Dims shape, std::string_view who) {
   for (std::size_t i = 0; i < shape.size(); ++i)
     if (shape[i] < 0)
-      refuse(who, "shape " + shape_str(shape) + " has negative size in dim " + std::to_string(i));
+      refuse(who, "shape " + dims_str(shape) + " has negative size in dim " + std::to_string(i));
 }
 
 // |v| for the strides of a layout; INT64_MIN has no int64 magnitude and reaches past anything.
@@ -49,33 +55,32 @@ std::string shape_str(const Shape& shape) {
   return out;
 }
 
-int64_t checked_numel(const Shape& shape, std::string_view who) {
+int64_t checked_numel(Dims shape, std::string_view who) {
   check_dims(shape, who);
   for (int64_t d : shape)
     if (d == 0) return 0;  // an empty array, however large the other dims
   int64_t n = 1;
   for (int64_t d : shape)
     if (__builtin_mul_overflow(n, d, &n))
-      refuse(who, "shape " + shape_str(shape) +
+      refuse(who, "shape " + dims_str(shape) +
                       " holds more elements than fit in int64 (at most 9223372036854775807)");
   return n;
 }
 
-std::size_t checked_nbytes(const Shape& shape, DType dtype, std::string_view who) {
+std::size_t checked_nbytes(Dims shape, DType dtype, std::string_view who) {
   const int64_t n = checked_numel(shape, who);
   int64_t bytes = 0;
   if (__builtin_mul_overflow(n, static_cast<int64_t>(itemsize(dtype)), &bytes))
-    refuse(who, "shape " + shape_str(shape) + " of " + std::string(dtype_name(dtype)) + " takes " +
+    refuse(who, "shape " + dims_str(shape) + " of " + std::string(dtype_name(dtype)) + " takes " +
                     std::to_string(n) + " x " + std::to_string(itemsize(dtype)) +
                     " bytes, more than fit in int64");
   return static_cast<std::size_t>(bytes);
 }
 
-ByteExtent checked_byte_extent(const Shape& shape, const Shape& strides, DType dtype,
-                               std::string_view who) {
+ByteExtent checked_byte_extent(Dims shape, Dims strides, DType dtype, std::string_view who) {
   if (strides.size() != shape.size())
-    refuse(who, "strides " + shape_str(strides) + " must have one entry per dim of shape " +
-                    shape_str(shape));
+    refuse(who, "strides " + dims_str(strides) + " must have one entry per dim of shape " +
+                    dims_str(shape));
   if (checked_numel(shape, who) == 0) return {};
   const int64_t size = static_cast<int64_t>(itemsize(dtype));
   int64_t lo = 0, hi = 0;  // byte offsets of the lowest and highest element
@@ -85,12 +90,12 @@ ByteExtent checked_byte_extent(const Shape& shape, const Shape& strides, DType d
                     !__builtin_mul_overflow(reach, size, &reach) &&
                     !__builtin_add_overflow(reach < 0 ? lo : hi, reach, reach < 0 ? &lo : &hi);
     if (!ok)
-      refuse(who, "shape " + shape_str(shape) + " with strides " + shape_str(strides) + " of " +
+      refuse(who, "shape " + dims_str(shape) + " with strides " + dims_str(strides) + " of " +
                       std::string(dtype_name(dtype)) +
                       " reaches byte offsets that do not fit in int64");
   }
   if (__builtin_add_overflow(hi, size, &hi))
-    refuse(who, "shape " + shape_str(shape) + " with strides " + shape_str(strides) +
+    refuse(who, "shape " + dims_str(shape) + " with strides " + dims_str(strides) +
                     " reaches byte offsets that do not fit in int64");
   return {lo, hi};
 }

@@ -1,5 +1,7 @@
 #include "eagle/plan/operands.hpp"
 
+#include <span>
+
 #include "eagle/core/dlpack.hpp"
 #include "eagle/core/error.hpp"
 #include "eagle/core/shape.hpp"
@@ -30,8 +32,8 @@ void check_rank(std::size_t ndim, const char* who) {
 }
 
 // A buffer of checked dims and strides (one stride per dim).
-OperandBuffer filled(void* data, const Shape& dims, const Shape& strides, DType dtype,
-                     Device device) {
+OperandBuffer filled(void* data, std::span<const int64_t> dims, std::span<const int64_t> strides,
+                     DType dtype, Device device) {
   OperandBuffer b;
   b.data = data;
   b.dtype = dtype;
@@ -71,11 +73,29 @@ Operand::Operand(const Array& array) {
   buffer_.read_only = array.read_only();
 }
 
+// The checks of view_dlpack, on the tensor's own dims and strides: no Array, no allocation
+// (a planned call imports every foreign operand at every execute).
 Operand Operand::dlpack(const DLTensor& tensor) {
-  const Array view = view_dlpack(tensor);
+  constexpr const char* who = "Operand::dlpack";
+  const DType dtype = dlpack_dtype(tensor.dtype, who);
+  const Device device = dlpack_device(tensor.device, who);
+  const std::span<const int64_t> dims = dlpack_dims(tensor, who);
+  check_rank(dims.size(), who);
+  const int64_t numel = checked_numel(dims, who);
+  checked_nbytes(dims, dtype, who);
+  int64_t row_major[kMaxOperandDims];
+  std::span<const int64_t> strides(tensor.strides, tensor.strides ? dims.size() : 0);
+  if (!tensor.strides) {
+    int64_t step = 1;
+    for (std::size_t i = dims.size(); i-- > 0;) {
+      row_major[i] = step;
+      step = numel == 0 ? step : step * dims[i];  // no overflow: the product is numel
+    }
+    strides = {row_major, dims.size()};
+  }
+  checked_byte_extent(dims, strides, dtype, who);
   Operand o;
-  o.buffer_ = normalize(view.data(), view.shape(), view.dtype(), view.device(), view.strides(),
-                        "Operand::dlpack");
+  o.buffer_ = filled(dlpack_start(tensor, numel, who), dims, strides, dtype, device);
   return o;
 }
 

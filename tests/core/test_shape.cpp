@@ -17,7 +17,7 @@ using test::expect_throw_with;
 constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
 
 TEST(ShapeTest, CheckedNumelCountsElements) {
-  EXPECT_EQ(checked_numel({}, "t"), 1);
+  EXPECT_EQ(checked_numel(Shape{}, "t"), 1);
   EXPECT_EQ(checked_numel({2, 3, 4}, "t"), 24);
   EXPECT_EQ(checked_numel({kMax}, "t"), kMax);
   // A zero dim makes the array empty whatever the other dims are: nothing to overflow.

@@ -1,6 +1,8 @@
 // DLPack import and export (versioned DLManagedTensorVersioned, DLPack 1.x ABI).
 #pragma once
 
+#include <span>
+
 #include "eagle/core/array.hpp"
 #include "eagle/core/dlpack_abi.h"
 
@@ -23,5 +25,13 @@ Array from_dlpack(DLManagedTensorVersioned* tensor);
 // A non-owning view of a DLTensor (no deleter runs): the caller keeps the memory alive while the
 // view is used. Same checks as from_dlpack. (A bare DLTensor has no flags: the view is writable.)
 Array view_dlpack(const DLTensor& tensor);
+
+// A DLTensor's fields as eagle reads them, each checked as from_dlpack checks it
+// (InvalidArgument naming `who`): its dtype, its device, its dims (the tensor's own array), and
+// its first element's address (data + byte_offset; data may be null only when numel is 0).
+DType dlpack_dtype(const DLDataType& dtype, const char* who);
+Device dlpack_device(const DLDevice& device, const char* who);
+std::span<const int64_t> dlpack_dims(const DLTensor& tensor, const char* who);
+char* dlpack_start(const DLTensor& tensor, int64_t numel, const char* who);
 
 }  // namespace eagle
