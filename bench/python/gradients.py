@@ -211,6 +211,7 @@ class CaseResult:
     torch_graph_us: float | None = None
     speedup_vs_torch_graph: float | None = None
     goal: float | None = None
+    eagle_nodes: int | None = None  # nodes of eagle's step graph (forward, reverse)
 
 
 # ---- case (a): the 4-layer MLP ------------------------------------------------------------------
@@ -406,9 +407,11 @@ def run_case(name: str, case, cfg: Config, time_it: bool = True) -> CaseResult:
     g, torch_out, diffs, worst = check(case, cfg)
     tol = TOLERANCE[case.dtype]
     res = CaseResult(name, case.dim, case.dtype, case.shapes(), worst, tol, worst <= tol, diffs)
+    res.eagle_nodes = len(g.nodes)
     detail = ", ".join(f"{k} {v:.2e}" for k, v in diffs.items())
     print(f"[{name} dim {case.dim} {case.dtype}] check: max rel diff {worst:.2e} "
-          f"(tolerance {tol:.0e}) {'ok' if res.ok else 'FAILED'}: {detail}", flush=True)
+          f"(tolerance {tol:.0e}) {'ok' if res.ok else 'FAILED'}: {detail}; eagle's step graph "
+          f"{res.eagle_nodes} nodes", flush=True)
     if not res.ok or not time_it:
         return res
     with nvtx_range(cfg, "eagle_step"):
