@@ -116,27 +116,51 @@ Array import_capsule(nb::handle capsule) {
 }
 
 // obj.__dlpack__'s capsule, asked with the stream handshake for a CUDA producer.
+// obj.<name>(*args, **{kwnames: ...}) by vectorcall: no bound method, no keyword dict (an
+// execute asks every foreign operand for its capsule at every call). args[0] is obj; `name` is
+// an interned string that lives as long as the process.
+nb::object call_method(PyObject* name, PyObject** args, std::size_t positional, PyObject* kwnames) {
+  PyObject* out =
+      PyObject_VectorcallMethod(name, args, positional | PY_VECTORCALL_ARGUMENTS_OFFSET, kwnames);
+  if (out == nullptr) throw nb::python_error();
+  return nb::steal(out);
+}
+
+// The keyword names of a __dlpack__ call, made once and never freed (static, like the interned
+// method names).
+PyObject* keyword_names(bool stream, bool max_version) {
+  if (stream && max_version) return nb::make_tuple("stream", "max_version").release().ptr();
+  if (stream) return nb::make_tuple("stream").release().ptr();
+  return nb::make_tuple("max_version").release().ptr();
+}
+
+// obj.__dlpack__'s capsule, asked with the stream handshake for a CUDA producer.
 nb::object dlpack_capsule(nb::handle obj, const Stream* stream) {
-  nb::tuple dev = nb::cast<nb::tuple>(obj.attr("__dlpack_device__")());
+  static PyObject* const dlpack = PyUnicode_InternFromString("__dlpack__");
+  static PyObject* const dlpack_device = PyUnicode_InternFromString("__dlpack_device__");
+  PyObject* self[1] = {obj.ptr()};
+  nb::tuple dev = nb::cast<nb::tuple>(call_method(dlpack_device, self, 1, nullptr));
   const int type = nb::cast<int>(dev[0]);
-  nb::dict kwargs;
-  if (type == kDLCUDA || type == kDLCUDAManaged) {
-    // The producer orders its pending work before the stream eagle uses (1: legacy default).
-    kwargs["stream"] = stream != nullptr && stream->native() != nullptr
-                           ? nb::int_(reinterpret_cast<uintptr_t>(stream->native()))
-                           : nb::int_(1);
-  }
-  nb::object capsule;
+  const bool cuda = type == kDLCUDA || type == kDLCUDAManaged;
+  static PyObject* const max_version =
+      nb::make_tuple(DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION).release().ptr();
+  static PyObject* const with_stream = keyword_names(true, true);
+  static PyObject* const versioned_only = keyword_names(false, true);
+  static PyObject* const stream_only = keyword_names(true, false);
+  // The producer orders its pending work before the stream eagle uses (1: legacy default).
+  nb::object stream_arg;
+  if (cuda)
+    stream_arg = stream != nullptr && stream->native() != nullptr
+                     ? nb::int_(reinterpret_cast<uintptr_t>(stream->native()))
+                     : nb::int_(1);
   try {
-    nb::dict versioned;  // a new dict: the fallback below must not see max_version
-    for (auto [k, v] : kwargs) versioned[k] = v;
-    versioned["max_version"] = nb::make_tuple(DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION);
-    capsule = obj.attr("__dlpack__")(**versioned);
+    PyObject* args[3] = {obj.ptr(), cuda ? stream_arg.ptr() : max_version, max_version};
+    return call_method(dlpack, args, 1, cuda ? with_stream : versioned_only);
   } catch (nb::python_error& e) {
     if (!e.matches(PyExc_TypeError)) throw;  // a producer from before DLPack 1.0
-    capsule = obj.attr("__dlpack__")(**kwargs);
   }
-  return capsule;
+  PyObject* args[2] = {obj.ptr(), stream_arg.ptr()};
+  return call_method(dlpack, args, 1, cuda ? stream_only : nullptr);
 }
 
 DType dtype_of_typestr(const std::string& typestr) {

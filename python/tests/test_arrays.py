@@ -73,6 +73,33 @@ def test_legacy_capsule_for_old_consumers(rng):
     np.testing.assert_array_equal(b.numpy(), x)
 
 
+def test_a_cuda_producer_is_asked_with_the_stream_handshake(rng):
+    # What a CUDA producer's __dlpack__ receives: the consumer's stream (1, the legacy default
+    # stream, when none is given) and max_version; a producer from before DLPack 1.0 is asked
+    # again with the stream alone. (The capsule handed back here is a CPU one.)
+    x = random_values(rng, (3,))
+    a = eagle.asarray(x)
+    asked = []
+
+    class CudaProducer:
+        def __dlpack__(self, **kwargs):
+            asked.append(kwargs)
+            return a.__dlpack__(max_version=(1, 0))
+
+        def __dlpack_device__(self):
+            return (2, 0)
+
+    class OldCudaProducer(CudaProducer):
+        def __dlpack__(self, stream=None):
+            asked.append({"stream": stream})
+            return a.__dlpack__()
+
+    for producer in (CudaProducer(), OldCudaProducer()):
+        np.testing.assert_array_equal(eagle.asarray(producer).numpy(), x)
+    assert [sorted(k) for k in asked] == [["max_version", "stream"], ["stream"]]
+    assert asked[0]["stream"] == asked[1]["stream"] == 1 and asked[0]["max_version"][0] == 1
+
+
 def test_read_only_survives_both_ways(rng):
     x = random_values(rng, (4,))
     x.flags.writeable = False
