@@ -115,7 +115,6 @@ Array import_capsule(nb::handle capsule) {
       "capsule");
 }
 
-// obj.__dlpack__'s capsule, asked with the stream handshake for a CUDA producer.
 // obj.<name>(*args, **{kwnames: ...}) by vectorcall: no bound method, no keyword dict (an
 // execute asks every foreign operand for its capsule at every call). args[0] is obj; `name` is
 // an interned string that lives as long as the process.
@@ -126,14 +125,6 @@ nb::object call_method(PyObject* name, PyObject** args, std::size_t positional, 
   return nb::steal(out);
 }
 
-// The keyword names of a __dlpack__ call, made once and never freed (static, like the interned
-// method names).
-PyObject* keyword_names(bool stream, bool max_version) {
-  if (stream && max_version) return nb::make_tuple("stream", "max_version").release().ptr();
-  if (stream) return nb::make_tuple("stream").release().ptr();
-  return nb::make_tuple("max_version").release().ptr();
-}
-
 // obj.__dlpack__'s capsule, asked with the stream handshake for a CUDA producer.
 nb::object dlpack_capsule(nb::handle obj, const Stream* stream) {
   static PyObject* const dlpack = PyUnicode_InternFromString("__dlpack__");
@@ -142,11 +133,12 @@ nb::object dlpack_capsule(nb::handle obj, const Stream* stream) {
   nb::tuple dev = nb::cast<nb::tuple>(call_method(dlpack_device, self, 1, nullptr));
   const int type = nb::cast<int>(dev[0]);
   const bool cuda = type == kDLCUDA || type == kDLCUDAManaged;
+  // Made once and never freed, like the interned method names.
   static PyObject* const max_version =
       nb::make_tuple(DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION).release().ptr();
-  static PyObject* const with_stream = keyword_names(true, true);
-  static PyObject* const versioned_only = keyword_names(false, true);
-  static PyObject* const stream_only = keyword_names(true, false);
+  static PyObject* const with_stream = nb::make_tuple("stream", "max_version").release().ptr();
+  static PyObject* const versioned_only = nb::make_tuple("max_version").release().ptr();
+  static PyObject* const stream_only = nb::make_tuple("stream").release().ptr();
   // The producer orders its pending work before the stream eagle uses (1: legacy default).
   nb::object stream_arg;
   if (cuda)

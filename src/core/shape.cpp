@@ -33,15 +33,19 @@ bool magnitude(int64_t v, int64_t& out) {
 
 }  // namespace
 
-Shape contiguous_strides(const Shape& shape) {
-  Shape s(shape.size());
+void contiguous_strides(std::span<const int64_t> shape, std::span<int64_t> out) {
   int64_t step = 1;
   for (std::size_t i = shape.size(); i-- > 0;) {
-    s[i] = step;
+    out[i] = step;
     // A later 0 dim makes the product wrap harmlessly in unsigned arithmetic; such strides are
     // never used to address an element.
     step = static_cast<int64_t>(static_cast<uint64_t>(step) * static_cast<uint64_t>(shape[i]));
   }
+}
+
+Shape contiguous_strides(const Shape& shape) {
+  Shape s(shape.size());
+  contiguous_strides(shape, s);
   return s;
 }
 

@@ -86,11 +86,7 @@ Operand Operand::dlpack(const DLTensor& tensor) {
   int64_t row_major[kMaxOperandDims];
   std::span<const int64_t> strides(tensor.strides, tensor.strides ? dims.size() : 0);
   if (!tensor.strides) {
-    int64_t step = 1;
-    for (std::size_t i = dims.size(); i-- > 0;) {
-      row_major[i] = step;
-      step = numel == 0 ? step : step * dims[i];  // no overflow: the product is numel
-    }
+    contiguous_strides(dims, {row_major, dims.size()});
     strides = {row_major, dims.size()};
   }
   checked_byte_extent(dims, strides, dtype, who);

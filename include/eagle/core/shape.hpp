@@ -18,6 +18,8 @@ using Shape = std::vector<int64_t>;
 
 // Row-major strides (in elements) of `shape`. Only for shapes checked_numel accepts.
 Shape contiguous_strides(const Shape& shape);
+// The same into `out` (one entry per dim), for callers that must not allocate.
+void contiguous_strides(std::span<const int64_t> shape, std::span<int64_t> out);
 // "[2,3]": how shapes appear in messages.
 std::string shape_str(const Shape& shape);
 
