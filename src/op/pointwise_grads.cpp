@@ -95,15 +95,10 @@ void pointwise_grad_relu(GradContext& c) {  // g where a > 0, else 0
   const Tensor a = t.a();
   c.grad("a", c.where(c.pw("cmp_gt", a, t.zero_of(a)), t.g(), t.k(0.0)));
 }
-void pointwise_grad_gelu(GradContext& c) {  // Phi(a) + a phi(a)
-  unary(c, [](Terms& t) {
-    const Tensor a = t.a();
-    const Tensor cdf =
-        t.mul(t.k(0.5), t.add(t.k(1.0), t.f("erf", t.mul(a, t.k(1.0 / std::numbers::sqrt2)))));
-    const Tensor pdf = t.mul(t.k(0.5 * std::numbers::inv_sqrtpi * std::numbers::sqrt2),
-                             t.f("exp", t.mul(t.k(-0.5), t.f("square", a))));
-    return t.add(cdf, t.mul(a, pdf));
-  });
+// gelu and silu: one gelu_backward / silu_backward node (torch's kernels of the same names),
+// computed in f32 and rounded once, instead of a chain of a dozen nodes each rounded to g's dtype.
+void pointwise_grad_gelu(GradContext& c) {  // g (Phi(a) + a phi(a))
+  if (c.wants("a")) c.grad("a", c.pw("gelu_backward", c.cot("out"), c.value("a")));
 }
 void pointwise_grad_gelu_tanh(GradContext& c) {
   // y = a (1 + tanh(u)) / 2, u = s (a + 0.044715 a^3), s = sqrt(2 / pi):
@@ -118,12 +113,8 @@ void pointwise_grad_gelu_tanh(GradContext& c) {
                  t.mul(t.mul(t.k(0.5), a), t.mul(t.sub(t.k(1.0), t.f("square", th)), du)));
   });
 }
-void pointwise_grad_silu(GradContext& c) {  // s (1 + a (1 - s)), s = sigmoid(a)
-  unary(c, [](Terms& t) {
-    const Tensor a = t.a();
-    const Tensor s = t.f("sigmoid", a);
-    return t.mul(s, t.add(t.k(1.0), t.mul(a, t.sub(t.k(1.0), s))));
-  });
+void pointwise_grad_silu(GradContext& c) {  // g s (1 + a (1 - s)), s = sigmoid(a)
+  if (c.wants("a")) c.grad("a", c.pw("silu_backward", c.cot("out"), c.value("a")));
 }
 void pointwise_grad_softplus(GradContext& c) {  // sigmoid(a)
   unary(c, [](Terms& t) { return t.f("sigmoid", t.a()); });
@@ -138,6 +129,30 @@ void pointwise_grad_sin(GradContext& c) {
 }
 void pointwise_grad_cos(GradContext& c) {
   unary(c, [](Terms& t) { return t.f("neg", t.f("sin", t.a())); });
+}
+
+// The backward ops themselves, y = a f'(b) with a the cotangent and b the forward input: dy/da =
+// f'(b), the same op over this cotangent; dy/db = a f''(b).
+void pointwise_grad_gelu_backward(GradContext& c) {  // gelu'' = phi(b) (2 - b^2)
+  Terms t{c};
+  if (c.wants("a")) c.grad("a", c.pw("gelu_backward", t.g(), t.b()));
+  if (c.wants("b")) {
+    const Tensor b2 = t.f("square", t.b());
+    const Tensor pdf = t.mul(t.k(0.5 * std::numbers::inv_sqrtpi * std::numbers::sqrt2),
+                             t.f("exp", t.mul(t.k(-0.5), b2)));
+    c.grad("b", t.mul(t.mul(t.g(), t.a()), t.mul(pdf, t.sub(t.k(2.0), b2))));
+  }
+}
+void pointwise_grad_silu_backward(GradContext& c) {  // silu'' = s (1 - s) (2 + b (1 - 2 s))
+  Terms t{c};
+  if (c.wants("a")) c.grad("a", c.pw("silu_backward", t.g(), t.b()));
+  if (c.wants("b")) {
+    const Tensor b = t.b();
+    const Tensor s = t.f("sigmoid", b);
+    const Tensor ds = t.mul(s, t.sub(t.k(1.0), s));
+    const Tensor bend = t.add(t.k(2.0), t.mul(b, t.sub(t.k(1.0), t.mul(t.k(2.0), s))));
+    c.grad("b", t.mul(t.mul(t.g(), t.a()), t.mul(ds, bend)));
+  }
 }
 
 void pointwise_grad_add(GradContext& c) {

@@ -59,6 +59,12 @@ constexpr std::array kRows = {
     Row{"min", 2, kAny, Result::like_a, "smaller of a and b", &pointwise_grad_min},
     Row{"pow", 2, kFloat, Result::like_a, "a ^ b", &pointwise_grad_pow},
     Row{"mod", 2, kAny, Result::like_a, "fmod(a, b)", &pointwise_grad_mod},
+    // torch's gelu_backward(grad, self) and silu_backward(grad, self): the derivative rules of
+    // gelu and silu, one node each.
+    Row{"gelu_backward", 2, kFloat, Result::like_a,
+        "a * gelu'(b): gelu's backward, a the cotangent", &pointwise_grad_gelu_backward},
+    Row{"silu_backward", 2, kFloat, Result::like_a,
+        "a * silu'(b): silu's backward, a the cotangent", &pointwise_grad_silu_backward},
     Row{"cmp_eq", 2, kAny, Result::boolean, "a == b", nullptr},
     Row{"cmp_neq", 2, kAny, Result::boolean, "a != b", nullptr},
     Row{"cmp_lt", 2, kAny, Result::boolean, "a < b", nullptr},

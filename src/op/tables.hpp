@@ -50,6 +50,8 @@ void pointwise_grad_min(GradContext& c);
 void pointwise_grad_pow(GradContext& c);
 void pointwise_grad_mod(GradContext& c);
 void pointwise_grad_where(GradContext& c);
+void pointwise_grad_gelu_backward(GradContext& c);
+void pointwise_grad_silu_backward(GradContext& c);
 
 // Derivative rules of the structured and captured ops (structured_grads.cpp, captured_grads.cpp).
 void reduction_grad(GradContext& c);

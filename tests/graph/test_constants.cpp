@@ -107,8 +107,8 @@ TEST(Constants, OneMadeByARolledBackCallIsNotHandedOutAgain) {
   EXPECT_EQ(g()[0].to_vector<double>(), std::vector<double>{7.0});
 }
 
-// The gradient of gelu reads scalar constants: three gelu layers' derivatives fill each once,
-// as one layer's do.
+// The gradient of gelu_tanh reads scalar constants: three layers' derivatives fill each once, as
+// one layer's do.
 TEST(Constants, PlannedDerivativesShareTheirConstants) {
   auto fills_with_layers = [](int layers) {
     const Array x0 = test::random_array({4, 3}, DType::f32, Device::cpu());
@@ -118,8 +118,8 @@ TEST(Constants, PlannedDerivativesShareTheirConstants) {
           // One planned call per layer, as planned_segments cuts a graph into pieces.
           Value y = xv;
           for (int i = 0; i < layers; ++i) {
-            op::Graph one("gelu");
-            one.pointwise("gelu", one.tensor({"x", {4, 3}, DType::f32})).set_output(true);
+            op::Graph one("gelu_tanh");
+            one.pointwise("gelu_tanh", one.tensor({"x", {4, 3}, DType::f32})).set_output(true);
             y = r.call(engines::planned_kernel(one), {y});
           }
           const Value loss = r.call(kernels::sum(), {y});
@@ -129,7 +129,7 @@ TEST(Constants, PlannedDerivativesShareTheirConstants) {
     return fills(g);
   };
   const int one = fills_with_layers(1);
-  EXPECT_GT(one, 1);  // the seed and gelu's constants
+  EXPECT_GT(one, 1);  // the seed and gelu_tanh's constants
   EXPECT_EQ(fills_with_layers(3), one);
 }
 

@@ -208,10 +208,11 @@ struct Binary {
 };
 
 TEST(OpBackward, BinaryOpsSumTheCotangentOverBroadcastAxes) {
-  const std::vector<Binary> binary = {{"add", -2, 2, -2, 2},      {"sub", -2, 2, -2, 2},
-                                      {"mul", -2, 2, -2, 2},      {"div", -2, 2, 0.5, 2},
-                                      {"max", -2, 2, -2, 2},      {"min", -2, 2, -2, 2},
-                                      {"pow", 0.5, 2, -1.5, 1.5}, {"mod", -3, 3, 0.7, 1.3}};
+  const std::vector<Binary> binary = {
+      {"add", -2, 2, -2, 2},          {"sub", -2, 2, -2, 2},    {"mul", -2, 2, -2, 2},
+      {"div", -2, 2, 0.5, 2},         {"max", -2, 2, -2, 2},    {"min", -2, 2, -2, 2},
+      {"pow", 0.5, 2, -1.5, 1.5},     {"mod", -3, 3, 0.7, 1.3}, {"gelu_backward", -2, 2, -3, 3},
+      {"silu_backward", -2, 2, -3, 3}};
   for (const Binary& b : binary) {
     for (const op::Dims& bd : {op::Dims{2, 3}, op::Dims{3}, op::Dims{2, 1}}) {
       SCOPED_TRACE(std::string(b.op) + " b " + dims_text(bd));

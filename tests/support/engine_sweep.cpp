@@ -261,8 +261,13 @@ void compare_output(const std::string& name, DType dtype, const std::vector<doub
     if (!(ratio <= 1)) ++bad;
     if (!(ratio <= worst_ratio)) worst_ratio = ratio, worst = i;
   }
+  // f32: the element gate's 1e-5, not tolerance(f32)'s 1e-6. These ops' f32 results go through
+  // fast exps (ex2.approx) and sums over millions of terms that cancel, a few 1e-6 off float64
+  // (H200, 2026-12-06: 4.8e-6 for a cross_entropy mean over 3 rows, 3.0e-6 for the mean of 2.6M
+  // values), still far under METHOD.md's 1e-3 for f32. The one-op pointwise sweep keeps 1e-6.
+  const double limit = dtype == DType::f32 ? ulp_fraction(dtype) : tolerance(dtype);
   const double err = rel_error(gf, wf);
-  EXPECT_TRUE(err <= tolerance(dtype)) << "relative error " << err << " > " << tolerance(dtype);
+  EXPECT_TRUE(err <= limit) << "relative error " << err << " > " << limit;
   if (bad)
     ADD_FAILURE() << bad << " of " << g.size() << " elements outside their bound; the worst, "
                   << "element " << worst << ": got " << g[worst] << ", want " << w[worst];

@@ -84,7 +84,8 @@ using HostInputs = std::vector<std::pair<op::Tensor, Array>>;
 // `inputs` copied there and every output poisoned with NaN; runs a clone on the family's
 // reference engine on the CPU (float64, rounded once to each output's dtype); and compares every
 // output the caller receives. Two gates per output, both must pass: the relative error of the
-// method within tolerance(dtype), and every element within one unit in the last place of its
+// method within tolerance(dtype) (1e-5 for f32: fast exps and long cancelling sums), and every
+// element within one unit in the last place of its
 // dtype (2^-10 f16, 2^-7 bf16, 1e-5 f32) of |ref| + the output's RMS (an absolute floor, so an
 // element that cancels to near zero is judged on the scale of its neighbours), `ulps` such
 // units where a case says why it needs more. Where the reference gives NaN or an infinity the

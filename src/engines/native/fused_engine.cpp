@@ -135,6 +135,7 @@ class FusedEngine : public plan::Engine {
       // Strides over the iteration dims, right-aligned; 0 where the input broadcasts.
       const op::Dims& d = t.dims();
       p.in_dense[k] = d == shape;
+      p.in_scalar[k] = element_count(d) == 1;
       p.in_splat[k] = d.empty() || d.back() == 1;
       int64_t stride = 1;
       for (std::size_t i = d.size(); i-- > 0;) {

@@ -20,6 +20,7 @@ constexpr int kRegisters = kFusedMaxInputs + kFusedMaxInstructions;
 template <class I>
 __device__ __forceinline__ int64_t input_offset(const FusedProgram& p, int k, I i) {
   if (p.in_dense[k]) return static_cast<int64_t>(i);
+  if (p.in_scalar[k]) return 0;
   I off = 0, rest = i;
   for (int d = p.ndim - 1; d >= 0; --d) {
     const auto dim = static_cast<I>(p.dims[d]);

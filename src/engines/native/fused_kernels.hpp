@@ -67,6 +67,8 @@ struct FusedProgram {
   // (the iteration shape itself) are indexed by the flat index directly.
   int64_t in_strides[kFusedMaxInputs][kFusedMaxDims];
   bool in_dense[kFusedMaxInputs];
+  // Per input: one element (a constant): offset 0 for every index, no division.
+  bool in_scalar[kFusedMaxInputs];
   // Per input: broadcast along the innermost dim (one value serves a vector's elements).
   bool in_splat[kFusedMaxInputs];
   void* out[kFusedMaxOutputs];

@@ -1,6 +1,7 @@
 #include "engines/native/pointwise_engine.hpp"
 
 #include <algorithm>
+#include <cstdint>
 
 #include "eagle/core/error.hpp"
 #include "eagle/plan/operand_rules.hpp"
@@ -27,22 +28,33 @@ namespace {
 // in one pass and launches.
 class PointwisePlan : public plan::CompiledPlan {
  public:
-  PointwisePlan(plan::OperandRules rules, int a, int b, int out, const void* kernel, int64_t n,
-                unsigned grid, unsigned block)
+  // The scalar kernel and its grid; the vector kernel (nullptr where n does not split into its
+  // vectors) and its grid, taken by a call whose pointers are all 16-byte aligned.
+  struct Launch {
+    const void* kernel;
+    unsigned grid;
+  };
+  PointwisePlan(plan::OperandRules rules, int a, int b, int out, Launch scalar, Launch vector,
+                int64_t n, unsigned block)
       : rules_(std::move(rules)),
         a_(a),
         b_(b),
         out_(out),
-        kernel_(kernel),
+        scalar_(scalar),
+        vector_(vector),
         n_(n),
-        grid_(grid),
         block_(block) {}
 
   bool run(const plan::OperandBuffer* ops,
            const plan::ExecutionContext& ctx) const noexcept override {
     if (!rules_.match(ops)) return false;
-    return launch_pointwise(kernel_, ops[a_].data, b_ >= 0 ? ops[b_].data : nullptr, ops[out_].data,
-                            n_, grid_, block_, ctx.stream);
+    const void* a = ops[a_].data;
+    const void* b = b_ >= 0 ? ops[b_].data : nullptr;
+    void* out = ops[out_].data;
+    const auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
+    const bool vector = vector_.kernel && aligned(a) && (!b || aligned(b)) && aligned(out);
+    const Launch& l = vector ? vector_ : scalar_;
+    return launch_pointwise(l.kernel, a, b, out, n_, l.grid, block_, ctx.stream);
   }
 
   void explain(const plan::OperandBuffer* ops, const plan::ExecutionContext&) const override {
@@ -53,9 +65,9 @@ class PointwisePlan : public plan::CompiledPlan {
  private:
   plan::OperandRules rules_;
   int a_, b_, out_;
-  const void* kernel_;
+  Launch scalar_, vector_;
   int64_t n_;
-  unsigned grid_, block_;
+  unsigned block_;
 };
 
 class PointwiseEngine : public plan::Engine {
@@ -103,12 +115,20 @@ class PointwiseEngine : public plan::Engine {
     for (const op::Tensor& t : {a, b, out})
       if (t.defined()) rules.add(*ctx.layout, t, device, /*row_major=*/true);
     const auto block = static_cast<unsigned>(config.knobs.at("block"));
-    const int64_t blocks = std::max<int64_t>(1, (f.numel + block - 1) / block);
-    const auto grid = static_cast<unsigned>(
-        std::min<int64_t>(blocks, std::max(1, ctx.device.multiprocessors) * 32));
+    // A thread per item (element or vector), at most 32 blocks per SM (then grid-stride).
+    const auto grid_for = [&](int64_t items) {
+      const int64_t blocks = std::max<int64_t>(1, (items + block - 1) / block);
+      return static_cast<unsigned>(
+          std::min<int64_t>(blocks, std::max(1, ctx.device.multiprocessors) * 32));
+    };
+    const int64_t per_vector = kPointwiseVectorBytes / static_cast<int64_t>(itemsize(f.io_dtype));
+    const PointwisePlan::Launch scalar{pointwise_kernel(op, f.io_dtype), grid_for(f.numel)};
+    PointwisePlan::Launch vector{nullptr, 0};
+    if (f.numel % per_vector == 0)
+      vector = {pointwise_kernel(op, f.io_dtype, true), grid_for(f.numel / per_vector)};
     return std::make_shared<PointwisePlan>(
         std::move(rules), ctx.layout->index_of(a), b.defined() ? ctx.layout->index_of(b) : -1,
-        ctx.layout->index_of(out), pointwise_kernel(op, f.io_dtype), f.numel, grid, block);
+        ctx.layout->index_of(out), scalar, vector, f.numel, block);
   }
 
  private:

@@ -23,15 +23,46 @@ __global__ void pointwise_kernel_impl(const T* a, const T* b, T* out, int64_t n)
   }
 }
 
+// 16 bytes of T per thread (kPointwiseVectorBytes / sizeof(T) elements): one vector load per
+// operand and one store, for n a multiple of that and every pointer 16-byte aligned (the
+// caller's check). The scalar kernel moved 2-byte elements at under 1 TB/s on the H200.
+template <PwOp Op, class T>
+__global__ void pointwise_vec_kernel(const T* a, const T* b, T* out, int64_t n) {
+  constexpr int V = kPointwiseVectorBytes / static_cast<int>(sizeof(T));
+  const int64_t groups = n / V;
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t g = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; g < groups;
+       g += stride) {
+    const uint4 ra = reinterpret_cast<const uint4*>(a)[g];
+    uint4 rb = ra;
+    if constexpr (is_binary(Op)) rb = reinterpret_cast<const uint4*>(b)[g];
+    const auto* xa = reinterpret_cast<const T*>(&ra);
+    const auto* xb = reinterpret_cast<const T*>(&rb);
+    uint4 ro;
+    auto* xo = reinterpret_cast<T*>(&ro);
+#pragma unroll
+    for (int j = 0; j < V; ++j)
+      xo[j] = detail::from_acc<T>(
+          apply<Op>(detail::to_acc(xa[j]), is_binary(Op) ? detail::to_acc(xb[j]) : 0.f));
+    reinterpret_cast<uint4*>(out)[g] = ro;
+  }
+}
+
+template <PwOp Op, class T>
+const void* kernel_of(bool vector) {
+  return vector ? reinterpret_cast<const void*>(&pointwise_vec_kernel<Op, T>)
+                : reinterpret_cast<const void*>(&pointwise_kernel_impl<Op, T>);
+}
+
 template <PwOp Op>
-const void* kernel_for(DType dtype) {
+const void* kernel_for(DType dtype, bool vector) {
   switch (dtype) {
     case DType::f32:
-      return reinterpret_cast<const void*>(&pointwise_kernel_impl<Op, float>);
+      return kernel_of<Op, float>(vector);
     case DType::f16:
-      return reinterpret_cast<const void*>(&pointwise_kernel_impl<Op, __half>);
+      return kernel_of<Op, __half>(vector);
     case DType::bf16:
-      return reinterpret_cast<const void*>(&pointwise_kernel_impl<Op, __nv_bfloat16>);
+      return kernel_of<Op, __nv_bfloat16>(vector);
     default:
       return nullptr;
   }
@@ -41,11 +72,11 @@ thread_local cudaError_t last_error = cudaSuccess;
 
 }  // namespace
 
-const void* pointwise_kernel(PwOp op, DType dtype) {
+const void* pointwise_kernel(PwOp op, DType dtype, bool vector) {
   switch (op) {
 #define EAGLE_PW_CASE(name, binary) \
   case PwOp::name:                  \
-    return kernel_for<PwOp::name>(dtype);
+    return kernel_for<PwOp::name>(dtype, vector);
     EAGLE_POINTWISE_OPS(EAGLE_PW_CASE)
 #undef EAGLE_PW_CASE
   }

@@ -20,6 +20,8 @@ namespace eagle::native {
   X(min, true)                 \
   X(pow, true)                 \
   X(mod, true)                 \
+  X(gelu_backward, true)       \
+  X(silu_backward, true)       \
   X(neg, false)                \
   X(abs, false)                \
   X(exp, false)                \
@@ -56,9 +58,14 @@ constexpr bool is_binary(PwOp op) {
 }
 // The op for an IR op name; false when these kernels do not have it.
 bool pointwise_op_of(std::string_view name, PwOp& op);
+// The vector kernels' bytes per thread and operand: one 16-byte load or store.
+inline constexpr int kPointwiseVectorBytes = 16;
 // The __global__ function for (op, dtype) (f32, f16, bf16), or nullptr (no CUDA in this build,
-// or a dtype without a kernel).
-const void* pointwise_kernel(PwOp op, DType dtype);
+// or a dtype without a kernel). `vector`: the kernel that takes kPointwiseVectorBytes of each
+// operand per thread, for an element count that is a multiple of kPointwiseVectorBytes /
+// itemsize(dtype) and 16-byte aligned pointers (the caller checks both); else one element per
+// thread. Both take the element count n.
+const void* pointwise_kernel(PwOp op, DType dtype, bool vector = false);
 // Issues the kernel on `stream` with cudaLaunchKernel; `b` is ignored by unary ops. Returns
 // false on a launch error (last_launch_error() says which); never throws.
 bool launch_pointwise(const void* kernel, const void* a, const void* b, void* out, int64_t n,

@@ -3,7 +3,7 @@
 
 namespace eagle::native {
 
-const void* pointwise_kernel(PwOp, DType) {
+const void* pointwise_kernel(PwOp, DType, bool) {
   return nullptr;
 }
 bool launch_pointwise(const void*, const void*, const void*, void*, int64_t, unsigned, unsigned,

@@ -33,6 +33,14 @@ __device__ __forceinline__ float apply(float a, float b) {
   // max(a, 0) + log1p(exp(-|a|)): exp never overflows; NaN passes through.
   if constexpr (Op == PwOp::softplus)
     return (a != a ? a : fmaxf(a, 0.0f)) + log1pf(expf(-fabsf(a)));
+  // a f'(b), the backward of gelu and silu (a the cotangent); 0.3989422804 = 1 / sqrt(2 pi).
+  if constexpr (Op == PwOp::gelu_backward)
+    return a * (0.5f * (1.0f + erff(b * 0.70710678118654752f)) +
+                b * 0.3989422804014327f * expf(-0.5f * b * b));
+  if constexpr (Op == PwOp::silu_backward) {
+    const float s = 1.0f / (1.0f + expf(-b));
+    return a * s * (1.0f + b * (1.0f - s));
+  }
   if constexpr (Op == PwOp::erf) return erff(a);
   if constexpr (Op == PwOp::sin) return sinf(a);
   if constexpr (Op == PwOp::cos) return cosf(a);

@@ -53,8 +53,32 @@ const plan::Capabilities& caps() {
 
 class NativePointwiseSweep : public sweep::EngineSweep {};
 
+// The sweep's two shapes (tiny; large and odd: the one-element kernel) and a large one whose
+// element count splits into 16-byte vectors of every dtype (the vector kernel).
 TEST_P(NativePointwiseSweep, MatchesTheReference) {
-  sweep::run(GetParam());
+  sweep::run(GetParam(), manifest(), {.shapes = {{3, 5}, {2113, 1031}, {129, 4104}}});
+}
+
+// A vector-sized call whose operands sit one element past a 16-byte boundary takes the
+// one-element kernel (the plan holds both; the call's pointers choose), and computes the same.
+TEST(NativePointwiseVector, UnalignedOperandsTakeTheOneElementKernel) {
+  const std::string why = sweep::unavailable(manifest(), native_id());
+  if (!why.empty()) GTEST_SKIP() << why;
+  for (const char* op : {"gelu", "gelu_backward", "add"})
+    for (DType d : {DType::f32, DType::bf16})
+      for (int64_t offset : {0, 1}) {
+        SCOPED_TRACE(std::string(op) + " " + std::string(dtype_name(d)) + " offset " +
+                     std::to_string(offset));
+        const op::Graph g = sweep::one_node_graph(op, {64, 136}, d);
+        sweep::HostInputs inputs;
+        const oracle::Pointwise* domain = oracle::pointwise(op);
+        for (const auto& [port, t] : g.nodes()[0].inputs()) {
+          const oracle::Range r = port == "b" ? domain->b : domain->a;
+          inputs.emplace_back(t, random_array(t.dims(), t.dtype(), Device::cpu(), r.lo, r.hi));
+        }
+        sweep::compare_with_reference(manifest(), native_id(), {{"block", 256}}, g, inputs, 1,
+                                      offset);
+      }
 }
 
 INSTANTIATE_TEST_SUITE_P(native_pointwise, NativePointwiseSweep,

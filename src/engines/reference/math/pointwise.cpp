@@ -76,6 +76,17 @@ const NamedFn<BinaryFn> kBinary[] = {
     {"min", min_nan},
     {"pow", [](double a, double b) { return std::pow(a, b); }},
     {"mod", [](double a, double b) { return std::fmod(a, b); }},
+    // a f'(b): the backward of gelu and silu (a the cotangent, b the forward input).
+    {"gelu_backward",
+     [](double a, double b) {
+       const double pdf = std::exp(-0.5 * b * b) * std::numbers::inv_sqrtpi / std::numbers::sqrt2;
+       return a * (0.5 * (1.0 + std::erf(b / std::numbers::sqrt2)) + b * pdf);
+     }},
+    {"silu_backward",
+     [](double a, double b) {
+       const double s = sigmoid(b);
+       return a * s * (1.0 + b * (1.0 - s));
+     }},
     {"cmp_eq", [](double a, double b) { return truth(a == b); }},
     {"cmp_neq", [](double a, double b) { return truth(a != b); }},
     {"cmp_lt", [](double a, double b) { return truth(a < b); }},

@@ -73,12 +73,26 @@ TEST(PointwiseOps, EveryBinaryNameHasAFunctionAndASpotValue) {
     double a, b, want;
   };
   const std::map<std::string_view, Spot> spot = {
-      {"add", {2, 3, 5}},         {"sub", {2, 3, -1}},        {"mul", {2, 3, 6}},
-      {"div", {3, 4, 0.75}},      {"max", {2, 3, 3}},         {"min", {2, 3, 2}},
-      {"pow", {2, 10, 1024}},     {"mod", {-7, 3, -1}},  // fmod keeps the dividend's sign
-      {"cmp_eq", {2, 2, 1}},      {"cmp_neq", {2, 2, 0}},     {"cmp_lt", {2, 3, 1}},
-      {"cmp_le", {3, 3, 1}},      {"cmp_gt", {2, 3, 0}},      {"cmp_ge", {3, 3, 1}},
-      {"logical_and", {2, 0, 0}}, {"logical_or", {0, -1, 1}},
+      {"add", {2, 3, 5}},
+      {"sub", {2, 3, -1}},
+      {"mul", {2, 3, 6}},
+      {"div", {3, 4, 0.75}},
+      {"max", {2, 3, 3}},
+      {"min", {2, 3, 2}},
+      {"pow", {2, 10, 1024}},
+      {"mod", {-7, 3, -1}},  // fmod keeps the dividend's sign
+      {"cmp_eq", {2, 2, 1}},
+      {"cmp_neq", {2, 2, 0}},
+      {"cmp_lt", {2, 3, 1}},
+      {"cmp_le", {3, 3, 1}},
+      {"cmp_gt", {2, 3, 0}},
+      {"cmp_ge", {3, 3, 1}},
+      {"logical_and", {2, 0, 0}},
+      {"logical_or", {0, -1, 1}},
+      // a f'(b): gelu'(0) = silu'(0) = 1/2 (their values elsewhere: OpBackward's finite
+      // differences of gelu and silu)
+      {"gelu_backward", {2, 0, 1}},
+      {"silu_backward", {4, 0, 2}},
   };
   EXPECT_EQ(binary_op_names().size(), spot.size());
   for (std::string_view name : binary_op_names()) {
