@@ -57,14 +57,23 @@ const std::map<std::string, Pointwise, std::less<>>& table() {
       {"min", {[](V x) { return std::min(x[0], x[1]); }}},
       {"pow", {[](V x) { return std::pow(x[0], x[1]); }, {0.1, 2}, {-2, 2}}},
       {"mod", {[](V x) { return std::fmod(x[0], x[1]); }, {-3, 3}, {0.4, 1.5}}},
-      {"gelu_backward", {[](V x) {
-         const double pdf = std::exp(-x[1] * x[1] / 2) / std::sqrt(2 * std::numbers::pi);
-         return x[0] * (0.5 * (1 + std::erf(x[1] / std::sqrt(2.0))) + x[1] * pdf);
-       }}},
-      {"silu_backward", {[](V x) {
-         const double s = 1 / (1 + std::exp(-x[1]));
-         return x[0] * (s + x[1] * s * (1 - s));
-       }}},
+      // Both cross their derivative's root inside b's range (see Pointwise::cancel).
+      {"gelu_backward",
+       {[](V x) {
+          const double pdf = std::exp(-x[1] * x[1] / 2) / std::sqrt(2 * std::numbers::pi);
+          return x[0] * (0.5 * (1 + std::erf(x[1] / std::sqrt(2.0))) + x[1] * pdf);
+        },
+        {-2, 2},
+        {-3, 3},
+        1e-6}},
+      {"silu_backward",
+       {[](V x) {
+          const double s = 1 / (1 + std::exp(-x[1]));
+          return x[0] * (s + x[1] * s * (1 - s));
+        },
+        {-2, 2},
+        {-3, 3},
+        1e-6}},
       {"cmp_eq", {[](V x) { return truth(x[0] == x[1]); }}},
       {"cmp_neq", {[](V x) { return truth(x[0] != x[1]); }}},
       {"cmp_lt", {[](V x) { return truth(x[0] < x[1]); }}},
