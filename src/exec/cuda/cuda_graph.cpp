@@ -8,6 +8,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "eagle/core/error.hpp"
 #include "eagle/core/stream.hpp"
@@ -83,6 +84,7 @@ class CudaGraphExecutor final : public Executor {
     // in the session open now.
     if (watched_by_ == 0 || watched_by_ != CuptiTracer::session()) rebuild();
     map_nodes(*tracer);
+    shared_work_ = tracer->shared_child_work();
     tracer_ = std::move(tracer);
     sink_ = sink;
     first_launch_ = sink->launch;
@@ -106,6 +108,10 @@ class CudaGraphExecutor final : public Executor {
       const int64_t next = first_launch_ + static_cast<int64_t>(launch_of_.size());
       launch_of_[c] = next;
     }
+    if (!shared_work_.empty())
+      place_shared_work(
+          records, shared_work_, [&](int n) { return top_level(n); },
+          [&](int a, int b) { return depends_on(b, a); });
     std::sort(records.begin(), records.end(),
               [](const DeviceRecord& a, const DeviceRecord& b) { return a.begin_ns < b.begin_ns; });
     for (DeviceRecord& r : records)
@@ -426,6 +432,33 @@ class CudaGraphExecutor final : public Executor {
 
   // ---- tracing
 
+  // Whether node n is of the top-level list (it runs once per launch; an arm's or a loop body's
+  // may not, or many times).
+  bool top_level(int n) const {
+    return std::find(plan_.top.begin(), plan_.top.end(), n) != plan_.top.end();
+  }
+
+  // Whether top-level node `b` waits, through a chain of dependencies, for node `a` to finish
+  // (the edges between top-level nodes are their deps and waits; a fork's or a condition's inner
+  // nodes sit between its own deps and the fork).
+  bool depends_on(int b, int a) const {
+    std::vector<char> seen(nodes_.size(), 0);
+    std::vector<int> stack{b};
+    while (!stack.empty()) {
+      const int n = stack.back();
+      stack.pop_back();
+      for (const std::vector<int>* edges : {&nodes_[n].deps, &nodes_[n].waits})
+        for (int d : *edges) {
+          if (d == a) return true;
+          if (!seen[static_cast<std::size_t>(d)]) {
+            seen[static_cast<std::size_t>(d)] = 1;
+            stack.push_back(d);
+          }
+        }
+    }
+    return false;
+  }
+
   // Every CUDA graph node made for a recorded node, nodes inside its child graphs too, and every
   // graph they live in, so that a record maps back to the node.
   void map_nodes(CuptiTracer& tracer) {
@@ -657,6 +690,7 @@ class CudaGraphExecutor final : public Executor {
   TraceSink* sink_ = nullptr;
   int64_t first_launch_ = 0;
   std::map<uint32_t, int64_t> launch_of_;
+  SharedWork shared_work_;  // kernel names several nodes' child graphs run (place_shared_work)
   uint64_t watched_by_ = 0;
 };
 

@@ -167,8 +167,9 @@ struct CuptiSession {
       if (!tracer) continue;  // another graph's, or one nobody traces
       r.node = node;
       if (node < 0)  // flattened out of a child graph: its kernel's name may tell the node
-        if (auto it = tracer->child_work_.find(r.kernel); it != tracer->child_work_.end())
-          r.node = it->second;
+        if (auto it = tracer->child_work_.find(r.kernel);
+            it != tracer->child_work_.end() && it->second.size() == 1)
+          r.node = it->second.begin()->first;
       tracer->pending_.push_back(std::move(r));
     }
   }
@@ -373,8 +374,17 @@ void CuptiTracer::map_child_work(const char* kernel, int node) {
   const std::string& name = s.kernel_name(kernel);
   if (s.debug)
     std::fprintf(stderr, "eagle trace: %s runs in recorded node %d\n", name.c_str(), node);
-  auto [it, added] = child_work_.try_emplace(name, node);
-  if (!added && it->second != node) it->second = -1;
+  ++child_work_[name][node];
+}
+
+SharedWork CuptiTracer::shared_child_work() const {
+  CuptiSession& s = CuptiSession::get();
+  std::lock_guard<std::mutex> lock(s.state);
+  SharedWork out;
+  for (const auto& [name, nodes] : child_work_)
+    if (nodes.size() > 1)
+      out.emplace(name, std::vector<std::pair<int, int>>(nodes.begin(), nodes.end()));
+  return out;
 }
 
 std::vector<DeviceRecord> CuptiTracer::take() {

@@ -13,21 +13,15 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
-namespace eagle::detail {
+#include "exec/trace_placement.hpp"
 
-// One activity record placed on a tracer.
-struct DeviceRecord {
-  int node = -1;             // the recorded node, or -1: of a mapped graph, on no mapped node
-  std::string kernel;        // the CUDA kernel's name, "memcpy" or "memset"
-  uint32_t correlation = 0;  // CUPTI's correlation id: that of the cudaGraphLaunch that ran it
-  uint32_t stream = 0;       // CUPTI's stream id
-  uint64_t begin_ns = 0, end_ns = 0;  // CUPTI's clock (cuptiGetTimestamp)
-};
+namespace eagle::detail {
 
 class CuptiTracer {
  public:
@@ -54,8 +48,10 @@ class CuptiTracer {
   void map_exec(void* cuda_exec);
   // A record of this tracer that no mapped node claims, of the kernel named `kernel` (mangled or
   // plain; "memcpy", "memset"), belongs to recorded node `node` when `node` is the only one whose
-  // child graphs hold work of that name.
+  // child graphs hold work of that name. Called once per such node of a child graph.
   void map_child_work(const char* kernel, int node);
+  // The names that several recorded nodes' child graphs run (place_shared_work places them).
+  SharedWork shared_child_work() const;
 
   // Flushes CUPTI's buffers and returns the records placed on this tracer since the last call.
   // Call after the launches finished (a record arrives once its work has run).
@@ -63,9 +59,9 @@ class CuptiTracer {
 
  private:
   std::vector<DeviceRecord> pending_;  // guarded by the session's mutex
-  // Demangled kernel name -> the one recorded node whose child graphs run it, or -1 when
-  // several do; guarded by the session's mutex.
-  std::unordered_map<std::string, int> child_work_;
+  // Demangled kernel name -> the recorded nodes whose child graphs run it, each with how many
+  // nodes of that name they hold; guarded by the session's mutex.
+  std::unordered_map<std::string, std::map<int, int>> child_work_;
   friend struct CuptiSession;
 };
 

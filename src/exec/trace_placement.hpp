@@ -1,0 +1,40 @@
+// Internal: where a GPU trace's device records land when CUPTI alone cannot say. Instantiation
+// flattens child graphs without telling CUPTI where their nodes came from, so a record of work
+// inside a planned op's child graph is known only by its graph and its kernel's name. A name that
+// one recorded node's child graphs run places it there (CuptiTracer); a name that several share
+// is placed here, by order within the launch, where that order is certain.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+namespace eagle::detail {
+
+// One activity record placed on a tracer.
+struct DeviceRecord {
+  int node = -1;             // the recorded node, or -1: of a mapped graph, on no mapped node
+  std::string kernel;        // the CUDA kernel's name, "memcpy" or "memset"
+  uint32_t correlation = 0;  // CUPTI's correlation id: that of the cudaGraphLaunch that ran it
+  uint32_t stream = 0;       // CUPTI's stream id
+  uint64_t begin_ns = 0, end_ns = 0;  // CUPTI's clock (cuptiGetTimestamp)
+};
+
+// Per kernel name that two or more recorded nodes' child graphs run: those nodes in ascending
+// order, each with how many nodes of that name its child graphs hold.
+using SharedWork = std::unordered_map<std::string, std::vector<std::pair<int, int>>>;
+
+// Places the records on no node (node -1) of a shared name: in each launch (correlation id) the
+// records of that name, by start time, go to the nodes in order, each taking its count. Only
+// where that cannot go wrong: every node of the name runs once per launch (`once`), each runs
+// after the one before it finished (`after(a, b)`: b depends on a through a chain of
+// dependencies), and the launch has exactly as many such records as the nodes hold. Otherwise
+// the records stay on no node.
+void place_shared_work(std::vector<DeviceRecord>& records, const SharedWork& shared,
+                       const std::function<bool(int)>& once,
+                       const std::function<bool(int, int)>& after);
+
+}  // namespace eagle::detail
