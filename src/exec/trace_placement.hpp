@@ -18,17 +18,27 @@ namespace eagle::detail {
 struct DeviceRecord {
   int node = -1;             // the recorded node, or -1: of a mapped graph, on no mapped node
   std::string kernel;        // the CUDA kernel's name, "memcpy" or "memset"
+  std::string work;          // what child graphs are matched by: work_key(kernel, shape)
   uint32_t correlation = 0;  // CUPTI's correlation id: that of the cudaGraphLaunch that ran it
   uint32_t stream = 0;       // CUPTI's stream id
   uint64_t begin_ns = 0, end_ns = 0;  // CUPTI's clock (cuptiGetTimestamp)
 };
 
-// Per kernel name that two or more recorded nodes' child graphs run: those nodes in ascending
-// order, each with how many nodes of that name its child graphs hold.
+// A kernel launch's shape: grid and block dimensions and dynamic shared memory bytes.
+struct LaunchShape {
+  int64_t grid[3] = {0, 0, 0}, block[3] = {0, 0, 0}, shared = 0;
+};
+// The key a child graph's node and a device record are matched by: the kernel's name and its
+// launch shape (two nodes running one kernel at different sizes are told apart), or the name
+// alone for a copy or memset.
+std::string work_key(const std::string& kernel, const LaunchShape* shape);
+
+// Per work key that two or more recorded nodes' child graphs run: those nodes in ascending
+// order, each with how many nodes of that key its child graphs hold.
 using SharedWork = std::unordered_map<std::string, std::vector<std::pair<int, int>>>;
 
-// Places the records on no node (node -1) of a shared name: in each launch (correlation id) the
-// records of that name, by start time, go to the nodes in order, each taking its count. Only
+// Places the records on no node (node -1) of a shared key: in each launch (correlation id) the
+// records of that key, by start time, go to the nodes in order, each taking its count. Only
 // where that cannot go wrong: every node of the name runs once per launch (`once`), each runs
 // after the one before it finished (`after(a, b)`: b depends on a through a chain of
 // dependencies), and the launch has exactly as many such records as the nodes hold. Otherwise

@@ -13,7 +13,7 @@ namespace {
 DeviceRecord record(const std::string& kernel, uint32_t launch, uint64_t begin, int node = -1) {
   DeviceRecord r;
   r.node = node;
-  r.kernel = kernel;
+  r.kernel = r.work = kernel;  // matched by name alone here, as a copy is
   r.correlation = launch;
   r.begin_ns = begin;
   r.end_ns = begin + 5;
@@ -68,6 +68,20 @@ TEST(TracePlacement, NodesThatMayOverlapOrRepeatAreNotOrdered) {
   records = launch;
   place_shared_work(records, kShared, kOnce, [](int a, int b) { return a == 7 && b == 3; });
   EXPECT_EQ(nodes_of(records), (std::vector<int>{-1, -1, -1}));
+}
+
+TEST(TracePlacement, TheWorkKeyTellsLaunchShapesApart) {
+  LaunchShape a, b;
+  a.grid[0] = b.grid[0] = 132;
+  a.block[0] = b.block[0] = 256;
+  EXPECT_EQ(work_key("gemm", &a), work_key("gemm", &b));
+  b.shared = 1024;
+  EXPECT_NE(work_key("gemm", &a), work_key("gemm", &b));
+  b = a;
+  b.grid[1] = 2;
+  EXPECT_NE(work_key("gemm", &a), work_key("gemm", &b));
+  EXPECT_NE(work_key("gemm", &a), work_key("gemv", &a));
+  EXPECT_EQ(work_key("memcpy", nullptr), "memcpy");
 }
 
 TEST(TracePlacement, ANameOfOneNodeOrNoneIsLeftAlone) {

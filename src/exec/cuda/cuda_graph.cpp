@@ -492,17 +492,21 @@ class CudaGraphExecutor final : public Executor {
   // instantiation without telling CUPTI where their nodes came from).
   static void map_inner_work(CuptiTracer& tracer, cudaGraphNode_t handle, cudaGraphNodeType type,
                              int node) {
-    if (type == cudaGraphNodeTypeMemcpy) return tracer.map_child_work("memcpy", node);
-    if (type == cudaGraphNodeTypeMemset) return tracer.map_child_work("memset", node);
+    if (type == cudaGraphNodeTypeMemcpy) return tracer.map_child_work("memcpy", nullptr, node);
+    if (type == cudaGraphNodeTypeMemset) return tracer.map_child_work("memset", nullptr, node);
     if (type != cudaGraphNodeTypeKernel) return;
     const DriverGraphCalls& d = driver_graph_calls();
     CUDA_KERNEL_NODE_PARAMS_v2 p{};
     if (d.kernel_node_get_params(reinterpret_cast<CUgraphNode>(handle), &p) != CUDA_SUCCESS) return;
+    LaunchShape shape;
+    shape.grid[0] = p.gridDimX, shape.grid[1] = p.gridDimY, shape.grid[2] = p.gridDimZ;
+    shape.block[0] = p.blockDimX, shape.block[1] = p.blockDimY, shape.block[2] = p.blockDimZ;
+    shape.shared = p.sharedMemBytes;
     const char* name = nullptr;
     if (p.func && d.func_get_name && d.func_get_name(&name, p.func) == CUDA_SUCCESS && name)
-      return tracer.map_child_work(name, node);
+      return tracer.map_child_work(name, &shape, node);
     if (p.kern && d.kernel_get_name && d.kernel_get_name(&name, p.kern) == CUDA_SUCCESS && name)
-      tracer.map_child_work(name, node);
+      tracer.map_child_work(name, &shape, node);
   }
 
   // Adds the nodes of one list (the top level or an arm) to `graph`; edges stay in the list.

@@ -142,16 +142,21 @@ struct CuptiSession {
         case CUPTI_ACTIVITY_KIND_KERNEL: {
           const auto* k = reinterpret_cast<const CUpti_ActivityKernel10*>(record);
           r.kernel = kernel_name(k->name);
+          LaunchShape shape;
+          shape.grid[0] = k->gridX, shape.grid[1] = k->gridY, shape.grid[2] = k->gridZ;
+          shape.block[0] = k->blockX, shape.block[1] = k->blockY, shape.block[2] = k->blockZ;
+          shape.shared = k->dynamicSharedMemory;
+          r.work = work_key(r.kernel, &shape);
           read_common(*k, r, node_id, graph);
           break;
         }
         case CUPTI_ACTIVITY_KIND_MEMCPY: {
-          r.kernel = "memcpy";
+          r.kernel = r.work = "memcpy";
           read_common(*reinterpret_cast<const CUpti_ActivityMemcpy6*>(record), r, node_id, graph);
           break;
         }
         case CUPTI_ACTIVITY_KIND_MEMSET: {
-          r.kernel = "memset";
+          r.kernel = r.work = "memset";
           read_common(*reinterpret_cast<const CUpti_ActivityMemset4*>(record), r, node_id, graph);
           break;
         }
@@ -166,10 +171,8 @@ struct CuptiSession {
                      tracer ? "claimed by its graph only" : "unclaimed");
       if (!tracer) continue;  // another graph's, or one nobody traces
       r.node = node;
-      if (node < 0)  // flattened out of a child graph: its kernel's name may tell the node
-        if (auto it = tracer->child_work_.find(r.kernel);
-            it != tracer->child_work_.end() && it->second.size() == 1)
-          r.node = it->second.begin()->first;
+      // Flattened out of a child graph: its kernel's name (and shape) may tell the node.
+      if (node < 0) r.node = tracer->sole_child_node(r);
       tracer->pending_.push_back(std::move(r));
     }
   }
@@ -368,22 +371,32 @@ void CuptiTracer::map_exec(void* cuda_exec) {
   s.graph_owner.try_emplace(id, std::pair<CuptiTracer*, int>{this, -1});
 }
 
-void CuptiTracer::map_child_work(const char* kernel, int node) {
+void CuptiTracer::map_child_work(const char* kernel, const LaunchShape* shape, int node) {
   CuptiSession& s = CuptiSession::get();
   std::lock_guard<std::mutex> lock(s.state);
   const std::string& name = s.kernel_name(kernel);
+  const std::string key = work_key(name, shape);
   if (s.debug)
-    std::fprintf(stderr, "eagle trace: %s runs in recorded node %d\n", name.c_str(), node);
+    std::fprintf(stderr, "eagle trace: %s runs in recorded node %d\n", key.c_str(), node);
   ++child_work_[name][node];
+  ++child_shapes_[key][node];
+}
+
+int CuptiTracer::sole_child_node(const DeviceRecord& r) const {
+  if (auto it = child_work_.find(r.kernel); it != child_work_.end() && it->second.size() == 1)
+    return it->second.begin()->first;
+  if (auto it = child_shapes_.find(r.work); it != child_shapes_.end() && it->second.size() == 1)
+    return it->second.begin()->first;
+  return -1;
 }
 
 SharedWork CuptiTracer::shared_child_work() const {
   CuptiSession& s = CuptiSession::get();
   std::lock_guard<std::mutex> lock(s.state);
   SharedWork out;
-  for (const auto& [name, nodes] : child_work_)
+  for (const auto& [key, nodes] : child_shapes_)
     if (nodes.size() > 1)
-      out.emplace(name, std::vector<std::pair<int, int>>(nodes.begin(), nodes.end()));
+      out.emplace(key, std::vector<std::pair<int, int>>(nodes.begin(), nodes.end()));
   return out;
 }
 

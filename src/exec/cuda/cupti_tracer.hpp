@@ -47,10 +47,12 @@ class CuptiTracer {
   // record is known only by its graph.
   void map_exec(void* cuda_exec);
   // A record of this tracer that no mapped node claims, of the kernel named `kernel` (mangled or
-  // plain; "memcpy", "memset"), belongs to recorded node `node` when `node` is the only one whose
-  // child graphs hold work of that name. Called once per such node of a child graph.
-  void map_child_work(const char* kernel, int node);
-  // The names that several recorded nodes' child graphs run (place_shared_work places them).
+  // plain; "memcpy", "memset") launched with `shape` (null for a copy or memset), belongs to
+  // recorded node `node` when `node` is the only one whose child graphs hold work of that name,
+  // else of that name and shape. Called once per such node of a child graph.
+  void map_child_work(const char* kernel, const LaunchShape* shape, int node);
+  // The work keys (names and shapes) that several recorded nodes' child graphs run, where the
+  // name alone does not tell the node either (place_shared_work places them).
   SharedWork shared_child_work() const;
 
   // Flushes CUPTI's buffers and returns the records placed on this tracer since the last call.
@@ -58,10 +60,16 @@ class CuptiTracer {
   std::vector<DeviceRecord> take();
 
  private:
+  // The one recorded node whose child graphs run the record's kernel (by name, else by name and
+  // shape), or -1; under the session's mutex.
+  int sole_child_node(const DeviceRecord& r) const;
+
   std::vector<DeviceRecord> pending_;  // guarded by the session's mutex
   // Demangled kernel name -> the recorded nodes whose child graphs run it, each with how many
   // nodes of that name they hold; guarded by the session's mutex.
   std::unordered_map<std::string, std::map<int, int>> child_work_;
+  // The same by work key (the name and the launch shape).
+  std::unordered_map<std::string, std::map<int, int>> child_shapes_;
   friend struct CuptiSession;
 };
 
