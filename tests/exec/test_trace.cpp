@@ -274,6 +274,36 @@ TEST(Trace, PlacesTheRecordsInsideAPlannedOpsChildGraphOnItsNode) {
   EXPECT_EQ(node_launches(events), every_node(g, {0, 1}));
 }
 
+// Two calls of that planned operation in a chain: both child graphs hold a memcpy, so the name
+// does not tell the node; the second call reads the first's result, so within each launch the
+// earlier memcpy is the first call's (exec/trace_placement.hpp).
+TEST(Trace, PlacesWorkThatTwoChainedChildGraphsShareByItsOrder) {
+  EAGLE_NEEDS_GPU_AND_CUPTI();
+  op::Graph og("identity");
+  const op::Tensor x = og.tensor({"x", {300}, DType::f32});
+  og.pointwise("identity", x).set_output(true).set_name("y");
+  const Kernel k = engines::planned_kernel(og, {plan::HeurMode::A}, test::populating_manifest());
+  const Array x0 = test::random_array({300}, DType::f32, Device::cuda(0));
+  Graph g = Graph::record([&](Recorder& r) {
+    const Value y = r.call(k, {r.param("x", x0)}, {{}, "first"});
+    r.result(r.call(k, {y}, {{}, "second"}));
+  });
+  g.build(Device::cuda(0));
+  g.set_tracing(true);
+  g(3);
+  const std::vector<TraceEvent> events = g.trace();
+  expect_events_of(g, events);
+  ASSERT_EQ(events.size(), 6u);  // one memcpy per call per launch
+  EXPECT_EQ(node_launches(events), every_node(g, {0, 1, 2}));
+  for (const TraceEvent& e : events) {
+    if (e.label != "second") continue;
+    for (const TraceEvent& f : events)  // the same launch's first call ended before it began
+      if (f.label == "first" && f.launch == e.launch) {
+        EXPECT_LE(f.end_ns, e.begin_ns);
+      }
+  }
+}
+
 TEST(Trace, OnAGpuWithoutCuptiIsRefusedWithTheReason) {
   if (!cuda_available()) GTEST_SKIP() << "no CUDA device";
   test::EnvGuard env("EAGLE_CUPTI_LIBRARY");
