@@ -150,6 +150,9 @@ plan::Capabilities kda_capabilities() {
   // 1 leads: measured on the H200 (bench 14a, bf16, H 32, K = V = 128, 2026-12-05) 5.66 / 5.92 /
   // 0.86 ms at T 32768 N 8, T 32768 N 64, T 4096 N 32 against 8.38 / 8.87 / 1.26 ms for 0.
   caps.knobs["prepare"] = {1, 0};
+  // The compact prepare's W and U stores: 0 from the mma fragments, 1 staged through shared
+  // memory in 16-byte pieces (kda::Shape::staged_stores). 0 leads until bench 14a measures 1.
+  caps.knobs["stores"] = {0, 1};
   return caps;
 }
 
@@ -194,6 +197,7 @@ class KdaEngine : public plan::Engine {
     t.shape.persistent = schedule == 1 || schedule == 3;
     t.shape.persistent_state = schedule == 1 || schedule == 2;
     t.shape.compact_prepare = config.knobs.at("prepare") != 0;
+    t.shape.staged_stores = config.knobs.at("stores") != 0;
     t.capacity = ragged::chunk_capacity(t.shape.rows, t.shape.slots, kda::kChunk);
     t.q = in("q");
     t.k = in("k");

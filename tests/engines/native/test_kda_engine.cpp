@@ -240,8 +240,10 @@ TEST(NativeKdaPlanning, ServesKdaAndGdn2FirstOnHopper) {
         EXPECT_EQ(plans.at(first).engine_id, kda_engine()) << plans.describe();
         // The measured points lead (the compact prepare among them); the per-stage schedules
         // (2, 3) wait for bench 14b.
-        EXPECT_EQ(plans.at(first).knobs,
-                  (plan::Knobs{{"intra", 1}, {"pipeline", 1}, {"prepare", 1}, {"schedule", 0}}));
+        EXPECT_EQ(
+            plans.at(first).knobs,
+            (plan::Knobs{
+                {"intra", 1}, {"pipeline", 1}, {"prepare", 1}, {"schedule", 0}, {"stores", 0}}));
       }
 }
 
@@ -359,10 +361,13 @@ double check(const op::Graph& g, const test::RaggedRows& rows, const Arrays& got
 }
 
 plan::ExecutionPlans native_plan(const op::Graph& g, int64_t intra = 1, int64_t pipeline = 0,
-                                 int64_t schedule = 0, int64_t prepare = 0) {
-  plan::ExecutionPlans p = engines::create_execution_plan(
-      g.clone(), kGpu, kda_engine(),
-      {{"schedule", schedule}, {"intra", intra}, {"pipeline", pipeline}, {"prepare", prepare}});
+                                 int64_t schedule = 0, int64_t prepare = 0, int64_t stores = 0) {
+  plan::ExecutionPlans p = engines::create_execution_plan(g.clone(), kGpu, kda_engine(),
+                                                          {{"schedule", schedule},
+                                                           {"intra", intra},
+                                                           {"pipeline", pipeline},
+                                                           {"prepare", prepare},
+                                                           {"stores", stores}});
   p.build_plans();
   return p;
 }
@@ -392,7 +397,8 @@ std::vector<Case> cases() {
 // Every case against the reference, with the state loop's `pipeline` knob and each `intra` given.
 // `small`: the first case alone in bf16 at D 128, a size compute-sanitizer's racecheck finishes.
 void matches_the_reference(int64_t pipeline, const std::vector<int64_t>& intras,
-                           int64_t schedule = 0, int64_t prepare = 0, bool small = false) {
+                           int64_t schedule = 0, int64_t prepare = 0, bool small = false,
+                           int64_t stores = 0) {
   std::printf("%s\n", test::reproduce_line().c_str());
   double worst = 0;
   int combo = 0;
@@ -433,7 +439,8 @@ void matches_the_reference(int64_t pipeline, const std::vector<int64_t>& intras,
             SCOPED_TRACE("intra " + std::to_string(intra));
             const double err = check(
                 g, rows,
-                test::execute(native_plan(g, intra, pipeline, schedule, prepare), in, kGpu), want);
+                test::execute(native_plan(g, intra, pipeline, schedule, prepare, stores), in, kGpu),
+                want);
             if (err > worst) worst = err;
           }
         }
@@ -466,11 +473,19 @@ TEST_F(NativeKda, TheCompactPrepareMatchesTheReference) {
   matches_the_reference(1, {1}, 1, 1);
 }
 
+// The compact prepare's W and U staged through shared memory (knob stores = 1), flat and
+// persistent (a CTA's next task reuses the staging region).
+TEST_F(NativeKda, TheStagedStoresMatchTheReference) {
+  matches_the_reference(1, {1}, 0, 1, false, 1);
+  matches_the_reference(1, {1}, 1, 1, false, 1);
+}
+
 // The compact prepare and the per-stage schedules on one small batch: what the sanitizers run
 // (the tests above are too large for racecheck's time).
 TEST_F(NativeKda, EveryKnobPointOnASmallBatch) {
   matches_the_reference(1, {1, 0}, 0, 1, true);
   for (int64_t schedule : {1, 2, 3}) matches_the_reference(1, {1}, schedule, 1, true);
+  matches_the_reference(1, {1}, 0, 1, true, 1);
 }
 
 // An empty batch (T = 0, every slot empty): no chunk to run, but the final state of every slot

@@ -125,22 +125,49 @@ __device__ __forceinline__ void decide_through_r0(const float* Gs, int ld, bool 
 }
 
 // W = T R1 and U = T R2 of chunk slab `at` into the workspace: T [C][ldt], R1 and R2 [C][ldr]
-// bf16 in shared memory; warps 0-3 write W's 16-row blocks, warps 4-7 U's.
+// bf16 in shared memory; warps 0-3 write W's 16-row blocks, warps 4-7 U's. `stage` null: each
+// lane stores its fragment pairs (4 bytes); else 8 x 16 x D bf16 of shared memory that nothing
+// else uses now, where each warp stages its tile (16-byte pieces XOR-swizzled by row, so the
+// fragment writes and the piece reads are conflict-free) and then stores it in 16-byte pieces.
 template <int D>
 __device__ __forceinline__ void store_w_u(const Params& p, int64_t at, const bf16* Tb, int ldt,
-                                          const bf16* R1, const bf16* R2, int ldr) {
-  const int warp = threadIdx.x >> 5, which = warp / 4, mt = warp % 4;
+                                          const bf16* R1, const bf16* R2, int ldr,
+                                          bf16* stage = nullptr) {
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, which = warp / 4, mt = warp % 4;
   float acc[D / 8][4] = {};
   mma_rows<true, false, D / 8>(acc, Tb, ldt, 16 * mt, which ? R2 : R1, ldr, 0, C);
   bf16* out = (which ? p.ws.u : p.ws.w) + at * C * D;
+  if (stage == nullptr) {
+#pragma unroll
+    for (int t = 0; t < D / 8; ++t)
+#pragma unroll
+      for (int e = 0; e < 4; e += 2) {
+        const int r = acc_row(16 * mt, e), c = acc_col(8 * t, e);
+        *reinterpret_cast<__nv_bfloat162*>(out + r * D + c) =
+            __floats2bfloat162_rn(acc[t][e], acc[t][e + 1]);
+      }
+    return;
+  }
+  static_assert(D / 8 >= 8, "the swizzle permutes 8 pieces of a row");
+  bf16* tile = stage + warp * 16 * D;  // this warp's 16 rows, D columns
+  // Element (r, c) of the tile sits in piece (c / 8) ^ (r % 8) of row r.
+  auto at_rc = [&](int r, int c) { return r * D + ((((c >> 3) ^ (r & 7)) << 3) | (c & 7)); };
 #pragma unroll
   for (int t = 0; t < D / 8; ++t)
 #pragma unroll
     for (int e = 0; e < 4; e += 2) {
-      const int r = acc_row(16 * mt, e), c = acc_col(8 * t, e);
-      *reinterpret_cast<__nv_bfloat162*>(out + r * D + c) =
+      const int r = acc_row(0, e), c = acc_col(8 * t, e);
+      *reinterpret_cast<__nv_bfloat162*>(tile + at_rc(r, c)) =
           __floats2bfloat162_rn(acc[t][e], acc[t][e + 1]);
     }
+  __syncwarp();
+  constexpr int kPieces = 16 * D / 8;  // 16-byte pieces of the tile
+#pragma unroll
+  for (int i = lane; i < kPieces; i += 32) {
+    const int r = i / (D / 8), c = (i % (D / 8)) * 8;
+    *reinterpret_cast<uint4*>(out + (16 * mt + r) * D + c) =
+        *reinterpret_cast<const uint4*>(tile + at_rc(r, c));
+  }
 }
 
 }  // namespace eagle::native::kda::fwd

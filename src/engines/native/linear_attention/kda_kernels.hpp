@@ -56,6 +56,11 @@ struct Shape {
   // 190 KB holds one (the prepare is latency-bound at 8 warps per SM). Same arithmetic, same
   // results. Used only when q, k, v, g (and b, w) start 16-byte aligned, else the wide one.
   bool compact_prepare = false;
+  // The compact prepare writes W and U through shared memory, each warp's 16-row tile staged
+  // (XOR-swizzled, conflict-free) where G was and stored in 16-byte pieces, a warp's stores
+  // covering two whole rows (the plan knob `stores` = 1); else straight from the mma fragments,
+  // 4 bytes a lane (ncu: 30% of the prepare's global sectors were excess).
+  bool staged_stores = false;
   // The backward's decay-weighted products (its dqkg launch) on the tensor cores through a
   // reference row per 16-row block, as the prepare takes A (knob `intra` of native_kda_bwd = 1);
   // false: exactly per channel on CUDA cores.

@@ -279,7 +279,11 @@ __device__ __forceinline__ bool prepare_chunk_compact(const Params& p, int64_t j
     *reinterpret_cast<uint4*>(R2 + r * SB + c) = packed;
   }
   __syncthreads();
-  store_w_u<D>(p, at, Tb, ST, R1, R2, SB);
+  // G's rows are dead by now (R1 was formed from them before the barrier above): the staged
+  // stores' tiles (8 warps x 16 x D bf16) fit where they were.
+  static_assert(8 * 16 * D * 2 <= C * SG * 4, "the staged W / U tiles fit in G's region");
+  store_w_u<D>(p, at, Tb, ST, R1, R2, SB,
+               p.s.staged_stores ? reinterpret_cast<bf16*>(sm + L::G) : nullptr);
   return true;
 }
 
