@@ -246,14 +246,19 @@ TEST(Trace, TwoGpuGraphsTracedAtOnceEachSeeTheirOwnRecords) {
   EXPECT_EQ(node_launches(b.trace()), every_node(b, {0, 1}));
 }
 
+// A planned identity over 300 f32 whose engine populates a child graph: one memcpy node inside.
+Kernel populating_identity() {
+  op::Graph og("identity");
+  const op::Tensor x = og.tensor({"x", {300}, DType::f32});
+  og.pointwise("identity", x).set_output(true).set_name("y");
+  return engines::planned_kernel(og, {plan::HeurMode::A}, test::populating_manifest());
+}
+
 // A planned operation whose engine populates a child graph (a memcpy node inside it): the record
 // of the node inside the child graph is placed on the planned op's recorded node.
 TEST(Trace, PlacesTheRecordsInsideAPlannedOpsChildGraphOnItsNode) {
   EAGLE_NEEDS_GPU_AND_CUPTI();
-  op::Graph og("identity");
-  const op::Tensor x = og.tensor({"x", {300}, DType::f32});
-  og.pointwise("identity", x).set_output(true).set_name("y");
-  const Kernel k = engines::planned_kernel(og, {plan::HeurMode::A}, test::populating_manifest());
+  const Kernel k = populating_identity();
   const Array x0 = test::random_array({300}, DType::f32, Device::cuda(0));
   Graph g = Graph::record([&](Recorder& r) {
     auto s = r.scope("planned");
@@ -279,10 +284,7 @@ TEST(Trace, PlacesTheRecordsInsideAPlannedOpsChildGraphOnItsNode) {
 // earlier memcpy is the first call's (exec/trace_placement.hpp).
 TEST(Trace, PlacesWorkThatTwoChainedChildGraphsShareByItsOrder) {
   EAGLE_NEEDS_GPU_AND_CUPTI();
-  op::Graph og("identity");
-  const op::Tensor x = og.tensor({"x", {300}, DType::f32});
-  og.pointwise("identity", x).set_output(true).set_name("y");
-  const Kernel k = engines::planned_kernel(og, {plan::HeurMode::A}, test::populating_manifest());
+  const Kernel k = populating_identity();
   const Array x0 = test::random_array({300}, DType::f32, Device::cuda(0));
   Graph g = Graph::record([&](Recorder& r) {
     const Value y = r.call(k, {r.param("x", x0)}, {{}, "first"});
