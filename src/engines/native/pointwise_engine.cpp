@@ -1,7 +1,6 @@
 #include "engines/native/pointwise_engine.hpp"
 
 #include <algorithm>
-#include <cstdint>
 
 #include "eagle/core/error.hpp"
 #include "eagle/plan/operand_rules.hpp"
@@ -51,8 +50,7 @@ class PointwisePlan : public plan::CompiledPlan {
     const void* a = ops[a_].data;
     const void* b = b_ >= 0 ? ops[b_].data : nullptr;
     void* out = ops[out_].data;
-    const auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
-    const bool vector = vector_.kernel && aligned(a) && (!b || aligned(b)) && aligned(out);
+    const bool vector = vector_.kernel && aligned16(a) && (!b || aligned16(b)) && aligned16(out);
     const Launch& l = vector ? vector_ : scalar_;
     return launch_pointwise(l.kernel, a, b, out, n_, l.grid, block_, ctx.stream);
   }
