@@ -16,9 +16,11 @@ namespace eagle::detail {
 
 // One activity record placed on a tracer.
 struct DeviceRecord {
-  int node = -1;             // the recorded node, or -1: of a mapped graph, on no mapped node
-  std::string kernel;        // the CUDA kernel's name, "memcpy" or "memset"
-  std::string work;          // what child graphs are matched by: work_key(kernel, shape)
+  int node = -1;       // the recorded node, or -1: of a mapped graph, on no mapped node
+  std::string kernel;  // the CUDA kernel's name, "memcpy" or "memset"
+  // work_key(kernel, shape) where the name alone tells no node (else empty): what
+  // place_shared_work matches
+  std::string work;
   uint32_t correlation = 0;  // CUPTI's correlation id: that of the cudaGraphLaunch that ran it
   uint32_t stream = 0;       // CUPTI's stream id
   uint64_t begin_ns = 0, end_ns = 0;  // CUPTI's clock (cuptiGetTimestamp)

@@ -137,26 +137,27 @@ struct CuptiSession {
       DeviceRecord r;
       uint64_t node_id = 0;
       uint32_t graph = 0;
+      LaunchShape shape;
+      const LaunchShape* launched = nullptr;  // a kernel's; none for a copy or memset
       switch (record->kind) {
         case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL:
         case CUPTI_ACTIVITY_KIND_KERNEL: {
           const auto* k = reinterpret_cast<const CUpti_ActivityKernel10*>(record);
           r.kernel = kernel_name(k->name);
-          LaunchShape shape;
           shape.grid[0] = k->gridX, shape.grid[1] = k->gridY, shape.grid[2] = k->gridZ;
           shape.block[0] = k->blockX, shape.block[1] = k->blockY, shape.block[2] = k->blockZ;
           shape.shared = k->dynamicSharedMemory;
-          r.work = work_key(r.kernel, &shape);
+          launched = &shape;
           read_common(*k, r, node_id, graph);
           break;
         }
         case CUPTI_ACTIVITY_KIND_MEMCPY: {
-          r.kernel = r.work = "memcpy";
+          r.kernel = "memcpy";
           read_common(*reinterpret_cast<const CUpti_ActivityMemcpy6*>(record), r, node_id, graph);
           break;
         }
         case CUPTI_ACTIVITY_KIND_MEMSET: {
-          r.kernel = r.work = "memset";
+          r.kernel = "memset";
           read_common(*reinterpret_cast<const CUpti_ActivityMemset4*>(record), r, node_id, graph);
           break;
         }
@@ -172,7 +173,7 @@ struct CuptiSession {
       if (!tracer) continue;  // another graph's, or one nobody traces
       r.node = node;
       // Flattened out of a child graph: its kernel's name (and shape) may tell the node.
-      if (node < 0) r.node = tracer->sole_child_node(r);
+      if (node < 0) r.node = tracer->sole_child_node(r, launched);
       tracer->pending_.push_back(std::move(r));
     }
   }
@@ -382,9 +383,10 @@ void CuptiTracer::map_child_work(const char* kernel, const LaunchShape* shape, i
   ++child_shapes_[key][node];
 }
 
-int CuptiTracer::sole_child_node(const DeviceRecord& r) const {
+int CuptiTracer::sole_child_node(DeviceRecord& r, const LaunchShape* shape) const {
   if (auto it = child_work_.find(r.kernel); it != child_work_.end() && it->second.size() == 1)
     return it->second.begin()->first;
+  r.work = work_key(r.kernel, shape);  // only where the name alone does not tell
   if (auto it = child_shapes_.find(r.work); it != child_shapes_.end() && it->second.size() == 1)
     return it->second.begin()->first;
   return -1;

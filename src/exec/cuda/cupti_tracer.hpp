@@ -61,8 +61,9 @@ class CuptiTracer {
 
  private:
   // The one recorded node whose child graphs run the record's kernel (by name, else by name and
-  // shape), or -1; under the session's mutex.
-  int sole_child_node(const DeviceRecord& r) const;
+  // `shape`, null for a copy or memset), or -1; a record the name alone does not place gets its
+  // work key. Under the session's mutex.
+  int sole_child_node(DeviceRecord& r, const LaunchShape* shape) const;
 
   std::vector<DeviceRecord> pending_;  // guarded by the session's mutex
   // Demangled kernel name -> the recorded nodes whose child graphs run it, each with how many
