@@ -61,13 +61,7 @@ void run_shape(const Case& c, const plan::Manifest& manifest, const op::Dims& di
   const op::Node node = graph.nodes()[0];
 
   // Fresh inputs inside the op's domain, one host copy for the reference and one on the device.
-  std::vector<std::pair<op::Tensor, Array>> host_inputs;
-  for (const auto& [port, t] : node.inputs()) {
-    const oracle::Range r = port == "b" ? domain->b : domain->a;
-    // cond is boolean: random_array draws it half true.
-    const Array a = random_array(dims, t.dtype(), Device::cpu(), r.lo, r.hi);
-    host_inputs.emplace_back(t, a);
-  }
+  const HostInputs host_inputs = oracle_inputs(graph);
   const op::Tensor out = node.output("out");
 
   // The engine under test, pinned to the case's knobs, its output poisoned.
@@ -142,6 +136,19 @@ void run_shape(const Case& c, const plan::Manifest& manifest, const op::Dims& di
 }
 
 }  // namespace
+
+HostInputs oracle_inputs(const op::Graph& graph) {
+  const op::Node node = graph.nodes()[0];
+  const oracle::Pointwise* domain = oracle::pointwise(node.op());
+  if (!domain) throw std::logic_error("no input range for op " + node.op());
+  HostInputs inputs;
+  for (const auto& [port, t] : node.inputs()) {
+    const oracle::Range r = port == "b" ? domain->b : domain->a;
+    // cond is boolean: random_array draws it half true.
+    inputs.emplace_back(t, random_array(t.dims(), t.dtype(), Device::cpu(), r.lo, r.hi));
+  }
+  return inputs;
+}
 
 std::string Case::name() const {
   std::string n = op + "_" + std::string(dtype_name(dtype));

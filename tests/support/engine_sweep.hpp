@@ -80,6 +80,11 @@ void run(const Case& c, const plan::Manifest& manifest = engines::builtin_manife
 // Host arrays for a graph's inputs, by tensor.
 using HostInputs = std::vector<std::pair<op::Tensor, Array>>;
 
+// Fresh host inputs of a one-node pointwise graph, each drawn inside its op's range in
+// tests/support/oracles/pointwise.cpp (cond half true). Throws std::logic_error for an op the
+// oracle table has no row for.
+HostInputs oracle_inputs(const op::Graph& graph);
+
 // Runs `graph` (its outputs marked) pinned to (engine_id, knobs) on the engine's device, with
 // `inputs` copied there and every output poisoned with NaN; runs a clone on the family's
 // reference engine on the CPU (float64, rounded once to each output's dtype); and compares every

@@ -70,14 +70,8 @@ TEST(NativePointwiseVector, UnalignedOperandsTakeTheOneElementKernel) {
         SCOPED_TRACE(std::string(op) + " " + std::string(dtype_name(d)) + " offset " +
                      std::to_string(offset));
         const op::Graph g = sweep::one_node_graph(op, {64, 136}, d);
-        sweep::HostInputs inputs;
-        const oracle::Pointwise* domain = oracle::pointwise(op);
-        for (const auto& [port, t] : g.nodes()[0].inputs()) {
-          const oracle::Range r = port == "b" ? domain->b : domain->a;
-          inputs.emplace_back(t, random_array(t.dims(), t.dtype(), Device::cpu(), r.lo, r.hi));
-        }
-        sweep::compare_with_reference(manifest(), native_id(), {{"block", 256}}, g, inputs, 1,
-                                      offset);
+        sweep::compare_with_reference(manifest(), native_id(), {{"block", 256}}, g,
+                                      sweep::oracle_inputs(g), 1, offset);
       }
 }
 
