@@ -201,8 +201,9 @@ Array from_cuda_array_interface(nb::handle obj) {
   return nb::cast<bool>(data[1]) ? a.as_read_only() : a;
 }
 
-// PyTorch tensors by a fast export: torch's own __dlpack__ is Python code costing ~4.5 us a call,
-// its C-level _to_dlpack_versioned ~0.4 us. The fast export skips __dlpack__'s stream handshake,
+// PyTorch tensors by a fast export, for torch before 2.10 (later ones have the C exchange API,
+// tried first): torch's own __dlpack__ is Python code costing ~4.5 us a call, its C-level
+// _to_dlpack_versioned ~0.4 us. The fast export skips __dlpack__'s stream handshake,
 // so it is taken only where none is needed: a CPU tensor, or a CUDA tensor used on the stream
 // torch issues on now (eagle.Stream.borrow of torch's current stream, as eagle.torch does).
 // The references are never dropped: the struct is static, and a static's destructor runs after
@@ -228,9 +229,6 @@ struct TorchExport {
   }
 };
 
-// The innermost StreamMemo of this thread, or null.
-thread_local StreamMemo* memo = nullptr;
-
 // The tensor's capsule by the fast export, or an invalid object when the handshake is needed.
 // The capsule says where the tensor lives (no Python attribute reads); one that cannot be used
 // without the handshake is dropped, which returns the tensor to torch.
@@ -247,16 +245,9 @@ nb::object torch_fast_capsule(nb::handle obj, const Stream* stream) {
   if (where.device_type == kDLCUDA) {
     if (stream == nullptr || !stream->borrowed() || !torch.current_stream.is_valid()) return {};
     if (where.device_id != stream->device().ordinal()) return {};
-    uintptr_t current = 0;
-    if (memo != nullptr && memo->ordinal == where.device_id) {
-      current = memo->stream;
-    } else {
-      current = nb::cast<uintptr_t>(torch.current_stream(where.device_id));
-      if (memo != nullptr) {
-        memo->ordinal = where.device_id;
-        memo->stream = current;
-      }
-    }
+    const uintptr_t current = StreamMemo::current_stream(&torch, where.device_id, [&] {
+      return nb::cast<uintptr_t>(torch.current_stream(where.device_id));
+    });
     if (current != reinterpret_cast<uintptr_t>(stream->native())) return {};
   } else if (where.device_type != kDLCPU) {
     return {};
@@ -291,17 +282,26 @@ bool is_array_like(nb::handle obj) {
          nb::hasattr(obj, "__dlpack__") || nb::hasattr(obj, "__cuda_array_interface__");
 }
 
-StreamMemo::StreamMemo() : outer_(memo) {
-  memo = this;
+namespace {
+thread_local StreamMemo* innermost_memo = nullptr;
+}  // namespace
+
+StreamMemo::StreamMemo() : outer_(innermost_memo) {
+  innermost_memo = this;
 }
 
 StreamMemo::~StreamMemo() {
-  memo = outer_;
+  innermost_memo = outer_;
+}
+
+StreamMemo* StreamMemo::innermost() {
+  return innermost_memo;
 }
 
 Array to_array(nb::handle obj, const Stream* stream) {
   if (nb::isinstance<Array>(obj)) return nb::cast<Array>(obj);
   if (PyCapsule_CheckExact(obj.ptr())) return import_capsule(obj);
+  if (std::optional<Array> a = exchange_array(obj, stream)) return *std::move(a);
   if (nb::object capsule = foreign_capsule(obj, stream); capsule.is_valid())
     return import_capsule(capsule);
   if (nb::hasattr(obj, "__cuda_array_interface__")) return from_cuda_array_interface(obj);

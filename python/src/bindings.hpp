@@ -40,9 +40,19 @@ nb::object foreign_capsule(nb::handle obj, const Stream* stream);
 // The operand a capsule describes, checked as an import checks it, the capsule left unused (keep
 // it alive while the operand is used).
 plan::Operand operand_of_capsule(nb::handle capsule);
-// Within its scope, the imports of torch CUDA tensors ask torch for its current stream once per
-// device instead of once per tensor: for a call importing several operands, during which no
-// Python code runs that could change it.
+// A tensor through its producer's DLPack C exchange API (DLPack 1.3: the type attribute
+// __dlpack_c_exchange_api__, a capsule; torch >= 2.10 has one): C calls of tens of nanoseconds
+// where __dlpack__ is a Python call of microseconds. Taken only where no stream handshake is
+// needed: a CPU tensor, or a CUDA tensor used on the stream its producer issues on now (a
+// borrowed eagle.Stream of it). Otherwise, or when the producer has no such API or its call fails,
+// nullopt: the caller takes __dlpack__'s way, which also says what is wrong with a tensor.
+// The operand borrows the tensor's memory and layout (keep the object alive while it is used);
+// the Array owns the producer's managed tensor.
+std::optional<plan::Operand> exchange_operand(nb::handle obj, const Stream* stream);
+std::optional<Array> exchange_array(nb::handle obj, const Stream* stream);
+// Within its scope, the imports of a producer's CUDA tensors ask the producer for its current
+// stream once per device instead of once per tensor: for a call importing several operands,
+// during which no Python code runs that could change it.
 class StreamMemo {
  public:
   StreamMemo();
@@ -50,10 +60,27 @@ class StreamMemo {
   StreamMemo(const StreamMemo&) = delete;
   StreamMemo& operator=(const StreamMemo&) = delete;
 
-  int ordinal = -1;      // the device last asked, -1: none yet
-  uintptr_t stream = 0;  // torch's current stream there
+  // `producer`'s current stream on device `ordinal`: the innermost memo's answer when it holds
+  // one for them, else `ask()` (kept in that memo, if there is one).
+  template <typename Ask>
+  static uintptr_t current_stream(const void* producer, int ordinal, Ask&& ask) {
+    StreamMemo* m = innermost();
+    if (m != nullptr && m->producer_ == producer && m->ordinal_ == ordinal) return m->stream_;
+    const uintptr_t stream = ask();
+    if (m != nullptr) {
+      m->producer_ = producer;
+      m->ordinal_ = ordinal;
+      m->stream_ = stream;
+    }
+    return stream;
+  }
 
  private:
+  static StreamMemo* innermost();
+
+  const void* producer_ = nullptr;  // whose stream was asked, null: none yet
+  int ordinal_ = -1;                // on which device
+  uintptr_t stream_ = 0;            // its answer
   StreamMemo* outer_;
 };
 // Whether `obj` can become an Array without copying.

@@ -124,6 +124,8 @@ Imported import_operands(const plan::ExecutionPlans& plans, const nb::dict& oper
     const int at = operand_position(plans.layout(), key);
     if (const Array* a = exact_instance<Array>(value)) {  // the caller's dict keeps it alive
       in.pack.set_at(at, plan::Operand(*a));
+    } else if (std::optional<plan::Operand> o = exchange_operand(value, &s)) {
+      in.pack.set_at(at, *o);  // borrowed: the caller's dict keeps the tensor alive
     } else if (nb::object capsule = foreign_capsule(value, &s); capsule.is_valid()) {
       in.pack.set_at(at, operand_of_capsule(capsule));  // no Array: read from the capsule
       in.capsules.push_back(std::move(capsule));
