@@ -246,10 +246,10 @@ TEST(Trace, TwoGpuGraphsTracedAtOnceEachSeeTheirOwnRecords) {
   EXPECT_EQ(node_launches(b.trace()), every_node(b, {0, 1}));
 }
 
-// A planned identity over 300 f32 whose engine populates a child graph: one memcpy node inside.
-Kernel populating_identity() {
+// A planned identity over n f32 whose engine populates a child graph: one memcpy node inside.
+Kernel populating_identity(int64_t n = 300) {
   op::Graph og("identity");
-  const op::Tensor x = og.tensor({"x", {300}, DType::f32});
+  const op::Tensor x = og.tensor({"x", {n}, DType::f32});
   og.pointwise("identity", x).set_output(true).set_name("y");
   return engines::planned_kernel(og, {plan::HeurMode::A}, test::populating_manifest());
 }
@@ -302,6 +302,39 @@ TEST(Trace, PlacesWorkThatTwoChainedChildGraphsShareByItsOrder) {
     for (const TraceEvent& f : events)  // the same launch's first call ended before it began
       if (f.label == "first" && f.launch == e.launch) {
         EXPECT_LE(f.end_ns, e.begin_ns);
+      }
+  }
+}
+
+// Three calls of it side by side, reading one param: each child graph's memcpy has the same
+// name and the calls run in any order, so neither the name nor the order tells them apart; the
+// ids CUDA gives the flattened nodes do (CuptiTracer::predict_flattened). The middle call copies
+// 64 MiB, the others 1.2 KB: its record is the long one of each launch.
+TEST(Trace, PlacesTheWorkOfParallelChildGraphsByTheIdsTheirNodesTake) {
+  EAGLE_NEEDS_GPU_AND_CUPTI();
+  constexpr int64_t kSmall = 300, kBig = int64_t{16} << 20;
+  const Kernel small = populating_identity(kSmall), big = populating_identity(kBig);
+  const Array x_small = test::random_array({kSmall}, DType::f32, Device::cuda(0));
+  const Array x_big = test::random_array({kBig}, DType::f32, Device::cuda(0));
+  Graph g = Graph::record([&](Recorder& r) {
+    const Value xs = r.param("xs", x_small), xb = r.param("xb", x_big);
+    r.result(r.call(small, {xs}, {{}, "small_a"}));
+    r.result(r.call(big, {xb}, {{}, "big"}));
+    r.result(r.call(small, {xs}, {{}, "small_b"}));
+  });
+  g.build(Device::cuda(0));
+  g.set_tracing(true);
+  g(3);
+  const std::vector<TraceEvent> events = g.trace();
+  expect_events_of(g, events);
+  ASSERT_EQ(events.size(), 9u);  // one memcpy per call per launch
+  EXPECT_EQ(node_launches(events), every_node(g, {0, 1, 2}));
+  for (const TraceEvent& e : events) {
+    ASSERT_GE(e.node, 0) << e.device_kernel;
+    if (e.label != "big") continue;
+    for (const TraceEvent& f : events)  // 64 MiB take far longer than 1.2 KB
+      if (f.label != "big" && f.launch == e.launch) {
+        EXPECT_GT(e.end_ns - e.begin_ns, 4 * (f.end_ns - f.begin_ns)) << f.label;
       }
   }
 }

@@ -470,13 +470,13 @@ class CudaGraphExecutor final : public Executor {
       if (handles_[i]) map_tree(tracer, handles_[i], node);
       for (cudaGraphNode_t setter : setters_[i]) tracer.map_node(setter, node);
     }
+    tracer.predict_flattened(exec_);
   }
 
   void map_tree(CuptiTracer& tracer, cudaGraphNode_t handle, int node, bool in_child = false) {
     tracer.map_node(handle, node);
     cudaGraphNodeType type = cudaGraphNodeTypeEmpty;
     EAGLE_CUDA_CHECK(cudaGraphNodeGetType(handle, &type));
-    if (in_child) map_inner_work(tracer, handle, type, node);
     if (type != cudaGraphNodeTypeGraph) return;
     cudaGraph_t child = nullptr;  // the parent's own copy, owned by the node
     EAGLE_CUDA_CHECK(cudaGraphChildGraphNodeGetGraph(handle, &child));
@@ -485,28 +485,46 @@ class CudaGraphExecutor final : public Executor {
     EAGLE_CUDA_CHECK(cudaGraphGetNodes(child, nullptr, &count));
     std::vector<cudaGraphNode_t> inner(count);
     EAGLE_CUDA_CHECK(cudaGraphGetNodes(child, inner.data(), &count));
-    for (cudaGraphNode_t n : inner) map_tree(tracer, n, node, true);
+    std::vector<const char*> kernels;  // in the child's order, for predict_flattened
+    for (cudaGraphNode_t n : inner) {
+      cudaGraphNodeType inner_type = cudaGraphNodeTypeEmpty;
+      EAGLE_CUDA_CHECK(cudaGraphNodeGetType(n, &inner_type));
+      const InnerWork w = inner_work(n, inner_type);
+      kernels.push_back(inner_type == cudaGraphNodeTypeGraph ? nullptr : w.kernel);
+      if (*w.kernel) tracer.map_child_work(w.kernel, w.has_shape ? &w.shape : nullptr, node);
+      map_tree(tracer, n, node, true);
+    }
+    if (!in_child) tracer.map_child_nodes(handle, node, kernels);
   }
 
-  // The name of the work a node inside a child graph runs (CUDA flattens child graphs on
-  // instantiation without telling CUPTI where their nodes came from).
-  static void map_inner_work(CuptiTracer& tracer, cudaGraphNode_t handle, cudaGraphNodeType type,
-                             int node) {
-    if (type == cudaGraphNodeTypeMemcpy) return tracer.map_child_work("memcpy", nullptr, node);
-    if (type == cudaGraphNodeTypeMemset) return tracer.map_child_work("memset", nullptr, node);
-    if (type != cudaGraphNodeTypeKernel) return;
+  // What a node inside a child graph runs (CUDA flattens child graphs on instantiation without
+  // telling CUPTI where their nodes came from): its kernel's name and launch shape, "memcpy" or
+  // "memset" with no shape, or "" for a node that runs no work.
+  struct InnerWork {
+    const char* kernel = "";
+    bool has_shape = false;
+    LaunchShape shape;
+  };
+  static InnerWork inner_work(cudaGraphNode_t handle, cudaGraphNodeType type) {
+    InnerWork w;
+    if (type == cudaGraphNodeTypeMemcpy) w.kernel = "memcpy";
+    if (type == cudaGraphNodeTypeMemset) w.kernel = "memset";
+    if (type != cudaGraphNodeTypeKernel) return w;
     const DriverGraphCalls& d = driver_graph_calls();
     CUDA_KERNEL_NODE_PARAMS_v2 p{};
-    if (d.kernel_node_get_params(reinterpret_cast<CUgraphNode>(handle), &p) != CUDA_SUCCESS) return;
-    LaunchShape shape;
-    shape.grid[0] = p.gridDimX, shape.grid[1] = p.gridDimY, shape.grid[2] = p.gridDimZ;
-    shape.block[0] = p.blockDimX, shape.block[1] = p.blockDimY, shape.block[2] = p.blockDimZ;
-    shape.shared = p.sharedMemBytes;
+    if (d.kernel_node_get_params(reinterpret_cast<CUgraphNode>(handle), &p) != CUDA_SUCCESS)
+      return w;
+    w.has_shape = true;
+    w.shape.grid[0] = p.gridDimX, w.shape.grid[1] = p.gridDimY, w.shape.grid[2] = p.gridDimZ;
+    w.shape.block[0] = p.blockDimX, w.shape.block[1] = p.blockDimY, w.shape.block[2] = p.blockDimZ;
+    w.shape.shared = p.sharedMemBytes;
     const char* name = nullptr;
     if (p.func && d.func_get_name && d.func_get_name(&name, p.func) == CUDA_SUCCESS && name)
-      return tracer.map_child_work(name, &shape, node);
-    if (p.kern && d.kernel_get_name && d.kernel_get_name(&name, p.kern) == CUDA_SUCCESS && name)
-      tracer.map_child_work(name, &shape, node);
+      w.kernel = name;
+    else if (p.kern && d.kernel_get_name && d.kernel_get_name(&name, p.kern) == CUDA_SUCCESS &&
+             name)
+      w.kernel = name;
+    return w;
   }
 
   // Adds the nodes of one list (the top level or an arm) to `graph`; edges stay in the list.

@@ -8,6 +8,7 @@
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
+#include <map>
 #include <mutex>
 #include <unordered_map>
 #include <utility>
@@ -127,6 +128,8 @@ struct CuptiSession {
     original_of.clear();
     original_graph_of.clear();
     seed_of_graph.clear();
+    clones_into.clear();
+    flattened.clear();
   }
 
   // Places every record of one buffer on the tracer that mapped its node (or graph).
@@ -165,7 +168,8 @@ struct CuptiSession {
           continue;
       }
       if (node_id == 0 && graph == 0) continue;  // not run by a graph launch
-      const auto [tracer, node] = owner(node_id, graph);
+      const std::pair<CuptiTracer*, int> predicted = predicted_owner(node_id, r.kernel);
+      const auto [tracer, node] = predicted.first ? predicted : owner(node_id, graph);
       if (debug && (!tracer || node < 0))
         std::fprintf(stderr, "eagle trace: record of node id %llu, graph id %u (%s) %s\n",
                      static_cast<unsigned long long>(node_id), graph, r.kernel.c_str(),
@@ -176,6 +180,23 @@ struct CuptiSession {
       if (node < 0) r.node = tracer->sole_child_node(r, launched);
       tracer->pending_.push_back(std::move(r));
     }
+  }
+
+  // The tracer and recorded node predict_flattened named for this node id, when the record's
+  // kernel is the one expected there; else none, and a kernel that is not ends the predictions
+  // of that graph. Under `state`.
+  std::pair<CuptiTracer*, int> predicted_owner(uint64_t node_id, const std::string& kernel) {
+    const auto it = flattened.find(node_id);
+    if (it == flattened.end()) return {nullptr, -1};
+    if (it->second.kernel == kernel) return {it->second.tracer, it->second.node};
+    if (debug)
+      std::fprintf(stderr,
+                   "eagle trace: record of node id %llu ran %s where %s was expected: no "
+                   "predictions for graph %llu from now on\n",
+                   static_cast<unsigned long long>(node_id), kernel.c_str(),
+                   it->second.kernel.c_str(), static_cast<unsigned long long>(node_id >> 32));
+    std::erase_if(flattened, [&](const auto& e) { return e.first >> 32 == node_id >> 32; });
+    return {nullptr, -1};
   }
 
   // The tracer and recorded node of a record (node -1: only its graph is known); under `state`.
@@ -212,6 +233,7 @@ struct CuptiSession {
     std::lock_guard<std::mutex> lock(state);
     std::erase_if(node_owner, [&](const auto& e) { return e.second.first == tracer; });
     std::erase_if(graph_owner, [&](const auto& e) { return e.second.first == tracer; });
+    std::erase_if(flattened, [&](const auto& e) { return e.second.tracer == tracer; });
   }
 
   std::mutex lifecycle;  // join and leave: CUPTI's switches
@@ -227,6 +249,17 @@ struct CuptiSession {
   std::unordered_map<uint32_t, uint32_t> original_graph_of;  // the same for graph ids
   // A graph a clone was made into: the first clone's original node id.
   std::unordered_map<uint32_t, uint64_t> seed_of_graph;
+  // A graph's nodes that clone callbacks reported, by their index in it: CUPTI's node id of a
+  // clone is (graph id << 32) | index (what predict_flattened builds on).
+  std::unordered_map<uint32_t, std::map<uint32_t, uint64_t>> clones_into;
+  // The node id a flattened child node takes in an executable graph -> the tracer, the recorded
+  // node and the kernel expected there (CuptiTracer::predict_flattened).
+  struct Expected {
+    CuptiTracer* tracer = nullptr;
+    int node = -1;
+    std::string kernel;
+  };
+  std::unordered_map<uint64_t, Expected> flattened;
   std::unordered_map<uint64_t, std::pair<CuptiTracer*, int>> node_owner;
   // A child graph's nodes belong to the node that holds it; other graphs' to no node (-1).
   std::unordered_map<uint32_t, std::pair<CuptiTracer*, int>> graph_owner;
@@ -320,6 +353,8 @@ void CUPTIAPI on_callback(void*, CUpti_CallbackDomain domain, CUpti_CallbackId i
   std::lock_guard<std::mutex> lock(s.state);
   s.original_of[clone] = original;
   if (into != 0) s.seed_of_graph.try_emplace(into, original);
+  if (into != 0 && clone >> 32 == into)
+    s.clones_into[into][static_cast<uint32_t>(clone & 0xffffffffU)] = original;
 }
 
 }  // namespace
@@ -400,6 +435,49 @@ SharedWork CuptiTracer::shared_child_work() const {
     if (nodes.size() > 1)
       out.emplace(key, std::vector<std::pair<int, int>>(nodes.begin(), nodes.end()));
   return out;
+}
+
+void CuptiTracer::map_child_nodes(void* cuda_node, int node,
+                                  const std::vector<const char*>& kernels) {
+  CuptiSession& s = CuptiSession::get();
+  uint64_t id = 0;
+  const CUptiResult r = s.api.node_id(static_cast<CUgraphNode>(cuda_node), &id);
+  if (r != CUPTI_SUCCESS) throw CudaError(s.error(r, "cuptiGetGraphNodeId"));
+  std::lock_guard<std::mutex> lock(s.state);
+  ChildNodes& c = child_nodes_[id];
+  c.node = node;
+  c.kernels.clear();
+  for (const char* k : kernels)
+    c.kernels.push_back(k ? std::optional<std::string>(*k ? s.kernel_name(k) : std::string())
+                          : std::nullopt);
+}
+
+void CuptiTracer::predict_flattened(void* cuda_exec) {
+  CuptiSession& s = CuptiSession::get();
+  uint32_t exec = 0;
+  if (!s.api.graph_exec_id ||
+      s.api.graph_exec_id(static_cast<CUgraphExec>(cuda_exec), &exec) != CUPTI_SUCCESS)
+    return;
+  std::lock_guard<std::mutex> lock(s.state);
+  const auto tops = s.clones_into.find(exec);
+  if (tops == s.clones_into.end() || tops->second.empty()) return;
+  const std::map<uint32_t, uint64_t>& by_index = tops->second;
+  // The top-level nodes hold indices 0..n-1; flattened nodes come after them.
+  if (by_index.rbegin()->first + 1 != by_index.size()) return;
+  uint64_t next = by_index.size();
+  std::vector<std::pair<uint64_t, CuptiSession::Expected>> made;
+  for (const auto& [index, original] : by_index) {
+    const auto c = child_nodes_.find(original);
+    if (c == child_nodes_.end()) continue;
+    for (const std::optional<std::string>& kernel : c->second.kernels) {
+      if (!kernel) return;  // a nested child graph: the order is not known
+      made.push_back({(uint64_t{exec} << 32) | next++, {this, c->second.node, *kernel}});
+    }
+  }
+  if (s.debug)
+    std::fprintf(stderr, "eagle trace: %zu flattened nodes of executable graph %u predicted\n",
+                 made.size(), exec);
+  for (auto& [id, expected] : made) s.flattened[id] = std::move(expected);
 }
 
 std::vector<DeviceRecord> CuptiTracer::take() {

@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -55,6 +56,19 @@ class CuptiTracer {
   // name alone does not tell the node either (place_shared_work places them).
   SharedWork shared_child_work() const;
 
+  // The nodes of the child graph that CUDA graph node `cuda_node` (of recorded node `node`)
+  // holds, in the order cudaGraphGetNodes gives them: each one's kernel name (mangled or plain;
+  // "memcpy", "memset"; "" for a node that runs no work; null for a child graph nested in it).
+  void map_child_nodes(void* cuda_node, int node, const std::vector<const char*>& kernels);
+  // After map_child_nodes for every child graph node of executable graph `cuda_exec`: names the
+  // node ids its flattened child nodes take. CUPTI numbers an executable graph's nodes in the
+  // order it makes them: its top-level nodes (each reported by the clone callback), then the
+  // nodes of each child graph in turn, in their graph's order, with no callback. A record of such
+  // an id is placed on its node when its kernel's name is the one expected there; a name that is
+  // not stops the prediction for that graph (the name and shape rules then place its records).
+  // No prediction is made where a child graph holds another (their order is not known).
+  void predict_flattened(void* cuda_exec);
+
   // Flushes CUPTI's buffers and returns the records placed on this tracer since the last call.
   // Call after the launches finished (a record arrives once its work has run).
   std::vector<DeviceRecord> take();
@@ -71,6 +85,13 @@ class CuptiTracer {
   std::unordered_map<std::string, std::map<int, int>> child_work_;
   // The same by work key (the name and the launch shape).
   std::unordered_map<std::string, std::map<int, int>> child_shapes_;
+  // CUPTI's id of a CUDA graph node holding a child graph -> its recorded node and the child's
+  // nodes' demangled kernel names (map_child_nodes; null entry: a nested child graph).
+  struct ChildNodes {
+    int node = -1;
+    std::vector<std::optional<std::string>> kernels;
+  };
+  std::unordered_map<uint64_t, ChildNodes> child_nodes_;
   friend struct CuptiSession;
 };
 
