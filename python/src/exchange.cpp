@@ -68,11 +68,12 @@ const ExchangeApi* exchange_api_of(nb::handle obj) {
 }
 
 // Whether a tensor on `where` can be used on `stream` with no handshake: on the CPU, or on the
-// CUDA device whose current stream (the producer's) is `stream` itself.
+// CUDA device whose current stream (the producer's) is `stream` itself (the legacy default
+// stream, handle 0, included: torch's current stream until another is set).
 bool usable_without_handshake(const ExchangeApi& api, const DLDevice& where, const Stream* stream) {
   if (where.device_type == kDLCPU) return true;
   if (where.device_type != kDLCUDA || api.current_work_stream == nullptr) return false;
-  if (stream == nullptr || stream->native() == nullptr) return false;
+  if (stream == nullptr || !stream->device().is_cuda()) return false;
   if (where.device_id != stream->device().ordinal()) return false;
   bool failed = false;
   const uintptr_t current = StreamMemo::current_stream(&api, where.device_id, [&] {

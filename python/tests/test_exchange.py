@@ -60,14 +60,16 @@ capsule_new.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
 
 
 def describe(array, out, dtype):
-    """Fills a DLTensor for a float32 numpy array (shape and strides kept on the array's
-    holder), as a producer describes its own tensor."""
-    out.data = array.ctypes.data
-    out.device = DLDevice(1, 0)  # kDLCPU
+    """Fills a DLTensor for a float32 numpy array (on the CPU) or eagle array (on cuda:0), as a
+    producer describes its own tensor; the shape and strides returned must outlive its use."""
+    on_gpu = isinstance(array, eagle.Array)
+    out.data = array.data_ptr if on_gpu else array.ctypes.data
+    out.device = DLDevice(2, 0) if on_gpu else DLDevice(1, 0)  # kDLCUDA, kDLCPU
     out.ndim = array.ndim
     out.dtype = dtype
     dims = (ctypes.c_int64 * array.ndim)(*array.shape)
-    steps = (ctypes.c_int64 * array.ndim)(*[s // array.itemsize for s in array.strides])
+    strides = array.strides if on_gpu else [s // array.itemsize for s in array.strides]
+    steps = (ctypes.c_int64 * array.ndim)(*strides)
     out.shape = ctypes.cast(dims, ctypes.POINTER(ctypes.c_int64))
     out.strides = ctypes.cast(steps, ctypes.POINTER(ctypes.c_int64))
     out.byte_offset = 0
@@ -75,10 +77,11 @@ def describe(array, out, dtype):
 
 
 def producer_type(major=1, minor=3, capsule_name=b"dlpack_exchange_api", fail=False,
-                  dtype=DLDataType(2, 32, 1)):
+                  dtype=DLDataType(2, 32, 1), current_stream=0):
     """A new producer type with its own exchange table and call counts, describing its float32
-    arrays as `dtype` (kDLFloat 32 bits: what they are)."""
-    calls = {"dltensor": 0, "managed": 0, "deleted": 0, "dlpack": 0}
+    arrays as `dtype` (kDLFloat 32 bits: what they are); on CUDA it issues on `current_stream`
+    (0: the legacy default stream)."""
+    calls = {"dltensor": 0, "managed": 0, "deleted": 0, "dlpack": 0, "stream": 0}
     alive = {}  # what a managed tensor keeps alive, by its address
 
     class Producer:
@@ -116,8 +119,9 @@ def producer_type(major=1, minor=3, capsule_name=b"dlpack_exchange_api", fail=Fa
         out[0] = ctypes.addressof(m)
         return 0
 
-    def current_stream(device_type, device_id, out):
-        out[0] = None
+    def stream_now(device_type, device_id, out):
+        calls["stream"] += 1
+        out[0] = current_stream or None
         return 0
 
     deleter_fn = DELETER(deleter)
@@ -125,17 +129,17 @@ def producer_type(major=1, minor=3, capsule_name=b"dlpack_exchange_api", fail=Fa
     api.version = DLPackVersion(major, minor)
     api.managed_tensor_from_py_object_no_sync = MANAGED_FROM(managed_from)
     api.dltensor_from_py_object_no_sync = DLTENSOR_FROM(dltensor_from)
-    api.current_work_stream = CURRENT_STREAM(current_stream)
+    api.current_work_stream = CURRENT_STREAM(stream_now)
     Producer.__dlpack_c_exchange_api__ = capsule_new(ctypes.addressof(api), capsule_name, None)
-    Producer.keep = (api, deleter_fn)  # the table lives as long as the type
+    Producer.keep = (api, deleter_fn, api.current_work_stream)  # live as long as the type
     return Producer, calls, alive
 
 
-def mul_plans():
+def mul_plans(device=eagle.cpu):
     og = eagle.op.Graph("mul")
     ta, tb = og.tensor("a", (2, 3)), og.tensor("b", (2, 3))
     ty = og.pointwise("mul", ta, tb).set_output(True).set_name("y")
-    plans = eagle.plan(og, eagle.cpu)
+    plans = eagle.plan(og, device)
     plans.build_plans()
     return plans, ta, tb, ty
 
@@ -189,3 +193,22 @@ def test_a_tensor_eagle_cannot_hold_is_refused_and_handed_back(rng):
         plans.execute({ta: Producer(random_values(rng, (2, 3))), tb: random_values(rng, (2, 3)),
                        ty: y})
     assert np.isnan(y).all()
+
+
+@pytest.mark.skipif(not eagle.cuda_available(), reason="no CUDA device")
+def test_cuda_operands_come_through_the_table_on_the_producers_current_stream(rng):
+    # On the stream the producer issues on now (here the legacy default stream, handle 0, borrowed
+    # as torch's current stream is), no handshake: the table. On eagle's own stream the producer
+    # must order its work first: __dlpack__(stream=...).
+    cuda = eagle.Device("cuda:0")
+    plans, ta, tb, ty = mul_plans(cuda)
+    a, b = random_values(rng, (2, 3)), random_values(rng, (2, 3))
+    ga, gb = eagle.asarray(a, device=cuda), eagle.asarray(b, device=cuda)
+    for stream, through_table in ((eagle.Stream.borrow(cuda, 0), True), (eagle.Stream(cuda), False)):
+        Producer, calls, _ = producer_type()
+        gy = eagle.asarray(np.full((2, 3), np.nan, np.float32), device=cuda)
+        plans.execute({ta: Producer(ga), tb: Producer(gb), ty: Producer(gy)}, stream)
+        stream.synchronize()
+        np.testing.assert_allclose(gy.numpy(), a * b, rtol=1e-6)
+        assert calls["stream"] == 1  # asked once per call, not per operand
+        assert calls["dlpack"] == (0 if through_table else 3), stream

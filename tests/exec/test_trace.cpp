@@ -318,9 +318,8 @@ TEST(Trace, PlacesTheWorkOfParallelChildGraphsByTheIdsTheirNodesTake) {
   const Array x_big = test::random_array({kBig}, DType::f32, Device::cuda(0));
   Graph g = Graph::record([&](Recorder& r) {
     const Value xs = r.param("xs", x_small), xb = r.param("xb", x_big);
-    r.result(r.call(small, {xs}, {{}, "small_a"}));
-    r.result(r.call(big, {xb}, {{}, "big"}));
-    r.result(r.call(small, {xs}, {{}, "small_b"}));
+    r.result({r.call(small, {xs}, {{}, "small_a"}), r.call(big, {xb}, {{}, "big"}),
+              r.call(small, {xs}, {{}, "small_b"})});
   });
   g.build(Device::cuda(0));
   g.set_tracing(true);
