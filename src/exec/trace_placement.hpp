@@ -21,6 +21,7 @@ struct DeviceRecord {
   // work_key(kernel, shape) where the name alone tells no node (else empty): what
   // place_shared_work matches
   std::string work;
+  uint64_t node_id = 0;      // CUPTI's graph node id (of the executable graph's node that ran it)
   uint32_t correlation = 0;  // CUPTI's correlation id: that of the cudaGraphLaunch that ran it
   uint32_t stream = 0;       // CUPTI's stream id
   uint64_t begin_ns = 0, end_ns = 0;  // CUPTI's clock (cuptiGetTimestamp)

@@ -1,6 +1,7 @@
 // Scopes on recorded nodes and traces of replays, as trace-event JSON: the CPU host schedule's
 // timers, and on a GPU CUPTI's activity records placed on the recorded nodes.
 #include <cctype>
+#include <map>
 #include <set>
 #include <string_view>
 #include <utility>
@@ -246,12 +247,15 @@ TEST(Trace, TwoGpuGraphsTracedAtOnceEachSeeTheirOwnRecords) {
   EXPECT_EQ(node_launches(b.trace()), every_node(b, {0, 1}));
 }
 
-// A planned identity over n f32 whose engine populates a child graph: one memcpy node inside.
-Kernel populating_identity(int64_t n = 300) {
+// A planned identity over n f32 whose engine populates a child graph: one memcpy node inside
+// (with `nesting`, a memset, a child graph holding the memcpy, a memset).
+Kernel populating_identity(int64_t n = 300, bool nesting = false) {
   op::Graph og("identity");
   const op::Tensor x = og.tensor({"x", {n}, DType::f32});
   og.pointwise("identity", x).set_output(true).set_name("y");
-  return engines::planned_kernel(og, {plan::HeurMode::A}, test::populating_manifest());
+  return engines::planned_kernel(
+      og, {plan::HeurMode::A},
+      nesting ? test::nesting_populating_manifest() : test::populating_manifest());
 }
 
 // A planned operation whose engine populates a child graph (a memcpy node inside it): the record
@@ -306,14 +310,15 @@ TEST(Trace, PlacesWorkThatTwoChainedChildGraphsShareByItsOrder) {
   }
 }
 
-// Three calls of it side by side, reading one param: each child graph's memcpy has the same
-// name and the calls run in any order, so neither the name nor the order tells them apart; the
-// ids CUDA gives the flattened nodes do (CuptiTracer::predict_flattened). The middle call copies
-// 64 MiB, the others 1.2 KB: its record is the long one of each launch.
-TEST(Trace, PlacesTheWorkOfParallelChildGraphsByTheIdsTheirNodesTake) {
-  EAGLE_NEEDS_GPU_AND_CUPTI();
+// Three calls of a planned identity side by side: 1.2 KB, 64 MiB, 1.2 KB. Their child graphs
+// run the same work, in any order, so neither the names nor the order tells them apart; the ids
+// CUDA gives the flattened nodes do (CuptiTracer::predict_flattened). The big call's memcpy is
+// the long one of each launch. With `nesting`, each copy sits in a child graph of its own
+// between two memsets (as cuDNN's graph sits in the cuDNN engine's).
+void places_parallel_child_graphs(bool nesting) {
   constexpr int64_t kSmall = 300, kBig = int64_t{16} << 20;
-  const Kernel small = populating_identity(kSmall), big = populating_identity(kBig);
+  const Kernel small = populating_identity(kSmall, nesting);
+  const Kernel big = populating_identity(kBig, nesting);
   const Array x_small = test::random_array({kSmall}, DType::f32, Device::cuda(0));
   const Array x_big = test::random_array({kBig}, DType::f32, Device::cuda(0));
   Graph g = Graph::record([&](Recorder& r) {
@@ -326,16 +331,33 @@ TEST(Trace, PlacesTheWorkOfParallelChildGraphsByTheIdsTheirNodesTake) {
   g(3);
   const std::vector<TraceEvent> events = g.trace();
   expect_events_of(g, events);
-  ASSERT_EQ(events.size(), 9u);  // one memcpy per call per launch
+  const std::size_t per_call = nesting ? 3 : 1;  // memset, memcpy, memset
+  ASSERT_EQ(events.size(), 9 * per_call);        // three calls, three launches
   EXPECT_EQ(node_launches(events), every_node(g, {0, 1, 2}));
+  std::map<std::string, int> records_of;
   for (const TraceEvent& e : events) {
     ASSERT_GE(e.node, 0) << e.device_kernel;
-    if (e.label != "big") continue;
+    ++records_of[e.label + " " + e.device_kernel];
+    if (e.label != "big" || e.device_kernel != "memcpy") continue;
     for (const TraceEvent& f : events)  // 64 MiB take far longer than 1.2 KB
-      if (f.label != "big" && f.launch == e.launch) {
+      if (f.label != "big" && f.device_kernel == "memcpy" && f.launch == e.launch) {
         EXPECT_GT(e.end_ns - e.begin_ns, 4 * (f.end_ns - f.begin_ns)) << f.label;
       }
   }
+  for (const char* label : {"small_a", "big", "small_b"}) {
+    EXPECT_EQ(records_of[std::string(label) + " memcpy"], 3) << label;
+    EXPECT_EQ(records_of[std::string(label) + " memset"], nesting ? 6 : 0) << label;
+  }
+}
+
+TEST(Trace, PlacesTheWorkOfParallelChildGraphsByTheIdsTheirNodesTake) {
+  EAGLE_NEEDS_GPU_AND_CUPTI();
+  places_parallel_child_graphs(false);
+}
+
+TEST(Trace, PlacesTheWorkOfNestedChildGraphsByTheIdsTheirNodesTake) {
+  EAGLE_NEEDS_GPU_AND_CUPTI();
+  places_parallel_child_graphs(true);
 }
 
 TEST(Trace, OnAGpuWithoutCuptiIsRefusedWithTheReason) {

@@ -19,5 +19,8 @@ EngineCounts& engine_counts();  // reset by the caller
 // A manifest whose only family (unanchored: pointwise graphs) has that one engine, on the CPU
 // and on CUDA (sm 80+).
 const plan::Manifest& populating_manifest();
+// The same whose GPU engine nests the copy in a child graph of its own between two memsets of
+// the workspace (as the cuDNN engine nests cuDNN's graph); it is never patched on bind.
+const plan::Manifest& nesting_populating_manifest();
 
 }  // namespace eagle::test

@@ -473,11 +473,14 @@ class CudaGraphExecutor final : public Executor {
     tracer.predict_flattened(exec_);
   }
 
-  void map_tree(CuptiTracer& tracer, cudaGraphNode_t handle, int node, bool in_child = false) {
+  // Maps `handle` and, for a child graph node, every node inside its child graph to `node`;
+  // returns what those inner nodes run, in their graph's order (for predict_flattened).
+  std::vector<ChildNode> map_tree(CuptiTracer& tracer, cudaGraphNode_t handle, int node,
+                                  bool in_child = false) {
     tracer.map_node(handle, node);
     cudaGraphNodeType type = cudaGraphNodeTypeEmpty;
     EAGLE_CUDA_CHECK(cudaGraphNodeGetType(handle, &type));
-    if (type != cudaGraphNodeTypeGraph) return;
+    if (type != cudaGraphNodeTypeGraph) return {};
     cudaGraph_t child = nullptr;  // the parent's own copy, owned by the node
     EAGLE_CUDA_CHECK(cudaGraphChildGraphNodeGetGraph(handle, &child));
     tracer.map_graph(child, node);
@@ -485,16 +488,17 @@ class CudaGraphExecutor final : public Executor {
     EAGLE_CUDA_CHECK(cudaGraphGetNodes(child, nullptr, &count));
     std::vector<cudaGraphNode_t> inner(count);
     EAGLE_CUDA_CHECK(cudaGraphGetNodes(child, inner.data(), &count));
-    std::vector<const char*> kernels;  // in the child's order, for predict_flattened
+    std::vector<ChildNode> runs;
     for (cudaGraphNode_t n : inner) {
       cudaGraphNodeType inner_type = cudaGraphNodeTypeEmpty;
       EAGLE_CUDA_CHECK(cudaGraphNodeGetType(n, &inner_type));
       const InnerWork w = inner_work(n, inner_type);
-      kernels.push_back(inner_type == cudaGraphNodeTypeGraph ? nullptr : w.kernel);
       if (*w.kernel) tracer.map_child_work(w.kernel, w.has_shape ? &w.shape : nullptr, node);
-      map_tree(tracer, n, node, true);
+      runs.push_back(
+          {w.kernel, inner_type == cudaGraphNodeTypeGraph, map_tree(tracer, n, node, true)});
     }
-    if (!in_child) tracer.map_child_nodes(handle, node, kernels);
+    if (!in_child) tracer.map_child_nodes(handle, node, runs);
+    return runs;
   }
 
   // What a node inside a child graph runs (CUDA flattens child graphs on instantiation without

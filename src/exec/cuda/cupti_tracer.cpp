@@ -5,6 +5,7 @@
 #include <cupti.h>
 #include <cxxabi.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
@@ -129,7 +130,6 @@ struct CuptiSession {
     original_graph_of.clear();
     seed_of_graph.clear();
     clones_into.clear();
-    flattened.clear();
   }
 
   // Places every record of one buffer on the tracer that mapped its node (or graph).
@@ -168,8 +168,8 @@ struct CuptiSession {
           continue;
       }
       if (node_id == 0 && graph == 0) continue;  // not run by a graph launch
-      const std::pair<CuptiTracer*, int> predicted = predicted_owner(node_id, r.kernel);
-      const auto [tracer, node] = predicted.first ? predicted : owner(node_id, graph);
+      r.node_id = node_id;
+      const auto [tracer, node] = owner(node_id, graph);
       if (debug && (!tracer || node < 0))
         std::fprintf(stderr, "eagle trace: record of node id %llu, graph id %u (%s) %s\n",
                      static_cast<unsigned long long>(node_id), graph, r.kernel.c_str(),
@@ -180,23 +180,6 @@ struct CuptiSession {
       if (node < 0) r.node = tracer->sole_child_node(r, launched);
       tracer->pending_.push_back(std::move(r));
     }
-  }
-
-  // The tracer and recorded node predict_flattened named for this node id, when the record's
-  // kernel is the one expected there; else none, and a kernel that is not ends the predictions
-  // of that graph. Under `state`.
-  std::pair<CuptiTracer*, int> predicted_owner(uint64_t node_id, const std::string& kernel) {
-    const auto it = flattened.find(node_id);
-    if (it == flattened.end()) return {nullptr, -1};
-    if (it->second.kernel == kernel) return {it->second.tracer, it->second.node};
-    if (debug)
-      std::fprintf(stderr,
-                   "eagle trace: record of node id %llu ran %s where %s was expected: no "
-                   "predictions for graph %llu from now on\n",
-                   static_cast<unsigned long long>(node_id), kernel.c_str(),
-                   it->second.kernel.c_str(), static_cast<unsigned long long>(node_id >> 32));
-    std::erase_if(flattened, [&](const auto& e) { return e.first >> 32 == node_id >> 32; });
-    return {nullptr, -1};
   }
 
   // The tracer and recorded node of a record (node -1: only its graph is known); under `state`.
@@ -233,7 +216,6 @@ struct CuptiSession {
     std::lock_guard<std::mutex> lock(state);
     std::erase_if(node_owner, [&](const auto& e) { return e.second.first == tracer; });
     std::erase_if(graph_owner, [&](const auto& e) { return e.second.first == tracer; });
-    std::erase_if(flattened, [&](const auto& e) { return e.second.tracer == tracer; });
   }
 
   std::mutex lifecycle;  // join and leave: CUPTI's switches
@@ -252,14 +234,6 @@ struct CuptiSession {
   // A graph's nodes that clone callbacks reported, by their index in it: CUPTI's node id of a
   // clone is (graph id << 32) | index (what predict_flattened builds on).
   std::unordered_map<uint32_t, std::map<uint32_t, uint64_t>> clones_into;
-  // The node id a flattened child node takes in an executable graph -> the tracer, the recorded
-  // node and the kernel expected there (CuptiTracer::predict_flattened).
-  struct Expected {
-    CuptiTracer* tracer = nullptr;
-    int node = -1;
-    std::string kernel;
-  };
-  std::unordered_map<uint64_t, Expected> flattened;
   std::unordered_map<uint64_t, std::pair<CuptiTracer*, int>> node_owner;
   // A child graph's nodes belong to the node that holds it; other graphs' to no node (-1).
   std::unordered_map<uint32_t, std::pair<CuptiTracer*, int>> graph_owner;
@@ -437,19 +411,45 @@ SharedWork CuptiTracer::shared_child_work() const {
   return out;
 }
 
-void CuptiTracer::map_child_nodes(void* cuda_node, int node,
-                                  const std::vector<const char*>& kernels) {
+namespace {
+
+// The child nodes with their kernel names demangled.
+std::vector<ChildNode> demangled(CuptiSession& s, const std::vector<ChildNode>& inner) {
+  std::vector<ChildNode> out;
+  for (const ChildNode& n : inner)
+    out.push_back({n.kernel.empty() ? std::string() : s.kernel_name(n.kernel.c_str()),
+                   n.holds_graph, demangled(s, n.inner)});
+  return out;
+}
+
+// The flattened order of one child graph's nodes under one candidate rule for nested child
+// graphs: their nodes right where the nesting node is (depth first) or after the rest of its
+// graph; the nesting node itself taking an id or not. Each entry: the node's kernel ("" for one
+// that runs none).
+void flatten(const std::vector<ChildNode>& nodes, bool depth_first, bool nesting_takes_id,
+             std::vector<std::string>& out) {
+  for (const ChildNode& n : nodes) {
+    if (!n.holds_graph) {
+      out.push_back(n.kernel);
+      continue;
+    }
+    if (nesting_takes_id) out.emplace_back();
+    if (depth_first) flatten(n.inner, depth_first, nesting_takes_id, out);
+  }
+  if (!depth_first)
+    for (const ChildNode& n : nodes)
+      if (n.holds_graph) flatten(n.inner, depth_first, nesting_takes_id, out);
+}
+
+}  // namespace
+
+void CuptiTracer::map_child_nodes(void* cuda_node, int node, const std::vector<ChildNode>& inner) {
   CuptiSession& s = CuptiSession::get();
   uint64_t id = 0;
   const CUptiResult r = s.api.node_id(static_cast<CUgraphNode>(cuda_node), &id);
   if (r != CUPTI_SUCCESS) throw CudaError(s.error(r, "cuptiGetGraphNodeId"));
   std::lock_guard<std::mutex> lock(s.state);
-  ChildNodes& c = child_nodes_[id];
-  c.node = node;
-  c.kernels.clear();
-  for (const char* k : kernels)
-    c.kernels.push_back(k ? std::optional<std::string>(*k ? s.kernel_name(k) : std::string())
-                          : std::nullopt);
+  child_nodes_[id] = {node, demangled(s, inner)};
 }
 
 void CuptiTracer::predict_flattened(void* cuda_exec) {
@@ -459,25 +459,65 @@ void CuptiTracer::predict_flattened(void* cuda_exec) {
       s.api.graph_exec_id(static_cast<CUgraphExec>(cuda_exec), &exec) != CUPTI_SUCCESS)
     return;
   std::lock_guard<std::mutex> lock(s.state);
+  candidates_.clear();  // an earlier instantiation's ids are not seen again
   const auto tops = s.clones_into.find(exec);
   if (tops == s.clones_into.end() || tops->second.empty()) return;
   const std::map<uint32_t, uint64_t>& by_index = tops->second;
   // The top-level nodes hold indices 0..n-1; flattened nodes come after them.
   if (by_index.rbegin()->first + 1 != by_index.size()) return;
-  uint64_t next = by_index.size();
-  std::vector<std::pair<uint64_t, CuptiSession::Expected>> made;
-  for (const auto& [index, original] : by_index) {
-    const auto c = child_nodes_.find(original);
-    if (c == child_nodes_.end()) continue;
-    for (const std::optional<std::string>& kernel : c->second.kernels) {
-      if (!kernel) return;  // a nested child graph: the order is not known
-      made.push_back({(uint64_t{exec} << 32) | next++, {this, c->second.node, *kernel}});
+  for (const bool depth_first : {true, false})
+    for (const bool nesting_takes_id : {false, true}) {
+      Candidate c;
+      uint64_t next = by_index.size();
+      for (const auto& [index, original] : by_index) {
+        const auto it = child_nodes_.find(original);
+        if (it == child_nodes_.end()) continue;
+        std::vector<std::string> order;
+        flatten(it->second.inner, depth_first, nesting_takes_id, order);
+        for (std::string& kernel : order)
+          c.at[(uint64_t{exec} << 32) | next++] = {it->second.node, std::move(kernel)};
+      }
+      const bool same = std::any_of(candidates_.begin(), candidates_.end(),
+                                    [&](const Candidate& d) { return d.at == c.at; });
+      if (!same) candidates_.push_back(std::move(c));
+    }
+  if (s.debug)
+    std::fprintf(stderr,
+                 "eagle trace: executable graph %u: %zu candidate orders of %zu flattened nodes\n",
+                 exec, candidates_.size(), candidates_.empty() ? 0 : candidates_[0].at.size());
+}
+
+void CuptiTracer::place_flattened(std::vector<DeviceRecord>& records) {
+  const bool debug = CuptiSession::get().debug;
+  for (std::size_t i = 0; i < candidates_.size(); ++i) {
+    Candidate& c = candidates_[i];
+    for (const DeviceRecord& r : records) {
+      const auto it = c.at.find(r.node_id);
+      if (!c.alive || it == c.at.end() || it->second.second == r.kernel) continue;
+      c.alive = false;
+      if (debug)
+        std::fprintf(stderr,
+                     "eagle trace: candidate order %zu dropped: node id %llu ran %s, not %s\n", i,
+                     static_cast<unsigned long long>(r.node_id), r.kernel.c_str(),
+                     it->second.second.c_str());
     }
   }
-  if (s.debug)
-    std::fprintf(stderr, "eagle trace: %zu flattened nodes of executable graph %u predicted\n",
-                 made.size(), exec);
-  for (auto& [id, expected] : made) s.flattened[id] = std::move(expected);
+  for (DeviceRecord& r : records) {
+    if (r.node >= 0) continue;
+    int node = -1;
+    bool agreed = false;
+    for (const Candidate& c : candidates_) {
+      if (!c.alive) continue;
+      const auto it = c.at.find(r.node_id);
+      agreed = it != c.at.end() && (node < 0 || node == it->second.first);
+      if (!agreed) break;
+      node = it->second.first;
+    }
+    if (agreed) {
+      r.node = node;
+      r.work.clear();
+    }
+  }
 }
 
 std::vector<DeviceRecord> CuptiTracer::take() {
@@ -486,6 +526,7 @@ std::vector<DeviceRecord> CuptiTracer::take() {
   const CUptiResult r = s.api.flush_all(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
   if (r != CUPTI_SUCCESS) throw CudaError(s.error(r, "cuptiActivityFlushAll"));
   std::lock_guard<std::mutex> lock(s.state);
+  place_flattened(pending_);
   return std::exchange(pending_, {});
 }
 

@@ -15,7 +15,6 @@
 #include <cstdint>
 #include <map>
 #include <memory>
-#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -23,6 +22,15 @@
 #include "exec/trace_placement.hpp"
 
 namespace eagle::detail {
+
+// A node inside a child graph, as predict_flattened needs it: the kernel it runs (mangled or
+// plain; "memcpy", "memset"; "" for a node that runs no work) or, for a node that holds a child
+// graph itself, that graph's nodes in their order.
+struct ChildNode {
+  std::string kernel;
+  bool holds_graph = false;
+  std::vector<ChildNode> inner;
+};
 
 class CuptiTracer {
  public:
@@ -57,16 +65,15 @@ class CuptiTracer {
   SharedWork shared_child_work() const;
 
   // The nodes of the child graph that CUDA graph node `cuda_node` (of recorded node `node`)
-  // holds, in the order cudaGraphGetNodes gives them: each one's kernel name (mangled or plain;
-  // "memcpy", "memset"; "" for a node that runs no work; null for a child graph nested in it).
-  void map_child_nodes(void* cuda_node, int node, const std::vector<const char*>& kernels);
-  // After map_child_nodes for every child graph node of executable graph `cuda_exec`: names the
-  // node ids its flattened child nodes take. CUPTI numbers an executable graph's nodes in the
-  // order it makes them: its top-level nodes (each reported by the clone callback), then the
-  // nodes of each child graph in turn, in their graph's order, with no callback. A record of such
-  // an id is placed on its node when its kernel's name is the one expected there; a name that is
-  // not stops the prediction for that graph (the name and shape rules then place its records).
-  // No prediction is made where a child graph holds another (their order is not known).
+  // holds, in the order cudaGraphGetNodes gives them (ChildNode: what each runs, and the nodes of
+  // a child graph nested in it).
+  void map_child_nodes(void* cuda_node, int node, const std::vector<ChildNode>& inner);
+  // After map_child_nodes for every child graph node of executable graph `cuda_exec`: which node
+  // ids its flattened child nodes take. CUPTI numbers an executable graph's nodes in the order
+  // it makes them: its top-level nodes (each reported by the clone callback), then the nodes of
+  // each child graph in turn, with no callback. Where child graphs nest, CUDA's order is not
+  // documented: a few candidate orders are kept, and take() drops each one that a record's
+  // kernel contradicts. A record is placed by the candidates left when they all agree on it.
   void predict_flattened(void* cuda_exec);
 
   // Flushes CUPTI's buffers and returns the records placed on this tracer since the last call.
@@ -86,12 +93,22 @@ class CuptiTracer {
   // The same by work key (the name and the launch shape).
   std::unordered_map<std::string, std::map<int, int>> child_shapes_;
   // CUPTI's id of a CUDA graph node holding a child graph -> its recorded node and the child's
-  // nodes' demangled kernel names (map_child_nodes; null entry: a nested child graph).
+  // nodes, kernel names demangled (map_child_nodes).
   struct ChildNodes {
     int node = -1;
-    std::vector<std::optional<std::string>> kernels;
+    std::vector<ChildNode> inner;
   };
   std::unordered_map<uint64_t, ChildNodes> child_nodes_;
+  // One candidate order of an executable graph's flattened nodes: node id -> the recorded node
+  // and the kernel expected there (predict_flattened); dropped once a record contradicts it.
+  struct Candidate {
+    std::unordered_map<uint64_t, std::pair<int, std::string>> at;
+    bool alive = true;
+  };
+  std::vector<Candidate> candidates_;
+  // Places the records on no node that every live candidate places alike, after dropping the
+  // candidates any record contradicts. Under the session's mutex.
+  void place_flattened(std::vector<DeviceRecord>& records);
   friend struct CuptiSession;
 };
 
