@@ -413,12 +413,13 @@ SharedWork CuptiTracer::shared_child_work() const {
 
 namespace {
 
-// The child nodes with their kernel names demangled.
-std::vector<ChildNode> demangled(CuptiSession& s, const std::vector<ChildNode>& inner) {
+// The child nodes with their kernel names demangled. Not through kernel_name's cache: that is
+// keyed by CUPTI's name pointers, and these strings' buffers are reused.
+std::vector<ChildNode> demangled(const std::vector<ChildNode>& inner) {
   std::vector<ChildNode> out;
   for (const ChildNode& n : inner)
-    out.push_back({n.kernel.empty() ? std::string() : s.kernel_name(n.kernel.c_str()),
-                   n.holds_graph, demangled(s, n.inner)});
+    out.push_back({n.kernel.empty() ? std::string() : demangle(n.kernel.c_str()), n.holds_graph,
+                   demangled(n.inner)});
   return out;
 }
 
@@ -449,7 +450,7 @@ void CuptiTracer::map_child_nodes(void* cuda_node, int node, const std::vector<C
   const CUptiResult r = s.api.node_id(static_cast<CUgraphNode>(cuda_node), &id);
   if (r != CUPTI_SUCCESS) throw CudaError(s.error(r, "cuptiGetGraphNodeId"));
   std::lock_guard<std::mutex> lock(s.state);
-  child_nodes_[id] = {node, demangled(s, inner)};
+  child_nodes_[id] = {node, demangled(inner)};
 }
 
 void CuptiTracer::predict_flattened(void* cuda_exec) {
