@@ -56,7 +56,8 @@ def main(trace, out, launch=None):
     pick, events = replay(load_events(trace), launch)
     totals = scope_totals(events)
     colours = {s: plt.cm.tab10(i % 10) for i, s in enumerate(totals)}
-    lanes = sorted({(e["pid"], e["tid"]) for e in events}, key=str)
+    lanes = sorted({(e["pid"], e["tid"]) for e in events},
+                   key=lambda lane: (str(lane[0]), lane[1]))  # lane 2 before lane 10
     lane_of = {lane: i for i, lane in enumerate(lanes)}
     fig, (ax, share) = plt.subplots(1, 2, figsize=(11, 2.4 + 0.45 * len(lanes)),
                                     gridspec_kw={"width_ratios": [4, 1]})
