@@ -161,7 +161,7 @@ void exact_shapes(const Options& o, Report& report, const Peers& peers) {
   };
   // kda four times and gdn four: the planner's first entry (the state loop pipelined and, for
   // gdn, the blocked inverse: pipeline = 1, solve = 1), the compact prepare (prepare = 1), for
-  // kda its W / U stores staged through shared memory (stores = 1), the state loop unpipelined
+  // kda its W / U stores straight from the mma fragments (stores = 0), the state loop unpipelined
   // (pipeline = 0), and for gdn the column-wise inverse (solve = 0) alone and with pipeline = 0.
   struct Variant {
     std::string rule, tag;
@@ -170,7 +170,7 @@ void exact_shapes(const Options& o, Report& report, const Peers& peers) {
   const std::vector<Variant> variants = {
       {"kda", "", {}},
       {"kda", " prepare 1", {{"prepare", 1}}},
-      {"kda", " stores 1", {{"prepare", 1}, {"stores", 1}}},
+      {"kda", " stores 0", {{"prepare", 1}, {"stores", 0}}},
       {"kda", " pipeline 0", {{"pipeline", 0}}},
       {"gdn", "", {}},
       {"gdn", " prepare 1", {{"prepare", 1}}},

@@ -151,8 +151,9 @@ plan::Capabilities kda_capabilities() {
   // 0.86 ms at T 32768 N 8, T 32768 N 64, T 4096 N 32 against 8.38 / 8.87 / 1.26 ms for 0.
   caps.knobs["prepare"] = {1, 0};
   // The compact prepare's W and U stores: 0 from the mma fragments, 1 staged through shared
-  // memory in 16-byte pieces (kda::Shape::staged_stores). 0 leads until bench 14a measures 1.
-  caps.knobs["stores"] = {0, 1};
+  // memory in 16-byte pieces (kda::Shape::staged_stores). 1 leads: measured on an H100 (bench
+  // 14a, as above, 2026-12-06) 5.68 / 5.96 / 0.883 ms against 5.85 / 6.15 / 0.908 ms for 0.
+  caps.knobs["stores"] = {1, 0};
   return caps;
 }
 

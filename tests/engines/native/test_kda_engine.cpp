@@ -243,7 +243,7 @@ TEST(NativeKdaPlanning, ServesKdaAndGdn2FirstOnHopper) {
         EXPECT_EQ(
             plans.at(first).knobs,
             (plan::Knobs{
-                {"intra", 1}, {"pipeline", 1}, {"prepare", 1}, {"schedule", 0}, {"stores", 0}}));
+                {"intra", 1}, {"pipeline", 1}, {"prepare", 1}, {"schedule", 0}, {"stores", 1}}));
       }
 }
 
