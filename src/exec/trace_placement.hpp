@@ -50,4 +50,39 @@ void place_shared_work(std::vector<DeviceRecord>& records, const SharedWork& sha
                        const std::function<bool(int)>& once,
                        const std::function<bool(int, int)>& after);
 
+// A node inside a child graph: the kernel it runs (demangled; "memcpy", "memset"; "" for a node
+// that runs no work) or, for a node that holds a child graph itself, that graph's nodes in the
+// order cudaGraphGetNodes gives them.
+struct ChildNode {
+  std::string kernel;
+  bool holds_graph = false;
+  std::vector<ChildNode> inner;
+};
+
+// One candidate order of an executable graph's flattened child nodes: CUPTI's node id -> the
+// recorded node and the kernel expected there. Dropped (alive = false) once a record
+// contradicts it.
+struct FlattenedOrder {
+  std::unordered_map<uint64_t, std::pair<int, std::string>> at;
+  bool alive = true;
+};
+
+// The candidate orders of executable graph `exec`'s flattened child nodes. CUPTI numbers an
+// executable graph's nodes (exec << 32 | index) in the order CUDA makes them: its top-level
+// nodes first, then the nodes of each top-level node's child graph in turn. `tops`: the
+// top-level nodes in index order, each with its recorded node and its child graph's nodes
+// (null: it holds none). Where child graphs nest, the order is not documented. The candidates
+// put a nested graph's nodes where its nesting node is or after the rest of its graph, with
+// the nesting node taking an id or not. Equal candidates are merged (without nesting there is
+// one).
+std::vector<FlattenedOrder> flattened_orders(
+    uint32_t exec, const std::vector<std::pair<int, const std::vector<ChildNode>*>>& tops);
+
+// Drops each live order that a record contradicts (another kernel at one of its ids), telling
+// `dropped` (order index, record, kernel expected), then places each record on no node that the
+// live orders all place, on the same node.
+void place_flattened(
+    std::vector<DeviceRecord>& records, std::vector<FlattenedOrder>& orders,
+    const std::function<void(std::size_t, const DeviceRecord&, const std::string&)>& dropped = {});
+
 }  // namespace eagle::detail

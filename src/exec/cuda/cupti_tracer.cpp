@@ -423,25 +423,6 @@ std::vector<ChildNode> demangled(const std::vector<ChildNode>& inner) {
   return out;
 }
 
-// The flattened order of one child graph's nodes under one candidate rule for nested child
-// graphs: their nodes right where the nesting node is (depth first) or after the rest of its
-// graph; the nesting node itself taking an id or not. Each entry: the node's kernel ("" for one
-// that runs none).
-void flatten(const std::vector<ChildNode>& nodes, bool depth_first, bool nesting_takes_id,
-             std::vector<std::string>& out) {
-  for (const ChildNode& n : nodes) {
-    if (!n.holds_graph) {
-      out.push_back(n.kernel);
-      continue;
-    }
-    if (nesting_takes_id) out.emplace_back();
-    if (depth_first) flatten(n.inner, depth_first, nesting_takes_id, out);
-  }
-  if (!depth_first)
-    for (const ChildNode& n : nodes)
-      if (n.holds_graph) flatten(n.inner, depth_first, nesting_takes_id, out);
-}
-
 }  // namespace
 
 void CuptiTracer::map_child_nodes(void* cuda_node, int node, const std::vector<ChildNode>& inner) {
@@ -461,64 +442,22 @@ void CuptiTracer::predict_flattened(void* cuda_exec) {
     return;
   std::lock_guard<std::mutex> lock(s.state);
   candidates_.clear();  // an earlier instantiation's ids are not seen again
-  const auto tops = s.clones_into.find(exec);
-  if (tops == s.clones_into.end() || tops->second.empty()) return;
-  const std::map<uint32_t, uint64_t>& by_index = tops->second;
+  const auto clones = s.clones_into.find(exec);
+  if (clones == s.clones_into.end() || clones->second.empty()) return;
+  const std::map<uint32_t, uint64_t>& by_index = clones->second;
   // The top-level nodes hold indices 0..n-1; flattened nodes come after them.
   if (by_index.rbegin()->first + 1 != by_index.size()) return;
-  for (const bool depth_first : {true, false})
-    for (const bool nesting_takes_id : {false, true}) {
-      Candidate c;
-      uint64_t next = by_index.size();
-      for (const auto& [index, original] : by_index) {
-        const auto it = child_nodes_.find(original);
-        if (it == child_nodes_.end()) continue;
-        std::vector<std::string> order;
-        flatten(it->second.inner, depth_first, nesting_takes_id, order);
-        for (std::string& kernel : order)
-          c.at[(uint64_t{exec} << 32) | next++] = {it->second.node, std::move(kernel)};
-      }
-      const bool same = std::any_of(candidates_.begin(), candidates_.end(),
-                                    [&](const Candidate& d) { return d.at == c.at; });
-      if (!same) candidates_.push_back(std::move(c));
-    }
+  std::vector<std::pair<int, const std::vector<ChildNode>*>> tops;
+  for (const auto& [index, original] : by_index) {  // index order: 0, 1, ...
+    const auto it = child_nodes_.find(original);
+    tops.emplace_back(it == child_nodes_.end() ? -1 : it->second.node,
+                      it == child_nodes_.end() ? nullptr : &it->second.inner);
+  }
+  candidates_ = flattened_orders(exec, tops);
   if (s.debug)
     std::fprintf(stderr,
                  "eagle trace: executable graph %u: %zu candidate orders of %zu flattened nodes\n",
                  exec, candidates_.size(), candidates_.empty() ? 0 : candidates_[0].at.size());
-}
-
-void CuptiTracer::place_flattened(std::vector<DeviceRecord>& records) {
-  const bool debug = CuptiSession::get().debug;
-  for (std::size_t i = 0; i < candidates_.size(); ++i) {
-    Candidate& c = candidates_[i];
-    for (const DeviceRecord& r : records) {
-      const auto it = c.at.find(r.node_id);
-      if (!c.alive || it == c.at.end() || it->second.second == r.kernel) continue;
-      c.alive = false;
-      if (debug)
-        std::fprintf(stderr,
-                     "eagle trace: candidate order %zu dropped: node id %llu ran %s, not %s\n", i,
-                     static_cast<unsigned long long>(r.node_id), r.kernel.c_str(),
-                     it->second.second.c_str());
-    }
-  }
-  for (DeviceRecord& r : records) {
-    if (r.node >= 0) continue;
-    int node = -1;
-    bool agreed = false;
-    for (const Candidate& c : candidates_) {
-      if (!c.alive) continue;
-      const auto it = c.at.find(r.node_id);
-      agreed = it != c.at.end() && (node < 0 || node == it->second.first);
-      if (!agreed) break;
-      node = it->second.first;
-    }
-    if (agreed) {
-      r.node = node;
-      r.work.clear();
-    }
-  }
 }
 
 std::vector<DeviceRecord> CuptiTracer::take() {
@@ -527,7 +466,15 @@ std::vector<DeviceRecord> CuptiTracer::take() {
   const CUptiResult r = s.api.flush_all(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
   if (r != CUPTI_SUCCESS) throw CudaError(s.error(r, "cuptiActivityFlushAll"));
   std::lock_guard<std::mutex> lock(s.state);
-  place_flattened(pending_);
+  place_flattened(pending_, candidates_,
+                  [&](std::size_t i, const DeviceRecord& r, const std::string& expected) {
+                    if (s.debug)
+                      std::fprintf(stderr,
+                                   "eagle trace: candidate order %zu dropped: node id %llu ran "
+                                   "%s, not %s\n",
+                                   i, static_cast<unsigned long long>(r.node_id), r.kernel.c_str(),
+                                   expected.c_str());
+                  });
   return std::exchange(pending_, {});
 }
 

@@ -23,15 +23,6 @@
 
 namespace eagle::detail {
 
-// A node inside a child graph, as predict_flattened needs it: the kernel it runs (mangled or
-// plain; "memcpy", "memset"; "" for a node that runs no work) or, for a node that holds a child
-// graph itself, that graph's nodes in their order.
-struct ChildNode {
-  std::string kernel;
-  bool holds_graph = false;
-  std::vector<ChildNode> inner;
-};
-
 class CuptiTracer {
  public:
   // Joins the process's CUPTI session, starting it when none runs. Throws NotSupported with
@@ -65,15 +56,13 @@ class CuptiTracer {
   SharedWork shared_child_work() const;
 
   // The nodes of the child graph that CUDA graph node `cuda_node` (of recorded node `node`)
-  // holds, in the order cudaGraphGetNodes gives them (ChildNode: what each runs, and the nodes of
-  // a child graph nested in it).
+  // holds, in the order cudaGraphGetNodes gives them (kernel names mangled or plain).
   void map_child_nodes(void* cuda_node, int node, const std::vector<ChildNode>& inner);
   // After map_child_nodes for every child graph node of executable graph `cuda_exec`: which node
   // ids its flattened child nodes take. CUPTI numbers an executable graph's nodes in the order
   // it makes them: its top-level nodes (each reported by the clone callback), then the nodes of
-  // each child graph in turn, with no callback. Where child graphs nest, CUDA's order is not
-  // documented: a few candidate orders are kept, and take() drops each one that a record's
-  // kernel contradicts. A record is placed by the candidates left when they all agree on it.
+  // each child graph in turn, with no callback (flattened_orders); take() places records by the
+  // candidate orders no record contradicts (place_flattened).
   void predict_flattened(void* cuda_exec);
 
   // Flushes CUPTI's buffers and returns the records placed on this tracer since the last call.
@@ -99,16 +88,9 @@ class CuptiTracer {
     std::vector<ChildNode> inner;
   };
   std::unordered_map<uint64_t, ChildNodes> child_nodes_;
-  // One candidate order of an executable graph's flattened nodes: node id -> the recorded node
-  // and the kernel expected there (predict_flattened); dropped once a record contradicts it.
-  struct Candidate {
-    std::unordered_map<uint64_t, std::pair<int, std::string>> at;
-    bool alive = true;
-  };
-  std::vector<Candidate> candidates_;
-  // Places the records on no node that every live candidate places alike, after dropping the
-  // candidates any record contradicts. Under the session's mutex.
-  void place_flattened(std::vector<DeviceRecord>& records);
+  // The candidate orders of the traced executable graph's flattened child nodes
+  // (predict_flattened); take() places records by them.
+  std::vector<FlattenedOrder> candidates_;
   friend struct CuptiSession;
 };
 
