@@ -1,8 +1,10 @@
 // Internal: where a GPU trace's device records land when CUPTI alone cannot say. Instantiation
 // flattens child graphs without telling CUPTI where their nodes came from, so a record of work
-// inside a planned op's child graph is known only by its graph and its kernel's name. A name that
-// one recorded node's child graphs run places it there (CuptiTracer); a name that several share
-// is placed here, by order within the launch, where that order is certain.
+// inside a planned op's child graph is known by its graph, the id its flattened node took and its
+// kernel's name. Tried in turn: the id, by the candidate orders of the flattened nodes that no
+// record contradicts (flattened_orders, place_flattened); a name (and launch shape) that one
+// recorded node's child graphs run (CuptiTracer); a name that several share, by order within the
+// launch where that order is certain (place_shared_work).
 #pragma once
 
 #include <cstdint>
