@@ -1,10 +1,10 @@
 // Internal: where a GPU trace's device records land when CUPTI alone cannot say. Instantiation
 // flattens child graphs without telling CUPTI where their nodes came from, so a record of work
 // inside a planned op's child graph is known by its graph, the id its flattened node took and its
-// kernel's name. Tried in turn: the id, by the candidate orders of the flattened nodes that no
-// record contradicts (flattened_orders, place_flattened); a name (and launch shape) that one
-// recorded node's child graphs run (CuptiTracer); a name that several share, by order within the
-// launch where that order is certain (place_shared_work).
+// kernel's name. Tried in turn: a name (then a name and launch shape) that one recorded node's
+// child graphs run (CuptiTracer); the id, by the candidate orders of the flattened nodes that no
+// record contradicts (flattened_orders, place_flattened); a name that several share, by order
+// within the launch where that order is certain (place_shared_work).
 #pragma once
 
 #include <cstdint>
