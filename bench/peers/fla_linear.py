@@ -5,7 +5,8 @@ same device call as eagle_bench. The peer is flash-linear-attention 0.6 (`fla-co
 K = V = 128, token-packed [1, T, H, D] with cu_seqlens, use_qk_l2norm_in_kernel=True, no initial
 state, no final state.
 
-Two families (--only exact,overcapture):
+Families (--only exact,overcapture; also overcapture_bwd, and profile: fla's time per kernel
+at the first exact shape, by torch.profiler):
 - exact: T tokens in N zipf sequences, (T, N) in (32768, 8), (32768, 64) and the seed's Kimi-style
   (4096, 32); chunk_gated_delta_rule (gdn, g [T, HV]) and chunk_kda (kda, g [T, HV, K]), the
   forward (fla_{gdn|kda}_T{T}_N{N}_fwd) and forward + backward (_fwdbwd: torch.autograd.grad of
@@ -172,6 +173,36 @@ def overcapture_family(r, out, shapes, bwd):
         r.cleanup()
 
 
+def profile_family(r, rows=(("gdn", False), ("kda", False), ("kda", True))):
+    """Where fla's time goes at the first exact shape: torch.profiler's CUDA time per kernel
+    (kernels overlap nothing here: fla launches on one stream), averaged over 5 calls."""
+    from torch.profiler import ProfilerActivity, profile
+    t, n = EXACT_SHAPES[0]
+    cu = long_cu(r, tv.cu_seqlens(tv.zipf_lengths(t, n, tv.exact_seed(t, n)), n))
+    for rule, bwd in rows:
+        xs, do = r.inputs(rule, t, bwd)
+        fn = r.step(rule, xs, do, cu, bwd)
+        for _ in range(3):
+            fn()
+        r.torch.cuda.synchronize()
+        calls = 5
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            for _ in range(calls):
+                fn()
+            r.torch.cuda.synchronize()
+        per = {}
+        for e in prof.events():
+            if e.device_type.name == "CUDA":
+                c, us = per.get(e.name, (0, 0.0))
+                per[e.name] = (c + 1, us + e.device_time)
+        total = sum(us for _, us in per.values()) / calls
+        print(f"fla {rule} {'fwd+bwd' if bwd else 'fwd'} T {t} N {n}: {total / 1000:.3f} ms of "
+              "kernel time per call", flush=True)
+        for name, (c, us) in sorted(per.items(), key=lambda kv: -kv[1][1]):
+            print(f"  {us / calls / 1000:8.3f} ms  {c // calls:3d}x  {name[:90]}", flush=True)
+        r.cleanup()
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--only", default="exact,overcapture")
@@ -198,6 +229,8 @@ def main():
         overcapture_family(r, out, shapes, False)
     if "overcapture_bwd" in families:
         overcapture_family(r, out, shapes, True)
+    if "profile" in families and r.fla_error is None:
+        profile_family(r)
     with open(args.json, "w") as f:
         json.dump(out, f, indent=1)
     if args.table:

@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -52,11 +53,12 @@ void place_shared_work(std::vector<DeviceRecord>& records, const SharedWork& sha
                        const std::function<bool(int)>& once,
                        const std::function<bool(int, int)>& after);
 
-// A node inside a child graph: the kernel it runs (demangled; "memcpy", "memset"; "" for a node
-// that runs no work) or, for a node that holds a child graph itself, that graph's nodes in the
-// order cudaGraphGetNodes gives them.
+// A node inside a child graph: the kernel it runs ("memcpy", "memset"; "" for a node that runs
+// no work) with its launch shape (none for a copy or memset), or, for a node that holds a child
+// graph itself, that graph's nodes in the order cudaGraphGetNodes gives them.
 struct ChildNode {
   std::string kernel;
+  std::optional<LaunchShape> shape;
   bool holds_graph = false;
   std::vector<ChildNode> inner;
 };

@@ -101,11 +101,11 @@ DeviceRecord flat_record(uint64_t index, const std::string& kernel) {
 }
 
 ChildNode kernel_node(const std::string& kernel) {
-  return {kernel, false, {}};
+  return {kernel, std::nullopt, false, {}};
 }
 
 ChildNode nesting(std::vector<ChildNode> inner) {
-  return {"", true, std::move(inner)};
+  return {"", std::nullopt, true, std::move(inner)};
 }
 
 TEST(TracePlacement, FlatChildGraphsHaveOneOrderAfterTheTopLevelNodes) {

@@ -474,7 +474,8 @@ class CudaGraphExecutor final : public Executor {
   }
 
   // Maps `handle` and, for a child graph node, every node inside its child graph to `node`;
-  // returns what those inner nodes run, in their graph's order (for predict_flattened).
+  // returns what those inner nodes run, in their graph's order. The top-level call hands the
+  // whole tree to the tracer (map_child_nodes).
   std::vector<ChildNode> map_tree(CuptiTracer& tracer, cudaGraphNode_t handle, int node,
                                   bool in_child = false) {
     tracer.map_node(handle, node);
@@ -492,25 +493,20 @@ class CudaGraphExecutor final : public Executor {
     for (cudaGraphNode_t n : inner) {
       cudaGraphNodeType inner_type = cudaGraphNodeTypeEmpty;
       EAGLE_CUDA_CHECK(cudaGraphNodeGetType(n, &inner_type));
-      const InnerWork w = inner_work(n, inner_type);
-      if (*w.kernel) tracer.map_child_work(w.kernel, w.has_shape ? &w.shape : nullptr, node);
-      runs.push_back(
-          {w.kernel, inner_type == cudaGraphNodeTypeGraph, map_tree(tracer, n, node, true)});
+      ChildNode c = inner_work(n, inner_type);
+      c.holds_graph = inner_type == cudaGraphNodeTypeGraph;
+      c.inner = map_tree(tracer, n, node, true);
+      runs.push_back(std::move(c));
     }
     if (!in_child) tracer.map_child_nodes(handle, node, runs);
     return runs;
   }
 
   // What a node inside a child graph runs (CUDA flattens child graphs on instantiation without
-  // telling CUPTI where their nodes came from): its kernel's name and launch shape, "memcpy" or
-  // "memset" with no shape, or "" for a node that runs no work.
-  struct InnerWork {
-    const char* kernel = "";
-    bool has_shape = false;
-    LaunchShape shape;
-  };
-  static InnerWork inner_work(cudaGraphNode_t handle, cudaGraphNodeType type) {
-    InnerWork w;
+  // telling CUPTI where their nodes came from): its kernel's name (mangled) and launch shape,
+  // "memcpy" or "memset" with no shape, or "" for a node that runs no work.
+  static ChildNode inner_work(cudaGraphNode_t handle, cudaGraphNodeType type) {
+    ChildNode w;
     if (type == cudaGraphNodeTypeMemcpy) w.kernel = "memcpy";
     if (type == cudaGraphNodeTypeMemset) w.kernel = "memset";
     if (type != cudaGraphNodeTypeKernel) return w;
@@ -518,10 +514,10 @@ class CudaGraphExecutor final : public Executor {
     CUDA_KERNEL_NODE_PARAMS_v2 p{};
     if (d.kernel_node_get_params(reinterpret_cast<CUgraphNode>(handle), &p) != CUDA_SUCCESS)
       return w;
-    w.has_shape = true;
-    w.shape.grid[0] = p.gridDimX, w.shape.grid[1] = p.gridDimY, w.shape.grid[2] = p.gridDimZ;
-    w.shape.block[0] = p.blockDimX, w.shape.block[1] = p.blockDimY, w.shape.block[2] = p.blockDimZ;
-    w.shape.shared = p.sharedMemBytes;
+    LaunchShape& shape = w.shape.emplace();
+    shape.grid[0] = p.gridDimX, shape.grid[1] = p.gridDimY, shape.grid[2] = p.gridDimZ;
+    shape.block[0] = p.blockDimX, shape.block[1] = p.blockDimY, shape.block[2] = p.blockDimZ;
+    shape.shared = p.sharedMemBytes;
     const char* name = nullptr;
     if (p.func && d.func_get_name && d.func_get_name(&name, p.func) == CUDA_SUCCESS && name)
       w.kernel = name;

@@ -381,17 +381,6 @@ void CuptiTracer::map_exec(void* cuda_exec) {
   s.graph_owner.try_emplace(id, std::pair<CuptiTracer*, int>{this, -1});
 }
 
-void CuptiTracer::map_child_work(const char* kernel, const LaunchShape* shape, int node) {
-  CuptiSession& s = CuptiSession::get();
-  std::lock_guard<std::mutex> lock(s.state);
-  const std::string& name = s.kernel_name(kernel);
-  const std::string key = work_key(name, shape);
-  if (s.debug)
-    std::fprintf(stderr, "eagle trace: %s runs in recorded node %d\n", key.c_str(), node);
-  ++child_work_[name][node];
-  ++child_shapes_[key][node];
-}
-
 int CuptiTracer::sole_child_node(DeviceRecord& r, const LaunchShape* shape) const {
   if (auto it = child_work_.find(r.kernel); it != child_work_.end() && it->second.size() == 1)
     return it->second.begin()->first;
@@ -413,13 +402,25 @@ SharedWork CuptiTracer::shared_child_work() const {
 
 namespace {
 
-// The child nodes with their kernel names demangled. Not through kernel_name's cache: that is
-// keyed by CUPTI's name pointers, and these strings' buffers are reused.
-std::vector<ChildNode> demangled(const std::vector<ChildNode>& inner) {
+// The child nodes with their kernel names demangled, each node of work counted by its name and
+// by its work key. Not through kernel_name's cache: that is keyed by CUPTI's name pointers, and
+// these strings' buffers are reused.
+std::vector<ChildNode> demangled(const std::vector<ChildNode>& inner, int node, bool debug,
+                                 std::unordered_map<std::string, std::map<int, int>>& by_name,
+                                 std::unordered_map<std::string, std::map<int, int>>& by_key) {
   std::vector<ChildNode> out;
-  for (const ChildNode& n : inner)
-    out.push_back({n.kernel.empty() ? std::string() : demangle(n.kernel.c_str()), n.holds_graph,
-                   demangled(n.inner)});
+  for (const ChildNode& n : inner) {
+    ChildNode d{n.kernel.empty() ? std::string() : demangle(n.kernel.c_str()), n.shape,
+                n.holds_graph, demangled(n.inner, node, debug, by_name, by_key)};
+    if (!d.kernel.empty()) {
+      const std::string key = work_key(d.kernel, d.shape ? &*d.shape : nullptr);
+      if (debug)
+        std::fprintf(stderr, "eagle trace: %s runs in recorded node %d\n", key.c_str(), node);
+      ++by_name[d.kernel][node];
+      ++by_key[key][node];
+    }
+    out.push_back(std::move(d));
+  }
   return out;
 }
 
@@ -431,7 +432,7 @@ void CuptiTracer::map_child_nodes(void* cuda_node, int node, const std::vector<C
   const CUptiResult r = s.api.node_id(static_cast<CUgraphNode>(cuda_node), &id);
   if (r != CUPTI_SUCCESS) throw CudaError(s.error(r, "cuptiGetGraphNodeId"));
   std::lock_guard<std::mutex> lock(s.state);
-  child_nodes_[id] = {node, demangled(inner)};
+  child_nodes_[id] = {node, demangled(inner, node, s.debug, child_work_, child_shapes_)};
 }
 
 void CuptiTracer::predict_flattened(void* cuda_exec) {

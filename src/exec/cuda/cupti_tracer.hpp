@@ -46,17 +46,16 @@ class CuptiTracer {
   // flattens child graphs into it, and their nodes' copies come with no clone callback: such a
   // record is known only by its graph.
   void map_exec(void* cuda_exec);
-  // A record of this tracer that no mapped node claims, of the kernel named `kernel` (mangled or
-  // plain; "memcpy", "memset") launched with `shape` (null for a copy or memset), belongs to
-  // recorded node `node` when `node` is the only one whose child graphs hold work of that name,
-  // else of that name and shape. Called once per such node of a child graph.
-  void map_child_work(const char* kernel, const LaunchShape* shape, int node);
   // The work keys (names and shapes) that several recorded nodes' child graphs run, where the
   // name alone does not tell the node either (place_shared_work places them).
   SharedWork shared_child_work() const;
 
   // The nodes of the child graph that CUDA graph node `cuda_node` (of recorded node `node`)
-  // holds, in the order cudaGraphGetNodes gives them (kernel names mangled or plain).
+  // holds, in the order cudaGraphGetNodes gives them (kernel names mangled or plain), nested
+  // child graphs included. A record of this tracer that no mapped node claims belongs to `node`
+  // when `node` is the only one whose child graphs run work of its kernel's name, else of that
+  // name and launch shape (sole_child_node); else by its flattened node's id
+  // (predict_flattened).
   void map_child_nodes(void* cuda_node, int node, const std::vector<ChildNode>& inner);
   // After map_child_nodes for every child graph node of executable graph `cuda_exec`: which node
   // ids its flattened child nodes take. CUPTI numbers an executable graph's nodes in the order
