@@ -15,6 +15,7 @@
 #include <cstdint>
 
 #include "engines/native/linear_attention/cp_async.cuh"
+#include "engines/native/linear_attention/ldmatrix.cuh"
 
 namespace eagle::native::linear_attention {
 
@@ -64,49 +65,27 @@ template <typename T>
 __device__ __forceinline__ uint32_t pack2f(float lo, float hi) {
   return pack2(Elem<T>::from_float(lo), Elem<T>::from_float(hi));
 }
-// Two consecutive elements at `p` (4-byte aligned).
-template <typename T>
-__device__ __forceinline__ uint32_t load2(const T* p) {
-  return *reinterpret_cast<const uint32_t*>(p);
-}
+// ---- fragment loads from shared memory (ldmatrix.cuh: rows 16-byte aligned) ----
 
-// ---- fragment loads from shared memory (lane = 4 r + c) ----
-
-// A (m0.., k0..) of a tile stored [m][k] with leading dimension ld (elements, even).
+// A (m0.., k0..) of a tile stored [m][k] with leading dimension ld (elements).
 template <typename T>
 __device__ __forceinline__ void frag_a_mk(uint32_t (&a)[4], const T* s, int ld, int m0, int k0) {
-  const int lane = threadIdx.x & 31, r = lane >> 2, c = (lane & 3) * 2;
-  const T* p = s + (m0 + r) * ld + k0 + c;
-  a[0] = load2(p);
-  a[1] = load2(p + 8 * ld);
-  a[2] = load2(p + 8);
-  a[3] = load2(p + 8 * ld + 8);
+  ldsm_a<true>(a, s, ld, m0, k0);
 }
 // A (m0.., k0..) of a tile stored transposed, [k][m].
 template <typename T>
 __device__ __forceinline__ void frag_a_km(uint32_t (&a)[4], const T* s, int ld, int m0, int k0) {
-  const int lane = threadIdx.x & 31, r = lane >> 2, c = (lane & 3) * 2;
-  const T* p = s + (k0 + c) * ld + m0 + r;
-  a[0] = pack2(p[0], p[ld]);
-  a[1] = pack2(p[8], p[ld + 8]);
-  a[2] = pack2(p[8 * ld], p[9 * ld]);
-  a[3] = pack2(p[8 * ld + 8], p[9 * ld + 8]);
+  ldsm_a<false>(a, s, ld, m0, k0);
 }
 // B (k0.., n0..) of a tile stored [n][k].
 template <typename T>
 __device__ __forceinline__ void frag_b_nk(uint32_t (&b)[2], const T* s, int ld, int n0, int k0) {
-  const int lane = threadIdx.x & 31, r = lane >> 2, c = (lane & 3) * 2;
-  const T* p = s + (n0 + r) * ld + k0 + c;
-  b[0] = load2(p);
-  b[1] = load2(p + 8);
+  ldsm_b<true>(b, s, ld, k0, n0);
 }
 // B (k0.., n0..) of a tile stored [k][n].
 template <typename T>
 __device__ __forceinline__ void frag_b_kn(uint32_t (&b)[2], const T* s, int ld, int n0, int k0) {
-  const int lane = threadIdx.x & 31, r = lane >> 2, c = (lane & 3) * 2;
-  const T* p = s + (k0 + c) * ld + n0 + r;
-  b[0] = pack2(p[0], p[ld]);
-  b[1] = pack2(p[8 * ld], p[9 * ld]);
+  ldsm_b<false>(b, s, ld, k0, n0);
 }
 
 // The accumulator element of fragment position e (0..3): row and column inside the 16 x 8 tile.

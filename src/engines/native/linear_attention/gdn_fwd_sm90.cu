@@ -251,14 +251,14 @@ struct StateSmem {
       sizeof(T) * (K * LB + kBuffers * kChunkElems + kC * LB) + sizeof(float) * kBuffers * 2 * kC;
 };
 
-// Sequence slot s, value head blockIdx.y, V block blockIdx.z.
+// Sequence slot s, value head blockIdx.y, V block vb.
 template <typename T, int K, int V, int BV, bool Pipelined>
-__device__ __forceinline__ void state_slot(const Params& p, int64_t s) {
+__device__ __forceinline__ void state_slot(const Params& p, int64_t s, int vb) {
   using E = Elem<T>;
   using L = StateSmem<T, K, BV, Pipelined>;
   constexpr int LK = L::LK, LB = L::LB;
   constexpr int MT = K / 64, NT = BV / 8;  // per warp: K / 4 key rows, BV columns
-  const int h = blockIdx.y, kh = h / p.group, v0 = blockIdx.z * BV;
+  const int h = blockIdx.y, kh = h / p.group, v0 = vb * BV;
   const int tid = threadIdx.x, warp = tid / 32;
   const int64_t begin = ragged::clamp_row(p.cu[s], 0, p.tokens);
   const int64_t end = ragged::clamp_row(p.cu[s + 1], begin, p.tokens);
@@ -397,12 +397,11 @@ __device__ __forceinline__ void state_slot(const Params& p, int64_t s) {
         }
 }
 
-// A slot per CTA (flat) or a CTA's slots in turn (persistent).
+// A (slot, V block) per CTA (flat) or a CTA's in turn (persistent).
 template <typename T, int K, int V, int BV, bool Pipelined>
 __global__ void __launch_bounds__(kThreads) gdn_state(const Params p) {
-  for_each_task(p.slots, p.persistent_state, [&](int64_t s) {
-    state_slot<T, K, V, BV, Pipelined>(p, s);
-    return true;
+  for_each_slot_block<V / BV>(p.slots, p.persistent_state, [&](int64_t s, int vb) {
+    state_slot<T, K, V, BV, Pipelined>(p, s, vb);
   });
 }
 
@@ -553,15 +552,15 @@ bool launch(const GdnArgs& a, const Params& p, cudaStream_t stream) {
   // dims), each looping over its tasks; the host asks the occupancy calculator, no device sync.
   const unsigned heads = static_cast<unsigned>(s.value_heads), blocks_v = V / kStateBlockV;
   unsigned prep_x = static_cast<unsigned>(a.capacity_chunks), out_x = prep_x;
-  unsigned state_x = static_cast<unsigned>(s.slots);
+  unsigned state_x = 0;
+  if (!slot_block_tasks(s.slots, blocks_v, state_x)) return false;
   if (s.persistent && (!persistent_workers(prepare, kThreads, prep_bytes, heads, prep_x) ||
                        !persistent_workers(output, kThreads, out_bytes, heads, out_x)))
     return false;
-  if (s.persistent_state &&
-      !persistent_workers(state, kThreads, state_bytes, heads * blocks_v, state_x))
+  if (s.persistent_state && !persistent_workers(state, kThreads, state_bytes, heads, state_x))
     return false;
   if (a.capacity_chunks > 0) prepare<<<dim3(prep_x, heads), kThreads, prep_bytes, stream>>>(p);
-  state<<<dim3(state_x, heads, blocks_v), kThreads, state_bytes, stream>>>(p);
+  state<<<dim3(state_x, heads), kThreads, state_bytes, stream>>>(p);
   if (a.capacity_chunks > 0) output<<<dim3(out_x, heads), kThreads, out_bytes, stream>>>(p);
   return cudaPeekAtLastError() == cudaSuccess;
 }

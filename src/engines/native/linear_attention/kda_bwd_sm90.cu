@@ -93,7 +93,7 @@ struct DStateLayout {
 };
 
 template <typename T, int D, int BV, bool Pipelined>
-__device__ __forceinline__ void dstate_slot(const Params& p, int64_t s) {
+__device__ __forceinline__ void dstate_slot(const Params& p, int64_t s, int vb) {
   using L = DStateLayout<D, BV, Pipelined>;
   constexpr int SB = L::SB, SV = L::SV, ST = L::ST, MT = D / 64, NT = BV / 8;
   extern __shared__ float4 smem4[];
@@ -111,7 +111,7 @@ __device__ __forceinline__ void dstate_slot(const Params& p, int64_t s) {
       linear_attention::cp_async16(gl_buffers + b * D + 4 * i, p.f.gl + at * D + 4 * i, true);
   };
   const int warp = threadIdx.x >> 5;
-  const int hv = blockIdx.y, v0 = blockIdx.z * BV, HV = p.s.value_heads;
+  const int hv = blockIdx.y, v0 = vb * BV, HV = p.s.value_heads;
   const int m_base = warp * (D / 4);  // this warp's rows of dh
 
   float dh[MT][NT][4];
@@ -218,13 +218,12 @@ __device__ __forceinline__ void dstate_slot(const Params& p, int64_t s) {
   }
 }
 
-// A slot per CTA (flat) or a CTA's slots in turn (persistent).
+// A (slot, V block) per CTA (flat) or a CTA's in turn (persistent).
 template <typename T, int D, int BV, bool Pipelined>
 __global__ void __launch_bounds__(kStateThreads) dstate_kernel(const Params p) {
-  linear_attention::for_each_task(p.s.slots, p.s.persistent_state, [&](int64_t s) {
-    dstate_slot<T, D, BV, Pipelined>(p, s);
-    return true;
-  });
+  linear_attention::for_each_slot_block<D / BV>(
+      p.s.slots, p.s.persistent_state,
+      [&](int64_t s, int vb) { dstate_slot<T, D, BV, Pipelined>(p, s, vb); });
 }
 
 // ---- dmat: the plain products of a chunk -----------------------------------------------------
@@ -534,10 +533,11 @@ bool launch(const Params& p, int64_t cap, cudaStream_t stream) {
   // tasks (as the forward's launches; the finish launch over rows stays flat).
   using linear_attention::persistent_workers;
   const unsigned heads = static_cast<unsigned>(p.s.value_heads), blocks_v = D / kStateBlockV;
-  unsigned state_x = static_cast<unsigned>(p.s.slots), mat_x = static_cast<unsigned>(cap);
+  unsigned state_x = 0, mat_x = static_cast<unsigned>(cap);
   unsigned qkg_x = mat_x;
+  if (!linear_attention::slot_block_tasks(p.s.slots, blocks_v, state_x)) return false;
   if (p.s.persistent_state &&
-      !persistent_workers(dstate, kStateThreads, state_bytes, heads * blocks_v, state_x))
+      !persistent_workers(dstate, kStateThreads, state_bytes, heads, state_x))
     return false;
   if (cap > 0 && p.s.persistent &&
       (!persistent_workers(dmat, kMatThreads, mat_bytes, heads, mat_x) ||
@@ -545,7 +545,7 @@ bool launch(const Params& p, int64_t cap, cudaStream_t stream) {
     return false;
   Params q = p;
   q.cap = cap;
-  dstate<<<dim3(state_x, heads, blocks_v), kStateThreads, state_bytes, stream>>>(q);
+  dstate<<<dim3(state_x, heads), kStateThreads, state_bytes, stream>>>(q);
   if (cap > 0) {
     dmat<<<dim3(mat_x, heads), kMatThreads, mat_bytes, stream>>>(q);
     dqkg<<<dim3(qkg_x, heads), kQkgThreads, qkg_bytes, stream>>>(q);

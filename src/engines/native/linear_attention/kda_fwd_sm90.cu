@@ -244,9 +244,9 @@ __device__ __forceinline__ void copy_rows(bf16* dst, int ld, const bf16* src, in
   }
 }
 
-// Sequence slot s, value head blockIdx.y, V block blockIdx.z.
+// Sequence slot s, value head blockIdx.y, V block vb.
 template <int D, int BV, bool Pipelined>
-__device__ __forceinline__ void state_slot(const Params& p, int64_t s) {
+__device__ __forceinline__ void state_slot(const Params& p, int64_t s, int vb) {
   using L = StateLayout<D, BV, Pipelined>;
   constexpr int SB = L::SB, SV = L::SV, MT = D / 64, NT = BV / 8;
   extern __shared__ float4 smem4[];
@@ -254,7 +254,7 @@ __device__ __forceinline__ void state_slot(const Params& p, int64_t s) {
   bf16 *Hs = sb + L::H, *VNs = sb + L::VN;
   float* gl_buffers = reinterpret_cast<float*>(sb + L::end);
   const int warp = threadIdx.x >> 5;
-  const int hv = blockIdx.y, v0 = blockIdx.z * BV, HV = p.s.value_heads;
+  const int hv = blockIdx.y, v0 = vb * BV, HV = p.s.value_heads;
   const int m_base = warp * (D / 4);  // this warp's rows of h
   // Slab `at`'s W and kg rows, U's columns and e^{G_last} into buffer b, by cp.async (pipelined
   // only: then in flight until waited for).
@@ -370,13 +370,12 @@ __device__ __forceinline__ void state_slot(const Params& p, int64_t s) {
   }
 }
 
-// A slot per CTA (flat) or a CTA's slots in turn (persistent).
+// A (slot, V block) per CTA (flat) or a CTA's in turn (persistent).
 template <int D, int BV, bool Pipelined>
 __global__ void __launch_bounds__(kStateThreads) state_kernel(const Params p) {
-  linear_attention::for_each_task(p.s.slots, p.s.persistent_state, [&](int64_t s) {
-    state_slot<D, BV, Pipelined>(p, s);
-    return true;
-  });
+  linear_attention::for_each_slot_block<D / BV>(
+      p.s.slots, p.s.persistent_state,
+      [&](int64_t s, int vb) { state_slot<D, BV, Pipelined>(p, s, vb); });
 }
 
 // ---- output ----------------------------------------------------------------------------------
@@ -506,17 +505,18 @@ bool launch(const Params& p, int64_t cap, cudaStream_t stream, bool output) {
   using linear_attention::persistent_workers;
   const unsigned heads = static_cast<unsigned>(p.s.value_heads), blocks_v = D / kStateBlockV;
   unsigned prep_x = static_cast<unsigned>(cap), out_x = prep_x;
-  unsigned state_x = static_cast<unsigned>(p.s.slots);
+  unsigned state_x = 0;
+  if (!linear_attention::slot_block_tasks(p.s.slots, blocks_v, state_x)) return false;
   if (p.s.persistent && (!persistent_workers(prep, kPrepThreads, prep_bytes, heads, prep_x) ||
                          !persistent_workers(out, kOutThreads, out_bytes, heads, out_x)))
     return false;
   if (p.s.persistent_state &&
-      !persistent_workers(state, kStateThreads, state_bytes, heads * blocks_v, state_x))
+      !persistent_workers(state, kStateThreads, state_bytes, heads, state_x))
     return false;
   Params q = p;
   q.cap = cap;
   prep<<<dim3(prep_x, heads), kPrepThreads, prep_bytes, stream>>>(q);
-  state<<<dim3(state_x, heads, blocks_v), kStateThreads, state_bytes, stream>>>(q);
+  state<<<dim3(state_x, heads), kStateThreads, state_bytes, stream>>>(q);
   if (output) out<<<dim3(out_x, heads), kOutThreads, out_bytes, stream>>>(q);
   return cudaPeekAtLastError() == cudaSuccess;
 }

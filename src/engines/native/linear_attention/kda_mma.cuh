@@ -1,48 +1,29 @@
 // Internal, CUDA sources only: warp-level bf16 tensor-core products (mma.sync m16n8k16, f32
-// accumulation) over operands staged in shared memory with any row stride. An operand is
-// "k-contiguous" when the two elements a fragment register packs (k and k + 1) sit side by side
-// (one 32-bit load), else they are read as two 16-bit loads (no transposed copies needed).
+// accumulation) over operands staged in shared memory (rows 16-byte aligned: ldmatrix.cuh). An
+// operand is "k-contiguous" when the two elements a fragment register packs (k and k + 1) sit
+// side by side, else ldmatrix transposes them in flight (no transposed copies needed).
 #pragma once
 
 #include <cuda_bf16.h>
 
 #include <cstdint>
 
+#include "engines/native/linear_attention/ldmatrix.cuh"
+
 namespace eagle::native::kda {
 
 using bf16 = __nv_bfloat16;
 
-__device__ __forceinline__ uint32_t pack_pair(const bf16* s, int at, int step) {
-  const auto* u = reinterpret_cast<const unsigned short*>(s);
-  return static_cast<uint32_t>(u[at]) | (static_cast<uint32_t>(u[at + step]) << 16);
-}
-
 // A (16 x 16 at m0, k0): KContig: A(m, k) = s[m * ld + k]; else A(m, k) = s[k * ld + m].
 template <bool KContig>
-__device__ __forceinline__ void load_a(const bf16* s, int ld, int m0, int k0, uint32_t a[4]) {
-  const int lane = threadIdx.x & 31, g = lane >> 2, t = (lane & 3) * 2;
-#pragma unroll
-  for (int r = 0; r < 4; ++r) {
-    const int m = m0 + g + (r & 1) * 8, k = k0 + t + (r >> 1) * 8;
-    if constexpr (KContig)
-      a[r] = *reinterpret_cast<const uint32_t*>(s + m * ld + k);
-    else
-      a[r] = pack_pair(s, k * ld + m, ld);
-  }
+__device__ __forceinline__ void load_a(const bf16* s, int ld, int m0, int k0, uint32_t (&a)[4]) {
+  linear_attention::ldsm_a<KContig>(a, s, ld, m0, k0);
 }
 
 // B (16 x 8 at k0, n0): KContig: B(k, n) = s[n * ld + k]; else B(k, n) = s[k * ld + n].
 template <bool KContig>
-__device__ __forceinline__ void load_b(const bf16* s, int ld, int k0, int n0, uint32_t b[2]) {
-  const int lane = threadIdx.x & 31, n = n0 + (lane >> 2), t = (lane & 3) * 2;
-#pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    const int k = k0 + t + r * 8;
-    if constexpr (KContig)
-      b[r] = *reinterpret_cast<const uint32_t*>(s + n * ld + k);
-    else
-      b[r] = pack_pair(s, k * ld + n, ld);
-  }
+__device__ __forceinline__ void load_b(const bf16* s, int ld, int k0, int n0, uint32_t (&b)[2]) {
+  linear_attention::ldsm_b<KContig>(b, s, ld, k0, n0);
 }
 
 __device__ __forceinline__ void mma(float c[4], const uint32_t a[4], const uint32_t b[2]) {
@@ -69,10 +50,16 @@ __device__ __forceinline__ void mma_rows(float (&c)[NT][4], const bf16* a, int l
     uint32_t fa[4];
     load_a<AContig>(a, lda, m0, k0, fa);
 #pragma unroll
-    for (int j = 0; j < NT; ++j) {
+    for (int j = 0; j + 1 < NT; j += 2) {  // B's tiles in pairs: one ldmatrix .x4 each
+      uint32_t f0[2], f1[2];
+      linear_attention::ldsm_b2<BContig>(f0, f1, b, ldb, k0, n0 + 8 * j);
+      mma(c[j], fa, f0);
+      mma(c[j + 1], fa, f1);
+    }
+    if constexpr (NT % 2 == 1) {
       uint32_t fb[2];
-      load_b<BContig>(b, ldb, k0, n0 + 8 * j, fb);
-      mma(c[j], fa, fb);
+      load_b<BContig>(b, ldb, k0, n0 + 8 * (NT - 1), fb);
+      mma(c[NT - 1], fa, fb);
     }
   }
 }

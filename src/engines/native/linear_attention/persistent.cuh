@@ -38,4 +38,26 @@ __device__ __forceinline__ void for_each_task(int64_t tasks, bool persistent, Ta
   }
 }
 
+// The loop of a sequential kernel (a state recurrence) over its (sequence slot, V block) tasks:
+// task t = slot * Blocks + block along the grid's first dimension, so that the V blocks of one
+// sequence and head are launched side by side. They read the same chunk rows, which then come
+// from L2 for all but the first (slot-major grids had the blocks a whole grid plane apart).
+// `task(slot, block)`.
+template <int Blocks, class Task>
+__device__ __forceinline__ void for_each_slot_block(int64_t slots, bool persistent, Task&& task) {
+  for_each_task(slots * Blocks, persistent, [&](int64_t t) {
+    task(t / Blocks, static_cast<int>(t % Blocks));
+    return true;
+  });
+}
+
+// The first grid dimension of a sequential kernel's launch (for_each_slot_block): one CTA per
+// task, false past what a grid's first dimension holds.
+inline bool slot_block_tasks(int64_t slots, int blocks, unsigned& tasks) {
+  const int64_t n = slots * blocks;
+  if (slots < 0 || n > 0x7fffffff) return false;
+  tasks = static_cast<unsigned>(n);
+  return true;
+}
+
 }  // namespace eagle::native::linear_attention
