@@ -159,21 +159,22 @@ void exact_shapes(const Options& o, Report& report, const Peers& peers) {
   struct Shape {
     int64_t t, n;
   };
-  // kda four times and gdn four: the planner's first entry (the state loop pipelined and, for
-  // gdn, the blocked inverse: pipeline = 1, solve = 1), the compact prepare (prepare = 1), for
-  // kda its W / U stores straight from the mma fragments (stores = 0), the state loop unpipelined
-  // (pipeline = 0), and for gdn the column-wise inverse (solve = 0) alone and with pipeline = 0.
+  // kda four times and gdn four: the planner's first entry (the state loop pipelined, a state
+  // CTA per 32 columns, the compact prepare and, for gdn, the blocked inverse), the state launch
+  // a CTA per head (state = 1), for kda its W / U stores straight from the mma fragments
+  // (stores = 0), the state loop unpipelined (pipeline = 0), and for gdn the column-wise inverse
+  // (solve = 0) alone and with pipeline = 0.
   struct Variant {
     std::string rule, tag;
     plan::Knobs knobs;
   };
   const std::vector<Variant> variants = {
       {"kda", "", {}},
-      {"kda", " prepare 1", {{"prepare", 1}}},
+      {"kda", " state 1", {{"state", 1}}},
       {"kda", " stores 0", {{"prepare", 1}, {"stores", 0}}},
       {"kda", " pipeline 0", {{"pipeline", 0}}},
       {"gdn", "", {}},
-      {"gdn", " prepare 1", {{"prepare", 1}}},
+      {"gdn", " state 1", {{"state", 1}}},
       {"gdn", " solve 0", {{"pipeline", 1}, {"solve", 0}}},
       {"gdn", " pipeline 0 solve 0", {{"pipeline", 0}, {"solve", 0}}}};
   for (const Shape& sh : {Shape{32768, 8}, Shape{32768, 64}, Shape{4096, 32}})

@@ -153,6 +153,11 @@ plan::Capabilities gdn_capabilities() {
   // T 32768 N 64, T 4096 N 32 against 10.31 / 10.27 / 1.42 ms for 0 and 0 (pipeline alone:
   // 9.10 / 9.33 / 1.35 ms).
   caps.knobs["pipeline"] = {1, 0};
+  // The state launch: 0 one CTA per 32 columns, 1 one CTA per head (its 32-column groups of
+  // warps sharing the chunk's W and k rows; native_kda's knob of the same name). 0 leads:
+  // measured on the H200 (bench 14a, 2026-12-06) 3.88 / 3.93 / 0.575 ms against 3.93 / 3.91 /
+  // 0.578 ms for 1 (within 1.5% both ways).
+  caps.knobs["state"] = {0, 1};
   caps.knobs["solve"] = {1, 0};
   // 0 flat (a CTA per task of the capacity), 1 persistent (resident CTAs looping over tasks),
   // 2 persistent for the state launch only, 3 for the chunk launches (prepare, output) only: the
@@ -192,6 +197,7 @@ class GdnEngine : public plan::Engine {
     GdnPlan::Table t{};
     t.shape = shape_of(node);
     t.shape.pipelined_state = config.knobs.at("pipeline") != 0;
+    t.shape.head_state = config.knobs.at("state") != 0;
     t.shape.blocked_solve = config.knobs.at("solve") != 0;
     const int64_t schedule = config.knobs.at("schedule");
     t.shape.persistent = schedule == 1 || schedule == 3;

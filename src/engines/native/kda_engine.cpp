@@ -154,6 +154,12 @@ plan::Capabilities kda_capabilities() {
   // memory in 16-byte pieces (kda::Shape::staged_stores). 1 leads: measured on an H100 (bench
   // 14a, as above, 2026-12-06) 5.68 / 5.96 / 0.883 ms against 5.85 / 6.15 / 0.908 ms for 0.
   caps.knobs["stores"] = {1, 0};
+  // The state launch: 0 one CTA per 32 columns (each reading W and kg from L2 itself: ncu on an
+  // H100 found that launch at 72% of L2 throughput, 2026-12-06), 1 one CTA per head (its four
+  // 32-column groups of warps sharing the chunk's W and kg rows, one CTA of 16 warps per SM).
+  // 0 leads: measured on the H200 (bench 14a, 2026-12-06) 5.02 / 5.25 / 0.765 ms against
+  // 5.42 / 5.53 / 0.807 ms for 1.
+  caps.knobs["state"] = {0, 1};
   return caps;
 }
 
@@ -194,6 +200,7 @@ class KdaEngine : public plan::Engine {
     t.shape = shape_of(node);
     t.shape.tensor_core_diagonal = config.knobs.at("intra") != 0;
     t.shape.pipelined_state = config.knobs.at("pipeline") != 0;
+    t.shape.head_state = config.knobs.at("state") != 0;
     const int64_t schedule = config.knobs.at("schedule");
     t.shape.persistent = schedule == 1 || schedule == 3;
     t.shape.persistent_state = schedule == 1 || schedule == 2;

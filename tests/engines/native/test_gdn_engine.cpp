@@ -46,8 +46,8 @@ struct GdnCase {
   std::optional<double> scale;
   // The engine's knobs: pipeline 1 prefetches the next chunk's rows in the state loop, solve 1
   // inverts I + A by 16 x 16 blocks in the prepare launch, schedule 1 is persistent, prepare 1
-  // is the prepare launch's compact layout.
-  int64_t pipeline = 0, solve = 0, schedule = 0, prepare = 0;
+  // is the prepare launch's compact layout, state 1 a state CTA per head (0: per 32 columns).
+  int64_t pipeline = 0, solve = 0, schedule = 0, prepare = 0, state = 0;
   std::vector<int64_t> cu() const {
     std::vector<int64_t> c = {0};
     for (int64_t l : lengths) c.push_back(c.back() + l);
@@ -133,7 +133,7 @@ void check_case(const GdnCase& c) {
                (c.initial_state ? " initial_state" : "") +
                (c.pipeline ? " pipelined state loop" : "") + (c.solve ? " blocked solve" : "") +
                (c.schedule ? " schedule " + std::to_string(c.schedule) : "") +
-               (c.prepare ? " compact prepare" : ""));
+               (c.prepare ? " compact prepare" : "") + (c.state ? " state per head" : ""));
   const int64_t t = c.active() + c.pad, active = c.active();
   const op::Graph full = gdn_graph(c, t), packed = gdn_graph(c, active > 0 ? active : 1);
   const std::map<std::string, Array> in = random_gdn_inputs(c);
@@ -141,7 +141,8 @@ void check_case(const GdnCase& c) {
                                                           {{"pipeline", c.pipeline},
                                                            {"solve", c.solve},
                                                            {"schedule", c.schedule},
-                                                           {"prepare", c.prepare}});
+                                                           {"prepare", c.prepare},
+                                                           {"state", c.state}});
   p.build_plans();
   const Arrays got = execute(p, by_uid(full, in, t), kGpu);
   const double tol = 2 * tolerance(c.dtype);
@@ -244,13 +245,14 @@ TEST_F(NativeGdn, NoActiveTokens) {
 // above the batch.
 TEST_F(NativeGdn, EveryKnobsKernelsMatchTheReference) {
   struct Knobs {
-    int64_t pipeline, solve, schedule, prepare;
+    int64_t pipeline, solve, schedule, prepare, state = 0;
   };
   for (const Knobs& knobs :
        {Knobs{1, 0, 0, 0}, Knobs{0, 1, 0, 0}, Knobs{0, 0, 1, 0}, Knobs{1, 1, 1, 0},
-        Knobs{1, 0, 0, 1}, Knobs{1, 1, 1, 1}, Knobs{1, 1, 2, 0}, Knobs{0, 1, 3, 1}}) {
+        Knobs{1, 0, 0, 1}, Knobs{1, 1, 1, 1}, Knobs{1, 1, 2, 0}, Knobs{0, 1, 3, 1},
+        Knobs{1, 1, 0, 1, 1}, Knobs{0, 1, 2, 1, 1}}) {
     const int64_t pipeline = knobs.pipeline, solve = knobs.solve, schedule = knobs.schedule;
-    const int64_t prepare = knobs.prepare;
+    const int64_t prepare = knobs.prepare, state = knobs.state;
     for (DType d : {DType::bf16, DType::f16})
       for (int64_t dim : {64, 128}) {
         GdnCase c{"lengths 0 1 C-1 C C+1 130", {0, 1, 63, 64, 65, 130}, 9};
@@ -260,6 +262,7 @@ TEST_F(NativeGdn, EveryKnobsKernelsMatchTheReference) {
         c.solve = solve;
         c.schedule = schedule;
         c.prepare = prepare;
+        c.state = state;
         check_case(c);
       }
     GdnCase long_one{"one long sequence", {1000}, 3};
@@ -280,6 +283,7 @@ TEST_F(NativeGdn, EveryKnobsKernelsMatchTheReference) {
       c->solve = solve;
       c->schedule = schedule;
       c->prepare = prepare;
+      c->state = state;
       check_case(*c);
     }
   }
@@ -301,8 +305,12 @@ TEST_F(NativeGdn, TimesTheIssueShapeWhenAsked) {
       c.dim = 128;
       const op::Graph g = gdn_graph(c, c.active());
       const std::map<std::string, Array> host = random_gdn_inputs(c);
-      plan::ExecutionPlans p = engines::create_execution_plan(
-          g.clone(), kGpu, gdn_id(), {{"pipeline", pipeline}, {"solve", solve}, {"schedule", 0}});
+      plan::ExecutionPlans p = engines::create_execution_plan(g.clone(), kGpu, gdn_id(),
+                                                              {{"pipeline", pipeline},
+                                                               {"solve", solve},
+                                                               {"schedule", 0},
+                                                               {"prepare", 1},
+                                                               {"state", 0}});
       p.build_plans();
       plan::VariantPack pack(p.layout());
       std::vector<Array> keep;
@@ -349,8 +357,9 @@ TEST(NativeGdnPlanning, IsOfferedFirstOnHopper) {
   EXPECT_EQ(plans.at(0).engine_id, gdn_id()) << plans.describe();
   // The measured points lead (the compact prepare among them); the per-stage schedules wait for
   // bench 14b.
-  EXPECT_EQ(plans.at(0).knobs,
-            (plan::Knobs{{"pipeline", 1}, {"prepare", 1}, {"schedule", 0}, {"solve", 1}}));
+  EXPECT_EQ(
+      plans.at(0).knobs,
+      (plan::Knobs{{"pipeline", 1}, {"prepare", 1}, {"schedule", 0}, {"solve", 1}, {"state", 0}}));
 }
 
 TEST(NativeGdnPlanning, DeclinesWhatItDoesNotServe) {

@@ -552,10 +552,12 @@ TEST(NativeKdaBwdPlanning, ServesKdaGdnAndGdn2BackwardFirstOnHopper) {
         // The measured points lead: the pipelined state loop, the compact prepare and the
         // tensor-core products; the pipelined dstate (measured slower) and per-stage schedules
         // follow.
-        EXPECT_EQ(
-            plans.at(first).knobs,
-            (plan::Knobs{
-                {"dstate", 0}, {"intra", 1}, {"pipeline", 1}, {"prepare", 1}, {"schedule", 0}}));
+        EXPECT_EQ(plans.at(first).knobs, (plan::Knobs{{"dstate", 0},
+                                                      {"intra", 1},
+                                                      {"pipeline", 1},
+                                                      {"prepare", 1},
+                                                      {"schedule", 0},
+                                                      {"state", 0}}));
       }
 }
 
@@ -726,7 +728,7 @@ double check(const op::Graph& g, const test::RaggedRows& rows, const Arrays& got
 // The backward's knobs: the first version's points (wide prepare, exact products) unless given;
 // the tests name the others.
 struct BwdKnobs {
-  int64_t prepare = 0, pipeline = 1, intra = 0, schedule = 0, dstate = 0;
+  int64_t prepare = 0, pipeline = 1, intra = 0, schedule = 0, dstate = 0, state = 0;
 };
 
 plan::ExecutionPlans native_plan(const op::Graph& g, BwdKnobs k = {}) {
@@ -735,7 +737,8 @@ plan::ExecutionPlans native_plan(const op::Graph& g, BwdKnobs k = {}) {
                                                            {"prepare", k.prepare},
                                                            {"pipeline", k.pipeline},
                                                            {"intra", k.intra},
-                                                           {"dstate", k.dstate}});
+                                                           {"dstate", k.dstate},
+                                                           {"state", k.state}});
   p.build_plans();
   return p;
 }
@@ -850,9 +853,11 @@ TEST_F(NativeKdaBwd, ThePersistentScheduleMatchesTheReference) {
 TEST_F(NativeKdaBwd, EveryKnobPointOnASmallBatch) {
   for (const BwdKnobs& k :
        {BwdKnobs{.prepare = 1, .intra = 1}, BwdKnobs{.intra = 1}, BwdKnobs{.dstate = 1},
-        BwdKnobs{.schedule = 2, .dstate = 1}, BwdKnobs{.prepare = 1, .intra = 1, .schedule = 1}}) {
+        BwdKnobs{.schedule = 2, .dstate = 1}, BwdKnobs{.prepare = 1, .intra = 1, .schedule = 1},
+        BwdKnobs{.prepare = 1, .intra = 1, .state = 1}}) {
     SCOPED_TRACE("prepare " + std::to_string(k.prepare) + " intra " + std::to_string(k.intra) +
-                 " dstate " + std::to_string(k.dstate) + " schedule " + std::to_string(k.schedule));
+                 " dstate " + std::to_string(k.dstate) + " schedule " + std::to_string(k.schedule) +
+                 " state " + std::to_string(k.state));
     backward_matches_the_reference(k, false, true);
   }
   backward_matches_the_reference({.prepare = 1, .intra = 1}, true, true);

@@ -240,10 +240,12 @@ TEST(NativeKdaPlanning, ServesKdaAndGdn2FirstOnHopper) {
         EXPECT_EQ(plans.at(first).engine_id, kda_engine()) << plans.describe();
         // The measured points lead (the compact prepare among them); the per-stage schedules
         // (2, 3) wait for bench 14b.
-        EXPECT_EQ(
-            plans.at(first).knobs,
-            (plan::Knobs{
-                {"intra", 1}, {"pipeline", 1}, {"prepare", 1}, {"schedule", 0}, {"stores", 1}}));
+        EXPECT_EQ(plans.at(first).knobs, (plan::Knobs{{"intra", 1},
+                                                      {"pipeline", 1},
+                                                      {"prepare", 1},
+                                                      {"schedule", 0},
+                                                      {"state", 0},
+                                                      {"stores", 1}}));
       }
 }
 
@@ -361,13 +363,15 @@ double check(const op::Graph& g, const test::RaggedRows& rows, const Arrays& got
 }
 
 plan::ExecutionPlans native_plan(const op::Graph& g, int64_t intra = 1, int64_t pipeline = 0,
-                                 int64_t schedule = 0, int64_t prepare = 0, int64_t stores = 0) {
+                                 int64_t schedule = 0, int64_t prepare = 0, int64_t stores = 0,
+                                 int64_t state = 0) {
   plan::ExecutionPlans p = engines::create_execution_plan(g.clone(), kGpu, kda_engine(),
                                                           {{"schedule", schedule},
                                                            {"intra", intra},
                                                            {"pipeline", pipeline},
                                                            {"prepare", prepare},
-                                                           {"stores", stores}});
+                                                           {"stores", stores},
+                                                           {"state", state}});
   p.build_plans();
   return p;
 }
@@ -398,7 +402,7 @@ std::vector<Case> cases() {
 // `small`: the first case alone in bf16 at D 128, a size compute-sanitizer's racecheck finishes.
 void matches_the_reference(int64_t pipeline, const std::vector<int64_t>& intras,
                            int64_t schedule = 0, int64_t prepare = 0, bool small = false,
-                           int64_t stores = 0) {
+                           int64_t stores = 0, int64_t state = 0) {
   std::printf("%s\n", test::reproduce_line().c_str());
   double worst = 0;
   int combo = 0;
@@ -439,7 +443,8 @@ void matches_the_reference(int64_t pipeline, const std::vector<int64_t>& intras,
             SCOPED_TRACE("intra " + std::to_string(intra));
             const double err = check(
                 g, rows,
-                test::execute(native_plan(g, intra, pipeline, schedule, prepare, stores), in, kGpu),
+                test::execute(native_plan(g, intra, pipeline, schedule, prepare, stores, state), in,
+                              kGpu),
                 want);
             if (err > worst) worst = err;
           }
@@ -486,6 +491,9 @@ TEST_F(NativeKda, EveryKnobPointOnASmallBatch) {
   matches_the_reference(1, {1, 0}, 0, 1, true);
   for (int64_t schedule : {1, 2, 3}) matches_the_reference(1, {1}, schedule, 1, true);
   matches_the_reference(1, {1}, 0, 1, true, 1);
+  // The state launch a CTA per head (knob state = 1), flat and persistent.
+  matches_the_reference(1, {1}, 0, 1, true, 1, 1);
+  matches_the_reference(1, {1}, 2, 1, true, 1, 1);
 }
 
 // An empty batch (T = 0, every slot empty): no chunk to run, but the final state of every slot

@@ -88,6 +88,21 @@ __device__ __forceinline__ void frag_b_kn(uint32_t (&b)[2], const T* s, int ld, 
   ldsm_b<false>(b, s, ld, k0, n0);
 }
 
+// acc[nt] += A B(k0.., n0 + 8 nt..) for each of NT (even) 8-column tiles of B, B's fragments
+// two at a time (one ldmatrix .x4). KContig: B stored [n][k], else [k][n].
+template <bool KContig, typename T, int NT>
+__device__ __forceinline__ void mma_tiles(float (&acc)[NT][4], const uint32_t (&a)[4], const T* s,
+                                          int ld, int n0, int k0) {
+  static_assert(NT % 2 == 0, "B's tiles go in pairs");
+#pragma unroll
+  for (int nt = 0; nt < NT; nt += 2) {
+    uint32_t b0[2], b1[2];
+    ldsm_b2<KContig>(b0, b1, s, ld, k0, n0 + 8 * nt);
+    Elem<T>::mma(acc[nt], a, b0);
+    Elem<T>::mma(acc[nt + 1], a, b1);
+  }
+}
+
 // The accumulator element of fragment position e (0..3): row and column inside the 16 x 8 tile.
 __device__ __forceinline__ int acc_row(int e) {
   return ((threadIdx.x & 31) >> 2) + (e >= 2 ? 8 : 0);

@@ -170,11 +170,7 @@ __device__ __forceinline__ bool prepare_chunk(const Params& p, int64_t j) {
     for (int k0 = 0; k0 < K; k0 += 16) {
       uint32_t a[4];
       frag_a_mk(a, kn, LK, 16 * warp, k0);
-      for (int nt = 0; nt < 8; ++nt) {
-        uint32_t b[2];
-        frag_b_nk(b, kn, LK, nt * 8, k0);
-        E::mma(acc[nt], a, b);
-      }
+      mma_tiles<true>(acc, a, kn, LK, 0, k0);
     }
     for (int nt = 0; nt < 8; ++nt)
       for (int e = 0; e < 4; ++e) {
@@ -210,11 +206,7 @@ __device__ __forceinline__ bool prepare_chunk(const Params& p, int64_t j) {
       for (int k0 = 0; k0 < kC; k0 += 16) {
         uint32_t a[4];
         frag_a_mk(a, tm, LT, 16 * warp, k0);
-        for (int nt = 0; nt < 8; ++nt) {
-          uint32_t b[2];
-          frag_b_kn(b, rhs, ld, n0 + nt * 8, k0);
-          E::mma(acc[nt], a, b);
-        }
+        mma_tiles<false>(acc, a, rhs, ld, n0, k0);
       }
       for (int nt = 0; nt < 8; ++nt)
         for (int e = 0; e < 4; e += 2) {
@@ -239,27 +231,32 @@ __global__ void __launch_bounds__(kThreads) gdn_prepare(const Params p) {
 
 // ---- state: per (sequence, value head, V block), sequential over the chunks ---------------------
 
-// Pipelined: two buffers of a chunk's W, k and U rows, G and the k rows' inverse norms, the next
-// chunk's loaded by cp.async while this one is computed (the loads are otherwise on the critical
-// path of a sequence's chunks).
-template <typename T, int K, int BV, bool Pipelined>
+// A CTA covers Groups V blocks of BV columns, four warps each, sharing the chunk's W and k rows
+// in shared memory (Groups = V / BV: one CTA per head, W and k read once per chunk). Pipelined:
+// two buffers of a chunk's W, k and U rows, G and the k rows' inverse norms, the next chunk's
+// loaded by cp.async while this one is computed (the loads are otherwise on the critical path
+// of a sequence's chunks).
+template <typename T, int K, int BV, int Groups, bool Pipelined>
 struct StateSmem {
-  static constexpr int LK = K + 8, LB = BV + 8;
+  static constexpr int LK = K + 8, LB = BV + 8, LU = Groups * BV + 8;
   static constexpr int kBuffers = Pipelined ? 2 : 1;
-  static constexpr int kChunkElems = 2 * kC * LK + kC * LB;  // W, k [64][LK]; U [64][LB]
-  static constexpr std::size_t bytes =
-      sizeof(T) * (K * LB + kBuffers * kChunkElems + kC * LB) + sizeof(float) * kBuffers * 2 * kC;
+  static constexpr int kChunkElems = 2 * kC * LK + kC * LU;  // W, k [64][LK]; U [64][LU]
+  // Per group: the state [K][LB] and vd [64][LB].
+  static constexpr int kGroupElems = K * LB + kC * LB;
+  static constexpr std::size_t bytes = sizeof(T) * (kBuffers * kChunkElems + Groups * kGroupElems) +
+                                       sizeof(float) * kBuffers * 2 * kC;
 };
 
-// Sequence slot s, value head blockIdx.y, V block vb.
-template <typename T, int K, int V, int BV, bool Pipelined>
+// Sequence slot s, value head blockIdx.y, V blocks Groups vb .. Groups vb + Groups - 1 (warps
+// 4 g .. 4 g + 3 the g-th).
+template <typename T, int K, int V, int BV, int Groups, bool Pipelined>
 __device__ __forceinline__ void state_slot(const Params& p, int64_t s, int vb) {
   using E = Elem<T>;
-  using L = StateSmem<T, K, BV, Pipelined>;
-  constexpr int LK = L::LK, LB = L::LB;
+  using L = StateSmem<T, K, BV, Groups, Pipelined>;
+  constexpr int LK = L::LK, LB = L::LB, LU = L::LU;
   constexpr int MT = K / 64, NT = BV / 8;  // per warp: K / 4 key rows, BV columns
-  const int h = blockIdx.y, kh = h / p.group, v0 = vb * BV;
-  const int tid = threadIdx.x, warp = tid / 32;
+  const int tid = threadIdx.x, group = tid / kThreads, warp = (tid % kThreads) / 32;
+  const int h = blockIdx.y, kh = h / p.group, u0 = vb * Groups * BV, v0 = u0 + group * BV;
   const int64_t begin = ragged::clamp_row(p.cu[s], 0, p.tokens);
   const int64_t end = ragged::clamp_row(p.cu[s + 1], begin, p.tokens);
   const int64_t first = p.offsets[s];
@@ -267,11 +264,12 @@ __device__ __forceinline__ void state_slot(const Params& p, int64_t s, int vb) {
   const int64_t need = (end - begin + kC - 1) / kC;
   const int64_t chunks = own < need ? own : need;
   extern __shared__ __align__(16) unsigned char smem[];
-  T* hs = reinterpret_cast<T*>(smem);  // [K][LB] the state at the chunk's start
-  T* chunk_rows = hs + K * LB;         // per buffer: W [64][LK], k [64][LK] (as given), U [64][LB]
-  T* vd = chunk_rows + L::kBuffers * L::kChunkElems;  // [64][LB] v' exp(G_last - G) / |k|
+  T* chunk_rows = reinterpret_cast<T*>(smem);  // per buffer: W, k (as given) [64][LK]; U [64][LU]
+  T* hs = chunk_rows + L::kBuffers * L::kChunkElems + group * L::kGroupElems;  // [K][LB] the state
+  T* vd = hs + K * LB;  // [64][LB] v' exp(G_last - G) / |k|
   // Per buffer: G [64] and the inverse norms of the k rows [64].
-  float* gate_rows = reinterpret_cast<float*>(vd + kC * LB);
+  float* gate_rows =
+      reinterpret_cast<float*>(chunk_rows + L::kBuffers * L::kChunkElems + Groups * L::kGroupElems);
   T* const u = static_cast<T*>(p.u);
   // Chunk c's W, k and U rows, G and inverse norms into buffer b: synchronous, or cp.async (then
   // in flight). Rows past the chunk repeat the last G.
@@ -283,10 +281,11 @@ __device__ __forceinline__ void state_slot(const Params& p, int64_t s, int vb) {
     T* u_rows = k_rows + kC * LK;
     const T* w_at = static_cast<const T*>(p.w) + (r0 * p.HV + h) * K;
     const T* k_at = static_cast<const T*>(p.k) + (r0 * p.H + kh) * K;
-    const T* u_at = u + (r0 * p.HV + h) * V + v0;
+    const T* u_at = u + (r0 * p.HV + h) * V + u0;
     load_chunk_rows<T, K, kC, Pipelined>(w_rows, LK, w_at, static_cast<int64_t>(p.HV) * K, n);
     load_chunk_rows<T, K, kC, Pipelined>(k_rows, LK, k_at, static_cast<int64_t>(p.H) * K, n);
-    load_chunk_rows<T, BV, kC, Pipelined>(u_rows, LB, u_at, static_cast<int64_t>(p.HV) * V, n);
+    load_chunk_rows<T, Groups * BV, kC, Pipelined>(u_rows, LU, u_at, static_cast<int64_t>(p.HV) * V,
+                                                   n);
     if (tid < kC) {
       const int i = tid < n ? tid : n - 1;
       float* g_dst = gate_rows + b * 2 * kC + tid;
@@ -322,7 +321,7 @@ __device__ __forceinline__ void state_slot(const Params& p, int64_t s, int vb) {
     const int buffer = Pipelined ? static_cast<int>(c & 1) : 0;
     T* ws = chunk_rows + buffer * L::kChunkElems;    // [64][LK] W
     T* ks = ws + kC * LK;                            // [64][LK] k (as given)
-    T* us = ks + kC * LK;                            // [64][LB] U
+    T* us = ks + kC * LK + group * BV;               // [64][LU] U, this group's columns
     const float* gcs = gate_rows + buffer * 2 * kC;  // [64] G
     const float* inv = gcs + kC;                     // [64] inverse norms of the k rows
     T* hout = static_cast<T*>(p.h) + ((first + c) * p.HV + h) * static_cast<int64_t>(K) * V;
@@ -352,17 +351,13 @@ __device__ __forceinline__ void state_slot(const Params& p, int64_t s, int vb) {
       for (int k0 = 0; k0 < K; k0 += 16) {
         uint32_t a[4];
         frag_a_mk(a, ws, LK, 16 * warp, k0);
-        for (int nt = 0; nt < NT; ++nt) {
-          uint32_t b[2];
-          frag_b_kn(b, hs, LB, nt * 8, k0);
-          E::mma(acc[nt], a, b);
-        }
+        mma_tiles<false>(acc, a, hs, LB, 0, k0);
       }
       for (int nt = 0; nt < NT; ++nt)
         for (int e = 0; e < 4; e += 2) {
           const int i = 16 * warp + acc_row(e), col = nt * 8 + acc_col(e);
-          const T y0 = E::from_float(E::to_float(us[i * LB + col]) - acc[nt][e]);
-          const T y1 = E::from_float(E::to_float(us[i * LB + col + 1]) - acc[nt][e + 1]);
+          const T y0 = E::from_float(E::to_float(us[i * LU + col]) - acc[nt][e]);
+          const T y1 = E::from_float(E::to_float(us[i * LU + col + 1]) - acc[nt][e + 1]);
           if (i < n)
             *reinterpret_cast<uint32_t*>(u + ((r0 + i) * p.HV + h) * V + v0 + col) = pack2(y0, y1);
           const float d = i < n ? expf(g_last - gcs[i]) * inv[i] : 0.0f;
@@ -380,11 +375,7 @@ __device__ __forceinline__ void state_slot(const Params& p, int64_t s, int vb) {
       for (int mt = 0; mt < MT; ++mt) {
         uint32_t a[4];
         frag_a_km(a, ks, LK, warp * (K / 4) + mt * 16, k0);
-        for (int nt = 0; nt < NT; ++nt) {
-          uint32_t b[2];
-          frag_b_kn(b, vd, LB, nt * 8, k0);
-          E::mma(S[mt][nt], a, b);
-        }
+        mma_tiles<false>(S[mt], a, vd, LB, 0, k0);
       }
     __syncthreads();
   }
@@ -397,11 +388,11 @@ __device__ __forceinline__ void state_slot(const Params& p, int64_t s, int vb) {
         }
 }
 
-// A (slot, V block) per CTA (flat) or a CTA's in turn (persistent).
-template <typename T, int K, int V, int BV, bool Pipelined>
-__global__ void __launch_bounds__(kThreads) gdn_state(const Params p) {
-  for_each_slot_block<V / BV>(p.slots, p.persistent_state, [&](int64_t s, int vb) {
-    state_slot<T, K, V, BV, Pipelined>(p, s, vb);
+// A (slot, Groups V blocks) per CTA (flat) or a CTA's in turn (persistent).
+template <typename T, int K, int V, int BV, int Groups, bool Pipelined>
+__global__ void __launch_bounds__(kThreads* Groups) gdn_state(const Params p) {
+  for_each_slot_block<V / (BV * Groups)>(p.slots, p.persistent_state, [&](int64_t s, int vb) {
+    state_slot<T, K, V, BV, Groups, Pipelined>(p, s, vb);
   });
 }
 
@@ -465,11 +456,7 @@ __device__ __forceinline__ bool output_chunk(const Params& p, int64_t j) {
     for (int k0 = 0; k0 < K; k0 += 16) {
       uint32_t a[4];
       frag_a_mk(a, qs, LK, 16 * warp, k0);
-      for (int nt = 0; nt < 8; ++nt) {
-        uint32_t b[2];
-        frag_b_nk(b, ks, LK, nt * 8, k0);
-        E::mma(acc[nt], a, b);
-      }
+      mma_tiles<true>(acc, a, ks, LK, 0, k0);
     }
     for (int nt = 0; nt < 8; ++nt)
       for (int e = 0; e < 4; ++e) {
@@ -483,11 +470,7 @@ __device__ __forceinline__ bool output_chunk(const Params& p, int64_t j) {
   for (int k0 = 0; k0 < K; k0 += 16) {
     uint32_t a[4];
     frag_a_mk(a, qs, LK, 16 * warp, k0);
-    for (int nt = 0; nt < V / 8; ++nt) {
-      uint32_t b[2];
-      frag_b_kn(b, hs, LV, nt * 8, k0);
-      E::mma(o[nt], a, b);
-    }
+    mma_tiles<false>(o, a, hs, LV, 0, k0);
   }
   for (int nt = 0; nt < V / 8; ++nt)
     for (int e = 0; e < 4; ++e) {
@@ -497,11 +480,7 @@ __device__ __forceinline__ bool output_chunk(const Params& p, int64_t j) {
   for (int k0 = 0; k0 < kC; k0 += 16) {
     uint32_t a[4];
     frag_a_mk(a, ps, LT, 16 * warp, k0);
-    for (int nt = 0; nt < V / 8; ++nt) {
-      uint32_t b[2];
-      frag_b_kn(b, vs, LV, nt * 8, k0);
-      E::mma(o[nt], a, b);
-    }
+    mma_tiles<false>(o, a, vs, LV, 0, k0);
   }
   T* out = static_cast<T*>(p.o) + (r0 * p.HV + h) * V;
   for (int nt = 0; nt < V / 8; ++nt)
@@ -533,34 +512,38 @@ bool set_smem(Kernel kernel, std::size_t bytes) {
                               static_cast<int>(bytes)) == cudaSuccess;
 }
 
+// The state launch of Groups V blocks a CTA.
+template <typename T, int K, int V, int Groups>
+SlotBlockLaunch<Params> state_launch(bool pipelined) {
+  return {pipelined ? gdn_state<T, K, V, kStateBlockV, Groups, true>
+                    : gdn_state<T, K, V, kStateBlockV, Groups, false>,
+          kThreads * Groups,
+          pipelined ? StateSmem<T, K, kStateBlockV, Groups, true>::bytes
+                    : StateSmem<T, K, kStateBlockV, Groups, false>::bytes};
+}
+
 template <typename T, int K, int V>
 bool launch(const GdnArgs& a, const Params& p, cudaStream_t stream) {
   const GdnShape& s = a.shape;
   auto prepare = s.compact_prepare ? gdn_prepare<T, K, V, true> : gdn_prepare<T, K, V, false>;
-  auto state = s.pipelined_state ? gdn_state<T, K, V, kStateBlockV, true>
-                                 : gdn_state<T, K, V, kStateBlockV, false>;
   auto output = gdn_output<T, K, V>;
   const std::size_t prep_bytes =
       s.compact_prepare ? PrepareSmem<T, K, V, true>::bytes : PrepareSmem<T, K, V, false>::bytes;
-  const std::size_t state_bytes = s.pipelined_state ? StateSmem<T, K, kStateBlockV, true>::bytes
-                                                    : StateSmem<T, K, kStateBlockV, false>::bytes;
   constexpr std::size_t out_bytes = OutputSmem<T, K, V>::bytes;
-  if (!set_smem(prepare, prep_bytes) || !set_smem(state, state_bytes) ||
-      !set_smem(output, out_bytes))
-    return false;
+  if (!set_smem(prepare, prep_bytes) || !set_smem(output, out_bytes)) return false;
   // Flat: a CTA per task. Persistent: as many as are resident at once (over the other grid
   // dims), each looping over its tasks; the host asks the occupancy calculator, no device sync.
-  const unsigned heads = static_cast<unsigned>(s.value_heads), blocks_v = V / kStateBlockV;
+  const unsigned heads = static_cast<unsigned>(s.value_heads);
   unsigned prep_x = static_cast<unsigned>(a.capacity_chunks), out_x = prep_x;
-  unsigned state_x = 0;
-  if (!slot_block_tasks(s.slots, blocks_v, state_x)) return false;
   if (s.persistent && (!persistent_workers(prepare, kThreads, prep_bytes, heads, prep_x) ||
                        !persistent_workers(output, kThreads, out_bytes, heads, out_x)))
     return false;
-  if (s.persistent_state && !persistent_workers(state, kThreads, state_bytes, heads, state_x))
-    return false;
+  constexpr int kBlocks = V / kStateBlockV;
+  auto state = s.head_state ? state_launch<T, K, V, kBlocks>(s.pipelined_state)
+                            : state_launch<T, K, V, 1>(s.pipelined_state);
+  if (!state.plan(s.slots, s.head_state ? 1 : kBlocks, s.persistent_state, heads)) return false;
   if (a.capacity_chunks > 0) prepare<<<dim3(prep_x, heads), kThreads, prep_bytes, stream>>>(p);
-  state<<<dim3(state_x, heads), kThreads, state_bytes, stream>>>(p);
+  state.launch(heads, stream, p);
   if (a.capacity_chunks > 0) output<<<dim3(out_x, heads), kThreads, out_bytes, stream>>>(p);
   return cudaPeekAtLastError() == cudaSuccess;
 }

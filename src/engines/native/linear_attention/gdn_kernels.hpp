@@ -47,6 +47,10 @@ struct GdnShape {
   // The state launch loads the next chunk's rows with cp.async while it computes this one
   // (knob `pipeline` = 1) instead of loading each chunk before computing it.
   bool pipelined_state = false;
+  // The state launch's CTAs: one per head covering all V columns, V / 32 groups of four warps
+  // sharing the chunk's W and k rows in shared memory (the plan knob `state` = 1), else one per
+  // 32 columns (each reading W and k itself).
+  bool head_state = false;
   // The prepare launch inverts I + A by 16 x 16 blocks on all 128 threads (knob `solve` = 1)
   // instead of by forward substitution with one column per thread.
   bool blocked_solve = false;

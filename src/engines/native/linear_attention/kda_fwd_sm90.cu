@@ -216,19 +216,21 @@ __global__ void __launch_bounds__(kPrepThreads) prepare_kernel(const Params p) {
 
 // ---- state -----------------------------------------------------------------------------------
 
-// Pipelined: two buffers of a chunk's W and kg rows, U's BV columns and e^{G_last}, the next
-// chunk's loaded by cp.async while this one is computed (the loads are otherwise on the
-// critical path of a sequence's chunks).
-template <int D, int BV, bool Pipelined>
+// A CTA covers Groups V blocks of BV columns, four warps each, sharing the chunk's W and kg rows
+// in shared memory (Groups = 1: a CTA per block; 4: the whole state of a head, W and kg read
+// from L2 once per chunk instead of once per block). Pipelined: two buffers of a chunk's W and
+// kg rows, U's columns and e^{G_last}, the next chunk's loaded by cp.async while this one is
+// computed (the loads are otherwise on the critical path of a sequence's chunks).
+template <int D, int BV, int Groups, bool Pipelined>
 struct StateLayout {
-  static constexpr int SB = D + 8, SV = BV + 8;
+  static constexpr int SB = D + 8, SV = BV + 8, SU = Groups * BV + 8;
   static constexpr int kBuffers = Pipelined ? 2 : 1;
-  // bf16 elements, per buffer: W and kg [C][SB], then (pipelined) U's columns [C][SV]; then
-  // h [D][SV], v' [C][SV]; then e^{G_last} [kBuffers][D] f32.
+  // bf16 elements, per buffer: W and kg [C][SB], then (pipelined) U's columns [C][SU]; then
+  // per group h [D][SV] and v' [C][SV]; then e^{G_last} [kBuffers][D] f32.
   static constexpr int KG = C * SB, US = KG + C * SB;
-  static constexpr int kBufElems = US + (Pipelined ? C * SV : 0);
-  static constexpr int H = kBuffers * kBufElems, VN = H + D * SV;
-  static constexpr int end = VN + C * SV;
+  static constexpr int kBufElems = US + (Pipelined ? C * SU : 0);
+  static constexpr int H = kBuffers * kBufElems, VN = H + Groups * D * SV;
+  static constexpr int end = VN + Groups * C * SV;
   static constexpr std::size_t bytes =
       static_cast<std::size_t>(end) * 2 + static_cast<std::size_t>(kBuffers) * D * sizeof(float);
 };
@@ -244,17 +246,19 @@ __device__ __forceinline__ void copy_rows(bf16* dst, int ld, const bf16* src, in
   }
 }
 
-// Sequence slot s, value head blockIdx.y, V block vb.
-template <int D, int BV, bool Pipelined>
+// Sequence slot s, value head blockIdx.y, V blocks Groups vb .. Groups vb + Groups - 1 (warps
+// 4 g .. 4 g + 3 the g-th).
+template <int D, int BV, int Groups, bool Pipelined>
 __device__ __forceinline__ void state_slot(const Params& p, int64_t s, int vb) {
-  using L = StateLayout<D, BV, Pipelined>;
-  constexpr int SB = L::SB, SV = L::SV, MT = D / 64, NT = BV / 8;
+  using L = StateLayout<D, BV, Groups, Pipelined>;
+  constexpr int SB = L::SB, SV = L::SV, SU = L::SU, MT = D / 64, NT = BV / 8;
+  constexpr int Threads = kStateThreads * Groups;
   extern __shared__ float4 smem4[];
   bf16* sb = reinterpret_cast<bf16*>(smem4);
-  bf16 *Hs = sb + L::H, *VNs = sb + L::VN;
+  const int group = threadIdx.x / kStateThreads, warp = (threadIdx.x % kStateThreads) >> 5;
+  bf16 *Hs = sb + L::H + group * D * SV, *VNs = sb + L::VN + group * C * SV;
   float* gl_buffers = reinterpret_cast<float*>(sb + L::end);
-  const int warp = threadIdx.x >> 5;
-  const int hv = blockIdx.y, v0 = vb * BV, HV = p.s.value_heads;
+  const int hv = blockIdx.y, u0 = vb * Groups * BV, v0 = u0 + group * BV, HV = p.s.value_heads;
   const int m_base = warp * (D / 4);  // this warp's rows of h
   // Slab `at`'s W and kg rows, U's columns and e^{G_last} into buffer b, by cp.async (pipelined
   // only: then in flight until waited for).
@@ -262,17 +266,17 @@ __device__ __forceinline__ void state_slot(const Params& p, int64_t s, int vb) {
     using linear_attention::cp_async16;
     bf16* buf = sb + b * L::kBufElems;
     const bf16 *w = p.ws.w + at * C * D, *kg = p.ws.kg + at * C * D;
-    const bf16* u = p.ws.u + at * C * D + v0;
-    for (int i = threadIdx.x; i < C * (D / 8); i += kStateThreads) {
+    const bf16* u = p.ws.u + at * C * D + u0;
+    for (int i = threadIdx.x; i < C * (D / 8); i += Threads) {
       const int r = i / (D / 8), c = (i % (D / 8)) * 8;
       cp_async16(buf + r * SB + c, w + r * D + c, true);
       cp_async16(buf + L::KG + r * SB + c, kg + r * D + c, true);
     }
-    for (int i = threadIdx.x; i < C * (BV / 8); i += kStateThreads) {
-      const int r = i / (BV / 8), c = (i % (BV / 8)) * 8;
-      cp_async16(buf + L::US + r * SV + c, u + r * D + c, true);
+    for (int i = threadIdx.x; i < C * (Groups * BV / 8); i += Threads) {
+      const int r = i / (Groups * BV / 8), c = (i % (Groups * BV / 8)) * 8;
+      cp_async16(buf + L::US + r * SU + c, u + r * D + c, true);
     }
-    for (int i = threadIdx.x; i < D / 4; i += kStateThreads)
+    for (int i = threadIdx.x; i < D / 4; i += Threads)
       cp_async16(gl_buffers + b * D + 4 * i, p.ws.gl + at * D + 4 * i, true);
   };
 
@@ -304,9 +308,9 @@ __device__ __forceinline__ void state_slot(const Params& p, int64_t s, int vb) {
       if (j + 1 < last) prefetch(slab(p, j + 1, hv), b ^ 1);
       linear_attention::cp_async_commit();
     } else {
-      copy_rows<D, kStateThreads>(Wsm, SB, p.ws.w + at * C * D, C);
-      copy_rows<D, kStateThreads>(KGs, SB, p.ws.kg + at * C * D, C);
-      for (int c = threadIdx.x; c < D; c += kStateThreads) GLs[c] = p.ws.gl[at * D + c];
+      copy_rows<D, Threads>(Wsm, SB, p.ws.w + at * C * D, C);
+      copy_rows<D, Threads>(KGs, SB, p.ws.kg + at * C * D, C);
+      for (int c = threadIdx.x; c < D; c += Threads) GLs[c] = p.ws.gl[at * D + c];
     }
     bf16* hg = p.ws.h + at * D * D;
 #pragma unroll
@@ -335,7 +339,7 @@ __device__ __forceinline__ void state_slot(const Params& p, int64_t s, int vb) {
         for (int e = 0; e < 4; e += 2) {
           const int r = acc_row(16 * warp, e), c = acc_col(8 * t, e);
           // U's columns from shared memory when the pipeline brought them, else from global.
-          const bf16* ur = Pipelined ? Wsm + L::US + r * SV + c : u + r * D + v0 + c;
+          const bf16* ur = Pipelined ? Wsm + L::US + r * SU + group * BV + c : u + r * D + v0 + c;
           const float2 uu = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(ur));
           const __nv_bfloat162 x = __floats2bfloat162_rn(uu.x - acc[t][e], uu.y - acc[t][e + 1]);
           *reinterpret_cast<__nv_bfloat162*>(VNs + r * SV + c) = x;
@@ -370,12 +374,12 @@ __device__ __forceinline__ void state_slot(const Params& p, int64_t s, int vb) {
   }
 }
 
-// A (slot, V block) per CTA (flat) or a CTA's in turn (persistent).
-template <int D, int BV, bool Pipelined>
-__global__ void __launch_bounds__(kStateThreads) state_kernel(const Params p) {
-  linear_attention::for_each_slot_block<D / BV>(
+// A (slot, Groups V blocks) per CTA (flat) or a CTA's in turn (persistent).
+template <int D, int BV, int Groups, bool Pipelined>
+__global__ void __launch_bounds__(kStateThreads* Groups) state_kernel(const Params p) {
+  linear_attention::for_each_slot_block<D / (BV * Groups)>(
       p.s.slots, p.s.persistent_state,
-      [&](int64_t s, int vb) { state_slot<D, BV, Pipelined>(p, s, vb); });
+      [&](int64_t s, int vb) { state_slot<D, BV, Groups, Pipelined>(p, s, vb); });
 }
 
 // ---- output ----------------------------------------------------------------------------------
@@ -482,41 +486,44 @@ bool compact_prepare(const Params& p) {
   return gates && aligned16(p.q) && aligned16(p.k) && aligned16(p.v) && aligned16(p.g);
 }
 
+// The state launch of Groups V blocks a CTA.
+template <int D, int Groups>
+linear_attention::SlotBlockLaunch<Params> state_launch(bool pipelined) {
+  return {pipelined ? state_kernel<D, kStateBlockV, Groups, true>
+                    : state_kernel<D, kStateBlockV, Groups, false>,
+          kStateThreads * Groups,
+          pipelined ? StateLayout<D, kStateBlockV, Groups, true>::bytes
+                    : StateLayout<D, kStateBlockV, Groups, false>::bytes};
+}
+
 template <typename T, int D, Gates GT>
 bool launch(const Params& p, int64_t cap, cudaStream_t stream, bool output) {
   const bool compact = compact_prepare(p);
   auto prep = compact ? fwd::prepare_compact_kernel<T, D, GT> : prepare_kernel<T, D, GT>;
-  auto state = p.s.pipelined_state ? state_kernel<D, kStateBlockV, true>
-                                   : state_kernel<D, kStateBlockV, false>;
   auto out = output_kernel<T, D>;
   const std::size_t prep_bytes = compact ? fwd::CompactLayout<D, GT>::bytes : PrepLayout<D>::bytes;
   // Two compact CTAs per SM need the largest shared-memory carveout.
   if (compact && cudaFuncSetAttribute(prep, cudaFuncAttributePreferredSharedMemoryCarveout,
                                       cudaSharedmemCarveoutMaxShared) != cudaSuccess)
     return false;
-  const std::size_t state_bytes = p.s.pipelined_state ? StateLayout<D, kStateBlockV, true>::bytes
-                                                      : StateLayout<D, kStateBlockV, false>::bytes;
   constexpr std::size_t out_bytes = OutLayout<D>::bytes;
-  if (!allow_smem(prep, prep_bytes) || !allow_smem(state, state_bytes) ||
-      !allow_smem(out, out_bytes))
-    return false;
+  if (!allow_smem(prep, prep_bytes) || !allow_smem(out, out_bytes)) return false;
   // Flat: a CTA per task. Persistent: as many as are resident at once, each looping over its
   // tasks (linear_attention::persistent_workers asks the occupancy calculator, no device sync).
   using linear_attention::persistent_workers;
-  const unsigned heads = static_cast<unsigned>(p.s.value_heads), blocks_v = D / kStateBlockV;
+  const unsigned heads = static_cast<unsigned>(p.s.value_heads);
   unsigned prep_x = static_cast<unsigned>(cap), out_x = prep_x;
-  unsigned state_x = 0;
-  if (!linear_attention::slot_block_tasks(p.s.slots, blocks_v, state_x)) return false;
   if (p.s.persistent && (!persistent_workers(prep, kPrepThreads, prep_bytes, heads, prep_x) ||
                          !persistent_workers(out, kOutThreads, out_bytes, heads, out_x)))
     return false;
-  if (p.s.persistent_state &&
-      !persistent_workers(state, kStateThreads, state_bytes, heads, state_x))
-    return false;
+  constexpr int kBlocks = D / kStateBlockV;
+  auto st = p.s.head_state ? state_launch<D, kBlocks>(p.s.pipelined_state)
+                           : state_launch<D, 1>(p.s.pipelined_state);
+  if (!st.plan(p.s.slots, p.s.head_state ? 1 : kBlocks, p.s.persistent_state, heads)) return false;
   Params q = p;
   q.cap = cap;
   prep<<<dim3(prep_x, heads), kPrepThreads, prep_bytes, stream>>>(q);
-  state<<<dim3(state_x, heads), kStateThreads, state_bytes, stream>>>(q);
+  st.launch(heads, stream, q);
   if (output) out<<<dim3(out_x, heads), kOutThreads, out_bytes, stream>>>(q);
   return cudaPeekAtLastError() == cudaSuccess;
 }

@@ -50,6 +50,10 @@ struct Shape {
   // The state launch loads the next chunk's W, kg, U columns and e^{G_last} with cp.async while
   // it computes this one (the plan knob `pipeline` = 1) instead of loading each chunk first.
   bool pipelined_state = false;
+  // The state launch's CTAs: one per head covering all D value columns, D / 32 groups of four
+  // warps sharing the chunk's W and kg rows in shared memory (the plan knob `state` = 1), else
+  // one per 32 columns (each reading W and kg itself).
+  bool head_state = false;
   // The prepare launch's compact layout (the plan knob `prepare` = 1): q and k stay in shared
   // memory as their 16-bit input rows with a scale per row, Aqk as 16-bit, and the rows come in
   // by cp.async, so a kda CTA takes about 112 KB and two fit an SM where the wide layout's
