@@ -159,11 +159,11 @@ void exact_shapes(const Options& o, Report& report, const Peers& peers) {
   struct Shape {
     int64_t t, n;
   };
-  // kda four times and gdn four: the planner's first entry (the state loop pipelined, a state
+  // kda five times and gdn four: the planner's first entry (the state loop pipelined, a state
   // CTA per 32 columns, the compact prepare and, for gdn, the blocked inverse), the state launch
-  // a CTA per head (state = 1), for kda its W / U stores straight from the mma fragments
-  // (stores = 0), the state loop unpipelined (pipeline = 0), and for gdn the column-wise inverse
-  // (solve = 0) alone and with pipeline = 0.
+  // a CTA per head (state = 1), for kda the state transposed in registers (state = 2) and its
+  // W / U stores straight from the mma fragments (stores = 0), the state loop unpipelined
+  // (pipeline = 0), and for gdn the column-wise inverse (solve = 0) alone and with pipeline = 0.
   struct Variant {
     std::string rule, tag;
     plan::Knobs knobs;
@@ -171,6 +171,7 @@ void exact_shapes(const Options& o, Report& report, const Peers& peers) {
   const std::vector<Variant> variants = {
       {"kda", "", {}},
       {"kda", " state 1", {{"state", 1}}},
+      {"kda", " state 2", {{"state", 2}}},
       {"kda", " stores 0", {{"prepare", 1}, {"stores", 0}}},
       {"kda", " pipeline 0", {{"pipeline", 0}}},
       {"gdn", "", {}},

@@ -187,9 +187,9 @@ plan::Capabilities kda_bwd_capabilities() {
   // The recompute's state launch: 1 pipelined, 0 not; the forward's kernel, whose pipelined
   // loop was measured faster there (native_kda's knob `pipeline`), so 1 leads.
   caps.knobs["pipeline"] = {1, 0};
-  // The recompute's state launch: one CTA per 32 columns (0) or per head (1), as native_kda's
-  // knob `state` (0 leads there).
-  caps.knobs["state"] = {0, 1};
+  // The recompute's state launch: one CTA per 32 columns (0), per head (1) or the state
+  // transposed in registers (2), as native_kda's knob `state` (0 leads there).
+  caps.knobs["state"] = {0, 1, 2};
   // The decay-weighted products: 0 exactly per channel on CUDA cores, 1 on the tensor cores
   // through a reference row per 16-row block (kda::Shape). 1 leads (measured: see prepare).
   caps.knobs["intra"] = {1, 0};
@@ -237,7 +237,8 @@ class KdaBwdEngine : public plan::Engine {
     t.shape = shape_of(node);
     t.shape.compact_prepare = config.knobs.at("prepare") != 0;
     t.shape.pipelined_state = config.knobs.at("pipeline") != 0;
-    t.shape.head_state = config.knobs.at("state") != 0;
+    t.shape.head_state = config.knobs.at("state") == 1;
+    t.shape.state_rows = config.knobs.at("state") == 2;
     t.shape.tensor_core_backward = config.knobs.at("intra") != 0;
     t.shape.pipelined_dstate = config.knobs.at("dstate") != 0;
     const int64_t schedule = config.knobs.at("schedule");

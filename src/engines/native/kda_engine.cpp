@@ -159,7 +159,10 @@ plan::Capabilities kda_capabilities() {
   // 32-column groups of warps sharing the chunk's W and kg rows, one CTA of 16 warps per SM).
   // 0 leads: measured on the H200 (bench 14a, 2026-12-06) 5.02 / 5.25 / 0.765 ms against
   // 5.42 / 5.53 / 0.807 ms for 1.
-  caps.knobs["state"] = {0, 1};
+  // 2: the state transposed in registers, each warp's 16 value columns a recurrence of their own
+  // (kda_state_rows.cuh), one barrier per chunk instead of three. Written 2026-12-06 after the
+  // day's device time: not yet run on a GPU.
+  caps.knobs["state"] = {0, 1, 2};
   return caps;
 }
 
@@ -200,7 +203,8 @@ class KdaEngine : public plan::Engine {
     t.shape = shape_of(node);
     t.shape.tensor_core_diagonal = config.knobs.at("intra") != 0;
     t.shape.pipelined_state = config.knobs.at("pipeline") != 0;
-    t.shape.head_state = config.knobs.at("state") != 0;
+    t.shape.head_state = config.knobs.at("state") == 1;
+    t.shape.state_rows = config.knobs.at("state") == 2;
     const int64_t schedule = config.knobs.at("schedule");
     t.shape.persistent = schedule == 1 || schedule == 3;
     t.shape.persistent_state = schedule == 1 || schedule == 2;

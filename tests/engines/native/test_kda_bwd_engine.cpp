@@ -854,7 +854,8 @@ TEST_F(NativeKdaBwd, EveryKnobPointOnASmallBatch) {
   for (const BwdKnobs& k :
        {BwdKnobs{.prepare = 1, .intra = 1}, BwdKnobs{.intra = 1}, BwdKnobs{.dstate = 1},
         BwdKnobs{.schedule = 2, .dstate = 1}, BwdKnobs{.prepare = 1, .intra = 1, .schedule = 1},
-        BwdKnobs{.prepare = 1, .intra = 1, .state = 1}}) {
+        BwdKnobs{.prepare = 1, .intra = 1, .state = 1},
+        BwdKnobs{.prepare = 1, .intra = 1, .state = 2}}) {
     SCOPED_TRACE("prepare " + std::to_string(k.prepare) + " intra " + std::to_string(k.intra) +
                  " dstate " + std::to_string(k.dstate) + " schedule " + std::to_string(k.schedule) +
                  " state " + std::to_string(k.state));

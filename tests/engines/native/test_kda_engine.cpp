@@ -485,15 +485,23 @@ TEST_F(NativeKda, TheStagedStoresMatchTheReference) {
   matches_the_reference(1, {1}, 1, 1, false, 1);
 }
 
+// The state launch with the state transposed in registers (knob state = 2), every case.
+TEST_F(NativeKda, TheStateRowsLaunchMatchesTheReference) {
+  matches_the_reference(1, {1}, 0, 1, false, 1, 2);
+}
+
 // The compact prepare and the per-stage schedules on one small batch: what the sanitizers run
 // (the tests above are too large for racecheck's time).
 TEST_F(NativeKda, EveryKnobPointOnASmallBatch) {
   matches_the_reference(1, {1, 0}, 0, 1, true);
   for (int64_t schedule : {1, 2, 3}) matches_the_reference(1, {1}, schedule, 1, true);
   matches_the_reference(1, {1}, 0, 1, true, 1);
-  // The state launch a CTA per head (knob state = 1), flat and persistent.
-  matches_the_reference(1, {1}, 0, 1, true, 1, 1);
-  matches_the_reference(1, {1}, 2, 1, true, 1, 1);
+  // The state launch a CTA per head (knob state = 1) and with the state transposed in registers
+  // (2), flat and persistent.
+  for (int64_t state : {1, 2}) {
+    matches_the_reference(1, {1}, 0, 1, true, 1, state);
+    matches_the_reference(1, {1}, 2, 1, true, 1, state);
+  }
 }
 
 // An empty batch (T = 0, every slot empty): no chunk to run, but the final state of every slot
@@ -616,7 +624,7 @@ TEST_F(NativeKda, StrongGatesStayFinite) {
 #ifdef EAGLE_HAVE_CUDA
 // The timing shape (run by name: --gtest_also_run_disabled_tests): kda forward, bf16,
 // H = HV = 32, K = V = 128, T = 32768 in 8 sequences (equal, then skewed), l2 norm on, final
-// state out; CUDA events around 20 runs after 3 warm-up runs, for each intra knob. Drawing the
+// state out; CUDA events around 20 runs after 3 warm-up runs, for each state knob. Drawing the
 // inputs on the host takes most of a minute.
 TEST_F(NativeKda, DISABLED_TimeTheForward) {
   const std::vector<std::vector<int64_t>> batches = {
@@ -640,8 +648,9 @@ TEST_F(NativeKda, DISABLED_TimeTheForward) {
     std::vector<int64_t> cu = {0};
     for (int64_t l : lens) cu.push_back(cu.back() + l);
     dev[cu_t.uid()] = test::from_ints(cu, cu_t.dims(), DType::i32, Device::cpu()).to(kGpu);
-    for (int64_t intra : {1, 0}) {
-      const plan::ExecutionPlans plans = native_plan(g, intra);
+    // The leading knobs (intra 1, pipeline 1, prepare 1, stores 1) with each state launch.
+    for (int64_t state : {0, 1, 2}) {
+      const plan::ExecutionPlans plans = native_plan(g, 1, 1, 0, 1, 1, state);
       plan::VariantPack pack(plans.layout());
       std::vector<Array> keep;
       for (const auto& [uid, a] : dev) pack.set(uid, plan::Operand(a));
@@ -667,9 +676,9 @@ TEST_F(NativeKda, DISABLED_TimeTheForward) {
       float ms = 0;
       ASSERT_EQ(cudaEventElapsedTime(&ms, a, b), cudaSuccess);
       std::printf(
-          "kda forward bf16 H=HV=32 K=V=128 T=32768 N=8 (%s, intra %d): %.3f ms, workspace %.0f "
+          "kda forward bf16 H=HV=32 K=V=128 T=32768 N=8 (%s, state %d): %.3f ms, workspace %.0f "
           "MiB\n",
-          lens[0] == lens[1] ? "equal" : "skewed", static_cast<int>(intra), ms / kRuns,
+          lens[0] == lens[1] ? "equal" : "skewed", static_cast<int>(state), ms / kRuns,
           ws_bytes / 1048576.0);
       std::fflush(stdout);
       cudaEventDestroy(a);

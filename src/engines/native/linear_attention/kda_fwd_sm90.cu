@@ -13,6 +13,7 @@
 #include "engines/native/linear_attention/kda_kernels.hpp"
 #include "engines/native/linear_attention/kda_mma.cuh"
 #include "engines/native/linear_attention/kda_prepare_compact.cuh"
+#include "engines/native/linear_attention/kda_state_rows.cuh"
 #include "engines/native/linear_attention/persistent.cuh"
 #include "engines/native/linear_attention/unit_lower_inverse.cuh"
 
@@ -517,9 +518,13 @@ bool launch(const Params& p, int64_t cap, cudaStream_t stream, bool output) {
                          !persistent_workers(out, kOutThreads, out_bytes, heads, out_x)))
     return false;
   constexpr int kBlocks = D / kStateBlockV;
-  auto st = p.s.head_state ? state_launch<D, kBlocks>(p.s.pipelined_state)
-                           : state_launch<D, 1>(p.s.pipelined_state);
-  if (!st.plan(p.s.slots, p.s.head_state ? 1 : kBlocks, p.s.persistent_state, heads)) return false;
+  using Rows = fwd::StateRowsLayout<D>;
+  auto st = p.s.state_rows   ? linear_attention::SlotBlockLaunch<Params>{fwd::state_rows_kernel<D>,
+                                                                         Rows::kThreads, Rows::bytes}
+            : p.s.head_state ? state_launch<D, kBlocks>(p.s.pipelined_state)
+                             : state_launch<D, 1>(p.s.pipelined_state);
+  const int blocks = p.s.state_rows || p.s.head_state ? 1 : kBlocks;
+  if (!st.plan(p.s.slots, blocks, p.s.persistent_state, heads)) return false;
   Params q = p;
   q.cap = cap;
   prep<<<dim3(prep_x, heads), kPrepThreads, prep_bytes, stream>>>(q);

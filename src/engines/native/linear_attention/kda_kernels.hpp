@@ -54,6 +54,10 @@ struct Shape {
   // warps sharing the chunk's W and kg rows in shared memory (the plan knob `state` = 1), else
   // one per 32 columns (each reading W and kg itself).
   bool head_state = false;
+  // The state launch with the state transposed in registers, each warp running the recurrence
+  // for 16 value columns alone, one barrier per chunk (kda_state_rows.cuh; the plan knob
+  // `state` = 2; always pipelined). Takes precedence over head_state.
+  bool state_rows = false;
   // The prepare launch's compact layout (the plan knob `prepare` = 1): q and k stay in shared
   // memory as their 16-bit input rows with a scale per row, Aqk as 16-bit, and the rows come in
   // by cp.async, so a kda CTA takes about 112 KB and two fit an SM where the wide layout's

@@ -80,4 +80,14 @@ __device__ __forceinline__ void ldsm_b2(uint32_t (&b0)[2], uint32_t (&b1)[2], co
   b0[0] = r[0], b0[1] = r[1], b1[0] = r[2], b1[1] = r[3];
 }
 
+// The inverse of ldsm_x4<true>: four 8 x 8 matrices held in fragment layout (register q of
+// thread t: row t / 4, columns 2 (t % 4) and 2 (t % 4) + 1 of matrix q) stored transposed, lanes
+// 8q..8q+7 giving the addresses of matrix q's transposed rows (its columns). sm_90.
+__device__ __forceinline__ void stsm_x4_trans(void* row, const uint32_t (&r)[4]) {
+  asm volatile("stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [%0], {%1,%2,%3,%4};\n" ::"r"(
+                   shared_address(row)),
+               "r"(r[0]), "r"(r[1]), "r"(r[2]), "r"(r[3])
+               : "memory");
+}
+
 }  // namespace eagle::native::linear_attention

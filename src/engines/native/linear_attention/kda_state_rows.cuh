@@ -1,0 +1,213 @@
+// Internal, CUDA sources only: the kda / gdn2 forward's state launch with the state transposed
+// in registers (Shape::state_rows, the plan knob `state` = 2). Each warp owns 16 value columns
+// of a head's state as the rows of S^T [V, K] in mma accumulators, for all K keys, and runs the
+// recurrence alone:
+//   v'^T = U^T - S^T W^T           (A = S^T from its own accumulators, B = W's rows)
+//   S^T <- S^T diag(e^{G_last}) + v'^T (k e^{G_last - G})
+//                                   (A = v'^T from the accumulators just made, B = kg's rows)
+// An accumulator tile's layout is the next product's A fragment (FlashAttention's trick), so
+// neither the state nor v' goes through shared memory between the products, and the warps of a
+// CTA meet once per chunk: at the barrier that says the chunk's W, kg and U rows (loaded by
+// cp.async during the previous chunk) are there and the other buffer is free. The launch
+// state_kernel (kda_fwd_sm90.cu) instead keeps S [K, BV] per CTA of four warps and passes h and
+// v' through shared memory with three barriers per chunk.
+//
+// A CTA is one (slot, value head), D / 16 warps. What it writes is the other launch's: h_c
+// [K][V] bf16 per chunk (the state at its start, stored by stmatrix through a warp's own
+// staging tile), v' [C][V] bf16 over the workspace, the final state f32 [K][V].
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "engines/native/linear_attention/cp_async.cuh"
+#include "engines/native/linear_attention/kda_fwd_common.cuh"
+#include "engines/native/linear_attention/ldmatrix.cuh"
+#include "engines/native/linear_attention/persistent.cuh"
+
+namespace eagle::native::kda::fwd {
+
+// Shared memory of the state-rows launch, bf16 elements: two buffers of the chunk's W, kg and U
+// rows [C][SB]; per warp a staging tile for h_c [D][SS] and one for v' [C][SS]; then
+// e^{G_last} [2][D] f32. SS = 24: 48-byte rows, conflict-free for stmatrix's eight rows.
+template <int D>
+struct StateRowsLayout {
+  static constexpr int kWarps = D / 16, kThreads = 32 * kWarps;
+  static constexpr int SB = D + 8, SS = 24;
+  static constexpr int KG = C * SB, U = 2 * C * SB, kBufElems = 3 * C * SB;
+  static constexpr int STAGE = 2 * kBufElems, kStageElems = D * SS + C * SS;
+  static constexpr int end = STAGE + kWarps * kStageElems;
+  static_assert(end % 8 == 0, "e^{G_last} must start 16-byte aligned");
+  static constexpr std::size_t bytes =
+      static_cast<std::size_t>(end) * 2 + 2 * static_cast<std::size_t>(D) * sizeof(float);
+};
+
+// Packs accumulator tiles n and n + 1 (16 x 8 each, rows m0.., columns 8n.. and 8n + 8..) into
+// the A fragment of their 16 x 16 block, rounded to bf16.
+__device__ __forceinline__ void tiles_to_a(const float (&t0)[4], const float (&t1)[4],
+                                           uint32_t (&a)[4]) {
+  auto pack = [](float lo, float hi) {
+    const __nv_bfloat162 x = __floats2bfloat162_rn(lo, hi);
+    return *reinterpret_cast<const uint32_t*>(&x);
+  };
+  a[0] = pack(t0[0], t0[1]);
+  a[1] = pack(t0[2], t0[3]);
+  a[2] = pack(t1[0], t1[1]);
+  a[3] = pack(t1[2], t1[3]);
+}
+
+// Stores A fragments (16 rows, 16 * Blocks columns) transposed into a staging tile [16 Blocks][SS]
+// of the warp, then copies its rows to global memory: row x of the tile to dst + x * ld, 16
+// elements (32 bytes) each.
+template <int Blocks, int SS>
+__device__ __forceinline__ void store_transposed(bf16* stage, const uint32_t (&a)[Blocks][4],
+                                                 bf16* dst, int64_t ld) {
+  const int lane = threadIdx.x & 31, q = lane >> 3, i = lane & 7;
+#pragma unroll
+  for (int kk = 0; kk < Blocks; ++kk)
+    linear_attention::stsm_x4_trans(stage + (16 * kk + (q >> 1) * 8 + i) * SS + (q & 1) * 8, a[kk]);
+  __syncwarp();
+#pragma unroll
+  for (int x = lane; x < 32 * Blocks; x += 32) {
+    const int row = x >> 1, half = (x & 1) * 8;
+    *reinterpret_cast<uint4*>(dst + row * ld + half) =
+        *reinterpret_cast<const uint4*>(stage + row * SS + half);
+  }
+  __syncwarp();
+}
+
+// Sequence slot s, value head blockIdx.y.
+template <int D>
+__device__ __forceinline__ void state_rows_slot(const Params& p, int64_t s) {
+  using L = StateRowsLayout<D>;
+  constexpr int SB = L::SB, SS = L::SS, KT = D / 8, KB = D / 16;  // key tiles, key blocks
+  constexpr int TT = C / 8, TB = C / 16;                          // row tiles, row blocks
+  extern __shared__ float4 smem4[];
+  bf16* sb = reinterpret_cast<bf16*>(smem4);
+  float* gl_buffers = reinterpret_cast<float*>(sb + L::end);
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int hv = blockIdx.y, HV = p.s.value_heads;
+  const int vw = 16 * warp;  // this warp's value columns: the rows of its S^T
+  bf16* h_stage = sb + L::STAGE + warp * L::kStageElems;
+  bf16* v_stage = h_stage + D * SS;
+  auto prefetch = [&](int64_t at, int b) {
+    using linear_attention::cp_async16;
+    bf16* buf = sb + b * L::kBufElems;
+    const bf16 *w = p.ws.w + at * C * D, *kg = p.ws.kg + at * C * D, *u = p.ws.u + at * C * D;
+    for (int i = threadIdx.x; i < C * (D / 8); i += L::kThreads) {
+      const int r = i / (D / 8), c = (i % (D / 8)) * 8;
+      cp_async16(buf + r * SB + c, w + r * D + c, true);
+      cp_async16(buf + L::KG + r * SB + c, kg + r * D + c, true);
+      cp_async16(buf + L::U + r * SB + c, u + r * D + c, true);
+    }
+    for (int i = threadIdx.x; i < D / 4; i += L::kThreads)
+      cp_async16(gl_buffers + b * D + 4 * i, p.ws.gl + at * D + 4 * i, true);
+  };
+
+  // S^T [vw + row][key] in accumulator tiles over the keys: tile kt holds keys 8 kt...
+  float st[KT][4];
+  const int64_t state_at = (s * HV + hv) * static_cast<int64_t>(D) * D;
+#pragma unroll
+  for (int kt = 0; kt < KT; ++kt)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int v = acc_row(vw, e), key = acc_col(8 * kt, e);
+      st[kt][e] = p.h0 ? p.h0[state_at + static_cast<int64_t>(key) * D + v] : 0.f;
+    }
+
+  const int64_t first = p.offsets[s], last = p.offsets[s + 1];
+  if (first < last) prefetch(slab(p, first, hv), 0);
+  linear_attention::cp_async_commit();
+  for (int64_t j = first; j < last; ++j) {
+    const int64_t at = slab(p, j, hv);
+    const int b = static_cast<int>((j - first) & 1);
+    const bf16* Ws = sb + b * L::kBufElems;
+    const bf16 *KGs = Ws + L::KG, *Us = Ws + L::U;
+    const float* GLs = gl_buffers + b * D;
+    // This chunk's rows are in (its group is the only one in flight) and every warp is past the
+    // previous chunk, which read the other buffer: the next chunk's rows may go there.
+    linear_attention::cp_async_wait<0>();
+    __syncthreads();
+    if (j + 1 < last) prefetch(slab(p, j + 1, hv), b ^ 1);
+    linear_attention::cp_async_commit();
+
+    // h_c: S^T rounded to bf16, as A fragments over the keys, stored as h [key][v].
+    uint32_t sa[KB][4];
+#pragma unroll
+    for (int kb = 0; kb < KB; ++kb) tiles_to_a(st[2 * kb], st[2 * kb + 1], sa[kb]);
+    store_transposed<KB, SS>(h_stage, sa, p.ws.h + at * D * D + vw, D);
+
+    // v'^T = U^T - S^T W^T over the chunk's rows t: tile tt holds rows 8 tt...
+    float acc[TT][4] = {};
+#pragma unroll
+    for (int kb = 0; kb < KB; ++kb)
+#pragma unroll
+      for (int tt = 0; tt < TT; tt += 2) {
+        uint32_t b0[2], b1[2];  // B (key, t) = W[t][key]
+        linear_attention::ldsm_b2<true>(b0, b1, Ws, SB, 16 * kb, 8 * tt);
+        mma(acc[tt], sa[kb], b0);
+        mma(acc[tt + 1], sa[kb], b1);
+      }
+    uint32_t va[TB][4];
+#pragma unroll
+    for (int tb = 0; tb < TB; ++tb) {
+      uint32_t uf[4];  // U^T (v, t) as an A fragment: tiles 2 tb and 2 tb + 1, halves e 0-1, 2-3
+      linear_attention::ldsm_a<false>(uf, Us, SB, vw, 16 * tb);
+      float t0[4], t1[4];
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const float2 lo = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&uf[h]));
+        const float2 hi = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&uf[2 + h]));
+        t0[2 * h] = lo.x - acc[2 * tb][2 * h];
+        t0[2 * h + 1] = lo.y - acc[2 * tb][2 * h + 1];
+        t1[2 * h] = hi.x - acc[2 * tb + 1][2 * h];
+        t1[2 * h + 1] = hi.y - acc[2 * tb + 1][2 * h + 1];
+      }
+      tiles_to_a(t0, t1, va[tb]);
+    }
+    store_transposed<TB, SS>(v_stage, va, p.ws.vn + at * C * D + vw, D);
+
+    // S^T <- S^T diag(e^{G_last}) + v'^T (k e^{G_last - G}).
+#pragma unroll
+    for (int kt = 0; kt < KT; ++kt) {
+      const float2 g = *reinterpret_cast<const float2*>(GLs + acc_col(8 * kt, 0));
+      st[kt][0] *= g.x;
+      st[kt][1] *= g.y;
+      st[kt][2] *= g.x;
+      st[kt][3] *= g.y;
+    }
+#pragma unroll
+    for (int tb = 0; tb < TB; ++tb)
+#pragma unroll
+      for (int kt = 0; kt < KT; kt += 2) {
+        uint32_t b0[2], b1[2];  // B (t, key) = kg[t][key]
+        linear_attention::ldsm_b2<false>(b0, b1, KGs, SB, 16 * tb, 8 * kt);
+        mma(st[kt], va[tb], b0);
+        mma(st[kt + 1], va[tb], b1);
+      }
+  }
+  linear_attention::cp_async_wait<0>();  // nothing may be left in flight at exit
+
+  if (p.ht) {
+#pragma unroll
+    for (int kt = 0; kt < KT; ++kt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int v = acc_row(vw, e), key = acc_col(8 * kt, e);
+        p.ht[state_at + static_cast<int64_t>(key) * D + v] = st[kt][e];
+      }
+  }
+  (void)lane;
+}
+
+// A slot per CTA (flat) or a CTA's slots in turn (persistent).
+template <int D>
+__global__ void __launch_bounds__(StateRowsLayout<D>::kThreads) state_rows_kernel(const Params p) {
+  linear_attention::for_each_slot_block<1>(p.s.slots, p.s.persistent_state,
+                                           [&](int64_t s, int) { state_rows_slot<D>(p, s); });
+}
+
+}  // namespace eagle::native::kda::fwd
