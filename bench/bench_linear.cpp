@@ -159,10 +159,10 @@ void exact_shapes(const Options& o, Report& report, const Peers& peers) {
   struct Shape {
     int64_t t, n;
   };
-  // kda five times and gdn four: the planner's first entry (the state loop pipelined, a state
+  // kda five times and gdn five: the planner's first entry (the state loop pipelined, a state
   // CTA per 32 columns, the compact prepare and, for gdn, the blocked inverse), the state launch
-  // a CTA per head (state = 1), for kda the state transposed in registers (state = 2) and its
-  // W / U stores straight from the mma fragments (stores = 0), the state loop unpipelined
+  // a CTA per head (state = 1) and with the state transposed in registers (state = 2), for kda
+  // its W / U stores straight from the mma fragments (stores = 0), the state loop unpipelined
   // (pipeline = 0), and for gdn the column-wise inverse (solve = 0) alone and with pipeline = 0.
   struct Variant {
     std::string rule, tag;
@@ -176,6 +176,7 @@ void exact_shapes(const Options& o, Report& report, const Peers& peers) {
       {"kda", " pipeline 0", {{"pipeline", 0}}},
       {"gdn", "", {}},
       {"gdn", " state 1", {{"state", 1}}},
+      {"gdn", " state 2", {{"state", 2}}},
       {"gdn", " solve 0", {{"pipeline", 1}, {"solve", 0}}},
       {"gdn", " pipeline 0 solve 0", {{"pipeline", 0}, {"solve", 0}}}};
   for (const Shape& sh : {Shape{32768, 8}, Shape{32768, 64}, Shape{4096, 32}})

@@ -157,7 +157,9 @@ plan::Capabilities gdn_capabilities() {
   // warps sharing the chunk's W and k rows; native_kda's knob of the same name). 0 leads:
   // measured on the H200 (bench 14a, 2026-12-06) 3.88 / 3.93 / 0.575 ms against 3.93 / 3.91 /
   // 0.578 ms for 1 (within 1.5% both ways).
-  caps.knobs["state"] = {0, 1};
+  // 2: the state transposed in registers (native_kda's `state` = 2), written 2026-12-06 after the
+  // day's device time: not yet run on a GPU.
+  caps.knobs["state"] = {0, 1, 2};
   caps.knobs["solve"] = {1, 0};
   // 0 flat (a CTA per task of the capacity), 1 persistent (resident CTAs looping over tasks),
   // 2 persistent for the state launch only, 3 for the chunk launches (prepare, output) only: the
@@ -197,7 +199,8 @@ class GdnEngine : public plan::Engine {
     GdnPlan::Table t{};
     t.shape = shape_of(node);
     t.shape.pipelined_state = config.knobs.at("pipeline") != 0;
-    t.shape.head_state = config.knobs.at("state") != 0;
+    t.shape.head_state = config.knobs.at("state") == 1;
+    t.shape.state_rows = config.knobs.at("state") == 2;
     t.shape.blocked_solve = config.knobs.at("solve") != 0;
     const int64_t schedule = config.knobs.at("schedule");
     t.shape.persistent = schedule == 1 || schedule == 3;

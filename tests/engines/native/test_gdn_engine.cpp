@@ -46,7 +46,8 @@ struct GdnCase {
   std::optional<double> scale;
   // The engine's knobs: pipeline 1 prefetches the next chunk's rows in the state loop, solve 1
   // inverts I + A by 16 x 16 blocks in the prepare launch, schedule 1 is persistent, prepare 1
-  // is the prepare launch's compact layout, state 1 a state CTA per head (0: per 32 columns).
+  // is the prepare launch's compact layout, state 1 a state CTA per head (0: per 32 columns; 2:
+  // the state transposed in registers).
   int64_t pipeline = 0, solve = 0, schedule = 0, prepare = 0, state = 0;
   std::vector<int64_t> cu() const {
     std::vector<int64_t> c = {0};
@@ -133,7 +134,10 @@ void check_case(const GdnCase& c) {
                (c.initial_state ? " initial_state" : "") +
                (c.pipeline ? " pipelined state loop" : "") + (c.solve ? " blocked solve" : "") +
                (c.schedule ? " schedule " + std::to_string(c.schedule) : "") +
-               (c.prepare ? " compact prepare" : "") + (c.state ? " state per head" : ""));
+               (c.prepare ? " compact prepare" : "") +
+               (c.state == 1   ? " state per head"
+                : c.state == 2 ? " state rows"
+                               : ""));
   const int64_t t = c.active() + c.pad, active = c.active();
   const op::Graph full = gdn_graph(c, t), packed = gdn_graph(c, active > 0 ? active : 1);
   const std::map<std::string, Array> in = random_gdn_inputs(c);
@@ -250,7 +254,7 @@ TEST_F(NativeGdn, EveryKnobsKernelsMatchTheReference) {
   for (const Knobs& knobs :
        {Knobs{1, 0, 0, 0}, Knobs{0, 1, 0, 0}, Knobs{0, 0, 1, 0}, Knobs{1, 1, 1, 0},
         Knobs{1, 0, 0, 1}, Knobs{1, 1, 1, 1}, Knobs{1, 1, 2, 0}, Knobs{0, 1, 3, 1},
-        Knobs{1, 1, 0, 1, 1}, Knobs{0, 1, 2, 1, 1}}) {
+        Knobs{1, 1, 0, 1, 1}, Knobs{0, 1, 2, 1, 1}, Knobs{1, 1, 0, 1, 2}, Knobs{1, 1, 2, 1, 2}}) {
     const int64_t pipeline = knobs.pipeline, solve = knobs.solve, schedule = knobs.schedule;
     const int64_t prepare = knobs.prepare, state = knobs.state;
     for (DType d : {DType::bf16, DType::f16})

@@ -103,6 +103,38 @@ __device__ __forceinline__ void mma_tiles(float (&acc)[NT][4], const uint32_t (&
   }
 }
 
+// Accumulator tiles t0 and t1 (16 x 8 each: columns 8n.. and 8n + 8..) as the A fragment of
+// their 16 x 16 block, rounded to T: an accumulator's layout is the A fragment's.
+template <typename T>
+__device__ __forceinline__ void tiles_to_a(const float (&t0)[4], const float (&t1)[4],
+                                           uint32_t (&a)[4]) {
+  a[0] = pack2f<T>(t0[0], t0[1]);
+  a[1] = pack2f<T>(t0[2], t0[3]);
+  a[2] = pack2f<T>(t1[0], t1[1]);
+  a[3] = pack2f<T>(t1[2], t1[3]);
+}
+
+// A fragments of a warp's 16 x (16 Blocks) tile stored transposed: stmatrix into the warp's
+// staging tile [16 Blocks][SS] (SS a multiple of 8), then its rows below `rows` to global memory,
+// row x at dst + x * ld (16 elements, two 16-byte pieces; dst 16-byte aligned).
+template <int Blocks, int SS, typename T>
+__device__ __forceinline__ void store_transposed(T* stage, const uint32_t (&a)[Blocks][4], T* dst,
+                                                 int64_t ld, int rows = 16 * Blocks) {
+  const int lane = threadIdx.x & 31, q = lane >> 3, i = lane & 7;
+#pragma unroll
+  for (int kk = 0; kk < Blocks; ++kk)
+    stsm_x4_trans(stage + (16 * kk + (q >> 1) * 8 + i) * SS + (q & 1) * 8, a[kk]);
+  __syncwarp();
+#pragma unroll
+  for (int x = lane; x < 32 * Blocks; x += 32) {
+    const int row = x >> 1, half = (x & 1) * 8;
+    if (row < rows)
+      *reinterpret_cast<uint4*>(dst + row * ld + half) =
+          *reinterpret_cast<const uint4*>(stage + row * SS + half);
+  }
+  __syncwarp();
+}
+
 // The accumulator element of fragment position e (0..3): row and column inside the 16 x 8 tile.
 __device__ __forceinline__ int acc_row(int e) {
   return ((threadIdx.x & 31) >> 2) + (e >= 2 ? 8 : 0);

@@ -396,6 +396,157 @@ __global__ void __launch_bounds__(kThreads* Groups) gdn_state(const Params p) {
   });
 }
 
+// ---- state, transposed in registers: per (sequence, value head) -------------------------------
+
+// The state launch of knob `state` = 2 (native_kda's kda_state_rows.cuh, for gdn's scalar gate):
+// each of the V / 16 warps keeps S^T for its 16 value columns in mma accumulators and runs the
+// recurrence alone (v'^T = U^T - S^T W^T, S^T <- e^{G_last} S^T + (v' d)^T k with d_t =
+// e^{G_last - G_t} / |k_t|), one barrier per chunk. Shared memory: two buffers of the chunk's W
+// and k rows [64][LK], U [64][LU] and the rows' G and inverse norms; per warp a staging tile for
+// h_c [K][SS] and one for v' [64][SS].
+template <typename T, int K, int V>
+struct StateRowsSmem {
+  static constexpr int kWarps = V / 16, kThreadsRows = 32 * kWarps;
+  static constexpr int LK = K + 8, LU = V + 8, SS = 24;
+  static constexpr int kChunkElems = 2 * kC * LK + kC * LU;
+  static constexpr int kStageElems = K * SS + kC * SS;
+  static constexpr int kElems = 2 * kChunkElems + kWarps * kStageElems;
+  static_assert(kElems % 8 == 0, "the gates must start 16-byte aligned");
+  static constexpr std::size_t bytes = sizeof(T) * kElems + sizeof(float) * 2 * 2 * kC;
+};
+
+template <typename T, int K, int V>
+__device__ __forceinline__ void state_rows_slot(const Params& p, int64_t s) {
+  using E = Elem<T>;
+  using L = StateRowsSmem<T, K, V>;
+  constexpr int LK = L::LK, LU = L::LU, SS = L::SS, KT = K / 8, KB = K / 16, TT = kC / 8,
+                TB = kC / 16;
+  const int tid = threadIdx.x, warp = tid / 32;
+  const int h = blockIdx.y, kh = h / p.group, vw = 16 * warp;
+  const int64_t begin = ragged::clamp_row(p.cu[s], 0, p.tokens);
+  const int64_t end = ragged::clamp_row(p.cu[s + 1], begin, p.tokens);
+  const int64_t first = p.offsets[s];
+  const int64_t own = static_cast<int64_t>(p.offsets[s + 1]) - first;
+  const int64_t need = (end - begin + kC - 1) / kC;
+  const int64_t chunks = own < need ? own : need;
+  extern __shared__ __align__(16) unsigned char smem[];
+  T* chunk_rows = reinterpret_cast<T*>(smem);  // per buffer: W, k (as given) [64][LK]; U [64][LU]
+  T* h_stage = chunk_rows + 2 * L::kChunkElems + warp * L::kStageElems;
+  T* v_stage = h_stage + K * SS;
+  float* gate_rows = reinterpret_cast<float*>(chunk_rows + L::kElems);  // per buffer: G, 1 / |k|
+  T* const u = static_cast<T*>(p.u);
+  auto load_rows = [&](int64_t c, int b) {  // cp.async, in flight until waited for
+    const int64_t r0 = begin + c * kC;
+    const int n = static_cast<int>(end - r0 < kC ? end - r0 : kC);
+    T* w_rows = chunk_rows + b * L::kChunkElems;
+    const T* w_at = static_cast<const T*>(p.w) + (r0 * p.HV + h) * K;
+    const T* k_at = static_cast<const T*>(p.k) + (r0 * p.H + kh) * K;
+    const T* u_at = u + (r0 * p.HV + h) * V;
+    load_chunk_rows<T, K, kC, true>(w_rows, LK, w_at, static_cast<int64_t>(p.HV) * K, n);
+    load_chunk_rows<T, K, kC, true>(w_rows + kC * LK, LK, k_at, static_cast<int64_t>(p.H) * K, n);
+    load_chunk_rows<T, V, kC, true>(w_rows + 2 * kC * LK, LU, u_at, static_cast<int64_t>(p.HV) * V,
+                                    n);
+    if (tid < kC) {  // rows past the chunk repeat the last G
+      const int i = tid < n ? tid : n - 1;
+      float* g_dst = gate_rows + b * 2 * kC + tid;
+      cp_async4(g_dst, p.gc + (r0 + i) * p.HV + h);
+      if (p.l2)
+        cp_async4(g_dst + kC, p.rk + (r0 + i) * p.H + kh);
+      else
+        g_dst[kC] = 1.0f;
+    }
+  };
+
+  // S^T [vw + row][key] in accumulator tiles over the keys.
+  const int64_t state_at = (s * p.HV + h) * static_cast<int64_t>(K) * V;
+  float st[KT][4];
+  for (int kt = 0; kt < KT; ++kt)
+    for (int e = 0; e < 4; ++e) {
+      const int v = vw + acc_row(e), key = 8 * kt + acc_col(e);
+      st[kt][e] = p.h0 ? load_real(p.h0, state_at + key * V + v, p.state_t) : 0.0f;
+    }
+  if (chunks > 0) load_rows(0, 0);
+  cp_async_commit();
+  for (int64_t c = 0; c < chunks; ++c) {
+    const int64_t r0 = begin + c * kC;
+    const int n = static_cast<int>(end - r0 < kC ? end - r0 : kC);
+    const int b = static_cast<int>(c & 1);
+    const T* ws = chunk_rows + b * L::kChunkElems;  // [64][LK] W
+    const T* ks = ws + kC * LK;                     // [64][LK] k (as given)
+    const T* us = ks + kC * LK;                     // [64][LU] U
+    const float* gcs = gate_rows + b * 2 * kC;      // [64] G
+    const float* inv = gcs + kC;                    // [64] inverse norms of the k rows
+    // This chunk's rows are in and every warp is past the previous chunk (the other buffer).
+    cp_async_wait<0>();
+    __syncthreads();
+    if (c + 1 < chunks) load_rows(c + 1, b ^ 1);
+    cp_async_commit();
+
+    // h_c, stored as h [key][v].
+    uint32_t sa[KB][4];
+    for (int kb = 0; kb < KB; ++kb) tiles_to_a<T>(st[2 * kb], st[2 * kb + 1], sa[kb]);
+    store_transposed<KB, SS>(
+        h_stage, sa,
+        static_cast<T*>(p.h) + ((first + c) * p.HV + h) * static_cast<int64_t>(K) * V + vw, V);
+
+    // v'^T = U^T - S^T W^T, written over U (the chunk's rows); then scaled by d_t for the update.
+    float acc[TT][4] = {};
+    for (int kb = 0; kb < KB; ++kb)
+      for (int tt = 0; tt < TT; tt += 2) {
+        uint32_t b0[2], b1[2];  // B (key, t) = W[t][key]
+        ldsm_b2<true>(b0, b1, ws, LK, 16 * kb, 8 * tt);
+        E::mma(acc[tt], sa[kb], b0);
+        E::mma(acc[tt + 1], sa[kb], b1);
+      }
+    const float g_last = gcs[kC - 1];
+    uint32_t vo[TB][4], va[TB][4];
+    for (int tb = 0; tb < TB; ++tb) {
+      uint32_t uf[4];  // U^T (v, t): tiles 2 tb and 2 tb + 1, elements 0-1 and 2-3
+      ldsm_a<false>(uf, us, LU, vw, 16 * tb);
+      float y[2][4], yd[2][4];
+      for (int half = 0; half < 2; ++half)
+        for (int e = 0; e < 4; ++e) {
+          const uint32_t bits = uf[2 * half + e / 2];
+          const T x = reinterpret_cast<const T*>(&bits)[e & 1];
+          const int t = 16 * tb + 8 * half + acc_col(e);
+          y[half][e] = E::to_float(E::from_float(E::to_float(x) - acc[2 * tb + half][e]));
+          yd[half][e] = t < n ? y[half][e] * expf(g_last - gcs[t]) * inv[t] : 0.0f;
+        }
+      tiles_to_a<T>(y[0], y[1], vo[tb]);
+      tiles_to_a<T>(yd[0], yd[1], va[tb]);
+    }
+    store_transposed<TB, SS>(v_stage, vo, u + (r0 * p.HV + h) * V + vw,
+                             static_cast<int64_t>(p.HV) * V, n);
+
+    // S^T <- e^{G_last} S^T + (v' d)^T k.
+    const float decay = expf(g_last);
+    for (int kt = 0; kt < KT; ++kt)
+      for (int e = 0; e < 4; ++e) st[kt][e] *= decay;
+    for (int tb = 0; tb < TB; ++tb)
+      for (int kt = 0; kt < KT; kt += 2) {
+        uint32_t b0[2], b1[2];  // B (t, key) = k[t][key]
+        ldsm_b2<false>(b0, b1, ks, LK, 16 * tb, 8 * kt);
+        E::mma(st[kt], va[tb], b0);
+        E::mma(st[kt + 1], va[tb], b1);
+      }
+  }
+  cp_async_wait<0>();  // nothing left in flight at exit
+  if (p.hN)
+    for (int kt = 0; kt < KT; ++kt)
+      for (int e = 0; e < 4; ++e) {
+        const int v = vw + acc_row(e), key = 8 * kt + acc_col(e);
+        store_real(p.hN, state_at + key * V + v, p.state_t, st[kt][e]);
+      }
+}
+
+// A slot per CTA (flat) or a CTA's slots in turn (persistent).
+template <typename T, int K, int V>
+__global__ void __launch_bounds__(StateRowsSmem<T, K, V>::kThreadsRows)
+    gdn_state_rows(const Params p) {
+  for_each_slot_block<1>(p.slots, p.persistent_state,
+                         [&](int64_t s, int) { state_rows_slot<T, K, V>(p, s); });
+}
+
 // ---- output: per (chunk, value head) ----------------------------------------------------------
 
 template <typename T, int K, int V>
@@ -539,9 +690,13 @@ bool launch(const GdnArgs& a, const Params& p, cudaStream_t stream) {
                        !persistent_workers(output, kThreads, out_bytes, heads, out_x)))
     return false;
   constexpr int kBlocks = V / kStateBlockV;
-  auto state = s.head_state ? state_launch<T, K, V, kBlocks>(s.pipelined_state)
-                            : state_launch<T, K, V, 1>(s.pipelined_state);
-  if (!state.plan(s.slots, s.head_state ? 1 : kBlocks, s.persistent_state, heads)) return false;
+  using Rows = StateRowsSmem<T, K, V>;
+  auto state = s.state_rows   ? SlotBlockLaunch<Params>{gdn_state_rows<T, K, V>, Rows::kThreadsRows,
+                                                        Rows::bytes}
+               : s.head_state ? state_launch<T, K, V, kBlocks>(s.pipelined_state)
+                              : state_launch<T, K, V, 1>(s.pipelined_state);
+  const int blocks = s.state_rows || s.head_state ? 1 : kBlocks;
+  if (!state.plan(s.slots, blocks, s.persistent_state, heads)) return false;
   if (a.capacity_chunks > 0) prepare<<<dim3(prep_x, heads), kThreads, prep_bytes, stream>>>(p);
   state.launch(heads, stream, p);
   if (a.capacity_chunks > 0) output<<<dim3(out_x, heads), kThreads, out_bytes, stream>>>(p);

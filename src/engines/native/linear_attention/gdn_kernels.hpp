@@ -51,6 +51,10 @@ struct GdnShape {
   // sharing the chunk's W and k rows in shared memory (the plan knob `state` = 1), else one per
   // 32 columns (each reading W and k itself).
   bool head_state = false;
+  // The state launch with the state transposed in registers, each warp running the recurrence
+  // for 16 value columns alone, one barrier per chunk (the plan knob `state` = 2; always
+  // pipelined). Takes precedence over head_state.
+  bool state_rows = false;
   // The prepare launch inverts I + A by 16 x 16 blocks on all 128 threads (knob `solve` = 1)
   // instead of by forward substitution with one column per thread.
   bool blocked_solve = false;

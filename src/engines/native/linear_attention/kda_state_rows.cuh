@@ -23,6 +23,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "engines/native/linear_attention/chunk_common.cuh"
 #include "engines/native/linear_attention/cp_async.cuh"
 #include "engines/native/linear_attention/kda_fwd_common.cuh"
 #include "engines/native/linear_attention/ldmatrix.cuh"
@@ -44,40 +45,6 @@ struct StateRowsLayout {
   static constexpr std::size_t bytes =
       static_cast<std::size_t>(end) * 2 + 2 * static_cast<std::size_t>(D) * sizeof(float);
 };
-
-// Packs accumulator tiles n and n + 1 (16 x 8 each, rows m0.., columns 8n.. and 8n + 8..) into
-// the A fragment of their 16 x 16 block, rounded to bf16.
-__device__ __forceinline__ void tiles_to_a(const float (&t0)[4], const float (&t1)[4],
-                                           uint32_t (&a)[4]) {
-  auto pack = [](float lo, float hi) {
-    const __nv_bfloat162 x = __floats2bfloat162_rn(lo, hi);
-    return *reinterpret_cast<const uint32_t*>(&x);
-  };
-  a[0] = pack(t0[0], t0[1]);
-  a[1] = pack(t0[2], t0[3]);
-  a[2] = pack(t1[0], t1[1]);
-  a[3] = pack(t1[2], t1[3]);
-}
-
-// Stores A fragments (16 rows, 16 * Blocks columns) transposed into a staging tile [16 Blocks][SS]
-// of the warp, then copies its rows to global memory: row x of the tile to dst + x * ld, 16
-// elements (32 bytes) each.
-template <int Blocks, int SS>
-__device__ __forceinline__ void store_transposed(bf16* stage, const uint32_t (&a)[Blocks][4],
-                                                 bf16* dst, int64_t ld) {
-  const int lane = threadIdx.x & 31, q = lane >> 3, i = lane & 7;
-#pragma unroll
-  for (int kk = 0; kk < Blocks; ++kk)
-    linear_attention::stsm_x4_trans(stage + (16 * kk + (q >> 1) * 8 + i) * SS + (q & 1) * 8, a[kk]);
-  __syncwarp();
-#pragma unroll
-  for (int x = lane; x < 32 * Blocks; x += 32) {
-    const int row = x >> 1, half = (x & 1) * 8;
-    *reinterpret_cast<uint4*>(dst + row * ld + half) =
-        *reinterpret_cast<const uint4*>(stage + row * SS + half);
-  }
-  __syncwarp();
-}
 
 // Sequence slot s, value head blockIdx.y.
 template <int D>
@@ -137,8 +104,9 @@ __device__ __forceinline__ void state_rows_slot(const Params& p, int64_t s) {
     // h_c: S^T rounded to bf16, as A fragments over the keys, stored as h [key][v].
     uint32_t sa[KB][4];
 #pragma unroll
-    for (int kb = 0; kb < KB; ++kb) tiles_to_a(st[2 * kb], st[2 * kb + 1], sa[kb]);
-    store_transposed<KB, SS>(h_stage, sa, p.ws.h + at * D * D + vw, D);
+    for (int kb = 0; kb < KB; ++kb)
+      linear_attention::tiles_to_a<bf16>(st[2 * kb], st[2 * kb + 1], sa[kb]);
+    linear_attention::store_transposed<KB, SS>(h_stage, sa, p.ws.h + at * D * D + vw, D);
 
     // v'^T = U^T - S^T W^T over the chunk's rows t: tile tt holds rows 8 tt...
     float acc[TT][4] = {};
@@ -166,9 +134,9 @@ __device__ __forceinline__ void state_rows_slot(const Params& p, int64_t s) {
         t1[2 * h] = hi.x - acc[2 * tb + 1][2 * h];
         t1[2 * h + 1] = hi.y - acc[2 * tb + 1][2 * h + 1];
       }
-      tiles_to_a(t0, t1, va[tb]);
+      linear_attention::tiles_to_a<bf16>(t0, t1, va[tb]);
     }
-    store_transposed<TB, SS>(v_stage, va, p.ws.vn + at * C * D + vw, D);
+    linear_attention::store_transposed<TB, SS>(v_stage, va, p.ws.vn + at * C * D + vw, D);
 
     // S^T <- S^T diag(e^{G_last}) + v'^T (k e^{G_last - G}).
 #pragma unroll
