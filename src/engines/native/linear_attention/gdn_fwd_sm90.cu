@@ -231,6 +231,22 @@ __global__ void __launch_bounds__(kThreads) gdn_prepare(const Params p) {
 
 // ---- state: per (sequence, value head, V block), sequential over the chunks ---------------------
 
+// Slot s's rows [begin, end), its first chunk's index and how many of its chunks run: those its
+// rows need, no more than the chunk offsets give it.
+struct SlotChunks {
+  int64_t begin, end, first, chunks;
+};
+__device__ __forceinline__ SlotChunks slot_chunks(const Params& p, int64_t s) {
+  SlotChunks r;
+  r.begin = ragged::clamp_row(p.cu[s], 0, p.tokens);
+  r.end = ragged::clamp_row(p.cu[s + 1], r.begin, p.tokens);
+  r.first = p.offsets[s];
+  const int64_t own = static_cast<int64_t>(p.offsets[s + 1]) - r.first;
+  const int64_t need = (r.end - r.begin + kC - 1) / kC;
+  r.chunks = own < need ? own : need;
+  return r;
+}
+
 // A CTA covers Groups V blocks of BV columns, four warps each, sharing the chunk's W and k rows
 // in shared memory (Groups = V / BV: one CTA per head, W and k read once per chunk). Pipelined:
 // two buffers of a chunk's W, k and U rows, G and the k rows' inverse norms, the next chunk's
@@ -257,12 +273,8 @@ __device__ __forceinline__ void state_slot(const Params& p, int64_t s, int vb) {
   constexpr int MT = K / 64, NT = BV / 8;  // per warp: K / 4 key rows, BV columns
   const int tid = threadIdx.x, group = tid / kThreads, warp = (tid % kThreads) / 32;
   const int h = blockIdx.y, kh = h / p.group, u0 = vb * Groups * BV, v0 = u0 + group * BV;
-  const int64_t begin = ragged::clamp_row(p.cu[s], 0, p.tokens);
-  const int64_t end = ragged::clamp_row(p.cu[s + 1], begin, p.tokens);
-  const int64_t first = p.offsets[s];
-  const int64_t own = static_cast<int64_t>(p.offsets[s + 1]) - first;
-  const int64_t need = (end - begin + kC - 1) / kC;
-  const int64_t chunks = own < need ? own : need;
+  const SlotChunks range = slot_chunks(p, s);
+  const int64_t begin = range.begin, end = range.end, first = range.first, chunks = range.chunks;
   extern __shared__ __align__(16) unsigned char smem[];
   T* chunk_rows = reinterpret_cast<T*>(smem);  // per buffer: W, k (as given) [64][LK]; U [64][LU]
   T* hs = chunk_rows + L::kBuffers * L::kChunkElems + group * L::kGroupElems;  // [K][LB] the state
@@ -423,12 +435,8 @@ __device__ __forceinline__ void state_rows_slot(const Params& p, int64_t s) {
                 TB = kC / 16;
   const int tid = threadIdx.x, warp = tid / 32;
   const int h = blockIdx.y, kh = h / p.group, vw = 16 * warp;
-  const int64_t begin = ragged::clamp_row(p.cu[s], 0, p.tokens);
-  const int64_t end = ragged::clamp_row(p.cu[s + 1], begin, p.tokens);
-  const int64_t first = p.offsets[s];
-  const int64_t own = static_cast<int64_t>(p.offsets[s + 1]) - first;
-  const int64_t need = (end - begin + kC - 1) / kC;
-  const int64_t chunks = own < need ? own : need;
+  const SlotChunks range = slot_chunks(p, s);
+  const int64_t begin = range.begin, end = range.end, first = range.first, chunks = range.chunks;
   extern __shared__ __align__(16) unsigned char smem[];
   T* chunk_rows = reinterpret_cast<T*>(smem);  // per buffer: W, k (as given) [64][LK]; U [64][LU]
   T* h_stage = chunk_rows + 2 * L::kChunkElems + warp * L::kStageElems;
@@ -491,13 +499,8 @@ __device__ __forceinline__ void state_rows_slot(const Params& p, int64_t s) {
 
     // v'^T = U^T - S^T W^T, written over U (the chunk's rows); then scaled by d_t for the update.
     float acc[TT][4] = {};
-    for (int kb = 0; kb < KB; ++kb)
-      for (int tt = 0; tt < TT; tt += 2) {
-        uint32_t b0[2], b1[2];  // B (key, t) = W[t][key]
-        ldsm_b2<true>(b0, b1, ws, LK, 16 * kb, 8 * tt);
-        E::mma(acc[tt], sa[kb], b0);
-        E::mma(acc[tt + 1], sa[kb], b1);
-      }
+    for (int kb = 0; kb < KB; ++kb)  // B (key, t) = W[t][key]
+      mma_tiles<true>(acc, sa[kb], ws, LK, 0, 16 * kb);
     const float g_last = gcs[kC - 1];
     uint32_t vo[TB][4], va[TB][4];
     for (int tb = 0; tb < TB; ++tb) {
@@ -522,13 +525,8 @@ __device__ __forceinline__ void state_rows_slot(const Params& p, int64_t s) {
     const float decay = expf(g_last);
     for (int kt = 0; kt < KT; ++kt)
       for (int e = 0; e < 4; ++e) st[kt][e] *= decay;
-    for (int tb = 0; tb < TB; ++tb)
-      for (int kt = 0; kt < KT; kt += 2) {
-        uint32_t b0[2], b1[2];  // B (t, key) = k[t][key]
-        ldsm_b2<false>(b0, b1, ks, LK, 16 * tb, 8 * kt);
-        E::mma(st[kt], va[tb], b0);
-        E::mma(st[kt + 1], va[tb], b1);
-      }
+    for (int tb = 0; tb < TB; ++tb)  // B (t, key) = k[t][key]
+      mma_tiles<false>(st, va[tb], ks, LK, 0, 16 * tb);
   }
   cp_async_wait<0>();  // nothing left in flight at exit
   if (p.hN)

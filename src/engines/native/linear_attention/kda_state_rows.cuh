@@ -111,14 +111,8 @@ __device__ __forceinline__ void state_rows_slot(const Params& p, int64_t s) {
     // v'^T = U^T - S^T W^T over the chunk's rows t: tile tt holds rows 8 tt...
     float acc[TT][4] = {};
 #pragma unroll
-    for (int kb = 0; kb < KB; ++kb)
-#pragma unroll
-      for (int tt = 0; tt < TT; tt += 2) {
-        uint32_t b0[2], b1[2];  // B (key, t) = W[t][key]
-        linear_attention::ldsm_b2<true>(b0, b1, Ws, SB, 16 * kb, 8 * tt);
-        mma(acc[tt], sa[kb], b0);
-        mma(acc[tt + 1], sa[kb], b1);
-      }
+    for (int kb = 0; kb < KB; ++kb)  // B (key, t) = W[t][key]
+      linear_attention::mma_tiles<true>(acc, sa[kb], Ws, SB, 0, 16 * kb);
     uint32_t va[TB][4];
 #pragma unroll
     for (int tb = 0; tb < TB; ++tb) {
@@ -148,14 +142,8 @@ __device__ __forceinline__ void state_rows_slot(const Params& p, int64_t s) {
       st[kt][3] *= g.y;
     }
 #pragma unroll
-    for (int tb = 0; tb < TB; ++tb)
-#pragma unroll
-      for (int kt = 0; kt < KT; kt += 2) {
-        uint32_t b0[2], b1[2];  // B (t, key) = kg[t][key]
-        linear_attention::ldsm_b2<false>(b0, b1, KGs, SB, 16 * tb, 8 * kt);
-        mma(st[kt], va[tb], b0);
-        mma(st[kt + 1], va[tb], b1);
-      }
+    for (int tb = 0; tb < TB; ++tb)  // B (t, key) = kg[t][key]
+      linear_attention::mma_tiles<false>(st, va[tb], KGs, SB, 0, 16 * tb);
   }
   linear_attention::cp_async_wait<0>();  // nothing may be left in flight at exit
 
