@@ -196,7 +196,10 @@ plan::Capabilities kda_bwd_capabilities() {
   // The dstate launch: 0 copies each chunk's tiles before computing it, 1 the previous chunk's
   // while computing this one (kda::Shape). 0 leads: 1 measured slower (22.4 ms against 20.2 with
   // prepare 1 intra 1, as above: one CTA per SM instead of two).
-  caps.knobs["dstate"] = {0, 1};
+  // 2: dh transposed in registers, each warp's 16 value columns a reverse recurrence of their own
+  // (kda_bwd_dstate_rows.cuh), one barrier per chunk; written 2026-12-06 after the day's device
+  // time: not yet run on a GPU.
+  caps.knobs["dstate"] = {0, 1, 2};
   return caps;
 }
 
@@ -240,7 +243,8 @@ class KdaBwdEngine : public plan::Engine {
     t.shape.head_state = config.knobs.at("state") == 1;
     t.shape.state_rows = config.knobs.at("state") == 2;
     t.shape.tensor_core_backward = config.knobs.at("intra") != 0;
-    t.shape.pipelined_dstate = config.knobs.at("dstate") != 0;
+    t.shape.pipelined_dstate = config.knobs.at("dstate") == 1;
+    t.shape.dstate_rows = config.knobs.at("dstate") == 2;
     const int64_t schedule = config.knobs.at("schedule");
     t.shape.persistent = schedule == 1 || schedule == 3;
     t.shape.persistent_state = schedule == 1 || schedule == 2;

@@ -840,6 +840,12 @@ TEST_F(NativeKdaBwd, ThePipelinedDstateMatchesTheReference) {
   backward_matches_the_reference({.schedule = 2, .dstate = 1});
 }
 
+// The dstate launch with dh transposed in registers (knob dstate = 2), flat and persistent.
+TEST_F(NativeKdaBwd, TheDstateRowsLaunchMatchesTheReference) {
+  backward_matches_the_reference({.prepare = 1, .intra = 1, .dstate = 2});
+  backward_matches_the_reference({.prepare = 1, .intra = 1, .schedule = 2, .dstate = 2});
+}
+
 // The persistent schedule (knob schedule = 1: every launch over tasks; 2: the slot launches
 // alone; 3: the chunk launches alone), with the other knobs' second points among them.
 TEST_F(NativeKdaBwd, ThePersistentScheduleMatchesTheReference) {
@@ -855,7 +861,9 @@ TEST_F(NativeKdaBwd, EveryKnobPointOnASmallBatch) {
        {BwdKnobs{.prepare = 1, .intra = 1}, BwdKnobs{.intra = 1}, BwdKnobs{.dstate = 1},
         BwdKnobs{.schedule = 2, .dstate = 1}, BwdKnobs{.prepare = 1, .intra = 1, .schedule = 1},
         BwdKnobs{.prepare = 1, .intra = 1, .state = 1},
-        BwdKnobs{.prepare = 1, .intra = 1, .state = 2}}) {
+        BwdKnobs{.prepare = 1, .intra = 1, .state = 2},
+        BwdKnobs{.prepare = 1, .intra = 1, .dstate = 2},
+        BwdKnobs{.prepare = 1, .intra = 1, .schedule = 2, .dstate = 2, .state = 2}}) {
     SCOPED_TRACE("prepare " + std::to_string(k.prepare) + " intra " + std::to_string(k.intra) +
                  " dstate " + std::to_string(k.dstate) + " schedule " + std::to_string(k.schedule) +
                  " state " + std::to_string(k.state));
@@ -930,6 +938,8 @@ TEST_F(NativeKdaBwd, DISABLED_TimeTheBackward) {
   for (int64_t prepare : {0, 1})
     for (int64_t intra : {0, 1}) time_the_backward(g, host, {.prepare = prepare, .intra = intra});
   time_the_backward(g, host, {.prepare = 1, .intra = 1, .dstate = 1});
+  time_the_backward(g, host, {.prepare = 1, .intra = 1, .dstate = 2});
+  time_the_backward(g, host, {.prepare = 1, .intra = 1, .dstate = 2, .state = 2});
 }
 
 void time_the_backward(const op::Graph& g, const Arrays& host, BwdKnobs knobs) {
@@ -963,9 +973,10 @@ void time_the_backward(const op::Graph& g, const Arrays& host, BwdKnobs knobs) {
   ASSERT_EQ(cudaEventElapsedTime(&ms, a, b), cudaSuccess);
   std::printf(
       "kda backward bf16 H=HV=32 K=V=128 T=32768 N=8 (equal), prepare %lld intra %lld dstate "
-      "%lld: %.3f ms, workspace %.0f MiB\n",
+      "%lld state %lld: %.3f ms, workspace %.0f MiB\n",
       static_cast<long long>(knobs.prepare), static_cast<long long>(knobs.intra),
-      static_cast<long long>(knobs.dstate), ms / kRuns, ws_bytes / 1048576.0);
+      static_cast<long long>(knobs.dstate), static_cast<long long>(knobs.state), ms / kRuns,
+      ws_bytes / 1048576.0);
   std::fflush(stdout);
   cudaEventDestroy(a);
   cudaEventDestroy(b);

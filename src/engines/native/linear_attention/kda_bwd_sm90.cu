@@ -18,6 +18,7 @@
 #include "engines/native/linear_attention/cp_async.cuh"
 #include "engines/native/linear_attention/kda_bwd_common.cuh"
 #include "engines/native/linear_attention/kda_bwd_dqkg.cuh"
+#include "engines/native/linear_attention/kda_bwd_dstate_rows.cuh"
 #include "engines/native/linear_attention/kda_bwd_kernels.hpp"
 #include "engines/native/linear_attention/kda_fwd_common.cuh"
 #include "engines/native/linear_attention/kda_mma.cuh"
@@ -513,39 +514,47 @@ bool allow_smem(Kernel kernel, std::size_t bytes) {
                               static_cast<int>(bytes)) == cudaSuccess;
 }
 
+// The dstate launch: dh transposed in registers (Shape::dstate_rows, where d_o is 16-byte
+// aligned for its 16-byte reads), else a CTA per 32 columns of dh.
+template <typename T, int D>
+linear_attention::SlotBlockLaunch<Params> dstate_launch(const Params& p, int& blocks) {
+  using Rows = bwd::DStateRowsLayout<D>;
+  blocks = 1;
+  if (p.s.dstate_rows && reinterpret_cast<std::uintptr_t>(p.d_o) % 16 == 0)
+    return {bwd::dstate_rows_kernel<T, D>, Rows::kThreads, Rows::bytes};
+  blocks = D / kStateBlockV;
+  const bool piped = p.s.pipelined_dstate;
+  return {
+      piped ? dstate_kernel<T, D, kStateBlockV, true> : dstate_kernel<T, D, kStateBlockV, false>,
+      kStateThreads,
+      piped ? DStateLayout<D, kStateBlockV, true>::bytes
+            : DStateLayout<D, kStateBlockV, false>::bytes};
+}
+
 template <typename T, int D, Gates GT>
 bool launch(const Params& p, int64_t cap, cudaStream_t stream) {
-  auto dstate = p.s.pipelined_dstate ? dstate_kernel<T, D, kStateBlockV, true>
-                                     : dstate_kernel<T, D, kStateBlockV, false>;
   auto dmat = dmat_kernel<T, D, GT>;
   const bool tc = p.s.tensor_core_backward;
   auto dqkg = tc ? dqkg_kernel<T, D, GT, true> : dqkg_kernel<T, D, GT, false>;
   auto finish = finish_kernel<T, D>;
-  const std::size_t state_bytes = p.s.pipelined_dstate
-                                      ? DStateLayout<D, kStateBlockV, true>::bytes
-                                      : DStateLayout<D, kStateBlockV, false>::bytes;
   constexpr std::size_t mat_bytes = MatLayout<D>::bytes;
   const std::size_t qkg_bytes = tc ? QkgTcLayout<D>::bytes : QkgLayout<D>::bytes;
-  if (!allow_smem(dstate, state_bytes) || !allow_smem(dmat, mat_bytes) ||
-      !allow_smem(dqkg, qkg_bytes))
-    return false;
+  if (!allow_smem(dmat, mat_bytes) || !allow_smem(dqkg, qkg_bytes)) return false;
   // Flat: a CTA per task. Persistent: as many as are resident at once, each looping over its
   // tasks (as the forward's launches; the finish launch over rows stays flat).
   using linear_attention::persistent_workers;
-  const unsigned heads = static_cast<unsigned>(p.s.value_heads), blocks_v = D / kStateBlockV;
-  unsigned state_x = 0, mat_x = static_cast<unsigned>(cap);
-  unsigned qkg_x = mat_x;
-  if (!linear_attention::slot_block_tasks(p.s.slots, blocks_v, state_x)) return false;
-  if (p.s.persistent_state &&
-      !persistent_workers(dstate, kStateThreads, state_bytes, heads, state_x))
-    return false;
+  const unsigned heads = static_cast<unsigned>(p.s.value_heads);
+  unsigned mat_x = static_cast<unsigned>(cap), qkg_x = mat_x;
+  int blocks = 1;
+  auto dstate = dstate_launch<T, D>(p, blocks);
+  if (!dstate.plan(p.s.slots, blocks, p.s.persistent_state, heads)) return false;
   if (cap > 0 && p.s.persistent &&
       (!persistent_workers(dmat, kMatThreads, mat_bytes, heads, mat_x) ||
        !persistent_workers(dqkg, kQkgThreads, qkg_bytes, heads, qkg_x)))
     return false;
   Params q = p;
   q.cap = cap;
-  dstate<<<dim3(state_x, heads), kStateThreads, state_bytes, stream>>>(q);
+  dstate.launch(heads, stream, q);
   if (cap > 0) {
     dmat<<<dim3(mat_x, heads), kMatThreads, mat_bytes, stream>>>(q);
     dqkg<<<dim3(qkg_x, heads), kQkgThreads, qkg_bytes, stream>>>(q);

@@ -76,6 +76,10 @@ struct Shape {
   // The backward's dstate launch copies the previous chunk's tiles by cp.async while it computes
   // this one (knob `dstate` of native_kda_bwd = 1), as the forward's pipelined state loop.
   bool pipelined_dstate = false;
+  // The backward's dstate launch with dh transposed in registers, each warp running the reverse
+  // recurrence for 16 value columns alone (kda_bwd_dstate_rows.cuh; knob `dstate` of
+  // native_kda_bwd = 2). Needs d_o 16-byte aligned (else the launch above).
+  bool dstate_rows = false;
   // The persistent schedule: a launch runs as many CTAs as are resident at once, each looping
   // over its tasks, instead of one CTA per task of the capacity (flat), whose CTAs past the batch
   // return at once. Per stage: `persistent` for the chunk launches (prepare, output; knob

@@ -1,0 +1,219 @@
+// Internal, CUDA sources only: the kda / gdn2 backward's dstate launch with dh transposed in
+// registers (Shape::dstate_rows, knob `dstate` = 2 of native_kda_bwd), as the forward's
+// kda_state_rows.cuh: each warp owns 16 value columns of a head's dh as the rows of dh^T [V, K]
+// in mma accumulators and runs the reverse recurrence over the sequence's chunks alone:
+//   dv'^T = dO^T Aqk + dh^T kg^T          (A = dO^T from a warp tile, dh^T from accumulators)
+//   dh^T <- dh^T diag(e^{G_last}) + dO^T qg - dv'^T W
+// one barrier per chunk (the chunk's Aqk, kg, W and qg tiles, copied by cp.async during the
+// chunk after it, are in; the other buffer is free). A warp reads its own 16 columns of d_o
+// (registers, one chunk ahead) and stores dh_c [K][V] and dv' [C][V] bf16 through its own
+// stmatrix staging tiles; dh0 f32 [K][V] at the end.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <type_traits>
+
+#include "engines/native/linear_attention/chunk_common.cuh"
+#include "engines/native/linear_attention/cp_async.cuh"
+#include "engines/native/linear_attention/kda_bwd_common.cuh"
+#include "engines/native/linear_attention/ldmatrix.cuh"
+#include "engines/native/linear_attention/persistent.cuh"
+
+namespace eagle::native::kda::bwd {
+
+// Shared memory of the dstate-rows launch, bf16 elements: two buffers of the chunk's Aqk
+// [C][ST] and kg, W, qg [C][SB]; per warp a staging tile for dh_c [D][SS] and one [C][SS] that
+// d_o's columns pass through and then dv' (SS = 24: conflict-free for stmatrix and ldmatrix);
+// then e^{G_last} [2][D] f32.
+template <int D>
+struct DStateRowsLayout {
+  static constexpr int kWarps = D / 16, kThreads = 32 * kWarps;
+  static constexpr int SB = D + 8, ST = C + 8, SS = 24;
+  static constexpr int KL = C * ST, W = KL + C * SB, QG = W + C * SB, kBufElems = QG + C * SB;
+  static constexpr int STAGE = 2 * kBufElems, kStageElems = D * SS + C * SS;
+  static constexpr int end = STAGE + kWarps * kStageElems;
+  static_assert(end % 8 == 0, "e^{G_last} must start 16-byte aligned");
+  static constexpr std::size_t bytes =
+      static_cast<std::size_t>(end) * 2 + 2 * static_cast<std::size_t>(D) * sizeof(float);
+};
+
+// A warp's 16 columns (c0..) of d_o for chunk rows row0 .. row0 + 63, four 16-byte pieces a
+// lane (row x >> 1, half x & 1 of piece x = lane + 32 i); rows at or past n are zero (padding
+// rows may hold NaN). d_o 16-byte aligned (the launch checks).
+template <typename T>
+struct DoPieces {
+  uint4 x[4];
+  __device__ __forceinline__ void load(const Params& p, int64_t row0, int n, int hv, int c0) {
+    const T* d_o = static_cast<const T*>(p.d_o);
+    const int64_t HV = p.s.value_heads, D = p.s.dim;
+    const int lane = threadIdx.x & 31;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int piece = lane + 32 * i, r = piece >> 1, half = (piece & 1) * 8;
+      x[i] = r < n ? *reinterpret_cast<const uint4*>(d_o + ((row0 + r) * HV + hv) * D + c0 + half)
+                   : make_uint4(0, 0, 0, 0);
+    }
+  }
+  // Into the warp's tile [C][ld] as bf16.
+  __device__ __forceinline__ void store(bf16* tile, int ld) const {
+    const int lane = threadIdx.x & 31;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int piece = lane + 32 * i, r = piece >> 1, half = (piece & 1) * 8;
+      uint4 y = x[i];
+      if constexpr (!std::is_same_v<T, bf16>) {
+        const T* in = reinterpret_cast<const T*>(&x[i]);
+        bf16* out = reinterpret_cast<bf16*>(&y);
+#pragma unroll
+        for (int e = 0; e < 8; ++e) out[e] = __float2bfloat16(to_float(in[e]));
+      }
+      *reinterpret_cast<uint4*>(tile + r * ld + half) = y;
+    }
+  }
+  static __device__ __forceinline__ float to_float(__half v) {
+    return __half2float(v);
+  }
+  static __device__ __forceinline__ float to_float(bf16 v) {
+    return __bfloat162float(v);
+  }
+};
+
+// Flips the sign of both bf16 halves of each register: -x exactly.
+__device__ __forceinline__ void negate(uint32_t (&a)[4]) {
+#pragma unroll
+  for (int r = 0; r < 4; ++r) a[r] ^= 0x80008000u;
+}
+
+// Sequence slot s, value head blockIdx.y.
+template <typename T, int D>
+__device__ __forceinline__ void dstate_rows_slot(const Params& p, int64_t s) {
+  using L = DStateRowsLayout<D>;
+  constexpr int SB = L::SB, ST = L::ST, SS = L::SS, KT = D / 8, KB = D / 16;
+  constexpr int TT = C / 8, TB = C / 16;
+  extern __shared__ float4 smem4[];
+  bf16* sb = reinterpret_cast<bf16*>(smem4);
+  float* gl_buffers = reinterpret_cast<float*>(sb + L::end);
+  const int warp = threadIdx.x >> 5;
+  const int hv = blockIdx.y, HV = p.s.value_heads, vw = 16 * warp;
+  bf16* h_stage = sb + L::STAGE + warp * L::kStageElems;
+  bf16* row_stage = h_stage + D * SS;         // d_o's columns, then dv'
+  auto copy_chunk = [&](int64_t at, int b) {  // cp.async, in flight until waited for
+    bf16* buf = sb + b * L::kBufElems;
+    using linear_attention::load_chunk_rows;
+    load_chunk_rows<bf16, C, C, true>(buf, ST, view(p.f.aqk, at, C * C), C, C);
+    load_chunk_rows<bf16, D, C, true>(buf + L::KL, SB, view(p.f.kg, at, C * D), D, C);
+    load_chunk_rows<bf16, D, C, true>(buf + L::W, SB, view(p.f.w, at, C * D), D, C);
+    load_chunk_rows<bf16, D, C, true>(buf + L::QG, SB, view(p.f.qg, at, C * D), D, C);
+    for (int i = threadIdx.x; i < D / 4; i += L::kThreads)
+      linear_attention::cp_async16(gl_buffers + b * D + 4 * i, p.f.gl + at * D + 4 * i, true);
+  };
+
+  // dh^T [vw + row][key] in accumulator tiles over the keys.
+  float dh[KT][4];
+  const int64_t state_at = (s * HV + hv) * static_cast<int64_t>(D) * D;
+#pragma unroll
+  for (int kt = 0; kt < KT; ++kt)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int v = acc_row(vw, e), key = acc_col(8 * kt, e);
+      dh[kt][e] = p.dht ? p.dht[state_at + static_cast<int64_t>(key) * D + v] : 0.f;
+    }
+
+  const int64_t first = p.offsets[s], last = p.offsets[s + 1];
+  DoPieces<T> d_o;
+  if (first < last) {
+    copy_chunk((last - 1) * HV + hv, 0);
+    const ragged::ChunkTask task = chunk_of(p, last - 1);
+    d_o.load(p, task.row_begin, static_cast<int>(task.row_end - task.row_begin), hv, vw);
+  }
+  linear_attention::cp_async_commit();
+  for (int64_t j = last - 1; j >= first; --j) {
+    const int64_t at = j * HV + hv;
+    const int b = static_cast<int>((last - 1 - j) & 1);
+    const bf16* Ms = sb + b * L::kBufElems;
+    const bf16 *KLs = Ms + L::KL, *Ws = Ms + L::W, *QGs = Ms + L::QG;
+    const float* GLs = gl_buffers + b * D;
+    // This chunk's tiles are in and every warp is past the chunk after it (the other buffer).
+    linear_attention::cp_async_wait<0>();
+    __syncthreads();
+    if (j - 1 >= first) copy_chunk((j - 1) * HV + hv, b ^ 1);
+    linear_attention::cp_async_commit();
+
+    // dO^T (v, t) as A fragments from the warp's columns of d_o; the next chunk's (j - 1) loads
+    // then fly while this one is computed.
+    d_o.store(row_stage, SS);
+    __syncwarp();
+    uint32_t da[TB][4];
+#pragma unroll
+    for (int tb = 0; tb < TB; ++tb)
+      linear_attention::ldsm_a<false>(da[tb], row_stage, SS, 0, 16 * tb);
+    __syncwarp();
+    if (j - 1 >= first) {
+      const ragged::ChunkTask prev = chunk_of(p, j - 1);
+      d_o.load(p, prev.row_begin, static_cast<int>(prev.row_end - prev.row_begin), hv, vw);
+    }
+
+    // dh_c, stored as dh [key][v].
+    uint32_t ha[KB][4];
+#pragma unroll
+    for (int kb = 0; kb < KB; ++kb)
+      linear_attention::tiles_to_a<bf16>(dh[2 * kb], dh[2 * kb + 1], ha[kb]);
+    linear_attention::store_transposed<KB, SS>(h_stage, ha, p.ws.dh + at * D * D + vw, D);
+
+    // dv'^T = dO^T Aqk + dh^T kg^T over the chunk's rows t.
+    float acc[TT][4] = {};
+#pragma unroll
+    for (int tb = 0; tb < TB; ++tb)  // B (t', t) = Aqk[t'][t]
+      linear_attention::mma_tiles<false>(acc, da[tb], Ms, ST, 0, 16 * tb);
+#pragma unroll
+    for (int kb = 0; kb < KB; ++kb)  // B (key, t) = kg[t][key]
+      linear_attention::mma_tiles<true>(acc, ha[kb], KLs, SB, 0, 16 * kb);
+    uint32_t va[TB][4];
+#pragma unroll
+    for (int tb = 0; tb < TB; ++tb)
+      linear_attention::tiles_to_a<bf16>(acc[2 * tb], acc[2 * tb + 1], va[tb]);
+    linear_attention::store_transposed<TB, SS>(row_stage, va, p.ws.dvn + at * C * D + vw, D);
+
+    // dh^T <- dh^T diag(e^{G_last}) + dO^T qg - dv'^T W.
+#pragma unroll
+    for (int kt = 0; kt < KT; ++kt) {
+      const float2 g = *reinterpret_cast<const float2*>(GLs + acc_col(8 * kt, 0));
+      dh[kt][0] *= g.x;
+      dh[kt][1] *= g.y;
+      dh[kt][2] *= g.x;
+      dh[kt][3] *= g.y;
+    }
+#pragma unroll
+    for (int tb = 0; tb < TB; ++tb) {
+      linear_attention::mma_tiles<false>(dh, da[tb], QGs, SB, 0, 16 * tb);  // B (t, key) = qg
+      negate(va[tb]);
+      linear_attention::mma_tiles<false>(dh, va[tb], Ws, SB, 0, 16 * tb);  // B (t, key) = W
+    }
+  }
+  linear_attention::cp_async_wait<0>();  // nothing left in flight at exit
+
+  if (p.dh0) {
+#pragma unroll
+    for (int kt = 0; kt < KT; ++kt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int v = acc_row(vw, e), key = acc_col(8 * kt, e);
+        p.dh0[state_at + static_cast<int64_t>(key) * D + v] = dh[kt][e];
+      }
+  }
+}
+
+// A slot per CTA (flat) or a CTA's slots in turn (persistent).
+template <typename T, int D>
+__global__ void __launch_bounds__(DStateRowsLayout<D>::kThreads)
+    dstate_rows_kernel(const Params p) {
+  linear_attention::for_each_slot_block<1>(p.s.slots, p.s.persistent_state,
+                                           [&](int64_t s, int) { dstate_rows_slot<T, D>(p, s); });
+}
+
+}  // namespace eagle::native::kda::bwd
