@@ -55,7 +55,7 @@ __device__ __forceinline__ void state_rows_slot(const Params& p, int64_t s) {
   extern __shared__ float4 smem4[];
   bf16* sb = reinterpret_cast<bf16*>(smem4);
   float* gl_buffers = reinterpret_cast<float*>(sb + L::end);
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int warp = threadIdx.x >> 5;
   const int hv = blockIdx.y, HV = p.s.value_heads;
   const int vw = 16 * warp;  // this warp's value columns: the rows of its S^T
   bf16* h_stage = sb + L::STAGE + warp * L::kStageElems;
@@ -156,7 +156,6 @@ __device__ __forceinline__ void state_rows_slot(const Params& p, int64_t s) {
         p.ht[state_at + static_cast<int64_t>(key) * D + v] = st[kt][e];
       }
   }
-  (void)lane;
 }
 
 // A slot per CTA (flat) or a CTA's slots in turn (persistent).
