@@ -213,6 +213,25 @@ TEST_F(NativeGdn, GroupedValueHeads) {
   }
 }
 
+// The state launch with the state transposed in registers (knob state = 2) on small batches,
+// flat and persistent: what the sanitizers run for it (every knob point also runs in
+// EveryKnobsKernelsMatchTheReference).
+TEST_F(NativeGdn, TheStateRowsLaunchOnSmallBatches) {
+  for (int64_t schedule : {0, 2})
+    for (int64_t dim : {64, 128}) {
+      GdnCase c{"lengths 0 1 C-1 C C+1 130, gqa 2", {0, 1, 63, 64, 65, 130}, 7};
+      c.h = 2;
+      c.hv = 4;
+      c.dim = dim;
+      c.pipeline = 1;
+      c.solve = 1;
+      c.prepare = 1;
+      c.schedule = schedule;
+      c.state = 2;
+      check_case(c);
+    }
+}
+
 TEST_F(NativeGdn, EachOptionOnAndOff) {
   for (int mask = 0; mask < 16; ++mask) {
     GdnCase c{"options " + std::to_string(mask), {100, 64, 7}, 4};
