@@ -416,6 +416,9 @@ __global__ void __launch_bounds__(kThreads* Groups) gdn_state(const Params p) {
 // e^{G_last - G_t} / |k_t|), one barrier per chunk. Shared memory: two buffers of the chunk's W
 // and k rows [64][LK], U [64][LU] and the rows' G and inverse norms; per warp a staging tile for
 // h_c [K][SS] and one for v' [64][SS].
+// Flat launches order at most this many slots longest first (slot_by_length).
+constexpr int kLongestFirstSlots = 256;
+
 template <typename T, int K, int V>
 struct StateRowsSmem {
   static constexpr int kWarps = V / 16, kThreadsRows = 32 * kWarps;
@@ -428,13 +431,13 @@ struct StateRowsSmem {
 };
 
 template <typename T, int K, int V>
-__device__ __forceinline__ void state_rows_slot(const Params& p, int64_t s) {
+__device__ __forceinline__ void state_rows_slot(const Params& p, int64_t s, int h) {
   using E = Elem<T>;
   using L = StateRowsSmem<T, K, V>;
   constexpr int LK = L::LK, LU = L::LU, SS = L::SS, KT = K / 8, KB = K / 16, TT = kC / 8,
                 TB = kC / 16;
   const int tid = threadIdx.x, warp = tid / 32;
-  const int h = blockIdx.y, kh = h / p.group, vw = 16 * warp;
+  const int kh = h / p.group, vw = 16 * warp;
   const SlotChunks range = slot_chunks(p, s);
   const int64_t begin = range.begin, end = range.end, first = range.first, chunks = range.chunks;
   extern __shared__ __align__(16) unsigned char smem[];
@@ -537,12 +540,17 @@ __device__ __forceinline__ void state_rows_slot(const Params& p, int64_t s) {
       }
 }
 
-// A slot per CTA (flat) or a CTA's slots in turn (persistent).
+// A (slot, head) per CTA, longest sequences first (flat), or a CTA's slots in turn for head
+// blockIdx.y (persistent).
 template <typename T, int K, int V>
 __global__ void __launch_bounds__(StateRowsSmem<T, K, V>::kThreadsRows)
     gdn_state_rows(const Params p) {
-  for_each_slot_block<1>(p.slots, p.persistent_state,
-                         [&](int64_t s, int) { state_rows_slot<T, K, V>(p, s); });
+  if (!p.persistent_state)
+    longest_first<kLongestFirstSlots>(p.offsets, p.slots,
+                                      [&](int64_t s, int h) { state_rows_slot<T, K, V>(p, s, h); });
+  else
+    for_each_slot_block<1>(p.slots, true,
+                           [&](int64_t s, int) { state_rows_slot<T, K, V>(p, s, blockIdx.y); });
 }
 
 // ---- output: per (chunk, value head) ----------------------------------------------------------

@@ -30,6 +30,9 @@ namespace eagle::native::kda::bwd {
 // [C][ST] and kg, W, qg [C][SB]; per warp a staging tile for dh_c [D][SS] and one [C][SS] that
 // d_o's columns pass through and then dv' (SS = 24: conflict-free for stmatrix and ldmatrix);
 // then e^{G_last} [2][D] f32.
+// Flat launches order at most this many slots longest first (linear_attention::slot_by_length).
+constexpr int kLongestFirstSlots = 256;
+
 template <int D>
 struct DStateRowsLayout {
   static constexpr int kWarps = D / 16, kThreads = 32 * kWarps;
@@ -89,9 +92,9 @@ __device__ __forceinline__ void negate(uint32_t (&a)[4]) {
   for (int r = 0; r < 4; ++r) a[r] ^= 0x80008000u;
 }
 
-// Sequence slot s, value head blockIdx.y.
+// Sequence slot s, value head hv.
 template <typename T, int D>
-__device__ __forceinline__ void dstate_rows_slot(const Params& p, int64_t s) {
+__device__ __forceinline__ void dstate_rows_slot(const Params& p, int64_t s, int hv) {
   using L = DStateRowsLayout<D>;
   constexpr int SB = L::SB, ST = L::ST, SS = L::SS, KT = D / 8, KB = D / 16;
   constexpr int TT = C / 8, TB = C / 16;
@@ -99,7 +102,7 @@ __device__ __forceinline__ void dstate_rows_slot(const Params& p, int64_t s) {
   bf16* sb = reinterpret_cast<bf16*>(smem4);
   float* gl_buffers = reinterpret_cast<float*>(sb + L::end);
   const int warp = threadIdx.x >> 5;
-  const int hv = blockIdx.y, HV = p.s.value_heads, vw = 16 * warp;
+  const int HV = p.s.value_heads, vw = 16 * warp;
   bf16* h_stage = sb + L::STAGE + warp * L::kStageElems;
   bf16* row_stage = h_stage + D * SS;         // d_o's columns, then dv'
   auto copy_chunk = [&](int64_t at, int b) {  // cp.async, in flight until waited for
@@ -208,12 +211,17 @@ __device__ __forceinline__ void dstate_rows_slot(const Params& p, int64_t s) {
   }
 }
 
-// A slot per CTA (flat) or a CTA's slots in turn (persistent).
+// A (slot, head) per CTA, longest sequences first (flat), or a CTA's slots in turn for head
+// blockIdx.y (persistent).
 template <typename T, int D>
 __global__ void __launch_bounds__(DStateRowsLayout<D>::kThreads)
     dstate_rows_kernel(const Params p) {
-  linear_attention::for_each_slot_block<1>(p.s.slots, p.s.persistent_state,
-                                           [&](int64_t s, int) { dstate_rows_slot<T, D>(p, s); });
+  if (!p.s.persistent_state)
+    linear_attention::longest_first<kLongestFirstSlots>(
+        p.offsets, p.s.slots, [&](int64_t s, int hv) { dstate_rows_slot<T, D>(p, s, hv); });
+  else
+    linear_attention::for_each_slot_block<1>(
+        p.s.slots, true, [&](int64_t s, int) { dstate_rows_slot<T, D>(p, s, blockIdx.y); });
 }
 
 }  // namespace eagle::native::kda::bwd

@@ -34,6 +34,9 @@ namespace eagle::native::kda::fwd {
 // Shared memory of the state-rows launch, bf16 elements: two buffers of the chunk's W, kg and U
 // rows [C][SB]; per warp a staging tile for h_c [D][SS] and one for v' [C][SS]; then
 // e^{G_last} [2][D] f32. SS = 24: 48-byte rows, conflict-free for stmatrix's eight rows.
+// Flat launches order at most this many slots longest first (linear_attention::slot_by_length).
+constexpr int kLongestFirstSlots = 256;
+
 template <int D>
 struct StateRowsLayout {
   static constexpr int kWarps = D / 16, kThreads = 32 * kWarps;
@@ -46,9 +49,9 @@ struct StateRowsLayout {
       static_cast<std::size_t>(end) * 2 + 2 * static_cast<std::size_t>(D) * sizeof(float);
 };
 
-// Sequence slot s, value head blockIdx.y.
+// Sequence slot s, value head hv.
 template <int D>
-__device__ __forceinline__ void state_rows_slot(const Params& p, int64_t s) {
+__device__ __forceinline__ void state_rows_slot(const Params& p, int64_t s, int hv) {
   using L = StateRowsLayout<D>;
   constexpr int SB = L::SB, SS = L::SS, KT = D / 8, KB = D / 16;  // key tiles, key blocks
   constexpr int TT = C / 8, TB = C / 16;                          // row tiles, row blocks
@@ -56,7 +59,7 @@ __device__ __forceinline__ void state_rows_slot(const Params& p, int64_t s) {
   bf16* sb = reinterpret_cast<bf16*>(smem4);
   float* gl_buffers = reinterpret_cast<float*>(sb + L::end);
   const int warp = threadIdx.x >> 5;
-  const int hv = blockIdx.y, HV = p.s.value_heads;
+  const int HV = p.s.value_heads;
   const int vw = 16 * warp;  // this warp's value columns: the rows of its S^T
   bf16* h_stage = sb + L::STAGE + warp * L::kStageElems;
   bf16* v_stage = h_stage + D * SS;
@@ -158,11 +161,16 @@ __device__ __forceinline__ void state_rows_slot(const Params& p, int64_t s) {
   }
 }
 
-// A slot per CTA (flat) or a CTA's slots in turn (persistent).
+// A (slot, head) per CTA, longest sequences first (flat), or a CTA's slots in turn for head
+// blockIdx.y (persistent).
 template <int D>
 __global__ void __launch_bounds__(StateRowsLayout<D>::kThreads) state_rows_kernel(const Params p) {
-  linear_attention::for_each_slot_block<1>(p.s.slots, p.s.persistent_state,
-                                           [&](int64_t s, int) { state_rows_slot<D>(p, s); });
+  if (!p.s.persistent_state)
+    linear_attention::longest_first<kLongestFirstSlots>(
+        p.offsets, p.s.slots, [&](int64_t s, int hv) { state_rows_slot<D>(p, s, hv); });
+  else
+    linear_attention::for_each_slot_block<1>(
+        p.s.slots, true, [&](int64_t s, int) { state_rows_slot<D>(p, s, blockIdx.y); });
 }
 
 }  // namespace eagle::native::kda::fwd

@@ -51,6 +51,43 @@ __device__ __forceinline__ void for_each_slot_block(int64_t slots, bool persiste
   });
 }
 
+// Longest first: the slot of rank `rank` when the batch's slots are ordered by their chunk
+// counts (offsets[s + 1] - offsets[s]), longest first, ties by index; `rank` itself (the given
+// order) past MaxSlots slots, where each CTA's O(slots^2 / threads) count would cost more than the
+// order saves. Every thread of the CTA calls it. For flat launches of sequential kernels over
+// (slot, head) pairs: the sequences on the critical path start in the first wave.
+template <int MaxSlots>
+__device__ __forceinline__ int64_t slot_by_length(const int32_t* offsets, int64_t slots,
+                                                  int64_t rank) {
+  __shared__ int64_t picked;
+  if (threadIdx.x == 0) picked = rank;
+  __syncthreads();
+  if (slots <= MaxSlots)
+    for (int64_t i = threadIdx.x; i < slots; i += blockDim.x) {
+      const int32_t li = offsets[i + 1] - offsets[i];
+      int64_t r = 0;
+      for (int64_t j = 0; j < slots; ++j) {
+        const int32_t lj = offsets[j + 1] - offsets[j];
+        r += lj > li || (lj == li && j < i);
+      }
+      if (r == rank) picked = i;
+    }
+  __syncthreads();
+  const int64_t out = picked;
+  __syncthreads();  // before a later call writes it again
+  return out;
+}
+
+// The flat launch of a sequential kernel over (slot, head) pairs, grid (slots, heads), longest
+// sequences first: CTA L = blockIdx.x + gridDim.x blockIdx.y takes the slot of rank L / heads
+// (slot_by_length) and head L % heads. `task(slot, head)`.
+template <int MaxSlots, class Task>
+__device__ __forceinline__ void longest_first(const int32_t* offsets, int64_t slots, Task&& task) {
+  const int64_t heads = gridDim.y;
+  const int64_t at = blockIdx.x + static_cast<int64_t>(gridDim.x) * blockIdx.y;
+  task(slot_by_length<MaxSlots>(offsets, slots, at / heads), static_cast<int>(at % heads));
+}
+
 // The first grid dimension of a sequential kernel's launch (for_each_slot_block): one CTA per
 // task, false past what a grid's first dimension holds.
 inline bool slot_block_tasks(int64_t slots, int blocks, unsigned& tasks) {
