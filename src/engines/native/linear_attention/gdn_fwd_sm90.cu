@@ -416,9 +416,6 @@ __global__ void __launch_bounds__(kThreads* Groups) gdn_state(const Params p) {
 // e^{G_last - G_t} / |k_t|), one barrier per chunk. Shared memory: two buffers of the chunk's W
 // and k rows [64][LK], U [64][LU] and the rows' G and inverse norms; per warp a staging tile for
 // h_c [K][SS] and one for v' [64][SS].
-// Flat launches order at most this many slots longest first (slot_by_length).
-constexpr int kLongestFirstSlots = 256;
-
 template <typename T, int K, int V>
 struct StateRowsSmem {
   static constexpr int kWarps = V / 16, kThreadsRows = 32 * kWarps;

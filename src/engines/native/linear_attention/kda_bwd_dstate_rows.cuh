@@ -21,6 +21,7 @@
 #include "engines/native/linear_attention/chunk_common.cuh"
 #include "engines/native/linear_attention/cp_async.cuh"
 #include "engines/native/linear_attention/kda_bwd_common.cuh"
+#include "engines/native/linear_attention/kda_rows_common.cuh"
 #include "engines/native/linear_attention/ldmatrix.cuh"
 #include "engines/native/linear_attention/persistent.cuh"
 
@@ -30,9 +31,6 @@ namespace eagle::native::kda::bwd {
 // [C][ST] and kg, W, qg [C][SB]; per warp a staging tile for dh_c [D][SS] and one [C][SS] that
 // d_o's columns pass through and then dv' (SS = 24: conflict-free for stmatrix and ldmatrix);
 // then e^{G_last} [2][D] f32.
-// Flat launches order at most this many slots longest first (linear_attention::slot_by_length).
-constexpr int kLongestFirstSlots = 256;
-
 template <int D>
 struct DStateRowsLayout {
   static constexpr int kWarps = D / 16, kThreads = 32 * kWarps;
@@ -119,13 +117,7 @@ __device__ __forceinline__ void dstate_rows_slot(const Params& p, int64_t s, int
   // dh^T [vw + row][key] in accumulator tiles over the keys.
   float dh[KT][4];
   const int64_t state_at = (s * HV + hv) * static_cast<int64_t>(D) * D;
-#pragma unroll
-  for (int kt = 0; kt < KT; ++kt)
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      const int v = acc_row(vw, e), key = acc_col(8 * kt, e);
-      dh[kt][e] = p.dht ? p.dht[state_at + static_cast<int64_t>(key) * D + v] : 0.f;
-    }
+  load_state_rows<D>(dh, p.dht, state_at, vw);
 
   const int64_t first = p.offsets[s], last = p.offsets[s + 1];
   DoPieces<T> d_o;
@@ -183,14 +175,7 @@ __device__ __forceinline__ void dstate_rows_slot(const Params& p, int64_t s, int
     linear_attention::store_transposed<TB, SS>(row_stage, va, p.ws.dvn + at * C * D + vw, D);
 
     // dh^T <- dh^T diag(e^{G_last}) + dO^T qg - dv'^T W.
-#pragma unroll
-    for (int kt = 0; kt < KT; ++kt) {
-      const float2 g = *reinterpret_cast<const float2*>(GLs + acc_col(8 * kt, 0));
-      dh[kt][0] *= g.x;
-      dh[kt][1] *= g.y;
-      dh[kt][2] *= g.x;
-      dh[kt][3] *= g.y;
-    }
+    scale_state_keys<D>(dh, GLs);
 #pragma unroll
     for (int tb = 0; tb < TB; ++tb) {
       linear_attention::mma_tiles<false>(dh, da[tb], QGs, SB, 0, 16 * tb);  // B (t, key) = qg
@@ -200,15 +185,7 @@ __device__ __forceinline__ void dstate_rows_slot(const Params& p, int64_t s, int
   }
   linear_attention::cp_async_wait<0>();  // nothing left in flight at exit
 
-  if (p.dh0) {
-#pragma unroll
-    for (int kt = 0; kt < KT; ++kt)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int v = acc_row(vw, e), key = acc_col(8 * kt, e);
-        p.dh0[state_at + static_cast<int64_t>(key) * D + v] = dh[kt][e];
-      }
-  }
+  if (p.dh0) store_state_rows<D>(dh, p.dh0, state_at, vw);
 }
 
 // A (slot, head) per CTA, longest sequences first (flat), or a CTA's slots in turn for head
@@ -217,7 +194,7 @@ template <typename T, int D>
 __global__ void __launch_bounds__(DStateRowsLayout<D>::kThreads)
     dstate_rows_kernel(const Params p) {
   if (!p.s.persistent_state)
-    linear_attention::longest_first<kLongestFirstSlots>(
+    linear_attention::longest_first<linear_attention::kLongestFirstSlots>(
         p.offsets, p.s.slots, [&](int64_t s, int hv) { dstate_rows_slot<T, D>(p, s, hv); });
   else
     linear_attention::for_each_slot_block<1>(

@@ -26,6 +26,7 @@
 #include "engines/native/linear_attention/chunk_common.cuh"
 #include "engines/native/linear_attention/cp_async.cuh"
 #include "engines/native/linear_attention/kda_fwd_common.cuh"
+#include "engines/native/linear_attention/kda_rows_common.cuh"
 #include "engines/native/linear_attention/ldmatrix.cuh"
 #include "engines/native/linear_attention/persistent.cuh"
 
@@ -34,9 +35,6 @@ namespace eagle::native::kda::fwd {
 // Shared memory of the state-rows launch, bf16 elements: two buffers of the chunk's W, kg and U
 // rows [C][SB]; per warp a staging tile for h_c [D][SS] and one for v' [C][SS]; then
 // e^{G_last} [2][D] f32. SS = 24: 48-byte rows, conflict-free for stmatrix's eight rows.
-// Flat launches order at most this many slots longest first (linear_attention::slot_by_length).
-constexpr int kLongestFirstSlots = 256;
-
 template <int D>
 struct StateRowsLayout {
   static constexpr int kWarps = D / 16, kThreads = 32 * kWarps;
@@ -80,13 +78,7 @@ __device__ __forceinline__ void state_rows_slot(const Params& p, int64_t s, int 
   // S^T [vw + row][key] in accumulator tiles over the keys: tile kt holds keys 8 kt...
   float st[KT][4];
   const int64_t state_at = (s * HV + hv) * static_cast<int64_t>(D) * D;
-#pragma unroll
-  for (int kt = 0; kt < KT; ++kt)
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      const int v = acc_row(vw, e), key = acc_col(8 * kt, e);
-      st[kt][e] = p.h0 ? p.h0[state_at + static_cast<int64_t>(key) * D + v] : 0.f;
-    }
+  load_state_rows<D>(st, p.h0, state_at, vw);
 
   const int64_t first = p.offsets[s], last = p.offsets[s + 1];
   if (first < last) prefetch(slab(p, first, hv), 0);
@@ -136,29 +128,14 @@ __device__ __forceinline__ void state_rows_slot(const Params& p, int64_t s, int 
     linear_attention::store_transposed<TB, SS>(v_stage, va, p.ws.vn + at * C * D + vw, D);
 
     // S^T <- S^T diag(e^{G_last}) + v'^T (k e^{G_last - G}).
-#pragma unroll
-    for (int kt = 0; kt < KT; ++kt) {
-      const float2 g = *reinterpret_cast<const float2*>(GLs + acc_col(8 * kt, 0));
-      st[kt][0] *= g.x;
-      st[kt][1] *= g.y;
-      st[kt][2] *= g.x;
-      st[kt][3] *= g.y;
-    }
+    scale_state_keys<D>(st, GLs);
 #pragma unroll
     for (int tb = 0; tb < TB; ++tb)  // B (t, key) = kg[t][key]
       linear_attention::mma_tiles<false>(st, va[tb], KGs, SB, 0, 16 * tb);
   }
   linear_attention::cp_async_wait<0>();  // nothing may be left in flight at exit
 
-  if (p.ht) {
-#pragma unroll
-    for (int kt = 0; kt < KT; ++kt)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int v = acc_row(vw, e), key = acc_col(8 * kt, e);
-        p.ht[state_at + static_cast<int64_t>(key) * D + v] = st[kt][e];
-      }
-  }
+  if (p.ht) store_state_rows<D>(st, p.ht, state_at, vw);
 }
 
 // A (slot, head) per CTA, longest sequences first (flat), or a CTA's slots in turn for head
@@ -166,7 +143,7 @@ __device__ __forceinline__ void state_rows_slot(const Params& p, int64_t s, int 
 template <int D>
 __global__ void __launch_bounds__(StateRowsLayout<D>::kThreads) state_rows_kernel(const Params p) {
   if (!p.s.persistent_state)
-    linear_attention::longest_first<kLongestFirstSlots>(
+    linear_attention::longest_first<linear_attention::kLongestFirstSlots>(
         p.offsets, p.s.slots, [&](int64_t s, int hv) { state_rows_slot<D>(p, s, hv); });
   else
     linear_attention::for_each_slot_block<1>(

@@ -51,6 +51,10 @@ __device__ __forceinline__ void for_each_slot_block(int64_t slots, bool persiste
   });
 }
 
+// The most slots a flat state-rows launch orders longest first (slot_by_length's cost grows with
+// their square).
+constexpr int kLongestFirstSlots = 256;
+
 // Longest first: the slot of rank `rank` when the batch's slots are ordered by their chunk
 // counts (offsets[s + 1] - offsets[s]), longest first, ties by index; `rank` itself (the given
 // order) past MaxSlots slots, where each CTA's O(slots^2 / threads) count would cost more than the
