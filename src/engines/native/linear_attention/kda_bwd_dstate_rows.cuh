@@ -27,20 +27,12 @@
 
 namespace eagle::native::kda::bwd {
 
-// Shared memory of the dstate-rows launch, bf16 elements: two buffers of the chunk's Aqk
-// [C][ST] and kg, W, qg [C][SB]; per warp a staging tile for dh_c [D][SS] and one [C][SS] that
-// d_o's columns pass through and then dv' (SS = 24: conflict-free for stmatrix and ldmatrix);
-// then e^{G_last} [2][D] f32.
+// Shared memory of the dstate-rows launch (RowsSmem): each buffer holds the chunk's Aqk [C][ST]
+// and kg, W, qg [C][SB]; the staging tiles take dh_c, and d_o's columns then dv'.
 template <int D>
-struct DStateRowsLayout {
-  static constexpr int kWarps = D / 16, kThreads = 32 * kWarps;
-  static constexpr int SB = D + 8, ST = C + 8, SS = 24;
+struct DStateRowsLayout : RowsSmem<D, C*(C + 8) + 3 * C*(D + 8)> {
+  static constexpr int SB = D + 8, ST = C + 8;
   static constexpr int KL = C * ST, W = KL + C * SB, QG = W + C * SB, kBufElems = QG + C * SB;
-  static constexpr int STAGE = 2 * kBufElems, kStageElems = D * SS + C * SS;
-  static constexpr int end = STAGE + kWarps * kStageElems;
-  static_assert(end % 8 == 0, "e^{G_last} must start 16-byte aligned");
-  static constexpr std::size_t bytes =
-      static_cast<std::size_t>(end) * 2 + 2 * static_cast<std::size_t>(D) * sizeof(float);
 };
 
 // A warp's 16 columns (c0..) of d_o for chunk rows row0 .. row0 + 63, four 16-byte pieces a

@@ -4,11 +4,26 @@
 // tile kt holds keys 8 kt .. 8 kt + 7. States in memory are f32 [K][V] (D x D).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 #include "engines/native/linear_attention/kda_mma.cuh"
 
 namespace eagle::native::kda {
+
+// The shared memory of a state-rows launch, bf16 elements: two buffers of BufElems (the chunk's
+// tiles); per warp (D / 16 of them) a staging tile for the state [D][SS] and one for a chunk's
+// rows [kChunk][SS] (SS = 24: 48-byte rows, conflict-free for ldmatrix and stmatrix's eight
+// rows); then e^{G_last} [2][D] f32.
+template <int D, int BufElems>
+struct RowsSmem {
+  static constexpr int kWarps = D / 16, kThreads = 32 * kWarps, SS = 24;
+  static constexpr int STAGE = 2 * BufElems, kStageElems = D * SS + kChunk * SS;
+  static constexpr int end = STAGE + kWarps * kStageElems;
+  static_assert(end % 8 == 0, "e^{G_last} must start 16-byte aligned");
+  static constexpr std::size_t bytes =
+      static_cast<std::size_t>(end) * 2 + 2 * static_cast<std::size_t>(D) * sizeof(float);
+};
 
 // The warp's rows of S^T from the state src [K][V] at `at` (0 where src is null).
 template <int D>

@@ -32,19 +32,12 @@
 
 namespace eagle::native::kda::fwd {
 
-// Shared memory of the state-rows launch, bf16 elements: two buffers of the chunk's W, kg and U
-// rows [C][SB]; per warp a staging tile for h_c [D][SS] and one for v' [C][SS]; then
-// e^{G_last} [2][D] f32. SS = 24: 48-byte rows, conflict-free for stmatrix's eight rows.
+// Shared memory of the state-rows launch (RowsSmem): each buffer holds the chunk's W, kg and U
+// rows [C][SB]; the staging tiles take h_c and v'.
 template <int D>
-struct StateRowsLayout {
-  static constexpr int kWarps = D / 16, kThreads = 32 * kWarps;
-  static constexpr int SB = D + 8, SS = 24;
+struct StateRowsLayout : RowsSmem<D, 3 * C*(D + 8)> {
+  static constexpr int SB = D + 8;
   static constexpr int KG = C * SB, U = 2 * C * SB, kBufElems = 3 * C * SB;
-  static constexpr int STAGE = 2 * kBufElems, kStageElems = D * SS + C * SS;
-  static constexpr int end = STAGE + kWarps * kStageElems;
-  static_assert(end % 8 == 0, "e^{G_last} must start 16-byte aligned");
-  static constexpr std::size_t bytes =
-      static_cast<std::size_t>(end) * 2 + 2 * static_cast<std::size_t>(D) * sizeof(float);
 };
 
 // Sequence slot s, value head hv.
