@@ -113,6 +113,14 @@ __device__ __forceinline__ void tiles_to_a(const float (&t0)[4], const float (&t
   a[2] = pack2f<T>(t1[0], t1[1]);
   a[3] = pack2f<T>(t1[2], t1[3]);
 }
+// A row of 2 Blocks accumulator tiles (16 x 8 each) as the A fragments of its Blocks 16 x 16
+// blocks.
+template <typename T, int Tiles, int Blocks>
+__device__ __forceinline__ void tiles_to_a(const float (&t)[Tiles][4], uint32_t (&a)[Blocks][4]) {
+  static_assert(Tiles == 2 * Blocks, "two tiles per block");
+#pragma unroll
+  for (int b = 0; b < Blocks; ++b) tiles_to_a<T>(t[2 * b], t[2 * b + 1], a[b]);
+}
 
 // A fragments of a warp's 16 x (16 Blocks) tile stored transposed: stmatrix into the warp's
 // staging tile [16 Blocks][SS] (SS a multiple of 8), then its rows below `rows` to global memory,

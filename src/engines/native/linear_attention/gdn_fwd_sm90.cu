@@ -492,7 +492,7 @@ __device__ __forceinline__ void state_rows_slot(const Params& p, int64_t s, int 
 
     // h_c, stored as h [key][v].
     uint32_t sa[KB][4];
-    for (int kb = 0; kb < KB; ++kb) tiles_to_a<T>(st[2 * kb], st[2 * kb + 1], sa[kb]);
+    tiles_to_a<T>(st, sa);
     store_transposed<KB, SS>(
         h_stage, sa,
         static_cast<T*>(p.h) + ((first + c) * p.HV + h) * static_cast<int64_t>(K) * V + vw, V);
@@ -673,7 +673,8 @@ SlotBlockLaunch<Params> state_launch(bool pipelined) {
                     : gdn_state<T, K, V, kStateBlockV, Groups, false>,
           kThreads * Groups,
           pipelined ? StateSmem<T, K, kStateBlockV, Groups, true>::bytes
-                    : StateSmem<T, K, kStateBlockV, Groups, false>::bytes};
+                    : StateSmem<T, K, kStateBlockV, Groups, false>::bytes,
+          V / (kStateBlockV * Groups)};
 }
 
 template <typename T, int K, int V>
@@ -698,8 +699,7 @@ bool launch(const GdnArgs& a, const Params& p, cudaStream_t stream) {
                                                         Rows::bytes}
                : s.head_state ? state_launch<T, K, V, kBlocks>(s.pipelined_state)
                               : state_launch<T, K, V, 1>(s.pipelined_state);
-  const int blocks = s.state_rows || s.head_state ? 1 : kBlocks;
-  if (!state.plan(s.slots, blocks, s.persistent_state, heads)) return false;
+  if (!state.plan(s.slots, s.persistent_state, heads)) return false;
   if (a.capacity_chunks > 0) prepare<<<dim3(prep_x, heads), kThreads, prep_bytes, stream>>>(p);
   state.launch(heads, stream, p);
   if (a.capacity_chunks > 0) output<<<dim3(out_x, heads), kThreads, out_bytes, stream>>>(p);

@@ -147,9 +147,7 @@ __device__ __forceinline__ void dstate_rows_slot(const Params& p, int64_t s, int
 
     // dh_c, stored as dh [key][v].
     uint32_t ha[KB][4];
-#pragma unroll
-    for (int kb = 0; kb < KB; ++kb)
-      linear_attention::tiles_to_a<bf16>(dh[2 * kb], dh[2 * kb + 1], ha[kb]);
+    linear_attention::tiles_to_a<bf16>(dh, ha);
     linear_attention::store_transposed<KB, SS>(h_stage, ha, p.ws.dh + at * D * D + vw, D);
 
     // dv'^T = dO^T Aqk + dh^T kg^T over the chunk's rows t.
@@ -161,9 +159,7 @@ __device__ __forceinline__ void dstate_rows_slot(const Params& p, int64_t s, int
     for (int kb = 0; kb < KB; ++kb)  // B (key, t) = kg[t][key]
       linear_attention::mma_tiles<true>(acc, ha[kb], KLs, SB, 0, 16 * kb);
     uint32_t va[TB][4];
-#pragma unroll
-    for (int tb = 0; tb < TB; ++tb)
-      linear_attention::tiles_to_a<bf16>(acc[2 * tb], acc[2 * tb + 1], va[tb]);
+    linear_attention::tiles_to_a<bf16>(acc, va);
     linear_attention::store_transposed<TB, SS>(row_stage, va, p.ws.dvn + at * C * D + vw, D);
 
     // dh^T <- dh^T diag(e^{G_last}) + dO^T qg - dv'^T W.

@@ -517,18 +517,17 @@ bool allow_smem(Kernel kernel, std::size_t bytes) {
 // The dstate launch: dh transposed in registers (Shape::dstate_rows, where d_o is 16-byte
 // aligned for its 16-byte reads), else a CTA per 32 columns of dh.
 template <typename T, int D>
-linear_attention::SlotBlockLaunch<Params> dstate_launch(const Params& p, int& blocks) {
+linear_attention::SlotBlockLaunch<Params> dstate_launch(const Params& p) {
   using Rows = bwd::DStateRowsLayout<D>;
-  blocks = 1;
   if (p.s.dstate_rows && reinterpret_cast<std::uintptr_t>(p.d_o) % 16 == 0)
     return {bwd::dstate_rows_kernel<T, D>, Rows::kThreads, Rows::bytes};
-  blocks = D / kStateBlockV;
   const bool piped = p.s.pipelined_dstate;
   return {
       piped ? dstate_kernel<T, D, kStateBlockV, true> : dstate_kernel<T, D, kStateBlockV, false>,
       kStateThreads,
       piped ? DStateLayout<D, kStateBlockV, true>::bytes
-            : DStateLayout<D, kStateBlockV, false>::bytes};
+            : DStateLayout<D, kStateBlockV, false>::bytes,
+      D / kStateBlockV};
 }
 
 template <typename T, int D, Gates GT>
@@ -545,9 +544,8 @@ bool launch(const Params& p, int64_t cap, cudaStream_t stream) {
   using linear_attention::persistent_workers;
   const unsigned heads = static_cast<unsigned>(p.s.value_heads);
   unsigned mat_x = static_cast<unsigned>(cap), qkg_x = mat_x;
-  int blocks = 1;
-  auto dstate = dstate_launch<T, D>(p, blocks);
-  if (!dstate.plan(p.s.slots, blocks, p.s.persistent_state, heads)) return false;
+  auto dstate = dstate_launch<T, D>(p);
+  if (!dstate.plan(p.s.slots, p.s.persistent_state, heads)) return false;
   if (cap > 0 && p.s.persistent &&
       (!persistent_workers(dmat, kMatThreads, mat_bytes, heads, mat_x) ||
        !persistent_workers(dqkg, kQkgThreads, qkg_bytes, heads, qkg_x)))

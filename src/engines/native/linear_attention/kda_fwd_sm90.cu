@@ -494,7 +494,8 @@ linear_attention::SlotBlockLaunch<Params> state_launch(bool pipelined) {
                     : state_kernel<D, kStateBlockV, Groups, false>,
           kStateThreads * Groups,
           pipelined ? StateLayout<D, kStateBlockV, Groups, true>::bytes
-                    : StateLayout<D, kStateBlockV, Groups, false>::bytes};
+                    : StateLayout<D, kStateBlockV, Groups, false>::bytes,
+          D / (kStateBlockV * Groups)};
 }
 
 template <typename T, int D, Gates GT>
@@ -523,8 +524,7 @@ bool launch(const Params& p, int64_t cap, cudaStream_t stream, bool output) {
                                                                          Rows::kThreads, Rows::bytes}
             : p.s.head_state ? state_launch<D, kBlocks>(p.s.pipelined_state)
                              : state_launch<D, 1>(p.s.pipelined_state);
-  const int blocks = p.s.state_rows || p.s.head_state ? 1 : kBlocks;
-  if (!st.plan(p.s.slots, blocks, p.s.persistent_state, heads)) return false;
+  if (!st.plan(p.s.slots, p.s.persistent_state, heads)) return false;
   Params q = p;
   q.cap = cap;
   prep<<<dim3(prep_x, heads), kPrepThreads, prep_bytes, stream>>>(q);

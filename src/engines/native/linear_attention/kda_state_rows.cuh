@@ -91,9 +91,7 @@ __device__ __forceinline__ void state_rows_slot(const Params& p, int64_t s, int 
 
     // h_c: S^T rounded to bf16, as A fragments over the keys, stored as h [key][v].
     uint32_t sa[KB][4];
-#pragma unroll
-    for (int kb = 0; kb < KB; ++kb)
-      linear_attention::tiles_to_a<bf16>(st[2 * kb], st[2 * kb + 1], sa[kb]);
+    linear_attention::tiles_to_a<bf16>(st, sa);
     linear_attention::store_transposed<KB, SS>(h_stage, sa, p.ws.h + at * D * D + vw, D);
 
     // v'^T = U^T - S^T W^T over the chunk's rows t: tile tt holds rows 8 tt...

@@ -102,18 +102,19 @@ inline bool slot_block_tasks(int64_t slots, int blocks, unsigned& tasks) {
 }
 
 // A sequential kernel's launch over (slot, V-block group) tasks (for_each_slot_block), checked
-// before anything is launched: the kernel, its threads and shared memory, then plan() sets the
-// first grid dimension.
+// before anything is launched: the kernel, its threads, shared memory and tasks per slot (its
+// V-block groups), then plan() sets the first grid dimension.
 template <class P>
 struct SlotBlockLaunch {
   void (*kernel)(const P) = nullptr;
   int threads = 0;
   std::size_t bytes = 0;
+  int blocks = 1;
   unsigned x = 0;
 
   // Allows the kernel its shared memory and sets the grid's first dimension to slots * blocks
   // tasks (persistent: the CTAs resident at once over `heads`). False where any step fails.
-  bool plan(int64_t slots, int blocks, bool persistent, unsigned heads) {
+  bool plan(int64_t slots, bool persistent, unsigned heads) {
     return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                 static_cast<int>(bytes)) == cudaSuccess &&
            slot_block_tasks(slots, blocks, x) &&
