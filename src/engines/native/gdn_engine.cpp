@@ -154,12 +154,11 @@ plan::Capabilities gdn_capabilities() {
   // 9.10 / 9.33 / 1.35 ms).
   caps.knobs["pipeline"] = {1, 0};
   // The state launch: 0 one CTA per 32 columns, 1 one CTA per head (its 32-column groups of
-  // warps sharing the chunk's W and k rows; native_kda's knob of the same name). 0 leads:
-  // measured on the H200 (bench 14a, 2026-12-06) 3.88 / 3.93 / 0.575 ms against 3.93 / 3.91 /
-  // 0.578 ms for 1 (within 1.5% both ways).
-  // 2: the state transposed in registers (native_kda's `state` = 2), written 2026-12-06 after the
-  // day's device time: not yet run on a GPU.
-  caps.knobs["state"] = {0, 1, 2};
+  // warps sharing the chunk's W and k rows), 2 the state transposed in registers (native_kda's
+  // knob of the same name). 2 leads: measured on an H100 (bench 14a, bf16, H 32, K = V = 128,
+  // 2026-12-06) 3.58 / 3.26 / 0.517 ms at T 32768 N 8, T 32768 N 64, T 4096 N 32 against
+  // 4.05 / 4.08 / 0.589 ms for 0 and 3.96 / 4.03 / 0.605 for 1.
+  caps.knobs["state"] = {2, 0, 1};
   caps.knobs["solve"] = {1, 0};
   // 0 flat (a CTA per task of the capacity), 1 persistent (resident CTAs looping over tasks),
   // 2 persistent for the state launch only, 3 for the chunk launches (prepare, output) only: the

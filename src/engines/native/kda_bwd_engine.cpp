@@ -188,18 +188,17 @@ plan::Capabilities kda_bwd_capabilities() {
   // loop was measured faster there (native_kda's knob `pipeline`), so 1 leads.
   caps.knobs["pipeline"] = {1, 0};
   // The recompute's state launch: one CTA per 32 columns (0), per head (1) or the state
-  // transposed in registers (2), as native_kda's knob `state` (0 leads there).
-  caps.knobs["state"] = {0, 1, 2};
+  // transposed in registers (2), as native_kda's knob `state`; 2 leads (measured: see dstate).
+  caps.knobs["state"] = {2, 0, 1};
   // The decay-weighted products: 0 exactly per channel on CUDA cores, 1 on the tensor cores
   // through a reference row per 16-row block (kda::Shape). 1 leads (measured: see prepare).
   caps.knobs["intra"] = {1, 0};
   // The dstate launch: 0 copies each chunk's tiles before computing it, 1 the previous chunk's
-  // while computing this one (kda::Shape). 0 leads: 1 measured slower (22.4 ms against 20.2 with
-  // prepare 1 intra 1, as above: one CTA per SM instead of two).
-  // 2: dh transposed in registers, each warp's 16 value columns a reverse recurrence of their own
-  // (kda_bwd_dstate_rows.cuh), one barrier per chunk; written 2026-12-06 after the day's device
-  // time: not yet run on a GPU.
-  caps.knobs["dstate"] = {0, 1, 2};
+  // while computing this one (kda::Shape), 2 dh transposed in registers, each warp's 16 value
+  // columns a reverse recurrence of their own (kda_bwd_dstate_rows.cuh), one barrier per chunk.
+  // 2 leads: measured on an H100 (kda bf16, H 32, K = V = 128, T 32768 N 8, prepare 1 intra 1,
+  // 2026-12-06) dstate 2 state 2 16.66 ms, dstate 2 state 0 17.14, dstate 0 19.47, dstate 1 21.39.
+  caps.knobs["dstate"] = {2, 0, 1};
   return caps;
 }
 

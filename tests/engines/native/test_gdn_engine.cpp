@@ -382,7 +382,7 @@ TEST(NativeGdnPlanning, IsOfferedFirstOnHopper) {
   // bench 14b.
   EXPECT_EQ(
       plans.at(0).knobs,
-      (plan::Knobs{{"pipeline", 1}, {"prepare", 1}, {"schedule", 0}, {"solve", 1}, {"state", 0}}));
+      (plan::Knobs{{"pipeline", 1}, {"prepare", 1}, {"schedule", 0}, {"solve", 1}, {"state", 2}}));
 }
 
 TEST(NativeGdnPlanning, DeclinesWhatItDoesNotServe) {

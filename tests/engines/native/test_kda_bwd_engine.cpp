@@ -549,15 +549,14 @@ TEST(NativeKdaBwdPlanning, ServesKdaGdnAndGdn2BackwardFirstOnHopper) {
             bwd_graph(s), test::native::manifest(), test::native::hopper());
         const int first = plans.build_plans();
         EXPECT_EQ(plans.at(first).engine_id, kda_bwd_engine()) << plans.describe();
-        // The measured points lead: the pipelined state loop, the compact prepare and the
-        // tensor-core products; the pipelined dstate (measured slower) and per-stage schedules
-        // follow.
-        EXPECT_EQ(plans.at(first).knobs, (plan::Knobs{{"dstate", 0},
+        // The measured points lead: the state and dstate in registers, the compact prepare and
+        // the tensor-core products; the per-stage schedules follow.
+        EXPECT_EQ(plans.at(first).knobs, (plan::Knobs{{"dstate", 2},
                                                       {"intra", 1},
                                                       {"pipeline", 1},
                                                       {"prepare", 1},
                                                       {"schedule", 0},
-                                                      {"state", 0}}));
+                                                      {"state", 2}}));
       }
 }
 

@@ -244,7 +244,7 @@ TEST(NativeKdaPlanning, ServesKdaAndGdn2FirstOnHopper) {
                                                       {"pipeline", 1},
                                                       {"prepare", 1},
                                                       {"schedule", 0},
-                                                      {"state", 0},
+                                                      {"state", 2},
                                                       {"stores", 1}}));
       }
 }

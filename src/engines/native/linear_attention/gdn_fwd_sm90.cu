@@ -8,6 +8,7 @@
 #include "engines/native/linear_attention/gdn_kernels.hpp"
 #include "engines/native/linear_attention/persistent.cuh"
 #include "engines/native/linear_attention/unit_lower_inverse.cuh"
+#include "engines/native/linear_attention/vec8.cuh"
 
 namespace eagle::native::linear_attention {
 
@@ -152,18 +153,22 @@ __device__ __forceinline__ bool prepare_chunk(const Params& p, int64_t j) {
       for (int i = tid; i < n; i += kThreads) p.rk[(r0 + i) * p.H + kh] = inv[i];
   }
 
-  // beta exp(G) k and beta v, the right-hand sides of W and U (compact: kb after A, over kn).
-  auto form_kb = [&] {
-    for (int e = tid; e < kC * K; e += kThreads) {
-      const int i = e / K, c = e % K;
-      kb[i * LK + c] = E::from_float(bs[i] * expf(gcs[i]) * E::to_float(kn[i * LK + c]));
+  // beta exp(G) k and beta v, the right-hand sides of W and U (compact: kb after A, over kn);
+  // eight elements at a time, one factor per row (vec8.cuh).
+  auto scale_rows = [&]<int Cols, bool Gated>(const T* from, T* to, int ld) {
+    for (int e = tid; e < kC * (Cols / 8); e += kThreads) {
+      const int i = e / (Cols / 8), c = (e % (Cols / 8)) * 8;
+      const float f = Gated ? bs[i] * __expf(gcs[i]) : bs[i];
+      float x[8];
+      load8(from + i * ld + c, x);
+#pragma unroll
+      for (int m = 0; m < 8; ++m) x[m] *= f;
+      store8(to + i * ld + c, x);
     }
   };
+  auto form_kb = [&] { scale_rows.template operator()<K, true>(kn, kb, LK); };
   if constexpr (!Compact) form_kb();
-  for (int e = tid; e < kC * V; e += kThreads) {
-    const int i = e / V, c = e % V;
-    vb[i * LV + c] = E::from_float(bs[i] * E::to_float(vb[i * LV + c]));
-  }
+  scale_rows.template operator()<V, false>(vb, vb, LV);
   // A = beta_i exp(G_i - G_j) k_i . k_j, strictly lower.
   {
     float acc[8][4] = {};
@@ -175,7 +180,7 @@ __device__ __forceinline__ bool prepare_chunk(const Params& p, int64_t j) {
     for (int nt = 0; nt < 8; ++nt)
       for (int e = 0; e < 4; ++e) {
         const int i = 16 * warp + acc_row(e), j = nt * 8 + acc_col(e);
-        af[i * LA + j] = (j < i && i < n) ? bs[i] * expf(gcs[i] - gcs[j]) * acc[nt][e] : 0.0f;
+        af[i * LA + j] = (j < i && i < n) ? bs[i] * __expf(gcs[i] - gcs[j]) * acc[nt][e] : 0.0f;
       }
   }
   __syncthreads();
@@ -195,8 +200,13 @@ __device__ __forceinline__ bool prepare_chunk(const Params& p, int64_t j) {
     }
     __syncthreads();
   }
-  for (int e = tid; e < kC * kC; e += kThreads)
-    tm[(e / kC) * LT + e % kC] = E::from_float(tf[(e / kC) * LA + e % kC]);
+  for (int e = tid; e < kC * (kC / 8); e += kThreads) {
+    const int i = e / (kC / 8), c = (e % (kC / 8)) * 8;
+    float x[8];
+#pragma unroll
+    for (int m = 0; m < 8; ++m) x[m] = tf[i * LA + c + m];
+    store8(tm + i * LT + c, x);
+  }
   __syncthreads();
 
   // W = T kb, U = T vb: rows of this warp, 64 columns at a time.

@@ -109,11 +109,11 @@ __device__ __forceinline__ void scale_rows_and_cumsum(float* Qs, float* Ks, floa
 // r0: its key factors e^{G_r0 - G_j} (j >= r0) reach e^{span}, span = max over channels of
 // G_r0 - G_{r0 + 15}; up to 80 they and their partners e^{G_i - G_r0} >= e^{-80} stay normal
 // f32/bf16 numbers. Past it (decay beyond fla's safe range) the block is computed exactly per
-// channel instead. Warps 0-3 each decide one block from G (f32 rows of stride ld); a
-// __syncthreads must follow.
+// channel instead. Warps 0-3 each decide one block from G (f32 rows of stride ld, `unit` per
+// nat: 1, or log2 e for G in base-2 units); a __syncthreads must follow.
 template <int D>
 __device__ __forceinline__ void decide_through_r0(const float* Gs, int ld, bool tensor_cores,
-                                                  int (&through_r0)[4]) {
+                                                  int (&through_r0)[4], float unit = 1.f) {
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   if (warp >= 4) return;
   float span = 0;
@@ -121,7 +121,7 @@ __device__ __forceinline__ void decide_through_r0(const float* Gs, int ld, bool 
     span = fmaxf(span, Gs[16 * warp * ld + c] - Gs[(16 * warp + 15) * ld + c]);
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) span = fmaxf(span, __shfl_xor_sync(0xffffffffu, span, o));
-  if (lane == 0) through_r0[warp] = tensor_cores && span <= 80.f;
+  if (lane == 0) through_r0[warp] = tensor_cores && span <= 80.f * unit;
 }
 
 // W = T R1 and U = T R2 of chunk slab `at` into the workspace: T [C][ldt], R1 and R2 [C][ldr]

@@ -7,7 +7,11 @@
 //     (gdn2 keeps f32 erase rows: its b is per channel);
 //   - Aqk is kept 16-bit, which is what the output launch reads anyway;
 //   - the intra-chunk products stage their keys 32 at a time;
-//   - the chunk's rows come by cp.async, all in flight at once, and v by 16-byte loads.
+//   - the chunk's rows come by cp.async, all in flight at once, and v by 16-byte loads;
+//   - G is kept in base-2 units (G log2 e: each e^x one ex2) and the element-wise passes take
+//     eight channels at a time (16-byte accesses), the erase and q rows of a block sharing
+//     their factors: ncu found the launch bound by issue (62% of slots, the integer pipe
+//     busiest), mostly index arithmetic per element (H100, 2026-12-06).
 // A kda CTA then takes 112 KB at D = 128 and two fit an SM (228 KB), where the wide layout's
 // 190 KB holds one: the prepare was latency-bound at 8 warps per SM (ncu, 2026-12-04).
 #pragma once
@@ -22,6 +26,7 @@
 #include "engines/native/linear_attention/kda_fwd_common.cuh"
 #include "engines/native/linear_attention/persistent.cuh"
 #include "engines/native/linear_attention/unit_lower_inverse.cuh"
+#include "engines/native/linear_attention/vec8.cuh"
 
 namespace eagle::native::kda::fwd {
 
@@ -81,6 +86,8 @@ __device__ __forceinline__ bool prepare_chunk_compact(const Params& p, int64_t j
 
   // 1. The chunk's rows, every copy in flight at once (zeros past its end).
   using linear_attention::cp_async16;
+  using linear_attention::ex2, linear_attention::kLog2e, linear_attention::load8,
+      linear_attention::pack8, linear_attention::store8;
   for (int i = tid; i < C * (D / 8); i += kPrepThreads) {
     const int r = i / (D / 8), c = (i % (D / 8)) * 8;
     const int64_t qk = (row_of(r) * H + hq) * D + c;
@@ -102,7 +109,7 @@ __device__ __forceinline__ bool prepare_chunk_compact(const Params& p, int64_t j
   __syncthreads();
 
   // 2. Each row's factors of q and k (kept, not applied); gdn2's erase key b k; G = cumsum of g
-  // per channel.
+  // per channel, in base-2 units.
   for (int r = warp; r < C; r += kPrepThreads / 32) {
     float sq = 0, sk = 0;
     for (int c = lane; c < D; c += 32) {
@@ -127,7 +134,7 @@ __device__ __forceinline__ bool prepare_chunk_compact(const Params& p, int64_t j
     float acc = 0;
     for (int r = 0; r < C; ++r) {
       acc += Gs[r * SG + c];
-      Gs[r * SG + c] = acc;
+      Gs[r * SG + c] = acc * kLog2e;
     }
   }
   __syncthreads();
@@ -140,10 +147,21 @@ __device__ __forceinline__ bool prepare_chunk_compact(const Params& p, int64_t j
     else
       return Es[r * SG + c];
   };
+  // ev's eight channels c.. of row r.
+  auto erase8 = [&](int r, int c, float(&x)[8]) {
+    if constexpr (GT == Gates::kda) {
+      load8(Kr + r * SB + c, x);
+      const float f = betas[r] * rk[r];
+#pragma unroll
+      for (int e = 0; e < 8; ++e) x[e] *= f;
+    } else {
+      load8(Es + r * SG + c, x);
+    }
+  };
 
   // 3a. Whether each 16-row diagonal block goes through its first row (decide_through_r0).
   __shared__ int through_r0[4];
-  decide_through_r0<D>(Gs, SG, p.s.tensor_core_diagonal, through_r0);
+  decide_through_r0<D>(Gs, SG, p.s.tensor_core_diagonal, through_r0, kLog2e);
   __syncthreads();
   // 3b. Rows of block I against keys 0 .. r0 + 15 on the tensor cores, through r0, 32 keys at a
   // time: (x_i e^{G_i - G_r0}) . (k_j e^{G_r0 - G_j}).
@@ -154,20 +172,38 @@ __device__ __forceinline__ bool prepare_chunk_compact(const Params& p, int64_t j
       const bool diag = through_r0[I];
       for (int k0 = 0; k0 < keys; k0 += 32) {
         const int nk = keys - k0 < 32 ? keys - k0 : 32;
-        const int from = k0 == 0 ? 0 : 32;  // the erase and q rows once per block row
-        for (int i = tid; i < (32 + nk - from) * D; i += kPrepThreads) {
-          const int s = from + i / D, c = i % D;
-          const float gr = Gs[r0 * SG + c];
-          float x;
-          if (s < 16) {
-            x = ev(r0 + s, c) * __expf(Gs[(r0 + s) * SG + c] - gr);
-          } else if (s < 32) {
-            x = qv(r0 + s - 16, c) * __expf(Gs[(r0 + s - 16) * SG + c] - gr);
-          } else {
-            const int key = k0 + s - 32;
-            x = key < r0 || diag ? kv(key, c) * __expf(gr - Gs[key * SG + c]) : 0.f;
+        // The erase and q rows once per block row, one factor e^{G_i - G_r0} for both.
+        if (k0 == 0)
+          for (int u = tid; u < 16 * (D / 8); u += kPrepThreads) {
+            const int s = u / (D / 8), c = (u % (D / 8)) * 8, row = r0 + s;
+            float gr[8], f[8], x[8], y[8];
+            load8(Gs + r0 * SG + c, gr);
+            load8(Gs + row * SG + c, f);
+#pragma unroll
+            for (int e = 0; e < 8; ++e) f[e] = ex2(f[e] - gr[e]);
+            erase8(row, c, x);
+#pragma unroll
+            for (int e = 0; e < 8; ++e) y[e] = x[e] * f[e];
+            store8(st + s * SB + c, y);
+            load8(Qr + row * SB + c, x);
+            const float fq = rq[row];
+#pragma unroll
+            for (int e = 0; e < 8; ++e) y[e] = x[e] * fq * f[e];
+            store8(st + (16 + s) * SB + c, y);
           }
-          st[s * SB + c] = __float2bfloat16(x);
+        for (int u = tid; u < nk * (D / 8); u += kPrepThreads) {
+          const int s = u / (D / 8), c = (u % (D / 8)) * 8, key = k0 + s;
+          float y[8] = {};
+          if (key < r0 || diag) {
+            float gr[8], g[8], x[8];
+            load8(Gs + r0 * SG + c, gr);
+            load8(Gs + key * SG + c, g);
+            load8(Kr + key * SB + c, x);
+            const float fk = rk[key];
+#pragma unroll
+            for (int e = 0; e < 8; ++e) y[e] = x[e] * fk * ex2(gr[e] - g[e]);
+          }
+          store8(st + (32 + s) * SB + c, y);
         }
         __syncthreads();
         const int tiles = nk / 8;
@@ -200,7 +236,7 @@ __device__ __forceinline__ bool prepare_chunk_compact(const Params& p, int64_t j
       float kk = 0, qk = 0;
       if (jj <= i) {
         for (int c = 0; c < D; ++c) {
-          const float kr = kv(rj, c) * __expf(Gs[ri * SG + c] - Gs[rj * SG + c]);
+          const float kr = kv(rj, c) * ex2(Gs[ri * SG + c] - Gs[rj * SG + c]);
           kk += ev(ri, c) * kr;
           qk += qv(ri, c) * kr;
         }
@@ -221,46 +257,58 @@ __device__ __forceinline__ bool prepare_chunk_compact(const Params& p, int64_t j
   {
     bf16* qg = p.ws.qg + at * C * D;
     bf16* kg = p.ws.kg + at * C * D;
-    for (int i = tid; i < C * D / 2; i += kPrepThreads) {
-      const int r = 2 * i / D, c = 2 * i % D;
-      float qe[2], ke[2];
+    for (int u = tid; u < C * (D / 8); u += kPrepThreads) {
+      const int r = u / (D / 8), c = (u % (D / 8)) * 8;
+      float g[8], gl[8], x[8], y[8];
+      load8(Gs + r * SG + c, g);
+      load8(Gs + (C - 1) * SG + c, gl);
+      load8(Qr + r * SB + c, x);
+      const float fq = rq[r], fk = rk[r];
 #pragma unroll
-      for (int e = 0; e < 2; ++e) {
-        const float gi = Gs[r * SG + c + e], gl = Gs[(C - 1) * SG + c + e];
-        qe[e] = qv(r, c + e) * __expf(gi);
-        ke[e] = kv(r, c + e) * __expf(gl - gi);
-      }
-      *reinterpret_cast<__nv_bfloat162*>(qg + 2 * i) = __floats2bfloat162_rn(qe[0], qe[1]);
-      *reinterpret_cast<__nv_bfloat162*>(kg + 2 * i) = __floats2bfloat162_rn(ke[0], ke[1]);
+      for (int e = 0; e < 8; ++e) y[e] = x[e] * fq * ex2(g[e]);
+      store8(qg + r * D + c, y);
+      load8(Kr + r * SB + c, x);
+#pragma unroll
+      for (int e = 0; e < 8; ++e) y[e] = x[e] * fk * ex2(gl[e] - g[e]);
+      store8(kg + r * D + c, y);
     }
-    for (int c = tid; c < D; c += kPrepThreads) p.ws.gl[at * D + c] = __expf(Gs[(C - 1) * SG + c]);
+    for (int c = tid; c < D; c += kPrepThreads) p.ws.gl[at * D + c] = ex2(Gs[(C - 1) * SG + c]);
     bf16* aqk = p.ws.aqk + at * C * C;
     const bf16 zero = __float2bfloat16(0.f);
-    for (int i = tid; i < C * C / 2; i += kPrepThreads) {
-      const int r = 2 * i / C, c = 2 * i % C;
-      __nv_bfloat162 x;
-      x.x = c <= r ? Aqk[r * ST + c] : zero;
-      x.y = c + 1 <= r ? Aqk[r * ST + c + 1] : zero;
-      *reinterpret_cast<__nv_bfloat162*>(aqk + 2 * i) = x;
+    for (int u = tid; u < C * (C / 8); u += kPrepThreads) {
+      const int r = u / (C / 8), c = (u % (C / 8)) * 8;
+      uint4 raw = *reinterpret_cast<const uint4*>(Aqk + r * ST + c);
+      bf16* x = reinterpret_cast<bf16*>(&raw);
+#pragma unroll
+      for (int e = 0; e < 8; ++e)
+        if (c + e > r) x[e] = zero;
+      *reinterpret_cast<uint4*>(aqk + r * C + c) = raw;
     }
   }
   __syncthreads();
 
   // 6. W = T (b k e^G), U = T (w v): T over Aqk, b k e^G over k in place (each element read and
-  // written by one thread), w v over q.
+  // written by one thread), w v over q; eight elements at a time.
   bf16* Tb = Aqk;
   bf16* R1 = reinterpret_cast<bf16*>(Kr);
   bf16* R2 = reinterpret_cast<bf16*>(Qr);
-  for (int i = tid; i < C * C; i += kPrepThreads) {
-    const int r = i / C, c = i % C;
-    Tb[r * ST + c] = __float2bfloat16(Tm[r * SA + c]);
-    if (p.ws.t) p.ws.t[at * C * C + i] = Tb[r * ST + c];
+  for (int u = tid; u < C * (C / 8); u += kPrepThreads) {
+    const int r = u / (C / 8), c = (u % (C / 8)) * 8;
+    float x[8];
+#pragma unroll
+    for (int e = 0; e < 8; ++e) x[e] = Tm[r * SA + c + e];
+    const uint4 raw = pack8(x);
+    *reinterpret_cast<uint4*>(Tb + r * ST + c) = raw;
+    if (p.ws.t) *reinterpret_cast<uint4*>(p.ws.t + at * C * C + r * C + c) = raw;
   }
-  for (int i = tid; i < C * D / 2; i += kPrepThreads) {
-    const int r = 2 * i / D, c = 2 * i % D;
-    const float x0 = ev(r, c) * __expf(Gs[r * SG + c]);
-    const float x1 = ev(r, c + 1) * __expf(Gs[r * SG + c + 1]);
-    *reinterpret_cast<__nv_bfloat162*>(R1 + r * SB + c) = __floats2bfloat162_rn(x0, x1);
+  for (int u = tid; u < C * (D / 8); u += kPrepThreads) {
+    const int r = u / (D / 8), c = (u % (D / 8)) * 8;
+    float g[8], x[8];
+    load8(Gs + r * SG + c, g);
+    erase8(r, c, x);
+#pragma unroll
+    for (int e = 0; e < 8; ++e) x[e] *= ex2(g[e]);
+    store8(R1 + r * SB + c, x);
   }
   for (int i = tid; i < C * (D / 8); i += kPrepThreads) {
     const int r = i / (D / 8), c = (i % (D / 8)) * 8;

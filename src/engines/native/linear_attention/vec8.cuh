@@ -1,0 +1,73 @@
+// Internal, CUDA sources only: eight consecutive elements at a time (one 16-byte access of
+// 16-bit elements, two of f32), for the element-wise passes of the chunk kernels, whose index
+// arithmetic per element otherwise outweighs the arithmetic itself; and 2^x on the SFU.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cstdint>
+#include <type_traits>
+
+namespace eagle::native::linear_attention {
+
+// log2(e): gates kept in base-2 units (G log2 e) make every e^x one ex2.
+constexpr float kLog2e = 1.4426950408889634f;
+
+// 2^x (ex2.approx: what __expf uses after its own multiply by log2 e).
+__device__ __forceinline__ float ex2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+
+// x[0..7] = p[0..7]; p 16-byte aligned.
+__device__ __forceinline__ void load8(const float* p, float (&x)[8]) {
+  const float4 a = reinterpret_cast<const float4*>(p)[0];
+  const float4 b = reinterpret_cast<const float4*>(p)[1];
+  x[0] = a.x, x[1] = a.y, x[2] = a.z, x[3] = a.w;
+  x[4] = b.x, x[5] = b.y, x[6] = b.z, x[7] = b.w;
+}
+
+__device__ __forceinline__ float2 unpack2(const __nv_bfloat162& v) {
+  return __bfloat1622float2(v);
+}
+__device__ __forceinline__ float2 unpack2(const __half2& v) {
+  return __half22float2(v);
+}
+
+// x[0..7] = p[0..7] as floats, p (bf16 or f16) 16-byte aligned.
+template <typename T>
+__device__ __forceinline__ void load8(const T* p, float (&x)[8]) {
+  using T2 = std::conditional_t<std::is_same_v<T, __half>, __half2, __nv_bfloat162>;
+  const uint4 raw = *reinterpret_cast<const uint4*>(p);
+  const T2* h = reinterpret_cast<const T2*>(&raw);
+#pragma unroll
+  for (int e = 0; e < 4; ++e) {
+    const float2 f = unpack2(h[e]);
+    x[2 * e] = f.x;
+    x[2 * e + 1] = f.y;
+  }
+}
+
+// The eight values rounded to T (bf16 by default, or f16) as one 16-byte word.
+template <typename T = __nv_bfloat16>
+__device__ __forceinline__ uint4 pack8(const float (&x)[8]) {
+  uint4 raw;
+#pragma unroll
+  for (int e = 0; e < 4; ++e) {
+    if constexpr (std::is_same_v<T, __half>)
+      reinterpret_cast<__half2*>(&raw)[e] = __floats2half2_rn(x[2 * e], x[2 * e + 1]);
+    else
+      reinterpret_cast<__nv_bfloat162*>(&raw)[e] = __floats2bfloat162_rn(x[2 * e], x[2 * e + 1]);
+  }
+  return raw;
+}
+
+// p[0..7] = x rounded to T; p 16-byte aligned (shared or global memory).
+template <typename T>
+__device__ __forceinline__ void store8(T* p, const float (&x)[8]) {
+  *reinterpret_cast<uint4*>(p) = pack8<T>(x);
+}
+
+}  // namespace eagle::native::linear_attention
