@@ -382,14 +382,14 @@ __device__ __forceinline__ void state_slot(const Params& p, int64_t s, int vb) {
           const T y1 = E::from_float(E::to_float(us[i * LU + col + 1]) - acc[nt][e + 1]);
           if (i < n)
             *reinterpret_cast<uint32_t*>(u + ((r0 + i) * p.HV + h) * V + v0 + col) = pack2(y0, y1);
-          const float d = i < n ? expf(g_last - gcs[i]) * inv[i] : 0.0f;
+          const float d = i < n ? __expf(g_last - gcs[i]) * inv[i] : 0.0f;
           *reinterpret_cast<uint32_t*>(vd + i * LB + col) =
               pack2f<T>(E::to_float(y0) * d, E::to_float(y1) * d);
         }
     }
     __syncthreads();
     // S <- exp(G_last) S + ks^T vd.
-    const float decay = expf(g_last);
+    const float decay = __expf(g_last);
     for (int mt = 0; mt < MT; ++mt)
       for (int nt = 0; nt < NT; ++nt)
         for (int e = 0; e < 4; ++e) S[mt][nt][e] *= decay;
@@ -523,7 +523,7 @@ __device__ __forceinline__ void state_rows_slot(const Params& p, int64_t s, int 
           const T x = reinterpret_cast<const T*>(&bits)[e & 1];
           const int t = 16 * tb + 8 * half + acc_col(e);
           y[half][e] = E::to_float(E::from_float(E::to_float(x) - acc[2 * tb + half][e]));
-          yd[half][e] = t < n ? y[half][e] * expf(g_last - gcs[t]) * inv[t] : 0.0f;
+          yd[half][e] = t < n ? y[half][e] * __expf(g_last - gcs[t]) * inv[t] : 0.0f;
         }
       tiles_to_a<T>(y[0], y[1], vo[tb]);
       tiles_to_a<T>(yd[0], yd[1], va[tb]);
@@ -532,7 +532,7 @@ __device__ __forceinline__ void state_rows_slot(const Params& p, int64_t s, int 
                              static_cast<int64_t>(p.HV) * V, n);
 
     // S^T <- e^{G_last} S^T + (v' d)^T k.
-    const float decay = expf(g_last);
+    const float decay = __expf(g_last);
     for (int kt = 0; kt < KT; ++kt)
       for (int e = 0; e < 4; ++e) st[kt][e] *= decay;
     for (int tb = 0; tb < TB; ++tb)  // B (t, key) = k[t][key]
@@ -626,7 +626,7 @@ __device__ __forceinline__ bool output_chunk(const Params& p, int64_t j) {
       for (int e = 0; e < 4; ++e) {
         const int i = 16 * warp + acc_row(e), jj = nt * 8 + acc_col(e);
         ps[i * LT + jj] = E::from_float(
-            (jj <= i && i < n) ? acc[nt][e] * rq[i] * rk[jj] * expf(gcs[i] - gcs[jj]) : 0.0f);
+            (jj <= i && i < n) ? acc[nt][e] * rq[i] * rk[jj] * __expf(gcs[i] - gcs[jj]) : 0.0f);
       }
   }
   __syncthreads();
@@ -636,11 +636,13 @@ __device__ __forceinline__ bool output_chunk(const Params& p, int64_t j) {
     frag_a_mk(a, qs, LK, 16 * warp, k0);
     mma_tiles<false>(o, a, hs, LV, 0, k0);
   }
+  float row_factor[2];  // e^{G_i} / |q_i| of this lane's two rows (accumulator elements 0-1, 2-3)
+  for (int half = 0; half < 2; ++half) {
+    const int i = 16 * warp + acc_row(2 * half);
+    row_factor[half] = __expf(gcs[i]) * rq[i];
+  }
   for (int nt = 0; nt < V / 8; ++nt)
-    for (int e = 0; e < 4; ++e) {
-      const int i = 16 * warp + acc_row(e);
-      o[nt][e] *= expf(gcs[i]) * rq[i];
-    }
+    for (int e = 0; e < 4; ++e) o[nt][e] *= row_factor[e >> 1];
   for (int k0 = 0; k0 < kC; k0 += 16) {
     uint32_t a[4];
     frag_a_mk(a, ps, LT, 16 * warp, k0);

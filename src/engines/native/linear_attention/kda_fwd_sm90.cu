@@ -422,9 +422,12 @@ __device__ __forceinline__ bool output_chunk(const Params& p, int64_t j) {
 #pragma unroll
   for (int t = 0; t < NT; ++t)
 #pragma unroll
-    for (int e = 0; e < 4; ++e) {
+    for (int e = 0; e < 4; e += 2) {  // an accumulator's pair of columns as one 4-byte store
       const int r = acc_row(16 * warp, e), c = acc_col(8 * t, e);
-      if (r < n) o[((task.row_begin + r) * HV + hv) * D + c] = from_f<T>(acc[t][e]);
+      const T pair[2] = {from_f<T>(acc[t][e]), from_f<T>(acc[t][e + 1])};
+      if (r < n)
+        *reinterpret_cast<uint32_t*>(o + ((task.row_begin + r) * HV + hv) * D + c) =
+            *reinterpret_cast<const uint32_t*>(pair);
     }
   return true;
 }
