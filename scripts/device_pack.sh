@@ -44,4 +44,7 @@ mkdir -p .carry/examples
 for t in $example_targets; do cp "build-device/examples/${t#example_}" .carry/examples/; done
 cp -L /usr/lib/x86_64-linux-gnu/libtbb.so.12 .carry/
 cp scripts/device_run.sh .carry/
+# Symbols the GPU machine does not need: the carry is limited to 64 MiB with the working tree.
+find .carry -type f \( -name '*.so*' -o -perm -u+x \) ! -name '*.sh' ! -name '*.py' \
+  -exec strip --strip-unneeded {} + 2>/dev/null || true
 du -sh .carry
