@@ -159,26 +159,28 @@ void exact_shapes(const Options& o, Report& report, const Peers& peers) {
   struct Shape {
     int64_t t, n;
   };
-  // kda five times and gdn five: the planner's first entry (the state loop pipelined, a state
-  // CTA per 32 columns, the compact prepare and, for gdn, the blocked inverse), the state launch
-  // a CTA per head (state = 1) and with the state transposed in registers (state = 2), for kda
-  // its W / U stores straight from the mma fragments (stores = 0), the state loop unpipelined
-  // (pipeline = 0), and for gdn the column-wise inverse (solve = 0) alone and with pipeline = 0.
+  // kda six times and gdn five: the planner's first entry (the state transposed in registers,
+  // the compact prepare and, for gdn, the blocked inverse), for kda the prepare's products with
+  // their fragments built in registers (prepare = 2), the state launch a CTA per 32 columns
+  // (state = 0) and per head (state = 1), for kda its W / U stores straight from the mma
+  // fragments (stores = 0), state 0's loop unpipelined (pipeline = 0), and for gdn the
+  // column-wise inverse (solve = 0) alone and with state 0 unpipelined.
   struct Variant {
     std::string rule, tag;
     plan::Knobs knobs;
   };
   const std::vector<Variant> variants = {
       {"kda", "", {}},
+      {"kda", " prepare 2", {{"prepare", 2}}},
+      {"kda", " state 0", {{"state", 0}}},
       {"kda", " state 1", {{"state", 1}}},
-      {"kda", " state 2", {{"state", 2}}},
       {"kda", " stores 0", {{"prepare", 1}, {"stores", 0}}},
-      {"kda", " pipeline 0", {{"pipeline", 0}}},
+      {"kda", " state 0 pipeline 0", {{"state", 0}, {"pipeline", 0}}},
       {"gdn", "", {}},
+      {"gdn", " state 0", {{"state", 0}}},
       {"gdn", " state 1", {{"state", 1}}},
-      {"gdn", " state 2", {{"state", 2}}},
       {"gdn", " solve 0", {{"pipeline", 1}, {"solve", 0}}},
-      {"gdn", " pipeline 0 solve 0", {{"pipeline", 0}, {"solve", 0}}}};
+      {"gdn", " state 0 pipeline 0 solve 0", {{"state", 0}, {"pipeline", 0}, {"solve", 0}}}};
   for (const Shape& sh : {Shape{32768, 8}, Shape{32768, 64}, Shape{4096, 32}})
     for (const Variant& variant : variants) {
       const std::string& rule = variant.rule;

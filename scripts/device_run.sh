@@ -19,9 +19,10 @@
 #   linear    the linear-attention GPU tests (native_kda, native_gdn, native_kda_bwd), eagle_bench
 #             --only 14a (every knob row), the kda backward's time (both prepare layouts), then ncu over the prepare launches of the first rows
 #             (kda and gdn, wide and compact layouts: linear-ncu.txt)
-#   rows      the state-rows launches (knob `state` = 2 of native_kda and native_gdn, `dstate` = 2
-#             of native_kda_bwd): their tests, memcheck and racecheck over the small ones
-#             (rows-*.txt), bench 14a (every knob row) and the kda backward's timing rows
+#   fragments the compact kda prepare with its products' fragments built in registers (knob
+#             `prepare` = 2 of native_kda and native_kda_bwd): its tests, memcheck and racecheck
+#             over the small ones (fragments-*.txt), bench 14a (every knob row) and the forward's
+#             timing rows (DISABLED_TimeTheForward)
 #   profile   ncu's time per kernel (scripts/ncu_summary.py) of three training steps at the
 #             benchmark's shape (train-ncu.txt) and of bench 14a's first kda and gdn rows
 #             (linear-fwd-ncu.txt) and of gradients.py's MLP at dim 512, eagle's step and
@@ -34,7 +35,7 @@ export LD_LIBRARY_PATH=$PWD:${LD_LIBRARY_PATH:-}
 out=${OUT:-/tmp/out}
 mkdir -p "$out"
 parts=("$@")
-[ ${#parts[@]} -eq 0 ] && parts=(tests sanitize repro demo examples python train gradients linear rows profile bench)
+[ ${#parts[@]} -eq 0 ] && parts=(tests sanitize repro demo examples python train gradients linear fragments profile bench)
 want() { [[ " ${parts[*]} " == *" $1 "* ]]; }
 # Every CUDA test, but the one that provokes a failing graph update on purpose (to test the
 # rebuild fallback): the sanitizers report the API error it asks for; and the GPU trace tests:
@@ -160,23 +161,23 @@ if want linear; then
     echo "ncu: exit $?"
   fi
 fi
-if want rows; then
-  rows_small='NativeKda.EveryKnobPointOnASmallBatch:NativeKdaBwd.EveryKnobPointOnASmallBatch:NativeGdn.TheStateRowsLaunchOnSmallBatches'
-  timeout 300 ./eagle_tests --gtest_filter="$rows_small:NativeKda.TheStateRowsLaunchMatchesTheReference:NativeKdaBwd.TheDstateRowsLaunchMatchesTheReference:NativeGdn.EveryKnobsKernelsMatchTheReference" \
-    > "$out/rows-tests.txt" 2>&1
-  echo "rows tests: exit $? | $(grep -E 'tests ran|PASSED|FAILED' "$out/rows-tests.txt" | tr '\n' ' ')"
-  grep -E '^\[  FAILED' "$out/rows-tests.txt" | head -20
-  grep -B3 -A10 'Failure' "$out/rows-tests.txt" | head -40
+if want fragments; then
+  small='NativeKda.EveryKnobPointOnASmallBatch:NativeKdaBwd.EveryKnobPointOnASmallBatch:NativeKda.StrongGatesStayFinite'
+  timeout 300 ./eagle_tests --gtest_filter="$small:NativeKda.TheFragmentProductsMatchTheReference" \
+    > "$out/fragments-tests.txt" 2>&1
+  echo "fragments tests: exit $? | $(grep -E 'tests ran|PASSED|FAILED' "$out/fragments-tests.txt" | tr '\n' ' ')"
+  grep -E '^\[  FAILED' "$out/fragments-tests.txt" | head -20
+  grep -B3 -A10 'Failure' "$out/fragments-tests.txt" | head -40
   if command -v compute-sanitizer >/dev/null; then
-    for tool in memcheck racecheck; do
+    for tool in memcheck racecheck synccheck initcheck; do
       timeout 200 compute-sanitizer --tool "$tool" --error-exitcode 9 ./eagle_tests --gtest_brief=1 \
-        --gtest_filter="$rows_small" > "$out/rows-$tool.txt" 2>&1
-      echo "$tool: exit $? | $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|PASSED|FAILED' "$out/rows-$tool.txt" | tr '\n' ' ')"
+        --gtest_filter="$small" > "$out/fragments-$tool.txt" 2>&1
+      echo "$tool: exit $? | $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|PASSED|FAILED' "$out/fragments-$tool.txt" | tr '\n' ' ')"
     done
   fi
-  ./eagle_bench --only 14a 2>&1 | tee "$out/rows-bench.txt" | grep -E 'fwd vs|did not run'
+  ./eagle_bench --only 14a 2>&1 | tee "$out/fragments-bench.txt" | grep -E 'fwd vs|did not run'
   timeout 200 ./eagle_tests --gtest_also_run_disabled_tests \
-    --gtest_filter=NativeKdaBwd.DISABLED_TimeTheBackward 2>&1 | grep -E 'kda backward|FAILED'
+    --gtest_filter=NativeKda.DISABLED_TimeTheForward 2>&1 | grep -E 'kda forward|FAILED'
 fi
 if want profile && command -v ncu >/dev/null; then
   timeout 240 ncu --metrics gpu__time_duration.sum --csv ./eagle train --device cuda --steps 3 \

@@ -183,7 +183,9 @@ plan::Capabilities kda_bwd_capabilities() {
   // as in the forward; measured on the H200 (kda bf16, H 32, K = V = 128, T 32768 N 8,
   // 2026-12-05): prepare 1 intra 1 20.2 ms, prepare 0 intra 1 22.9, prepare 1 intra 0 25.6,
   // prepare 0 intra 0 28.2.
-  caps.knobs["prepare"] = {1, 0};
+  // 2: the compact layout with its products' fragments built in registers, as native_kda's
+  // (not yet run on a GPU).
+  caps.knobs["prepare"] = {1, 0, 2};
   // The recompute's state launch: 1 pipelined, 0 not; the forward's kernel, whose pipelined
   // loop was measured faster there (native_kda's knob `pipeline`), so 1 leads.
   caps.knobs["pipeline"] = {1, 0};
@@ -238,6 +240,7 @@ class KdaBwdEngine : public plan::Engine {
     KdaBwdPlan::Table t{};
     t.shape = shape_of(node);
     t.shape.compact_prepare = config.knobs.at("prepare") != 0;
+    t.shape.fragment_products = config.knobs.at("prepare") == 2;
     t.shape.pipelined_state = config.knobs.at("pipeline") != 0;
     t.shape.head_state = config.knobs.at("state") == 1;
     t.shape.state_rows = config.knobs.at("state") == 2;

@@ -149,7 +149,10 @@ plan::Capabilities kda_capabilities() {
   // rows, cp.async, two kda CTAs per SM; the wide one where an operand is not 16-byte aligned).
   // 1 leads: measured on the H200 (bench 14a, bf16, H 32, K = V = 128, 2026-12-05) 5.66 / 5.92 /
   // 0.86 ms at T 32768 N 8, T 32768 N 64, T 4096 N 32 against 8.38 / 8.87 / 1.26 ms for 0.
-  caps.knobs["prepare"] = {1, 0};
+  // 2: the compact layout with the intra-chunk products' fragments built in registers by each
+  // warp (kda::Shape::fragment_products: no staging, no barrier per 32 keys). Written
+  // 2026-12-06 after the day's device time: not yet run on a GPU.
+  caps.knobs["prepare"] = {1, 0, 2};
   // The compact prepare's W and U stores: 0 from the mma fragments, 1 staged through shared
   // memory in 16-byte pieces (kda::Shape::staged_stores). 1 leads: measured on an H100 (bench
   // 14a, as above, 2026-12-06) 5.68 / 5.96 / 0.883 ms against 5.85 / 6.15 / 0.908 ms for 0.
@@ -208,6 +211,7 @@ class KdaEngine : public plan::Engine {
     t.shape.persistent = schedule == 1 || schedule == 3;
     t.shape.persistent_state = schedule == 1 || schedule == 2;
     t.shape.compact_prepare = config.knobs.at("prepare") != 0;
+    t.shape.fragment_products = config.knobs.at("prepare") == 2;
     t.shape.staged_stores = config.knobs.at("stores") != 0;
     t.capacity = ragged::chunk_capacity(t.shape.rows, t.shape.slots, kda::kChunk);
     t.q = in("q");

@@ -862,7 +862,8 @@ TEST_F(NativeKdaBwd, EveryKnobPointOnASmallBatch) {
         BwdKnobs{.prepare = 1, .intra = 1, .state = 1},
         BwdKnobs{.prepare = 1, .intra = 1, .state = 2},
         BwdKnobs{.prepare = 1, .intra = 1, .dstate = 2},
-        BwdKnobs{.prepare = 1, .intra = 1, .schedule = 2, .dstate = 2, .state = 2}}) {
+        BwdKnobs{.prepare = 1, .intra = 1, .schedule = 2, .dstate = 2, .state = 2},
+        BwdKnobs{.prepare = 2, .intra = 1, .dstate = 2, .state = 2}}) {
     SCOPED_TRACE("prepare " + std::to_string(k.prepare) + " intra " + std::to_string(k.intra) +
                  " dstate " + std::to_string(k.dstate) + " schedule " + std::to_string(k.schedule) +
                  " state " + std::to_string(k.state));

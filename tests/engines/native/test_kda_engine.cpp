@@ -490,12 +490,20 @@ TEST_F(NativeKda, TheStateRowsLaunchMatchesTheReference) {
   matches_the_reference(1, {1}, 0, 1, false, 1, 2);
 }
 
+// The compact prepare with the products' fragments built in registers (knob prepare = 2), every
+// case, both intra routes, flat and persistent (a CTA's tasks in turn).
+TEST_F(NativeKda, TheFragmentProductsMatchTheReference) {
+  matches_the_reference(1, {1, 0}, 0, 2, false, 1, 2);
+  matches_the_reference(1, {1}, 1, 2, false, 1, 2);
+}
+
 // The compact prepare and the per-stage schedules on one small batch: what the sanitizers run
 // (the tests above are too large for racecheck's time).
 TEST_F(NativeKda, EveryKnobPointOnASmallBatch) {
   matches_the_reference(1, {1, 0}, 0, 1, true);
   for (int64_t schedule : {1, 2, 3}) matches_the_reference(1, {1}, schedule, 1, true);
   matches_the_reference(1, {1}, 0, 1, true, 1);
+  matches_the_reference(1, {1, 0}, 0, 2, true, 1, 2);  // the products' fragments in registers
   // The state launch a CTA per head (knob state = 1) and with the state transposed in registers
   // (2), flat and persistent.
   for (int64_t state : {1, 2}) {
@@ -619,6 +627,14 @@ TEST_F(NativeKda, StrongGatesStayFinite) {
     std::printf("strong gates, intra %d: relative error %.3g\n", static_cast<int>(intra),
                 check(g, rows, test::execute(native_plan(g, intra), in, kGpu), want));
   }
+  // The compact prepare's two routes to the products (staged, fragments in registers): blocks
+  // past the decay span take the exact route there too.
+  for (int64_t prepare : {1, 2}) {
+    SCOPED_TRACE("prepare " + std::to_string(prepare));
+    std::printf(
+        "strong gates, prepare %d: relative error %.3g\n", static_cast<int>(prepare),
+        check(g, rows, test::execute(native_plan(g, 1, 1, 0, prepare, 1, 2), in, kGpu), want));
+  }
 }
 
 #ifdef EAGLE_HAVE_CUDA
@@ -649,8 +665,10 @@ TEST_F(NativeKda, DISABLED_TimeTheForward) {
     for (int64_t l : lens) cu.push_back(cu.back() + l);
     dev[cu_t.uid()] = test::from_ints(cu, cu_t.dims(), DType::i32, Device::cpu()).to(kGpu);
     // The leading knobs (intra 1, pipeline 1, prepare 1, stores 1) with each state launch.
-    for (int64_t state : {0, 1, 2}) {
-      const plan::ExecutionPlans plans = native_plan(g, 1, 1, 0, 1, 1, state);
+    // Then the products' fragments in registers (prepare 2) with the state in registers.
+    for (const auto& [prepare, state] :
+         std::vector<std::pair<int64_t, int64_t>>{{1, 0}, {1, 1}, {1, 2}, {2, 2}}) {
+      const plan::ExecutionPlans plans = native_plan(g, 1, 1, 0, prepare, 1, state);
       plan::VariantPack pack(plans.layout());
       std::vector<Array> keep;
       for (const auto& [uid, a] : dev) pack.set(uid, plan::Operand(a));
@@ -676,10 +694,10 @@ TEST_F(NativeKda, DISABLED_TimeTheForward) {
       float ms = 0;
       ASSERT_EQ(cudaEventElapsedTime(&ms, a, b), cudaSuccess);
       std::printf(
-          "kda forward bf16 H=HV=32 K=V=128 T=32768 N=8 (%s, state %d): %.3f ms, workspace %.0f "
-          "MiB\n",
-          lens[0] == lens[1] ? "equal" : "skewed", static_cast<int>(state), ms / kRuns,
-          ws_bytes / 1048576.0);
+          "kda forward bf16 H=HV=32 K=V=128 T=32768 N=8 (%s, prepare %d state %d): %.3f ms, "
+          "workspace %.0f MiB\n",
+          lens[0] == lens[1] ? "equal" : "skewed", static_cast<int>(prepare),
+          static_cast<int>(state), ms / kRuns, ws_bytes / 1048576.0);
       std::fflush(stdout);
       cudaEventDestroy(a);
       cudaEventDestroy(b);

@@ -69,6 +69,11 @@ struct Shape {
   // covering two whole rows (the plan knob `stores` = 1); else straight from the mma fragments,
   // 4 bytes a lane (ncu: 30% of the prepare's global sectors were excess).
   bool staged_stores = false;
+  // The compact prepare's intra-chunk products with each warp building its mma fragments in
+  // registers from G, q and k (a fixed share of the 20 key tiles per warp, no staging and no
+  // barrier until all are in; the plan knob `prepare` = 2), instead of staging each block row's
+  // scaled rows and keys in shared memory, two barriers per 32 keys.
+  bool fragment_products = false;
   // The backward's decay-weighted products (its dqkg launch) on the tensor cores through a
   // reference row per 16-row block, as the prepare takes A (knob `intra` of native_kda_bwd = 1);
   // false: exactly per channel on CUDA cores.

@@ -55,6 +55,97 @@ struct CompactLayout {
                 "two compact kda CTAs must fit an SM");
 };
 
+// The intra-chunk products (Shape::fragment_products): rows of block I against keys
+// 0 .. 16 I + 15 through r0 = 16 I, (x_i e^{G_i - G_r0}) . (k_j e^{G_r0 - G_j}), as the staged
+// route computes them, but each warp builds its A and B fragments in registers from G (base-2
+// units), the 16-bit q and k rows and their factors, for a fixed share of the 20 key tiles of 8
+// (block 3's 8 tiles over warps 0-2, block 2's 6 over 3-4, block 1's 4 over 5-6, block 0's 2 on
+// 7), both kinds (erase, q) on one B. Keys of a diagonal block not taken through r0 give 0 (the
+// exact route fills it). Writes Akk (f32, strictly lower) and Aqk (bf16, lower) of its tiles;
+// a __syncthreads must follow.
+template <typename T, int D, Gates GT>
+__device__ __forceinline__ void fragment_products(const float* Gs, const float* Es, const T* Kr,
+                                                  const T* Qr, const float* betas, const float* rq,
+                                                  const float* rk, const int (&through_r0)[4],
+                                                  float* Akk, bf16* Aqk) {
+  using L = CompactLayout<D, GT>;
+  using T2 = std::conditional_t<std::is_same_v<T, __half>, __half2, __nv_bfloat162>;
+  using linear_attention::ex2, linear_attention::unpack2;
+  constexpr int SG = L::SG, SB = L::SB, SA = L::SA, ST = L::ST;
+  static_assert(kPrepThreads == 256, "the key tiles are shared out over 8 warps");
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, c2 = 2 * (lane & 3);
+  // Per warp (a nibble each): its block row, first key tile and number of key tiles.
+  const int I = (0x01122333 >> (4 * warp)) & 15, t0 = (0x02030630 >> (4 * warp)) & 15,
+            nt = (0x22233233 >> (4 * warp)) & 15;
+  const int r0 = 16 * I, ra = r0 + g, rb = ra + 8;  // this lane's two rows
+  const bool diag = through_r0[I];
+  // The rows' factors: kda's erase key beta k (gdn2's erase rows are scaled already), q's scale.
+  const float ea = GT == Gates::kda ? betas[ra] * rk[ra] : 1.f;
+  const float eb = GT == Gates::kda ? betas[rb] * rk[rb] : 1.f;
+  const float qa = rq[ra], qb = rq[rb];
+  auto pair = [](const T* at) { return unpack2(*reinterpret_cast<const T2*>(at)); };
+  auto pack = [](float lo, float hi) {
+    const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+    return *reinterpret_cast<const uint32_t*>(&v);
+  };
+  float acc[2][3][4] = {};  // [erase, q][key tile][fragment]
+  for (int k0 = 0; k0 < D; k0 += 16) {
+    uint32_t ae[4], aq[4];
+    float2 gr[2];  // G_r0 at this lane's channels k0 + c2 (+ 1) and k0 + c2 + 8 (+ 1)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int ch = k0 + c2 + 8 * h;
+      gr[h] = *reinterpret_cast<const float2*>(Gs + r0 * SG + ch);
+      const float2 ga = *reinterpret_cast<const float2*>(Gs + ra * SG + ch);
+      const float2 gb = *reinterpret_cast<const float2*>(Gs + rb * SG + ch);
+      const float fa0 = ex2(ga.x - gr[h].x), fa1 = ex2(ga.y - gr[h].y);
+      const float fb0 = ex2(gb.x - gr[h].x), fb1 = ex2(gb.y - gr[h].y);
+      float2 xa, xb;
+      if constexpr (GT == Gates::kda) {
+        xa = pair(Kr + ra * SB + ch);
+        xb = pair(Kr + rb * SB + ch);
+      } else {
+        xa = *reinterpret_cast<const float2*>(Es + ra * SG + ch);
+        xb = *reinterpret_cast<const float2*>(Es + rb * SG + ch);
+      }
+      // Fragment registers: 0 (row g, k 2c..), 1 (row g + 8), 2 (row g, k 2c + 8..), 3 (g + 8).
+      ae[2 * h] = pack(xa.x * ea * fa0, xa.y * ea * fa1);
+      ae[2 * h + 1] = pack(xb.x * eb * fb0, xb.y * eb * fb1);
+      const float2 ya = pair(Qr + ra * SB + ch), yb = pair(Qr + rb * SB + ch);
+      aq[2 * h] = pack(ya.x * qa * fa0, ya.y * qa * fa1);
+      aq[2 * h + 1] = pack(yb.x * qb * fb0, yb.y * qb * fb1);
+    }
+#pragma unroll
+    for (int t = 0; t < 3; ++t) {
+      if (t >= nt) break;
+      const int key = 8 * (t0 + t) + g;  // B's column g: key `key`, rows (channels) 2c.., 2c + 8..
+      uint32_t b[2] = {0, 0};
+      if (key < r0 || diag) {
+        const float fk = rk[key];
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int ch = k0 + c2 + 8 * h;
+          const float2 gk = *reinterpret_cast<const float2*>(Gs + key * SG + ch);
+          const float2 x = pair(Kr + key * SB + ch);
+          b[h] = pack(x.x * fk * ex2(gr[h].x - gk.x), x.y * fk * ex2(gr[h].y - gk.y));
+        }
+      }
+      mma(acc[0][t], ae, b);
+      mma(acc[1][t], aq, b);
+    }
+  }
+#pragma unroll
+  for (int t = 0; t < 3; ++t) {
+    if (t >= nt) break;
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int row = acc_row(r0, e), col = acc_col(8 * (t0 + t), e);
+      Akk[row * SA + col] = col < row ? acc[0][t][e] : 0.f;
+      Aqk[row * ST + col] = __float2bfloat16(col <= row ? acc[1][t][e] : 0.f);
+    }
+  }
+}
+
 // Chunk task j of value head blockIdx.y; false when j is past the batch's chunks.
 template <typename T, int D, Gates GT>
 __device__ __forceinline__ bool prepare_chunk_compact(const Params& p, int64_t j) {
@@ -164,8 +255,11 @@ __device__ __forceinline__ bool prepare_chunk_compact(const Params& p, int64_t j
   decide_through_r0<D>(Gs, SG, p.s.tensor_core_diagonal, through_r0, kLog2e);
   __syncthreads();
   // 3b. Rows of block I against keys 0 .. r0 + 15 on the tensor cores, through r0, 32 keys at a
-  // time: (x_i e^{G_i - G_r0}) . (k_j e^{G_r0 - G_j}).
-  {
+  // time: (x_i e^{G_i - G_r0}) . (k_j e^{G_r0 - G_j}); or with fragments built in registers.
+  if (p.s.fragment_products) {
+    fragment_products<T, D, GT>(Gs, Es, Kr, Qr, betas, rq, rk, through_r0, Akk, Aqk);
+    __syncthreads();
+  } else {
     bf16* st = reinterpret_cast<bf16*>(sm + L::SCR);  // rows: 16 erase, 16 q, then 32 keys
     for (int I = 0; I < 4; ++I) {
       const int r0 = 16 * I, keys = r0 + 16;
