@@ -14,8 +14,10 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <map>
 #include <optional>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include "compare.hpp"
@@ -43,6 +45,7 @@ struct GdnCase {
   bool l2 = true, safe_gate = false, beta_sigmoid = false, initial_state = true;
   bool final_state = true;
   DType state_dtype = DType::f32;
+  DType gate_dtype = DType::f32;  // g, beta, a_log, dt_bias
   std::optional<double> scale;
   // The engine's knobs: pipeline 1 prefetches the next chunk's rows in the state loop, solve 1
   // inverts I + A by 16 x 16 blocks in the prepare launch, schedule 1 is persistent, prepare 1
@@ -68,13 +71,13 @@ op::Graph gdn_graph(const GdnCase& c, int64_t rows) {
   in("q", {rows, c.h, c.dim}, c.dtype);
   in("k", {rows, c.h, c.dim}, c.dtype);
   in("v", {rows, c.hv, c.dim}, c.dtype);
-  in("g", {rows, c.hv}, DType::f32);
-  in("beta", {rows, c.hv}, DType::f32);
+  in("g", {rows, c.hv}, c.gate_dtype);
+  in("beta", {rows, c.hv}, c.gate_dtype);
   in("cu_seqlens", {c.slots() + 1}, DType::i32);
   if (c.initial_state) in("initial_state", {c.slots(), c.hv, c.dim, c.dim}, c.state_dtype);
   if (c.safe_gate) {
-    in("a_log", {c.hv}, DType::f32);
-    in("dt_bias", {c.hv}, DType::f32);
+    in("a_log", {c.hv}, c.gate_dtype);
+    in("dt_bias", {c.hv}, c.gate_dtype);
   }
   op::Attrs attrs = {{"use_qk_l2norm", c.l2},
                      {"safe_gate", c.safe_gate},
@@ -95,10 +98,11 @@ std::map<std::string, Array> random_gdn_inputs(const GdnCase& c) {
   in["q"] = random_array({t, c.h, c.dim}, c.dtype, cpu);
   in["k"] = random_array({t, c.h, c.dim}, c.dtype, cpu, -kr, kr);
   in["v"] = random_array({t, c.hv, c.dim}, c.dtype, cpu);
-  in["g"] = c.safe_gate ? random_array({t, c.hv}, DType::f32, cpu, -1, 1)
-                        : random_array({t, c.hv}, DType::f32, cpu, -0.7, -0.02);
-  in["beta"] = c.beta_sigmoid ? random_array({t, c.hv}, DType::f32, cpu, -2, 2)
-                              : random_array({t, c.hv}, DType::f32, cpu, 0.1, 0.9);
+  const DType gd = c.gate_dtype;
+  in["g"] = c.safe_gate ? random_array({t, c.hv}, gd, cpu, -1, 1)
+                        : random_array({t, c.hv}, gd, cpu, -0.7, -0.02);
+  in["beta"] = c.beta_sigmoid ? random_array({t, c.hv}, gd, cpu, -2, 2)
+                              : random_array({t, c.hv}, gd, cpu, 0.1, 0.9);
   RaggedRows rows = rows_of(c.cu());
   rows.rows = t;
   for (const char* p : {"q", "k", "v", "g", "beta"}) poison_padding(in[p], rows);
@@ -107,8 +111,8 @@ std::map<std::string, Array> random_gdn_inputs(const GdnCase& c) {
     in["initial_state"] =
         random_array({c.slots(), c.hv, c.dim, c.dim}, c.state_dtype, cpu, -0.5, 0.5);
   if (c.safe_gate) {
-    in["a_log"] = random_array({c.hv}, DType::f32, cpu, -1, 0);
-    in["dt_bias"] = random_array({c.hv}, DType::f32, cpu, -0.5, 0.5);
+    in["a_log"] = random_array({c.hv}, gd, cpu, -1, 0);
+    in["dt_bias"] = random_array({c.hv}, gd, cpu, -0.5, 0.5);
   }
   return in;
 }
@@ -126,29 +130,11 @@ Arrays by_uid(const op::Graph& g, const std::map<std::string, Array>& in, int64_
   return out;
 }
 
-// The engine's o (active rows) and final state against the reference's.
-void check_case(const GdnCase& c) {
-  SCOPED_TRACE(c.name + " " + std::string(dtype_name(c.dtype)) + " K=V=" + std::to_string(c.dim) +
-               " H " + std::to_string(c.h) + " HV " + std::to_string(c.hv) + (c.l2 ? " l2" : "") +
-               (c.safe_gate ? " safe_gate" : "") + (c.beta_sigmoid ? " beta_sigmoid" : "") +
-               (c.initial_state ? " initial_state" : "") +
-               (c.pipeline ? " pipelined state loop" : "") + (c.solve ? " blocked solve" : "") +
-               (c.schedule ? " schedule " + std::to_string(c.schedule) : "") +
-               (c.prepare ? " compact prepare" : "") +
-               (c.state == 1   ? " state per head"
-                : c.state == 2 ? " state rows"
-                               : ""));
-  const int64_t t = c.active() + c.pad, active = c.active();
-  const op::Graph full = gdn_graph(c, t), packed = gdn_graph(c, active > 0 ? active : 1);
-  const std::map<std::string, Array> in = random_gdn_inputs(c);
-  plan::ExecutionPlans p = engines::create_execution_plan(full.clone(), kGpu, gdn_id(),
-                                                          {{"pipeline", c.pipeline},
-                                                           {"solve", c.solve},
-                                                           {"schedule", c.schedule},
-                                                           {"prepare", c.prepare},
-                                                           {"state", c.state}});
-  p.build_plans();
-  const Arrays got = execute(p, by_uid(full, in, t), kGpu);
+// What the engine gave for `c` (`got`, by uid of its graph over T rows `full`) against the
+// reference run on the active rows: o and the final state.
+void expect_reference(const GdnCase& c, const op::Graph& full,
+                      const std::map<std::string, Array>& in, const Arrays& got) {
+  const int64_t active = c.active();
   const double tol = 2 * tolerance(c.dtype);
   const op::Node fn = full.nodes()[0];
   if (active == 0) {  // nothing to run: the final state is the initial state (or zeros)
@@ -158,6 +144,7 @@ void check_case(const GdnCase& c) {
     ASSERT_EQ(fin, init);
     return;
   }
+  const op::Graph packed = gdn_graph(c, active);
   const Arrays want = reference(packed, by_uid(packed, in, active));
   const op::Node pn = packed.nodes()[0];
   {
@@ -170,6 +157,31 @@ void check_case(const GdnCase& c) {
     EXPECT_CLOSE(values(got.at(fn.output("final_state").uid())),
                  values(want.at(pn.output("final_state").uid())), tol);
   }
+}
+
+// The engine's o (active rows) and final state against the reference's.
+void check_case(const GdnCase& c) {
+  SCOPED_TRACE(c.name + " " + std::string(dtype_name(c.dtype)) + " K=V=" + std::to_string(c.dim) +
+               " H " + std::to_string(c.h) + " HV " + std::to_string(c.hv) + (c.l2 ? " l2" : "") +
+               (c.safe_gate ? " safe_gate" : "") + (c.beta_sigmoid ? " beta_sigmoid" : "") +
+               (c.initial_state ? " initial_state" : "") +
+               (c.pipeline ? " pipelined state loop" : "") + (c.solve ? " blocked solve" : "") +
+               (c.schedule ? " schedule " + std::to_string(c.schedule) : "") +
+               (c.prepare ? " compact prepare" : "") +
+               (c.state == 1   ? " state per head"
+                : c.state == 2 ? " state rows"
+                               : ""));
+  const int64_t t = c.active() + c.pad;
+  const op::Graph full = gdn_graph(c, t);
+  const std::map<std::string, Array> in = random_gdn_inputs(c);
+  plan::ExecutionPlans p = engines::create_execution_plan(full.clone(), kGpu, gdn_id(),
+                                                          {{"pipeline", c.pipeline},
+                                                           {"solve", c.solve},
+                                                           {"schedule", c.schedule},
+                                                           {"prepare", c.prepare},
+                                                           {"state", c.state}});
+  p.build_plans();
+  expect_reference(c, full, in, execute(p, by_uid(full, in, t), kGpu));
 }
 
 class NativeGdn : public ::testing::Test {
@@ -253,6 +265,66 @@ TEST_F(NativeGdn, StatesInSixteenBitDtypes) {
     c.state_dtype = sd;
     check_case(c);
   }
+}
+
+// g, beta, a_log and dt_bias in 16-bit dtypes (the kernels read them by their dtype), with
+// safe_gate and use_beta_sigmoid off and on.
+TEST_F(NativeGdn, GatesInSixteenBitDtypes) {
+  for (DType gd : {DType::bf16, DType::f16})
+    for (bool options : {false, true}) {
+      GdnCase c{"gates " + std::string(dtype_name(gd)) + (options ? " safe_gate beta_sigmoid" : ""),
+                {90, 20},
+                3};
+      c.gate_dtype = gd;
+      c.safe_gate = c.beta_sigmoid = options;
+      check_case(c);
+    }
+}
+
+// One graph recorded for a capacity of 400 rows in 5 slots, replayed with batches of every
+// shape up to it (fewer sequences, one sequence of all 400 rows, none): each replay gives that
+// batch's o and final states (the kernels read the batch from the device only), nothing rebuilt.
+TEST_F(NativeGdn, ARecordedGraphServesEveryBatchUpToItsCapacity) {
+  constexpr int64_t kRows = 400, kSlots = 5;
+  auto case_of = [&](std::vector<int64_t> lens) {
+    lens.resize(static_cast<std::size_t>(kSlots), 0);
+    GdnCase c{"replay", lens, 0};
+    c.hv = 4;
+    c.pad = kRows - c.active();
+    return c;
+  };
+  const GdnCase c0 = case_of({100, 30, 129, 1, 0});
+  const op::Graph og = gdn_graph(c0, kRows);
+  const Kernel gdn = engines::planned_kernel(og, {plan::HeurMode::A});
+  std::vector<op::Tensor> operands_in, operands_out;
+  for (const op::Tensor& t : og.operand_tensors())
+    (t.producer() < 0 ? operands_in : operands_out).push_back(t);
+  const Arrays in0 = by_uid(og, random_gdn_inputs(c0), kRows);
+  std::vector<Array> outs;
+  for (const op::Tensor& t : operands_out) outs.push_back(poisoned(t.dims(), t.dtype(), kGpu));
+  Graph g = Graph::record([&](Recorder& r) {
+    std::vector<Arg> args;
+    for (const op::Tensor& t : operands_in)
+      args.emplace_back(r.param(t.name(), in0.at(t.uid()).to(kGpu)));
+    r.result(r.call_all(
+        gdn, args,
+        CallOptions{std::vector<std::variant<Array, Value>>(outs.begin(), outs.end()), "gdn"}));
+  });
+  g.build(kGpu);
+  for (const std::vector<int64_t>& lens :
+       std::vector<std::vector<int64_t>>{{100, 30, 129, 1, 0}, {400}, {3, 0, 77}, {}, {64, 65}}) {
+    SCOPED_TRACE("batch of " + std::to_string(lens.size()) + " sequences");
+    const GdnCase c = case_of(lens);
+    const std::map<std::string, Array> in = random_gdn_inputs(c);
+    const Arrays by = by_uid(og, in, kRows);
+    for (const op::Tensor& t : operands_in) g.bind(t.name(), by.at(t.uid()).to(kGpu));
+    const std::vector<Array>& ran = g();
+    Arrays got;
+    for (std::size_t i = 0; i < operands_out.size(); ++i)
+      got[operands_out[i].uid()] = ran[i].to(Device::cpu());
+    expect_reference(c, og, in, got);
+  }
+  EXPECT_EQ(g.rebuild_count(), 0);
 }
 
 TEST_F(NativeGdn, NoActiveTokens) {
