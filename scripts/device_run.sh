@@ -20,9 +20,10 @@
 #             --only 14a (every knob row), the kda backward's time (both prepare layouts), then ncu over the prepare launches of the first rows
 #             (kda and gdn, wide and compact layouts: linear-ncu.txt)
 #   fragments the compact kda prepare with its products' fragments built in registers (knob
-#             `prepare` = 2 of native_kda and native_kda_bwd): its tests, memcheck and racecheck
-#             over the small ones (fragments-*.txt), bench 14a (every knob row) and the forward's
-#             timing rows (DISABLED_TimeTheForward)
+#             `prepare` = 2 of native_kda and native_kda_bwd): its tests and native_gdn's two
+#             new ones (16-bit gates, a recorded graph's replays), the four sanitizers over the
+#             small ones (fragments-*.txt), bench 14a (every knob row) and the forward's timing
+#             rows (DISABLED_TimeTheForward)
 #   profile   ncu's time per kernel (scripts/ncu_summary.py) of three training steps at the
 #             benchmark's shape (train-ncu.txt) and of bench 14a's first kda and gdn rows
 #             (linear-fwd-ncu.txt) and of gradients.py's MLP at dim 512, eagle's step and
@@ -163,7 +164,7 @@ if want linear; then
 fi
 if want fragments; then
   small='NativeKda.EveryKnobPointOnASmallBatch:NativeKdaBwd.EveryKnobPointOnASmallBatch:NativeKda.StrongGatesStayFinite'
-  timeout 300 ./eagle_tests --gtest_filter="$small:NativeKda.TheFragmentProductsMatchTheReference" \
+  timeout 300 ./eagle_tests --gtest_filter="$small:NativeKda.TheFragmentProductsMatchTheReference:NativeGdn.GatesInSixteenBitDtypes:NativeGdn.ARecordedGraphServesEveryBatchUpToItsCapacity" \
     > "$out/fragments-tests.txt" 2>&1
   echo "fragments tests: exit $? | $(grep -E 'tests ran|PASSED|FAILED' "$out/fragments-tests.txt" | tr '\n' ' ')"
   grep -E '^\[  FAILED' "$out/fragments-tests.txt" | head -20
