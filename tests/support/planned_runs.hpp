@@ -7,7 +7,9 @@
 
 #include <limits>
 #include <map>
+#include <optional>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include "eagle/eagle.hpp"
@@ -56,6 +58,46 @@ inline Arrays execute(const plan::ExecutionPlans& plans, const Arrays& host_in, 
   for (auto& [uid, a] : out) a = a.to(Device::cpu());
   return out;
 }
+
+// A graph recorded once around a one-op graph's planned kernel (HeurMode::A): its read operands
+// as params named after their tensors (bound to `in0` first), its outputs into NaN-poisoned
+// arrays on `device`, built there. replay(in) binds every read operand to `in` (by uid), runs
+// the graph and returns the outputs on the host by uid: what a recorded graph serving new
+// batches without a rebuild gives.
+class RecordedOp {
+ public:
+  RecordedOp(const op::Graph& og, const Arrays& in0, Device device, const std::string& label)
+      : device_(device) {
+    const Kernel k = engines::planned_kernel(og, {plan::HeurMode::A});
+    for (const op::Tensor& t : og.operand_tensors()) (t.producer() < 0 ? in_ : out_).push_back(t);
+    for (const op::Tensor& t : out_) outs_.push_back(poisoned(t.dims(), t.dtype(), device));
+    graph_.emplace(Graph::record([&](Recorder& r) {
+      std::vector<Arg> args;
+      for (const op::Tensor& t : in_)
+        args.emplace_back(r.param(t.name(), in0.at(t.uid()).to(device)));
+      r.result(r.call_all(
+          k, args,
+          CallOptions{std::vector<std::variant<Array, Value>>(outs_.begin(), outs_.end()), label}));
+    }));
+    graph_->build(device);
+  }
+
+  Arrays replay(const Arrays& in) {
+    for (const op::Tensor& t : in_) graph_->bind(t.name(), in.at(t.uid()).to(device_));
+    const std::vector<Array>& ran = (*graph_)();
+    Arrays got;
+    for (std::size_t i = 0; i < out_.size(); ++i) got[out_[i].uid()] = ran[i].to(Device::cpu());
+    return got;
+  }
+
+  const Graph& graph() const { return *graph_; }
+
+ private:
+  Device device_;
+  std::vector<op::Tensor> in_, out_;
+  std::vector<Array> outs_;
+  std::optional<Graph> graph_;
+};
 
 inline Arrays reference(const op::Graph& g, const Arrays& in) {
   plan::ExecutionPlans ref = engines::create_execution_plans(g.clone(), Device::cpu());

@@ -295,36 +295,15 @@ TEST_F(NativeGdn, ARecordedGraphServesEveryBatchUpToItsCapacity) {
   };
   const GdnCase c0 = case_of({100, 30, 129, 1, 0});
   const op::Graph og = gdn_graph(c0, kRows);
-  const Kernel gdn = engines::planned_kernel(og, {plan::HeurMode::A});
-  std::vector<op::Tensor> operands_in, operands_out;
-  for (const op::Tensor& t : og.operand_tensors())
-    (t.producer() < 0 ? operands_in : operands_out).push_back(t);
-  const Arrays in0 = by_uid(og, random_gdn_inputs(c0), kRows);
-  std::vector<Array> outs;
-  for (const op::Tensor& t : operands_out) outs.push_back(poisoned(t.dims(), t.dtype(), kGpu));
-  Graph g = Graph::record([&](Recorder& r) {
-    std::vector<Arg> args;
-    for (const op::Tensor& t : operands_in)
-      args.emplace_back(r.param(t.name(), in0.at(t.uid()).to(kGpu)));
-    r.result(r.call_all(
-        gdn, args,
-        CallOptions{std::vector<std::variant<Array, Value>>(outs.begin(), outs.end()), "gdn"}));
-  });
-  g.build(kGpu);
+  RecordedOp g(og, by_uid(og, random_gdn_inputs(c0), kRows), kGpu, "gdn");
   for (const std::vector<int64_t>& lens :
        std::vector<std::vector<int64_t>>{{100, 30, 129, 1, 0}, {400}, {3, 0, 77}, {}, {64, 65}}) {
     SCOPED_TRACE("batch of " + std::to_string(lens.size()) + " sequences");
     const GdnCase c = case_of(lens);
     const std::map<std::string, Array> in = random_gdn_inputs(c);
-    const Arrays by = by_uid(og, in, kRows);
-    for (const op::Tensor& t : operands_in) g.bind(t.name(), by.at(t.uid()).to(kGpu));
-    const std::vector<Array>& ran = g();
-    Arrays got;
-    for (std::size_t i = 0; i < operands_out.size(); ++i)
-      got[operands_out[i].uid()] = ran[i].to(Device::cpu());
-    expect_reference(c, og, in, got);
+    expect_reference(c, og, in, g.replay(by_uid(og, in, kRows)));
   }
-  EXPECT_EQ(g.rebuild_count(), 0);
+  EXPECT_EQ(g.graph().rebuild_count(), 0);
 }
 
 TEST_F(NativeGdn, NoActiveTokens) {

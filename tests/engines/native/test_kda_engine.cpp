@@ -562,10 +562,6 @@ TEST_F(NativeKda, ARecordedGraphServesEveryBatchUpToItsCapacity) {
   s.hv = 4;
   s.dk = s.dv = 64;
   const op::Graph og = delta_graph(s);
-  const Kernel kda = engines::planned_kernel(og, {plan::HeurMode::A});
-  std::vector<op::Tensor> operands_in, operands_out;
-  for (const op::Tensor& t : og.operand_tensors())
-    (t.producer() < 0 ? operands_in : operands_out).push_back(t);
   auto batch = [&](std::vector<int64_t> lens) {
     lens.resize(static_cast<std::size_t>(s.slots), 0);
     std::vector<int64_t> cu = {0};
@@ -574,31 +570,14 @@ TEST_F(NativeKda, ARecordedGraphServesEveryBatchUpToItsCapacity) {
     rows.rows = s.t;  // the capacity: everything past the active end is padding
     return std::tuple{cu, rows, inputs(og, rows, cu, s.l2)};
   };
-  const auto [cu0, rows0, in0] = batch({100, 30, 129, 1, 0});
-  std::vector<Array> outs;
-  for (const op::Tensor& t : operands_out)
-    outs.push_back(test::poisoned(t.dims(), t.dtype(), kGpu));
-  Graph g = Graph::record([&](Recorder& r) {
-    std::vector<Arg> args;
-    for (const op::Tensor& t : operands_in)
-      args.emplace_back(r.param(t.name(), in0.at(t.uid()).to(kGpu)));
-    r.result(r.call_all(
-        kda, args,
-        CallOptions{std::vector<std::variant<Array, Value>>(outs.begin(), outs.end()), "kda"}));
-  });
-  g.build(kGpu);
+  test::RecordedOp g(og, std::get<2>(batch({100, 30, 129, 1, 0})), kGpu, "kda");
   for (const std::vector<int64_t>& lens :
        std::vector<std::vector<int64_t>>{{100, 30, 129, 1, 0}, {400}, {3, 0, 77}, {}, {64, 65}}) {
     SCOPED_TRACE("batch of " + std::to_string(lens.size()) + " sequences");
     const auto [cu, rows, in] = batch(lens);
-    for (const op::Tensor& t : operands_in) g.bind(t.name(), in.at(t.uid()).to(kGpu));
-    const std::vector<Array>& ran = g();
-    Arrays got;
-    for (std::size_t i = 0; i < operands_out.size(); ++i)
-      got[operands_out[i].uid()] = ran[i].to(Device::cpu());
-    check(og, rows, got, reference_of(s, og, in, cu.back()));
+    check(og, rows, g.replay(in), reference_of(s, og, in, cu.back()));
   }
-  EXPECT_EQ(g.rebuild_count(), 0);
+  EXPECT_EQ(g.graph().rebuild_count(), 0);
 }
 
 // Stronger gates than models use (g down to -30 per channel, e^{-30} between neighbouring
