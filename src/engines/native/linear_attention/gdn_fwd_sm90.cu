@@ -40,6 +40,7 @@ struct Params {
   void *o, *hN;
   float* gc;  // [T, HV] the gate's cumulative sum within each chunk
   float* rk;  // [T, H] inverse l2 norms of k rows (l2 only)
+  float* dk;  // [T, HV] the state-rows update's row factor e^{G_last - G_t} / |k_t|
   void* w;    // [T, HV, K]
   void* u;    // [T, HV, V]: U, then v' (the state kernel overwrites it)
   void* h;    // [G_cap, HV, K, V]: the state at each chunk's start
@@ -47,7 +48,7 @@ struct Params {
 
 // Byte offsets of the workspace arrays.
 struct Layout {
-  std::size_t gc, rk, w, u, h, total;
+  std::size_t gc, rk, dk, w, u, h, total;
 };
 
 Layout layout_of(const GdnShape& s, int64_t chunks) {
@@ -56,7 +57,8 @@ Layout layout_of(const GdnShape& s, int64_t chunks) {
   Layout l{};
   l.gc = 0;
   l.rk = l.gc + round_up(t * hv * sizeof(float));
-  l.w = l.rk + round_up(t * s.heads * sizeof(float));
+  l.dk = l.rk + round_up(t * s.heads * sizeof(float));
+  l.w = l.dk + round_up(t * hv * sizeof(float));
   l.u = l.w + round_up(t * hv * s.key_dim * e);
   l.h = l.u + round_up(t * hv * s.value_dim * e);
   l.total = l.h + round_up(static_cast<std::size_t>(chunks) * hv * s.key_dim * s.value_dim * e);
@@ -152,6 +154,10 @@ __device__ __forceinline__ bool prepare_chunk(const Params& p, int64_t j) {
     if (h % p.group == 0)
       for (int i = tid; i < n; i += kThreads) p.rk[(r0 + i) * p.H + kh] = inv[i];
   }
+  // The state-rows launch scales row t of v' by this before the update; here it is one exp a
+  // row and head, there it would be one per element on that launch's serial path.
+  for (int i = tid; i < n; i += kThreads)
+    p.dk[(r0 + i) * p.HV + h] = __expf(gcs[n - 1] - gcs[i]) * (p.l2 ? inv[i] : 1.0f);
 
   // beta exp(G) k and beta v, the right-hand sides of W and U (compact: kb after A, over kn);
   // eight elements at a time, one factor per row (vec8.cuh).
@@ -423,9 +429,9 @@ __global__ void __launch_bounds__(kThreads* Groups) gdn_state(const Params p) {
 // The state launch of knob `state` = 2 (native_kda's kda_state_rows.cuh, for gdn's scalar gate):
 // each of the V / 16 warps keeps S^T for its 16 value columns in mma accumulators and runs the
 // recurrence alone (v'^T = U^T - S^T W^T, S^T <- e^{G_last} S^T + (v' d)^T k with d_t =
-// e^{G_last - G_t} / |k_t|), one barrier per chunk. Shared memory: two buffers of the chunk's W
-// and k rows [64][LK], U [64][LU] and the rows' G and inverse norms; per warp a staging tile for
-// h_c [K][SS] and one for v' [64][SS].
+// e^{G_last - G_t} / |k_t| from the prepare launch), one barrier per chunk. Shared memory: two
+// buffers of the chunk's W and k rows [64][LK], U [64][LU], d [64] and G_last; per warp a staging
+// tile for h_c [K][SS] and one for v' [64][SS].
 template <typename T, int K, int V>
 struct StateRowsSmem {
   static constexpr int kWarps = V / 16, kThreadsRows = 32 * kWarps;
@@ -451,7 +457,7 @@ __device__ __forceinline__ void state_rows_slot(const Params& p, int64_t s, int 
   T* chunk_rows = reinterpret_cast<T*>(smem);  // per buffer: W, k (as given) [64][LK]; U [64][LU]
   T* h_stage = chunk_rows + 2 * L::kChunkElems + warp * L::kStageElems;
   T* v_stage = h_stage + K * SS;
-  float* gate_rows = reinterpret_cast<float*>(chunk_rows + L::kElems);  // per buffer: G, 1 / |k|
+  float* gate_rows = reinterpret_cast<float*>(chunk_rows + L::kElems);  // per buffer: d, G_last
   T* const u = static_cast<T*>(p.u);
   auto load_rows = [&](int64_t c, int b) {  // cp.async, in flight until waited for
     const int64_t r0 = begin + c * kC;
@@ -464,14 +470,13 @@ __device__ __forceinline__ void state_rows_slot(const Params& p, int64_t s, int 
     load_chunk_rows<T, K, kC, true>(w_rows + kC * LK, LK, k_at, static_cast<int64_t>(p.H) * K, n);
     load_chunk_rows<T, V, kC, true>(w_rows + 2 * kC * LK, LU, u_at, static_cast<int64_t>(p.HV) * V,
                                     n);
-    if (tid < kC) {  // rows past the chunk repeat the last G
-      const int i = tid < n ? tid : n - 1;
-      float* g_dst = gate_rows + b * 2 * kC + tid;
-      cp_async4(g_dst, p.gc + (r0 + i) * p.HV + h);
-      if (p.l2)
-        cp_async4(g_dst + kC, p.rk + (r0 + i) * p.H + kh);
+    if (tid < kC) {  // d, 0 past the chunk; the chunk's last G
+      float* d_dst = gate_rows + b * 2 * kC + tid;
+      if (tid < n)
+        cp_async4(d_dst, p.dk + (r0 + tid) * p.HV + h);
       else
-        g_dst[kC] = 1.0f;
+        *d_dst = 0.0f;
+      if (tid == 0) cp_async4(d_dst + kC, p.gc + (r0 + n - 1) * p.HV + h);
     }
   };
 
@@ -492,8 +497,8 @@ __device__ __forceinline__ void state_rows_slot(const Params& p, int64_t s, int 
     const T* ws = chunk_rows + b * L::kChunkElems;  // [64][LK] W
     const T* ks = ws + kC * LK;                     // [64][LK] k (as given)
     const T* us = ks + kC * LK;                     // [64][LU] U
-    const float* gcs = gate_rows + b * 2 * kC;      // [64] G
-    const float* inv = gcs + kC;                    // [64] inverse norms of the k rows
+    const float* ds = gate_rows + b * 2 * kC;       // [64] d, 0 past the chunk
+    const float g_last = ds[kC];
     // This chunk's rows are in and every warp is past the previous chunk (the other buffer).
     cp_async_wait<0>();
     __syncthreads();
@@ -507,25 +512,27 @@ __device__ __forceinline__ void state_rows_slot(const Params& p, int64_t s, int 
         h_stage, sa,
         static_cast<T*>(p.h) + ((first + c) * p.HV + h) * static_cast<int64_t>(K) * V + vw, V);
 
-    // v'^T = U^T - S^T W^T, written over U (the chunk's rows); then scaled by d_t for the update.
+    // v'^T = U^T - S^T W^T, rounded to T and written over U (the chunk's rows); the update's A
+    // fragments are the rounded v' scaled by d_t.
     float acc[TT][4] = {};
     for (int kb = 0; kb < KB; ++kb)  // B (key, t) = W[t][key]
       mma_tiles<true>(acc, sa[kb], ws, LK, 0, 16 * kb);
-    const float g_last = gcs[kC - 1];
+    // Element e of accumulator tile 2 tb + half, held in an A fragment of tiles 2 tb, 2 tb + 1.
+    auto element = [](const uint32_t(&f)[4], int half, int e) {
+      const uint32_t bits = f[2 * half + e / 2];
+      return E::to_float(reinterpret_cast<const T*>(&bits)[e & 1]);
+    };
     uint32_t vo[TB][4], va[TB][4];
     for (int tb = 0; tb < TB; ++tb) {
-      uint32_t uf[4];  // U^T (v, t): tiles 2 tb and 2 tb + 1, elements 0-1 and 2-3
+      uint32_t uf[4];  // U^T (v, t) as an A fragment
       ldsm_a<false>(uf, us, LU, vw, 16 * tb);
       float y[2][4], yd[2][4];
       for (int half = 0; half < 2; ++half)
-        for (int e = 0; e < 4; ++e) {
-          const uint32_t bits = uf[2 * half + e / 2];
-          const T x = reinterpret_cast<const T*>(&bits)[e & 1];
-          const int t = 16 * tb + 8 * half + acc_col(e);
-          y[half][e] = E::to_float(E::from_float(E::to_float(x) - acc[2 * tb + half][e]));
-          yd[half][e] = t < n ? y[half][e] * __expf(g_last - gcs[t]) * inv[t] : 0.0f;
-        }
+        for (int e = 0; e < 4; ++e) y[half][e] = element(uf, half, e) - acc[2 * tb + half][e];
       tiles_to_a<T>(y[0], y[1], vo[tb]);
+      for (int half = 0; half < 2; ++half)
+        for (int e = 0; e < 4; ++e)
+          yd[half][e] = element(vo[tb], half, e) * ds[16 * tb + 8 * half + acc_col(e)];
       tiles_to_a<T>(yd[0], yd[1], va[tb]);
     }
     store_transposed<TB, SS>(v_stage, vo, u + (r0 * p.HV + h) * V + vw,
@@ -767,6 +774,7 @@ bool gdn_forward(const GdnArgs& a, void* workspace, void* stream) noexcept {
   p.hN = a.final_state;
   p.gc = reinterpret_cast<float*>(ws + l.gc);
   p.rk = reinterpret_cast<float*>(ws + l.rk);
+  p.dk = reinterpret_cast<float*>(ws + l.dk);
   p.w = ws + l.w;
   p.u = ws + l.u;
   p.h = ws + l.h;
