@@ -16,6 +16,7 @@
 
 #include "engines/native/linear_attention/cp_async.cuh"
 #include "engines/native/linear_attention/ldmatrix.cuh"
+#include "engines/native/linear_attention/vec8.cuh"
 
 namespace eagle::native::linear_attention {
 
@@ -202,30 +203,44 @@ __device__ __forceinline__ void load_chunk_rows(T* s, int ld, const T* g, int64_
   }
 }
 
-// The inverse l2 norm 1 / sqrt(sum x^2 + 1e-6) of row `row` of s [.][ld] (COLS elements), by one
-// whole warp; every lane gets it.
+// The inverse l2 norms 1 / sqrt(sum x^2 + 1e-6) of the 16 rows row0.. of s [.][ld] (COLS
+// elements, rows 16-byte aligned) by one whole warp, two lanes a row: lane l sums half l / 16 of
+// row row0 + l % 16 eight elements at a time (conflict-free: eight lanes, eight rows, distinct
+// banks), one shuffle adds the halves; lanes l and l + 16 both get row row0 + l % 16's.
 template <typename T, int COLS>
-__device__ __forceinline__ float warp_row_inv_norm(const T* s, int ld, int row) {
+__device__ __forceinline__ float warp_rows16_inv_norm(const T* s, int ld, int row0) {
+  static_assert(COLS % 16 == 0, "each half row is whole 16-byte pieces");
   const int lane = threadIdx.x & 31;
+  const T* at = s + (row0 + (lane & 15)) * ld + (lane >> 4) * (COLS / 2);
   float sum = 0;
-  for (int c = lane; c < COLS; c += 32) {
-    const float x = Elem<T>::to_float(s[row * ld + c]);
-    sum += x * x;
+#pragma unroll
+  for (int c = 0; c < COLS / 2; c += 8) {
+    float x[8];
+    load8(at + c, x);
+#pragma unroll
+    for (int m = 0; m < 8; ++m) sum += x[m] * x[m];
   }
-  for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+  sum += __shfl_xor_sync(0xffffffffu, sum, 16);
   return rsqrtf(sum + 1e-6f);
 }
 
-// Normalizes the 64 rows of s in place (each warp its share of rows); inv[row] receives each
-// row's factor when not null.
+// Normalizes the 64 rows of s in place (each warp 16 rows at a time, two lanes a row, eight
+// elements at a time); inv[row] receives each row's factor when not null.
 template <typename T, int COLS>
 __device__ __forceinline__ void normalize_rows(T* s, int ld, float* inv) {
   const int lane = threadIdx.x & 31, warps = blockDim.x / 32;
-  for (int row = threadIdx.x / 32; row < 64; row += warps) {
-    const float r = warp_row_inv_norm<T, COLS>(s, ld, row);
-    for (int c = lane; c < COLS; c += 32)
-      s[row * ld + c] = Elem<T>::from_float(Elem<T>::to_float(s[row * ld + c]) * r);
-    if (inv && lane == 0) inv[row] = r;
+  for (int row0 = 16 * (threadIdx.x / 32); row0 < 64; row0 += 16 * warps) {
+    const float r = warp_rows16_inv_norm<T, COLS>(s, ld, row0);
+    T* at = s + (row0 + (lane & 15)) * ld + (lane >> 4) * (COLS / 2);  // the half row it summed
+#pragma unroll
+    for (int c = 0; c < COLS / 2; c += 8) {
+      float x[8];
+      load8(at + c, x);
+#pragma unroll
+      for (int m = 0; m < 8; ++m) x[m] *= r;
+      store8(at + c, x);
+    }
+    if (inv && lane < 16) inv[row0 + lane] = r;
   }
 }
 

@@ -103,7 +103,7 @@ __device__ __forceinline__ bool prepare_chunk(const Params& p, int64_t j) {
   float* af = reinterpret_cast<float*>(Compact ? after_vb : after_vb + kC * LT);  // [64][LA] A
   T* tm = Compact ? reinterpret_cast<T*>(af) : after_vb;  // compact: T over A once inverted
   float* tf = af + kC * LA;                               // [64][LA] T in f32
-  float* gcs = tf + kC * LA;                              // [64] G
+  float* gcs = tf + kC * LA;                              // [64] G log2 e (base-2 units)
   float* bs = gcs + kC;                                   // [64] beta
   float* inv = bs + kC;                                   // [64] inverse norms of k rows
   float* sums = inv + kC;  // [3 * 256] the blocked inverse's block sums (solve = 1)
@@ -139,8 +139,8 @@ __device__ __forceinline__ bool prepare_chunk(const Params& p, int64_t j) {
       if (lane >= o) incl += y;
     }
     const float g0 = incl - pair + gv[0];
-    gcs[2 * lane] = g0;
-    gcs[2 * lane + 1] = incl;
+    gcs[2 * lane] = kLog2e * g0;
+    gcs[2 * lane + 1] = kLog2e * incl;
     bs[2 * lane] = bv[0];
     bs[2 * lane + 1] = bv[1];
     if (2 * lane < n) p.gc[(r0 + 2 * lane) * p.HV + h] = g0;
@@ -157,14 +157,14 @@ __device__ __forceinline__ bool prepare_chunk(const Params& p, int64_t j) {
   // The state-rows launch scales row t of v' by this before the update; here it is one exp a
   // row and head, there it would be one per element on that launch's serial path.
   for (int i = tid; i < n; i += kThreads)
-    p.dk[(r0 + i) * p.HV + h] = __expf(gcs[n - 1] - gcs[i]) * (p.l2 ? inv[i] : 1.0f);
+    p.dk[(r0 + i) * p.HV + h] = ex2(gcs[n - 1] - gcs[i]) * (p.l2 ? inv[i] : 1.0f);
 
   // beta exp(G) k and beta v, the right-hand sides of W and U (compact: kb after A, over kn);
   // eight elements at a time, one factor per row (vec8.cuh).
   auto scale_rows = [&]<int Cols, bool Gated>(const T* from, T* to, int ld) {
     for (int e = tid; e < kC * (Cols / 8); e += kThreads) {
       const int i = e / (Cols / 8), c = (e % (Cols / 8)) * 8;
-      const float f = Gated ? bs[i] * __expf(gcs[i]) : bs[i];
+      const float f = Gated ? bs[i] * ex2(gcs[i]) : bs[i];
       float x[8];
       load8(from + i * ld + c, x);
 #pragma unroll
@@ -183,11 +183,25 @@ __device__ __forceinline__ bool prepare_chunk(const Params& p, int64_t j) {
       frag_a_mk(a, kn, LK, 16 * warp, k0);
       mma_tiles<true>(acc, a, kn, LK, 0, k0);
     }
-    for (int nt = 0; nt < 8; ++nt)
-      for (int e = 0; e < 4; ++e) {
-        const int i = 16 * warp + acc_row(e), j = nt * 8 + acc_col(e);
-        af[i * LA + j] = (j < i && i < n) ? bs[i] * __expf(gcs[i] - gcs[j]) * acc[nt][e] : 0.0f;
+    // This lane's two rows (accumulator elements 0-1 and 2-3) and a column pair at a time.
+    int row[2];
+    float g_row[2], b_row[2];
+    for (int half = 0; half < 2; ++half) {
+      row[half] = 16 * warp + acc_row(2 * half);
+      g_row[half] = gcs[row[half]];
+      b_row[half] = bs[row[half]];
+    }
+    for (int nt = 0; nt < 8; ++nt) {
+      const int j = nt * 8 + acc_col(0);
+      const float2 g_col = *reinterpret_cast<const float2*>(gcs + j);
+      for (int half = 0; half < 2; ++half) {
+        const int i = row[half];
+        const float x0 = b_row[half] * ex2(g_row[half] - g_col.x) * acc[nt][2 * half];
+        const float x1 = b_row[half] * ex2(g_row[half] - g_col.y) * acc[nt][2 * half + 1];
+        af[i * LA + j] = j < i && i < n ? x0 : 0.0f;
+        af[i * LA + j + 1] = j + 1 < i && i < n ? x1 : 0.0f;
       }
+    }
   }
   __syncthreads();
   // Each element of kn read and rewritten by one thread; the inverse reads none of it.
@@ -579,7 +593,6 @@ struct OutputSmem {
 // Chunk task j of value head blockIdx.y; false when j is past the batch's chunks.
 template <typename T, int K, int V>
 __device__ __forceinline__ bool output_chunk(const Params& p, int64_t j) {
-  using E = Elem<T>;
   using L = OutputSmem<T, K, V>;
   constexpr int LK = L::LK, LV = L::LV, LT = L::LT;
   const ragged::ChunkTask task = ragged::chunk_task(p.cu, p.offsets, p.slots, p.tokens, kC, j);
@@ -595,9 +608,9 @@ __device__ __forceinline__ bool output_chunk(const Params& p, int64_t j) {
   T* hs = ks + kC * LK;                                 // [K][LV] the state at the chunk's start
   T* vs = hs + K * LV;                                  // [64][LV] v'
   T* ps = vs + kC * LV;                                 // [64][LT] q k^T exp(G_i - G_j), lower
-  float* gcs = reinterpret_cast<float*>(ps + kC * LT);  // [64] G
-  float* rq = gcs + kC;  // [64] inverse l2 norms of the q rows (1 without the norm)
-  float* rk = rq + kC;   // [64] the k rows' (the prepare launch's), 0 past the chunk
+  float* gcs = reinterpret_cast<float*>(ps + kC * LT);  // [64] G log2 e (base-2 units)
+  float* rq = gcs + kC;  // [64] scale / |q_i| (scale without the norm)
+  float* rk = rq + kC;   // [64] 1 / |k_j| (the prepare launch's), 0 past the chunk
 
   // Every copy in flight at once (cp.async; n >= 1 here), the gates read meanwhile.
   load_chunk_rows<T, K, kC, true>(qs, LK, static_cast<const T*>(p.q) + (r0 * p.H + kh) * K,
@@ -610,18 +623,26 @@ __device__ __forceinline__ bool output_chunk(const Params& p, int64_t j) {
       hs, LV, static_cast<const T*>(p.h) + (j * p.HV + h) * static_cast<int64_t>(K) * V, V, K);
   cp_async_commit();
   if (tid < kC) {
-    gcs[tid] = p.gc[(r0 + (tid < n ? tid : n - 1)) * p.HV + h];
+    gcs[tid] = kLog2e * p.gc[(r0 + (tid < n ? tid : n - 1)) * p.HV + h];
     rk[tid] = !p.l2 ? 1.0f : tid < n ? p.rk[(r0 + tid) * p.H + kh] : 0.0f;
   }
   cp_async_wait<0>();
   __syncthreads();
-  // The l2 norms enter as row and column scales of the products (q and k are used as given):
-  // each warp finds its own 16 q rows' (the rows of its P and o tiles).
-  for (int r = 16 * warp; r < 16 * warp + 16; ++r) {
-    const float f = p.l2 ? warp_row_inv_norm<T, K>(qs, LK, r) : 1.0f;
-    if ((tid & 31) == 0) rq[r] = f;
+  // The l2 norms and the scale enter as row and column scales of the products (q and k are
+  // used as given): each warp finds its own 16 q rows' (the rows of its P and o tiles).
+  {
+    const float f = p.l2 ? p.scale * warp_rows16_inv_norm<T, K>(qs, LK, 16 * warp) : p.scale;
+    if ((tid & 31) < 16) rq[16 * warp + (tid & 15)] = f;
   }
   __syncwarp();
+  // This lane's two rows of the warp's tiles (accumulator elements 0-1 and 2-3).
+  int row[2];
+  float g_row[2], f_row[2];
+  for (int half = 0; half < 2; ++half) {
+    row[half] = 16 * warp + acc_row(2 * half);
+    g_row[half] = gcs[row[half]];
+    f_row[half] = rq[row[half]];
+  }
   {
     float acc[8][4] = {};
     for (int k0 = 0; k0 < K; k0 += 16) {
@@ -629,12 +650,20 @@ __device__ __forceinline__ bool output_chunk(const Params& p, int64_t j) {
       frag_a_mk(a, qs, LK, 16 * warp, k0);
       mma_tiles<true>(acc, a, ks, LK, 0, k0);
     }
-    for (int nt = 0; nt < 8; ++nt)
-      for (int e = 0; e < 4; ++e) {
-        const int i = 16 * warp + acc_row(e), jj = nt * 8 + acc_col(e);
-        ps[i * LT + jj] = E::from_float(
-            (jj <= i && i < n) ? acc[nt][e] * rq[i] * rk[jj] * __expf(gcs[i] - gcs[jj]) : 0.0f);
+    // P = (q k^T) (scale / |q_i|) (1 / |k_j|) e^{G_i - G_j} on and below the diagonal, a column
+    // pair at a time.
+    for (int nt = 0; nt < 8; ++nt) {
+      const int j = nt * 8 + acc_col(0);
+      const float2 g_col = *reinterpret_cast<const float2*>(gcs + j);
+      const float2 f_col = *reinterpret_cast<const float2*>(rk + j);
+      for (int half = 0; half < 2; ++half) {
+        const int i = row[half];
+        const float x0 = acc[nt][2 * half] * f_row[half] * f_col.x * ex2(g_row[half] - g_col.x);
+        const float x1 = acc[nt][2 * half + 1] * f_row[half] * f_col.y * ex2(g_row[half] - g_col.y);
+        *reinterpret_cast<uint32_t*>(ps + i * LT + j) =
+            pack2f<T>(j <= i && i < n ? x0 : 0.0f, j + 1 <= i && i < n ? x1 : 0.0f);
       }
+    }
   }
   __syncthreads();
   float o[V / 8][4] = {};
@@ -643,11 +672,8 @@ __device__ __forceinline__ bool output_chunk(const Params& p, int64_t j) {
     frag_a_mk(a, qs, LK, 16 * warp, k0);
     mma_tiles<false>(o, a, hs, LV, 0, k0);
   }
-  float row_factor[2];  // e^{G_i} / |q_i| of this lane's two rows (accumulator elements 0-1, 2-3)
-  for (int half = 0; half < 2; ++half) {
-    const int i = 16 * warp + acc_row(2 * half);
-    row_factor[half] = __expf(gcs[i]) * rq[i];
-  }
+  float row_factor[2];  // e^{G_i} scale / |q_i| of this lane's two rows
+  for (int half = 0; half < 2; ++half) row_factor[half] = ex2(g_row[half]) * f_row[half];
   for (int nt = 0; nt < V / 8; ++nt)
     for (int e = 0; e < 4; ++e) o[nt][e] *= row_factor[e >> 1];
   for (int k0 = 0; k0 < kC; k0 += 16) {
@@ -661,7 +687,7 @@ __device__ __forceinline__ bool output_chunk(const Params& p, int64_t j) {
       const int i = 16 * warp + acc_row(e), col = nt * 8 + acc_col(e);
       if (i < n)
         *reinterpret_cast<uint32_t*>(out + i * static_cast<int64_t>(p.HV) * V + col) =
-            pack2f<T>(p.scale * o[nt][e], p.scale * o[nt][e + 1]);
+            pack2f<T>(o[nt][e], o[nt][e + 1]);
     }
   return true;
 }
