@@ -203,25 +203,11 @@ __device__ __forceinline__ void load_chunk_rows(T* s, int ld, const T* g, int64_
   }
 }
 
-// The inverse l2 norms 1 / sqrt(sum x^2 + 1e-6) of the 16 rows row0.. of s [.][ld] (COLS
-// elements, rows 16-byte aligned) by one whole warp, two lanes a row: lane l sums half l / 16 of
-// row row0 + l % 16 eight elements at a time (conflict-free: eight lanes, eight rows, distinct
-// banks), one shuffle adds the halves; lanes l and l + 16 both get row row0 + l % 16's.
+// The inverse l2 norms 1 / sqrt(sum x^2 + 1e-6) of the 16 rows row0.. of s [.][ld] by one whole
+// warp (warp_rows16_dot: lanes l and l + 16 get row row0 + l % 16's).
 template <typename T, int COLS>
 __device__ __forceinline__ float warp_rows16_inv_norm(const T* s, int ld, int row0) {
-  static_assert(COLS % 16 == 0, "each half row is whole 16-byte pieces");
-  const int lane = threadIdx.x & 31;
-  const T* at = s + (row0 + (lane & 15)) * ld + (lane >> 4) * (COLS / 2);
-  float sum = 0;
-#pragma unroll
-  for (int c = 0; c < COLS / 2; c += 8) {
-    float x[8];
-    load8(at + c, x);
-#pragma unroll
-    for (int m = 0; m < 8; ++m) sum += x[m] * x[m];
-  }
-  sum += __shfl_xor_sync(0xffffffffu, sum, 16);
-  return rsqrtf(sum + 1e-6f);
+  return rsqrtf(warp_rows16_dot<T, COLS>(s, s, ld, row0) + 1e-6f);
 }
 
 // Normalizes the 64 rows of s in place (each warp 16 rows at a time, two lanes a row, eight

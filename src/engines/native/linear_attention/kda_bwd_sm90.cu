@@ -22,6 +22,7 @@
 #include "engines/native/linear_attention/kda_bwd_kernels.hpp"
 #include "engines/native/linear_attention/kda_fwd_common.cuh"
 #include "engines/native/linear_attention/kda_mma.cuh"
+#include "engines/native/linear_attention/vec8.cuh"
 
 namespace eagle::native::kda {
 
@@ -325,12 +326,10 @@ __device__ __forceinline__ bool dmat_chunk(const Params& p, int64_t j) {
     mma_rows<true, true, NC>(acc, DOs, SB, m0, VNs, SB, half * C / 2, D);
     store_lower<NC>(p.ws.dm + at * C * C, acc, m0, half * C / 2, 1.f, true);
   }
-  // d e^{G_last} = sum_v h dh, times e^{G_last}.
-  for (int c = threadIdx.x; c < D; c += kMatThreads) {
-    float sum = 0;
-    for (int v = 0; v < D; ++v)
-      sum += __bfloat162float(HSs[c * SB + v]) * __bfloat162float(DHs[c * SB + v]);
-    p.ws.dgl[at * D + c] = sum * p.f.gl[at * D + c];
+  // d e^{G_last} = sum_v h dh, times e^{G_last}: each warp 16 rows (channels) at a time.
+  for (int c0 = 16 * warp; c0 < D; c0 += kMatThreads / 2) {
+    const float sum = linear_attention::warp_rows16_dot<bf16, D>(HSs, DHs, SB, c0);
+    if (lane < 16) p.ws.dgl[at * D + c0 + lane] = sum * p.f.gl[at * D + c0 + lane];
   }
   __syncthreads();
 

@@ -1,6 +1,7 @@
 // Internal, CUDA sources only: eight consecutive elements at a time (one 16-byte access of
-// 16-bit elements, two of f32), for the element-wise passes of the chunk kernels, whose index
-// arithmetic per element otherwise outweighs the arithmetic itself; and 2^x on the SFU.
+// 16-bit elements, two of f32), for the element-wise passes and row sums of the chunk kernels,
+// whose index arithmetic per element otherwise outweighs the arithmetic itself; and 2^x on the
+// SFU.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -68,6 +69,27 @@ __device__ __forceinline__ uint4 pack8(const float (&x)[8]) {
 template <typename T>
 __device__ __forceinline__ void store8(T* p, const float (&x)[8]) {
   *reinterpret_cast<uint4*>(p) = pack8<T>(x);
+}
+
+// The dot products of rows row0 .. row0 + 15 of a and b (both [.][ld], COLS 16-bit elements a
+// row, rows 16-byte aligned) by one whole warp, two lanes a row: lane l takes half l / 16 of row
+// row0 + l % 16, eight elements at a time (eight lanes read eight rows: distinct banks), and one
+// shuffle adds the halves; lanes l and l + 16 both get row row0 + l % 16's.
+template <typename T, int COLS>
+__device__ __forceinline__ float warp_rows16_dot(const T* a, const T* b, int ld, int row0) {
+  static_assert(COLS % 16 == 0, "each half row is whole 16-byte pieces");
+  const int lane = threadIdx.x & 31;
+  const int at = (row0 + (lane & 15)) * ld + (lane >> 4) * (COLS / 2);
+  float sum = 0;
+#pragma unroll
+  for (int c = 0; c < COLS / 2; c += 8) {
+    float x[8], y[8];
+    load8(a + at + c, x);
+    load8(b + at + c, y);
+#pragma unroll
+    for (int m = 0; m < 8; ++m) sum += x[m] * y[m];
+  }
+  return sum + __shfl_xor_sync(0xffffffffu, sum, 16);
 }
 
 }  // namespace eagle::native::linear_attention
