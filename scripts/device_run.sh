@@ -19,11 +19,12 @@
 #   linear    the linear-attention GPU tests (native_kda, native_gdn, native_kda_bwd), eagle_bench
 #             --only 14a (every knob row), the kda backward's time (both prepare layouts), then ncu over the prepare launches of the first rows
 #             (kda and gdn, wide and compact layouts: linear-ncu.txt)
-#   fragments the compact kda prepare with its products' fragments built in registers (knob
-#             `prepare` = 2 of native_kda and native_kda_bwd): its tests and native_gdn's two
-#             new ones (16-bit gates, a recorded graph's replays), the four sanitizers over the
-#             small ones (fragments-*.txt), bench 14a (every knob row) and the forward's timing
-#             rows (DISABLED_TimeTheForward)
+#   fragments what was written without a GPU (sessions 17 and 18): the compact kda prepare with
+#             its products' fragments built in registers (knob `prepare` = 2), native_gdn's
+#             prepared row factor and vectorized prepare / output passes, native_kda_bwd's
+#             dmat row sums: every linear-attention test, the four sanitizers over the small
+#             ones (fragments-*.txt), bench 14a (every knob row), the forward's and the
+#             backward's timing rows, and ncu's time per kernel of bench 14a's first rows
 #   profile   ncu's time per kernel (scripts/ncu_summary.py) of three training steps at the
 #             benchmark's shape (train-ncu.txt) and of bench 14a's first kda and gdn rows
 #             (linear-fwd-ncu.txt) and of gradients.py's MLP at dim 512, eagle's step and
@@ -163,9 +164,8 @@ if want linear; then
   fi
 fi
 if want fragments; then
-  small='NativeKda.EveryKnobPointOnASmallBatch:NativeKdaBwd.EveryKnobPointOnASmallBatch:NativeKda.StrongGatesStayFinite'
-  timeout 300 ./eagle_tests --gtest_filter="$small:NativeKda.TheFragmentProductsMatchTheReference:NativeGdn.GatesInSixteenBitDtypes:NativeGdn.ARecordedGraphServesEveryBatchUpToItsCapacity" \
-    > "$out/fragments-tests.txt" 2>&1
+  small='NativeKda.EveryKnobPointOnASmallBatch:NativeKdaBwd.EveryKnobPointOnASmallBatch:NativeKda.StrongGatesStayFinite:NativeGdn.TheStateRowsLaunchOnSmallBatches:NativeGdn.EachOptionOnAndOff:NativeKdaBwd.GdnMatchesTheReference'
+  timeout 400 ./eagle_tests --gtest_filter='NativeKda*:NativeGdn*' > "$out/fragments-tests.txt" 2>&1
   echo "fragments tests: exit $? | $(grep -E 'tests ran|PASSED|FAILED' "$out/fragments-tests.txt" | tr '\n' ' ')"
   grep -E '^\[  FAILED' "$out/fragments-tests.txt" | head -20
   grep -B3 -A10 'Failure' "$out/fragments-tests.txt" | head -40
@@ -178,7 +178,18 @@ if want fragments; then
   fi
   ./eagle_bench --only 14a 2>&1 | tee "$out/fragments-bench.txt" | grep -E 'fwd vs|did not run'
   timeout 200 ./eagle_tests --gtest_also_run_disabled_tests \
-    --gtest_filter=NativeKda.DISABLED_TimeTheForward 2>&1 | grep -E 'kda forward|FAILED'
+    --gtest_filter='NativeKda.DISABLED_TimeTheForward:NativeKdaBwd.DISABLED_TimeTheBackward' 2>&1 |
+    tee "$out/fragments-time.txt" | grep -E 'kda forward|kda backward|FAILED'
+  if command -v ncu >/dev/null; then
+    timeout 200 ncu --metrics gpu__time_duration.sum --csv --launch-count 60 ./eagle_bench --quick \
+      --only 14a > "$out/fragments-ncu.csv" 2>&1
+    echo "ncu linear forward: exit $?"
+    python3 ../scripts/ncu_summary.py "$out/fragments-ncu.csv" | tee "$out/fragments-ncu.txt"
+    timeout 200 ncu --metrics gpu__time_duration.sum --csv --launch-count 30 -k regex:gdn \
+      ./eagle_bench --quick --only 14a > "$out/fragments-ncu-gdn.csv" 2>&1
+    echo "ncu gdn forward: exit $?"
+    python3 ../scripts/ncu_summary.py "$out/fragments-ncu-gdn.csv" | tee "$out/fragments-ncu-gdn.txt"
+  fi
 fi
 if want profile && command -v ncu >/dev/null; then
   timeout 240 ncu --metrics gpu__time_duration.sum --csv ./eagle train --device cuda --steps 3 \
