@@ -185,12 +185,14 @@ __device__ __forceinline__ void store_real(void* p, int64_t i, Real t, float x) 
 // Copies ROWS rows of COLS elements (row i at g + i * stride, 16-byte aligned) into s [ROWS][ld];
 // rows at or past `valid` become zero (padding rows are never read: they may hold NaN). Async:
 // through cp.async, in flight until cp_async_commit + cp_async_wait and a __syncthreads (then
-// `valid` must be >= 1: row 0 stands in as the address of the rows not read).
-template <typename T, int COLS, int ROWS = 64, bool Async = false>
+// `valid` must be >= 1: row 0 stands in as the address of the rows not read). Threads: the
+// CTA's threads when known at compile time (the copy loop then unrolls, its addressing hoisted:
+// what a state loop running once per chunk wants), else 0 for blockDim.x.
+template <typename T, int COLS, int ROWS = 64, bool Async = false, int Threads = 0>
 __device__ __forceinline__ void load_chunk_rows(T* s, int ld, const T* g, int64_t stride,
                                                 int valid) {
-  constexpr int kVec = COLS / 8;  // 16-byte vectors per row
-  for (int i = threadIdx.x; i < ROWS * kVec; i += blockDim.x) {
+  constexpr int kVec = COLS / 8, kPieces = ROWS * kVec;  // 16-byte pieces per row, in all
+  auto copy = [&](int i) {
     const int row = i / kVec, col = (i % kVec) * 8;
     const bool in = row < valid;
     if constexpr (Async) {
@@ -200,6 +202,15 @@ __device__ __forceinline__ void load_chunk_rows(T* s, int ld, const T* g, int64_
       if (in) x = *reinterpret_cast<const uint4*>(g + row * stride + col);
       *reinterpret_cast<uint4*>(s + row * ld + col) = x;
     }
+  };
+  if constexpr (Threads > 0) {
+#pragma unroll
+    for (int t = 0; t < (kPieces + Threads - 1) / Threads; ++t) {
+      const int i = static_cast<int>(threadIdx.x) + t * Threads;
+      if (kPieces % Threads == 0 || i < kPieces) copy(i);
+    }
+  } else {
+    for (int i = threadIdx.x; i < kPieces; i += blockDim.x) copy(i);
   }
 }
 

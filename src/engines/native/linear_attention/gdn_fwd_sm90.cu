@@ -480,10 +480,12 @@ __device__ __forceinline__ void state_rows_slot(const Params& p, int64_t s, int 
     const T* w_at = static_cast<const T*>(p.w) + (r0 * p.HV + h) * K;
     const T* k_at = static_cast<const T*>(p.k) + (r0 * p.H + kh) * K;
     const T* u_at = u + (r0 * p.HV + h) * V;
-    load_chunk_rows<T, K, kC, true>(w_rows, LK, w_at, static_cast<int64_t>(p.HV) * K, n);
-    load_chunk_rows<T, K, kC, true>(w_rows + kC * LK, LK, k_at, static_cast<int64_t>(p.H) * K, n);
-    load_chunk_rows<T, V, kC, true>(w_rows + 2 * kC * LK, LU, u_at, static_cast<int64_t>(p.HV) * V,
-                                    n);
+    constexpr int kT = L::kThreadsRows;
+    load_chunk_rows<T, K, kC, true, kT>(w_rows, LK, w_at, static_cast<int64_t>(p.HV) * K, n);
+    load_chunk_rows<T, K, kC, true, kT>(w_rows + kC * LK, LK, k_at, static_cast<int64_t>(p.H) * K,
+                                        n);
+    load_chunk_rows<T, V, kC, true, kT>(w_rows + 2 * kC * LK, LU, u_at,
+                                        static_cast<int64_t>(p.HV) * V, n);
     if (tid < kC) {  // d, 0 past the chunk; the chunk's last G
       float* d_dst = gate_rows + b * 2 * kC + tid;
       if (tid < n)

@@ -98,10 +98,11 @@ __device__ __forceinline__ void dstate_rows_slot(const Params& p, int64_t s, int
   auto copy_chunk = [&](int64_t at, int b) {  // cp.async, in flight until waited for
     bf16* buf = sb + b * L::kBufElems;
     using linear_attention::load_chunk_rows;
-    load_chunk_rows<bf16, C, C, true>(buf, ST, view(p.f.aqk, at, C * C), C, C);
-    load_chunk_rows<bf16, D, C, true>(buf + L::KL, SB, view(p.f.kg, at, C * D), D, C);
-    load_chunk_rows<bf16, D, C, true>(buf + L::W, SB, view(p.f.w, at, C * D), D, C);
-    load_chunk_rows<bf16, D, C, true>(buf + L::QG, SB, view(p.f.qg, at, C * D), D, C);
+    constexpr int kT = L::kThreads;
+    load_chunk_rows<bf16, C, C, true, kT>(buf, ST, view(p.f.aqk, at, C * C), C, C);
+    load_chunk_rows<bf16, D, C, true, kT>(buf + L::KL, SB, view(p.f.kg, at, C * D), D, C);
+    load_chunk_rows<bf16, D, C, true, kT>(buf + L::W, SB, view(p.f.w, at, C * D), D, C);
+    load_chunk_rows<bf16, D, C, true, kT>(buf + L::QG, SB, view(p.f.qg, at, C * D), D, C);
     for (int i = threadIdx.x; i < D / 4; i += L::kThreads)
       linear_attention::cp_async16(gl_buffers + b * D + 4 * i, p.f.gl + at * D + 4 * i, true);
   };
