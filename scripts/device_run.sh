@@ -25,6 +25,11 @@
 #             dmat row sums: every linear-attention test, the four sanitizers over the small
 #             ones (fragments-*.txt), bench 14a (every knob row), the forward's and the
 #             backward's timing rows, and ncu's time per kernel of bench 14a's first rows
+#   source    ncu's per-instruction counters (SourceCounters: instructions executed, stall
+#             samples) of one launch each of the heaviest linear-attention kernels (kda's compact
+#             prepare, gdn's prepare, state rows and output; the kda backward's dqkg and dmat),
+#             as CSV by scripts/ncu_source.py (source-*.csv, with the .ncu-rep files), and ncu's
+#             own source page of each (source-*.txt)
 #   profile   ncu's time per kernel (scripts/ncu_summary.py) of three training steps at the
 #             benchmark's shape (train-ncu.txt) and of bench 14a's first kda and gdn rows
 #             (linear-fwd-ncu.txt) and of gradients.py's MLP at dim 512, eagle's step and
@@ -37,7 +42,7 @@ export LD_LIBRARY_PATH=$PWD:${LD_LIBRARY_PATH:-}
 out=${OUT:-/tmp/out}
 mkdir -p "$out"
 parts=("$@")
-[ ${#parts[@]} -eq 0 ] && parts=(tests sanitize repro demo examples python train gradients linear fragments profile bench)
+[ ${#parts[@]} -eq 0 ] && parts=(tests sanitize repro demo examples python train gradients linear fragments source profile bench)
 want() { [[ " ${parts[*]} " == *" $1 "* ]]; }
 # Every CUDA test, but the one that provokes a failing graph update on purpose (to test the
 # rebuild fallback): the sanitizers report the API error it asks for; and the GPU trace tests:
@@ -190,6 +195,31 @@ if want fragments; then
     echo "ncu gdn forward: exit $?"
     python3 ../scripts/ncu_summary.py "$out/fragments-ncu-gdn.csv" | tee "$out/fragments-ncu-gdn.txt"
   fi
+fi
+if want source && command -v ncu >/dev/null; then
+  # source_counters <name> <kernel regex, over demangled names> <program...>: one launch, after
+  # three warm-up ones; the program is stopped there.
+  source_counters() {
+    local name=$1 kernel=$2
+    shift 2
+    timeout 150 ncu --section SourceCounters --section WarpStateStats --kernel-name-base demangled \
+      -k "regex:$kernel" --launch-skip 3 --launch-count 1 --kill yes -f -o "$out/source-$name" \
+      "$@" > "$out/source-$name.log" 2>&1
+    echo "ncu source $name: exit $?"
+    python3 ../scripts/ncu_source.py "$out/source-$name.ncu-rep" "$out/source-$name.csv" 2>&1 | tail -3
+    ncu -i "$out/source-$name.ncu-rep" --page source --csv --print-source sass \
+      > "$out/source-$name.txt" 2>&1
+    echo "  source page: exit $? ($(wc -l < "$out/source-$name.txt") lines)"
+  }
+  source_counters kda-prepare 'prepare_compact_kernel<' ./eagle_bench --quick --only 14a
+  source_counters gdn-prepare 'gdn_prepare<' ./eagle_bench --quick --only 14a
+  source_counters gdn-state 'gdn_state_rows<' ./eagle_bench --quick --only 14a
+  source_counters gdn-output 'gdn_output<' ./eagle_bench --quick --only 14a
+  # The backward's leading dqkg is the tensor-core one (knob intra 1: template argument true).
+  for k in 'dqkg_kernel<.*true>' 'dmat_kernel<'; do
+    source_counters "kda-bwd-${k%%_*}" "$k" ./eagle_tests --gtest_also_run_disabled_tests \
+      --gtest_filter=NativeKdaBwd.DISABLED_TimeTheBackward
+  done
 fi
 if want profile && command -v ncu >/dev/null; then
   timeout 240 ncu --metrics gpu__time_duration.sum --csv ./eagle train --device cuda --steps 3 \
