@@ -513,8 +513,7 @@ __device__ __forceinline__ void state_rows_slot(const Params& p, int64_t s, int 
     const T* ws = chunk_rows + b * L::kChunkElems;  // [64][LK] W
     const T* ks = ws + kC * LK;                     // [64][LK] k (as given)
     const T* us = ks + kC * LK;                     // [64][LU] U
-    const float* ds = gate_rows + b * 2 * kC;       // [64] d, 0 past the chunk
-    const float g_last = ds[kC];
+    const float* ds = gate_rows + b * 2 * kC;       // [64] d, 0 past the chunk; then G_last
     // This chunk's rows are in and every warp is past the previous chunk (the other buffer).
     cp_async_wait<0>();
     __syncthreads();
@@ -533,6 +532,7 @@ __device__ __forceinline__ void state_rows_slot(const Params& p, int64_t s, int 
     float acc[TT][4] = {};
     for (int kb = 0; kb < KB; ++kb)  // B (key, t) = W[t][key]
       mma_tiles<true>(acc, sa[kb], ws, LK, 0, 16 * kb);
+    const float g_last = ds[kC];
     // Element e of accumulator tile 2 tb + half, held in an A fragment of tiles 2 tb, 2 tb + 1.
     auto element = [](const uint32_t(&f)[4], int half, int e) {
       const uint32_t bits = f[2 * half + e / 2];
