@@ -65,6 +65,22 @@ Layout layout_of(const GdnShape& s, int64_t chunks) {
   return l;
 }
 
+// This lane's two rows of its warp's 16 in an accumulator tile (elements 0-1 and 2-3), with their
+// G and a per-row factor, from shared memory.
+struct LaneRows {
+  int row[2];
+  float g[2], f[2];
+};
+__device__ __forceinline__ LaneRows lane_rows(int warp, const float* gcs, const float* factor) {
+  LaneRows r;
+  for (int half = 0; half < 2; ++half) {
+    r.row[half] = 16 * warp + acc_row(2 * half);
+    r.g[half] = gcs[r.row[half]];
+    r.f[half] = factor[r.row[half]];
+  }
+  return r;
+}
+
 __device__ __forceinline__ float softplus(float z) {
   return z > 0 ? z + log1pf(expf(-z)) : log1pf(expf(z));
 }
@@ -183,21 +199,15 @@ __device__ __forceinline__ bool prepare_chunk(const Params& p, int64_t j) {
       frag_a_mk(a, kn, LK, 16 * warp, k0);
       mma_tiles<true>(acc, a, kn, LK, 0, k0);
     }
-    // This lane's two rows (accumulator elements 0-1 and 2-3) and a column pair at a time.
-    int row[2];
-    float g_row[2], b_row[2];
-    for (int half = 0; half < 2; ++half) {
-      row[half] = 16 * warp + acc_row(2 * half);
-      g_row[half] = gcs[row[half]];
-      b_row[half] = bs[row[half]];
-    }
+    // This lane's two rows (their beta as the factor), a column pair at a time.
+    const LaneRows lr = lane_rows(warp, gcs, bs);
     for (int nt = 0; nt < 8; ++nt) {
       const int j = nt * 8 + acc_col(0);
       const float2 g_col = *reinterpret_cast<const float2*>(gcs + j);
       for (int half = 0; half < 2; ++half) {
-        const int i = row[half];
-        const float x0 = b_row[half] * ex2(g_row[half] - g_col.x) * acc[nt][2 * half];
-        const float x1 = b_row[half] * ex2(g_row[half] - g_col.y) * acc[nt][2 * half + 1];
+        const int i = lr.row[half];
+        const float x0 = lr.f[half] * ex2(lr.g[half] - g_col.x) * acc[nt][2 * half];
+        const float x1 = lr.f[half] * ex2(lr.g[half] - g_col.y) * acc[nt][2 * half + 1];
         af[i * LA + j] = j < i && i < n ? x0 : 0.0f;
         af[i * LA + j + 1] = j + 1 < i && i < n ? x1 : 0.0f;
       }
@@ -637,14 +647,7 @@ __device__ __forceinline__ bool output_chunk(const Params& p, int64_t j) {
     if ((tid & 31) < 16) rq[16 * warp + (tid & 15)] = f;
   }
   __syncwarp();
-  // This lane's two rows of the warp's tiles (accumulator elements 0-1 and 2-3).
-  int row[2];
-  float g_row[2], f_row[2];
-  for (int half = 0; half < 2; ++half) {
-    row[half] = 16 * warp + acc_row(2 * half);
-    g_row[half] = gcs[row[half]];
-    f_row[half] = rq[row[half]];
-  }
+  const LaneRows lr = lane_rows(warp, gcs, rq);  // this lane's two rows of P and o
   {
     float acc[8][4] = {};
     for (int k0 = 0; k0 < K; k0 += 16) {
@@ -659,9 +662,9 @@ __device__ __forceinline__ bool output_chunk(const Params& p, int64_t j) {
       const float2 g_col = *reinterpret_cast<const float2*>(gcs + j);
       const float2 f_col = *reinterpret_cast<const float2*>(rk + j);
       for (int half = 0; half < 2; ++half) {
-        const int i = row[half];
-        const float x0 = acc[nt][2 * half] * f_row[half] * f_col.x * ex2(g_row[half] - g_col.x);
-        const float x1 = acc[nt][2 * half + 1] * f_row[half] * f_col.y * ex2(g_row[half] - g_col.y);
+        const int i = lr.row[half];
+        const float x0 = acc[nt][2 * half] * lr.f[half] * f_col.x * ex2(lr.g[half] - g_col.x);
+        const float x1 = acc[nt][2 * half + 1] * lr.f[half] * f_col.y * ex2(lr.g[half] - g_col.y);
         *reinterpret_cast<uint32_t*>(ps + i * LT + j) =
             pack2f<T>(j <= i && i < n ? x0 : 0.0f, j + 1 <= i && i < n ? x1 : 0.0f);
       }
@@ -675,7 +678,7 @@ __device__ __forceinline__ bool output_chunk(const Params& p, int64_t j) {
     mma_tiles<false>(o, a, hs, LV, 0, k0);
   }
   float row_factor[2];  // e^{G_i} scale / |q_i| of this lane's two rows
-  for (int half = 0; half < 2; ++half) row_factor[half] = ex2(g_row[half]) * f_row[half];
+  for (int half = 0; half < 2; ++half) row_factor[half] = ex2(lr.g[half]) * lr.f[half];
   for (int nt = 0; nt < V / 8; ++nt)
     for (int e = 0; e < 4; ++e) o[nt][e] *= row_factor[e >> 1];
   for (int k0 = 0; k0 < kC; k0 += 16) {
