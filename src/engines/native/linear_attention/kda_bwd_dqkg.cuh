@@ -13,6 +13,7 @@
 #include "engines/native/linear_attention/kda_bwd_common.cuh"
 #include "engines/native/linear_attention/kda_fwd_common.cuh"
 #include "engines/native/linear_attention/kda_mma.cuh"
+#include "engines/native/linear_attention/vec8.cuh"
 
 namespace eagle::native::kda::bwd {
 
@@ -277,17 +278,31 @@ __device__ __forceinline__ bool dqkg_tc_chunk(const Params& p, int64_t j) {
     const int r0 = 16 * I, s1 = r0 + 15;
     const bool diag = through_r0[I];
     // The scaled rows: keys 0 .. s1 (the diagonal block's only through r0), rows r0 .. C - 1
-    // (the diagonal block's only through s1).
-    for (int x = tid; x < (r0 + 16) * D; x += kQkgThreads) {
-      const int jj = x / D, c = x % D;
-      const float f = jj < r0 || diag ? __expf(Gs[r0 * SF + c] - Gs[jj * SF + c]) : 0.f;
-      KT[jj * SB + c] = __float2bfloat16(Ks[jj * SF + c] * f);
-    }
-    for (int x = tid; x < (C - r0) * D; x += kQkgThreads) {
-      const int ii = r0 + x / D, c = x % D;
-      const float f = ii > s1 || diag ? __expf(Gs[ii * SF + c] - Gs[s1 * SF + c]) : 0.f;
-      QT[ii * SB + c] = __float2bfloat16(Qs[ii * SF + c] * f);
-      BT[ii * SB + c] = __float2bfloat16(BKs[ii * SF + c] * f);
+    // (the diagonal block's only through s1). A thread keeps one channel pair (its G_r0, G_s1 in
+    // registers) and stores bf16 pairs; e^x as one ex2.
+    {
+      using linear_attention::ex2, linear_attention::kLog2e;
+      constexpr int kPairs = D / 2, kRowStep = kQkgThreads / kPairs;
+      static_assert(kQkgThreads % kPairs == 0, "a thread keeps one channel pair");
+      const int c = 2 * (tid % kPairs), row0 = tid / kPairs;
+      const float r0_lo = Gs[r0 * SF + c], r0_hi = Gs[r0 * SF + c + 1];
+      const float s1_lo = Gs[s1 * SF + c], s1_hi = Gs[s1 * SF + c + 1];
+      auto store2 = [](bf16* at, float lo, float hi) {
+        *reinterpret_cast<__nv_bfloat162*>(at) = __floats2bfloat162_rn(lo, hi);
+      };
+      for (int jj = row0; jj < r0 + 16; jj += kRowStep) {
+        const bool on = jj < r0 || diag;
+        const float f_lo = on ? ex2((r0_lo - Gs[jj * SF + c]) * kLog2e) : 0.f;
+        const float f_hi = on ? ex2((r0_hi - Gs[jj * SF + c + 1]) * kLog2e) : 0.f;
+        store2(KT + jj * SB + c, Ks[jj * SF + c] * f_lo, Ks[jj * SF + c + 1] * f_hi);
+      }
+      for (int ii = r0 + row0; ii < C; ii += kRowStep) {
+        const bool on = ii > s1 || diag;
+        const float f_lo = on ? ex2((Gs[ii * SF + c] - s1_lo) * kLog2e) : 0.f;
+        const float f_hi = on ? ex2((Gs[ii * SF + c + 1] - s1_hi) * kLog2e) : 0.f;
+        store2(QT + ii * SB + c, Qs[ii * SF + c] * f_lo, Qs[ii * SF + c + 1] * f_hi);
+        store2(BT + ii * SB + c, BKs[ii * SF + c] * f_lo, BKs[ii * SF + c + 1] * f_hi);
+      }
     }
     __syncthreads();
     if (tiles_warp) {
