@@ -46,10 +46,11 @@ using fwd::from_f;
 using fwd::to_f;
 
 // ROWS rows of COLS bf16 from global (row stride COLS) to shared (stride ld) by cp.async: in
-// flight until the caller's cp_async_commit, cp_async_wait and __syncthreads.
-template <int COLS, int ROWS>
+// flight until the caller's cp_async_commit, cp_async_wait and __syncthreads. Threads: the CTA's
+// threads where known at compile time (the copy loop unrolls), else 0.
+template <int COLS, int ROWS, int Threads = 0>
 __device__ __forceinline__ void copy_tile(bf16* dst, int ld, const bf16* src) {
-  linear_attention::load_chunk_rows<bf16, COLS, ROWS, true>(dst, ld, src, COLS, ROWS);
+  linear_attention::load_chunk_rows<bf16, COLS, ROWS, true, Threads>(dst, ld, src, COLS, ROWS);
 }
 // Waits for this thread's copies; a __syncthreads then shows every thread's.
 __device__ __forceinline__ void wait_tiles() {
@@ -298,11 +299,11 @@ __device__ __forceinline__ bool dmat_chunk(const Params& p, int64_t j) {
   const int64_t at = j * HV + hv;
 
   load_d_o<T, D, kMatThreads>(DOs, SB, p, task.row_begin, n, hv, 0);
-  copy_tile<D, D>(HSs, SB, view(p.f.h, at, D * D));
-  copy_tile<D, D>(DHs, SB, p.ws.dh + at * D * D);
-  copy_tile<D, C>(VNs, SB, view(p.f.vn, at, C * D));
-  copy_tile<D, C>(DVNs, SB, p.ws.dvn + at * C * D);
-  copy_tile<C, C>(TTs, ST, view(p.f.t, at, C * C));
+  copy_tile<D, D, kMatThreads>(HSs, SB, view(p.f.h, at, D * D));
+  copy_tile<D, D, kMatThreads>(DHs, SB, p.ws.dh + at * D * D);
+  copy_tile<D, C, kMatThreads>(VNs, SB, view(p.f.vn, at, C * D));
+  copy_tile<D, C, kMatThreads>(DVNs, SB, p.ws.dvn + at * C * D);
+  copy_tile<C, C, kMatThreads>(TTs, ST, view(p.f.t, at, C * C));
   wait_tiles();
   __syncthreads();
 
@@ -333,8 +334,8 @@ __device__ __forceinline__ bool dmat_chunk(const Params& p, int64_t j) {
   }
   __syncthreads();
 
-  copy_tile<D, C>(Us, SB, view(p.f.u, at, C * D));
-  copy_tile<D, C>(WWs, SB, view(p.f.w, at, C * D));
+  copy_tile<D, C, kMatThreads>(Us, SB, view(p.f.u, at, C * D));
+  copy_tile<D, C, kMatThreads>(WWs, SB, view(p.f.w, at, C * D));
   {  // d(w v) = T^T dv': dv = d(w v) w, dw = d(w v) v (kda: their beta, summed per row)
     float acc[NW][4] = {};
     mma_rows<false, false, NW>(acc, TTs, ST, m0, DVNs, SB, half * D / 2, C);
