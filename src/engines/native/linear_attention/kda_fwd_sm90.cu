@@ -408,10 +408,11 @@ __device__ __forceinline__ bool output_chunk(const Params& p, int64_t j) {
   const int64_t at = slab(p, j, hv);
   // Every copy in flight at once (cp.async), then one wait.
   using linear_attention::load_chunk_rows;
-  load_chunk_rows<bf16, D, C, true>(QGs, SB, p.ws.qg + at * C * D, D, C);
-  load_chunk_rows<bf16, D, D, true>(Hs, SB, p.ws.h + at * D * D, D, D);
-  load_chunk_rows<bf16, C, C, true>(As, ST, p.ws.aqk + at * C * C, C, C);
-  load_chunk_rows<bf16, D, C, true>(VNs, SB, p.ws.vn + at * C * D, D, C);
+  constexpr int kT = kOutThreads;
+  load_chunk_rows<bf16, D, C, true, kT>(QGs, SB, p.ws.qg + at * C * D, D, C);
+  load_chunk_rows<bf16, D, D, true, kT>(Hs, SB, p.ws.h + at * D * D, D, D);
+  load_chunk_rows<bf16, C, C, true, kT>(As, ST, p.ws.aqk + at * C * C, C, C);
+  load_chunk_rows<bf16, D, C, true, kT>(VNs, SB, p.ws.vn + at * C * D, D, C);
   linear_attention::cp_async_commit();
   linear_attention::cp_async_wait<0>();
   __syncthreads();
