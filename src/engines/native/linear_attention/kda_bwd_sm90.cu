@@ -13,6 +13,8 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include <type_traits>
+
 #include "eagle/ragged/schedule.hpp"
 #include "engines/native/linear_attention/chunk_common.cuh"
 #include "engines/native/linear_attention/cp_async.cuh"
@@ -439,17 +441,24 @@ __global__ void __launch_bounds__(kFinishThreads) finish_kernel(const Params p) 
     const T* x_in = static_cast<const T*>(is_q ? p.q : p.k);
     const float* part = is_q ? p.ws.pq : p.ws.pk;
     const float mul = is_q ? p.s.scale : 1.f;
-    float x[PL], d[PL];
+    // Lane l takes channels PL l .. PL l + PL - 1: the f32 sums (workspace rows, 16-byte
+    // aligned) in one PL-wide load per value head.
+    using Vec = std::conditional_t<PL == 4, float4, float2>;
+    static_assert(PL == 4 || PL == 2, "D = 128 or 64");
+    const int c0 = PL * lane;
+    float x[PL], d[PL] = {};
     float ss = 0, dot = 0;
+    for (int m = 0; m < group; ++m) {
+      const Vec v = *reinterpret_cast<const Vec*>(part + (row * HV + hq * group + m) * D + c0);
+      const float* vf = reinterpret_cast<const float*>(&v);
+#pragma unroll
+      for (int u = 0; u < PL; ++u) d[u] += vf[u];
+    }
 #pragma unroll
     for (int u = 0; u < PL; ++u) {
-      const int c = lane + 32 * u;
-      x[u] = to_f(x_in[(row * H + hq) * D + c]);
-      float sum = 0;
-      for (int m = 0; m < group; ++m) sum += part[(row * HV + hq * group + m) * D + c];
-      d[u] = sum;
+      x[u] = to_f(x_in[(row * H + hq) * D + c0 + u]);
       ss += x[u] * x[u];
-      dot += x[u] * sum;
+      dot += x[u] * d[u];
     }
     float r = 1.f;
     if (p.s.l2norm) {
@@ -464,7 +473,7 @@ __global__ void __launch_bounds__(kFinishThreads) finish_kernel(const Params p) 
     const float proj = p.s.l2norm ? dot * r * r : 0.f;
 #pragma unroll
     for (int u = 0; u < PL; ++u)
-      out[(row * H + hq) * D + lane + 32 * u] = from_f<T>(mul * r * (d[u] - x[u] * proj));
+      out[(row * H + hq) * D + c0 + u] = from_f<T>(mul * r * (d[u] - x[u] * proj));
   }
 }
 
