@@ -1,13 +1,14 @@
 // Internal, CUDA sources only: the kda / gdn2 forward's prepare launch in its compact layout
-// (Shape::compact_prepare, the plan knob `prepare` = 1). It does the wide prepare_chunk's
-// arithmetic (kda_fwd_sm90.cu) in the same order, so its results are the same bits; what
-// differs is what shared memory holds and how the rows arrive:
+// (Shape::compact_prepare, the plan knob `prepare` = 1). It computes what the wide
+// prepare_chunk (kda_fwd_sm90.cu) does, to rounding (its sums and e^x go in another order and by
+// ex2, so not bit for bit); what differs is what shared memory holds and how the rows arrive:
 //   - q and k stay as their 16-bit input rows, with each row's l2 norm and scale kept beside
 //     them, instead of f32 rows scaled in place; kda's erase key beta k is formed when read
 //     (gdn2 keeps f32 erase rows: its b is per channel);
 //   - Aqk is kept 16-bit, which is what the output launch reads anyway;
 //   - the intra-chunk products stage their keys 32 at a time;
 //   - the chunk's rows come by cp.async, all in flight at once, and v by 16-byte loads;
+//   - the rows' l2 norms take two lanes a row, eight elements at a time (warp_rows16_dot);
 //   - G is kept in base-2 units (G log2 e: each e^x one ex2) and the element-wise passes take
 //     eight channels at a time (16-byte accesses), the erase and q rows of a block sharing
 //     their factors: ncu found the launch bound by issue (62% of slots, the integer pipe
@@ -199,27 +200,22 @@ __device__ __forceinline__ bool prepare_chunk_compact(const Params& p, int64_t j
   linear_attention::cp_async_wait<0>();
   __syncthreads();
 
-  // 2. Each row's factors of q and k (kept, not applied); gdn2's erase key b k; G = cumsum of g
-  // per channel, in base-2 units.
-  for (int r = warp; r < C; r += kPrepThreads / 32) {
-    float sq = 0, sk = 0;
-    for (int c = lane; c < D; c += 32) {
-      const float x = to_f(Qr[r * SB + c]), y = to_f(Kr[r * SB + c]);
-      sq += x * x;
-      sk += y * y;
+  // 2. Each row's factors of q and k (kept, not applied): warps 0-3 take q's rows 16 w.., warps
+  // 4-7 k's, two lanes a row eight elements at a time (warp_rows16_dot); G = cumsum of g per
+  // channel, in base-2 units; then (gdn2) the erase key b k.
+  {
+    static_assert(kPrepThreads == 256, "eight warps: four for q's rows, four for k's");
+    const bool is_k = warp >= 4;
+    const int row0 = 16 * (warp & 3);
+    const T* rows = is_k ? Kr : Qr;
+    const float ss = linear_attention::warp_rows16_dot<T, D>(rows, rows, SB, row0);
+    if (lane < 16) {
+      const float f = p.s.l2norm ? rsqrtf(ss + 1e-6f) : 1.f;
+      if (is_k)
+        rk[row0 + lane] = f;
+      else
+        rq[row0 + lane] = f * p.s.scale;
     }
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) {
-      sq += __shfl_xor_sync(0xffffffffu, sq, o);
-      sk += __shfl_xor_sync(0xffffffffu, sk, o);
-    }
-    const float fk = p.s.l2norm ? rsqrtf(sk + 1e-6f) : 1.f;
-    if (lane == 0) {
-      rq[r] = (p.s.l2norm ? rsqrtf(sq + 1e-6f) : 1.f) * p.s.scale;
-      rk[r] = fk;
-    }
-    if constexpr (GT == Gates::gdn2)
-      for (int c = lane; c < D; c += 32) Es[r * SG + c] *= to_f(Kr[r * SB + c]) * fk;
   }
   for (int c = tid; c < D; c += kPrepThreads) {
     float acc = 0;
@@ -229,6 +225,10 @@ __device__ __forceinline__ bool prepare_chunk_compact(const Params& p, int64_t j
     }
   }
   __syncthreads();
+  if constexpr (GT == Gates::gdn2) {  // b k, with k's factor from above; read after 3a's barrier
+    for (int r = warp; r < C; r += kPrepThreads / 32)
+      for (int c = lane; c < D; c += 32) Es[r * SG + c] *= to_f(Kr[r * SB + c]) * rk[r];
+  }
   // The scaled rows as the wide layout holds them: q, k and the erase key b k.
   auto qv = [&](int r, int c) { return to_f(Qr[r * SB + c]) * rq[r]; };
   auto kv = [&](int r, int c) { return to_f(Kr[r * SB + c]) * rk[r]; };
