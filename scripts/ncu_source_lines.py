@@ -15,18 +15,11 @@ import argparse
 import collections
 import csv
 import re
-import subprocess
 import sys
 
+from sass_counts import INSTR as INSTRUCTION, demangle  # this folder's SASS reader
+
 LOCATION = re.compile(r'\s*//## File "([^"]+)", line (\d+)')
-INSTRUCTION = re.compile(r"\s*/\*([0-9a-f]{4,})\*/\s+(.*?)\s*;")
-
-
-def demangle(name):
-    try:
-        return subprocess.run(["c++filt", name], capture_output=True, text=True).stdout.strip()
-    except OSError:
-        return name
 
 
 def line_table(path, kernel):
