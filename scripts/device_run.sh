@@ -23,9 +23,10 @@
 #             its products' fragments built in registers (knob `prepare` = 2), native_gdn's
 #             prepared row factor and vectorized prepare / output passes, native_kda_bwd's
 #             dmat row sums: every linear-attention test, the four sanitizers over the small
-#             ones (fragments-*.txt), bench 14a (every knob row), the forward's and the
-#             backward's timing rows, and ncu's time per kernel of bench 14a's first rows
-#   source    ncu's per-instruction counters (SourceCounters: instructions executed, stall
+#             ones (fragments-*.txt; EAGLE_FRAGMENTS_SANITIZE_TIMEOUT seconds each, default 100),
+#             bench 14a (every knob row), the forward's and the backward's timing rows
+#   source    ncu's time per kernel of bench 14a's first kda and gdn rows, then its per-instruction
+#             counters (SourceCounters: instructions executed, stall
 #             samples) of one launch each of the heaviest linear-attention kernels (kda's compact
 #             prepare, gdn's prepare, state rows and output; the kda backward's dqkg and dmat),
 #             as CSV by scripts/ncu_source.py (source-*.csv, with the .ncu-rep files), and ncu's
@@ -176,8 +177,9 @@ if want fragments; then
   grep -B3 -A10 'Failure' "$out/fragments-tests.txt" | head -40
   if command -v compute-sanitizer >/dev/null; then
     for tool in memcheck racecheck synccheck initcheck; do
-      timeout 200 compute-sanitizer --tool "$tool" --error-exitcode 9 ./eagle_tests --gtest_brief=1 \
-        --gtest_filter="$small" > "$out/fragments-$tool.txt" 2>&1
+      timeout "${EAGLE_FRAGMENTS_SANITIZE_TIMEOUT:-100}" compute-sanitizer --tool "$tool" \
+        --error-exitcode 9 ./eagle_tests --gtest_brief=1 --gtest_filter="$small" \
+        > "$out/fragments-$tool.txt" 2>&1
       echo "$tool: exit $? | $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|PASSED|FAILED' "$out/fragments-$tool.txt" | tr '\n' ' ')"
     done
   fi
@@ -185,18 +187,17 @@ if want fragments; then
   timeout 200 ./eagle_tests --gtest_also_run_disabled_tests \
     --gtest_filter='NativeKda.DISABLED_TimeTheForward:NativeKdaBwd.DISABLED_TimeTheBackward' 2>&1 |
     tee "$out/fragments-time.txt" | grep -E 'kda forward|kda backward|FAILED'
-  if command -v ncu >/dev/null; then
-    timeout 200 ncu --metrics gpu__time_duration.sum --csv --launch-count 60 ./eagle_bench --quick \
-      --only 14a > "$out/fragments-ncu.csv" 2>&1
-    echo "ncu linear forward: exit $?"
-    python3 ../scripts/ncu_summary.py "$out/fragments-ncu.csv" | tee "$out/fragments-ncu.txt"
-    timeout 200 ncu --metrics gpu__time_duration.sum --csv --launch-count 30 -k regex:gdn \
-      ./eagle_bench --quick --only 14a > "$out/fragments-ncu-gdn.csv" 2>&1
-    echo "ncu gdn forward: exit $?"
-    python3 ../scripts/ncu_summary.py "$out/fragments-ncu-gdn.csv" | tee "$out/fragments-ncu-gdn.txt"
-  fi
 fi
 if want source && command -v ncu >/dev/null; then
+  # Time per kernel of bench 14a's first kda and gdn rows (--quick: 27 forwards a row).
+  timeout 200 ncu --metrics gpu__time_duration.sum --csv --launch-count 60 ./eagle_bench --quick \
+    --only 14a > "$out/source-time-kda.csv" 2>&1
+  echo "ncu kda forward: exit $?"
+  python3 ../scripts/ncu_summary.py "$out/source-time-kda.csv" | tee "$out/source-time-kda.txt"
+  timeout 200 ncu --metrics gpu__time_duration.sum --csv --launch-count 30 -k regex:gdn \
+    ./eagle_bench --quick --only 14a > "$out/source-time-gdn.csv" 2>&1
+  echo "ncu gdn forward: exit $?"
+  python3 ../scripts/ncu_summary.py "$out/source-time-gdn.csv" | tee "$out/source-time-gdn.txt"
   # source_counters <name> <kernel regex, over demangled names> <program...>: one launch, after
   # three warm-up ones; the program is stopped there.
   source_counters() {
