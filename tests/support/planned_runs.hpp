@@ -31,8 +31,11 @@ inline std::vector<op::Tensor> outputs(const op::Graph& g) {
 }
 
 // Runs a planned graph: inputs copied to `device`, outputs poisoned there, one handle of the
-// plan's library and a workspace; returns the outputs on the host, by uid.
-inline Arrays execute(const plan::ExecutionPlans& plans, const Arrays& host_in, Device device) {
+// plan's library and a workspace; returns the outputs on the host, by uid. `output_offset`: each
+// output a view that starts that many elements into its storage (a caller's slice or a DLPack
+// import may start at any element).
+inline Arrays execute(const plan::ExecutionPlans& plans, const Arrays& host_in, Device device,
+                      int64_t output_offset = 0) {
   plan::VariantPack pack(plans.layout());
   std::vector<Array> keep;
   for (const auto& [uid, a] : host_in) {
@@ -41,7 +44,14 @@ inline Arrays execute(const plan::ExecutionPlans& plans, const Arrays& host_in, 
   }
   Arrays out;
   for (const op::Tensor& t : outputs(plans.graph())) {
-    out[t.uid()] = test::poisoned(t.dims(), t.dtype(), device);
+    if (output_offset == 0) {
+      out[t.uid()] = test::poisoned(t.dims(), t.dtype(), device);
+    } else {
+      const Array base =
+          test::poisoned({reference::count(t.dims()) + output_offset}, t.dtype(), device);
+      out[t.uid()] = Array::on_storage(base.storage(), t.dims(), t.dtype(),
+                                       output_offset * static_cast<int64_t>(itemsize(t.dtype())));
+    }
     pack.set(t.uid(), plan::Operand(out[t.uid()]));
   }
   const Stream stream(device);

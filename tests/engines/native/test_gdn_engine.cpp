@@ -311,6 +311,19 @@ TEST_F(NativeGdn, NoActiveTokens) {
   check_case(c);
 }
 
+// The kernels' 16-byte accesses need q, k, v and o 16-byte aligned: an o that starts one element
+// into its storage (a caller's view may) is refused by name, with the leading knobs, not run.
+TEST_F(NativeGdn, AnOutputNot16ByteAlignedIsRefusedByName) {
+  GdnCase c{"o one element into its storage", {70, 3}, 2};
+  const int64_t t = c.active() + c.pad;
+  const op::Graph full = gdn_graph(c, t);
+  const std::map<std::string, Array> in = random_gdn_inputs(c);
+  plan::ExecutionPlans p = engines::create_execution_plan(full.clone(), kGpu, gdn_id());
+  p.build_plans();
+  test::expect_invalid([&] { execute(p, by_uid(full, in, t), kGpu, 1); },
+                       {"native gdn", "16-byte aligned"});
+}
+
 // The knobs' other kernels: the state loop with the next chunk's rows prefetched by cp.async
 // (pipeline = 1), the blocked inverse (solve = 1), the persistent schedule (schedule = 1; per
 // stage: 2 the state launch alone, 3 the chunk launches alone) and the compact prepare

@@ -398,6 +398,19 @@ std::vector<Case> cases() {
   return c;
 }
 
+// A case's cu_seqlens and rows, its padding rows after the last sequence.
+struct Batch {
+  std::vector<int64_t> cu = {0};
+  test::RaggedRows rows;
+};
+Batch batch_of(const Case& c) {
+  Batch b;
+  for (int64_t l : c.lens) b.cu.push_back(b.cu.back() + l);
+  b.rows = test::rows_of(b.cu);
+  b.rows.rows += c.pad;
+  return b;
+}
+
 // Every case against the reference, with the state loop's `pipeline` knob and each `intra` given.
 // `small`: the first case alone in bf16 at D 128, a size compute-sanitizer's racecheck finishes.
 void matches_the_reference(int64_t pipeline, const std::vector<int64_t>& intras,
@@ -427,10 +440,9 @@ void matches_the_reference(int64_t pipeline, const std::vector<int64_t>& intras,
           s.initial_state = (combo / 2) % 2 == 0;
           s.final_state = (combo % 3) != 0;
           if (combo % 5 == 0) s.scale = 0.3;
-          std::vector<int64_t> cu = {0};
-          for (int64_t l : c.lens) cu.push_back(cu.back() + l);
-          test::RaggedRows rows = test::rows_of(cu);
-          rows.rows += c.pad;
+          const Batch b = batch_of(c);
+          const std::vector<int64_t>& cu = b.cu;
+          const test::RaggedRows& rows = b.rows;
           s.t = rows.rows;
           s.slots = static_cast<int64_t>(c.lens.size());
           SCOPED_TRACE(c.name + " " + rule + " " + std::string(dtype_name(d)) + " D " +
@@ -510,6 +522,24 @@ TEST_F(NativeKda, EveryKnobPointOnASmallBatch) {
     matches_the_reference(1, {1}, 0, 1, true, 1, state);
     matches_the_reference(1, {1}, 2, 1, true, 1, state);
   }
+}
+
+// A caller's o may start at any element (a slice, a DLPack import): the output launch then
+// stores its column pairs element by element. Every output one element into its storage, the
+// first case, with the leading knobs.
+TEST_F(NativeKda, OutputsThatStartAtAnOddElementAreWritten) {
+  std::printf("%s\n", test::reproduce_line().c_str());
+  const Case c = cases().front();
+  const Batch b = batch_of(c);
+  Spec s;
+  s.h = c.h;
+  s.hv = c.hv;
+  s.t = b.rows.rows;
+  s.slots = static_cast<int64_t>(c.lens.size());
+  const op::Graph g = delta_graph(s);
+  const Arrays in = inputs(g, b.rows, b.cu, s.l2);
+  const Arrays want = reference_of(s, g, in, b.cu.back());
+  check(g, b.rows, test::execute(native_plan(g, 1, 1, 0, 1, 1, 2), in, kGpu, 1), want);
 }
 
 // An empty batch (T = 0, every slot empty): no chunk to run, but the final state of every slot

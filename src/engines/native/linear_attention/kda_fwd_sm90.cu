@@ -420,15 +420,23 @@ __device__ __forceinline__ bool output_chunk(const Params& p, int64_t j) {
   mma_rows<true, false, NT>(acc, QGs, SB, 16 * warp, Hs, SB, 0, D);
   mma_rows<true, false, NT>(acc, As, ST, 16 * warp, VNs, SB, 0, C);
   T* o = static_cast<T*>(p.o);
+  // An accumulator's pair of columns as one 4-byte store where o allows it: a view (or a DLPack
+  // import) may start at any element, and then the pair goes element by element.
+  const bool pairs = (reinterpret_cast<std::uintptr_t>(o) & 3) == 0;
 #pragma unroll
   for (int t = 0; t < NT; ++t)
 #pragma unroll
-    for (int e = 0; e < 4; e += 2) {  // an accumulator's pair of columns as one 4-byte store
+    for (int e = 0; e < 4; e += 2) {
       const int r = acc_row(16 * warp, e), c = acc_col(8 * t, e);
+      if (r >= n) continue;
       const T pair[2] = {from_f<T>(acc[t][e]), from_f<T>(acc[t][e + 1])};
-      if (r < n)
-        *reinterpret_cast<uint32_t*>(o + ((task.row_begin + r) * HV + hv) * D + c) =
-            *reinterpret_cast<const uint32_t*>(pair);
+      T* at = o + ((task.row_begin + r) * HV + hv) * D + c;
+      if (pairs) {
+        *reinterpret_cast<uint32_t*>(at) = *reinterpret_cast<const uint32_t*>(pair);
+      } else {
+        at[0] = pair[0];
+        at[1] = pair[1];
+      }
     }
   return true;
 }
