@@ -62,10 +62,6 @@ template <typename T>
 __device__ __forceinline__ uint32_t pack2(T lo, T hi) {
   return bits16(lo) | (bits16(hi) << 16);
 }
-template <typename T>
-__device__ __forceinline__ uint32_t pack2f(float lo, float hi) {
-  return pack2(Elem<T>::from_float(lo), Elem<T>::from_float(hi));
-}
 // ---- fragment loads from shared memory (ldmatrix.cuh: rows 16-byte aligned) ----
 
 // A (m0.., k0..) of a tile stored [m][k] with leading dimension ld (elements).
@@ -212,13 +208,6 @@ __device__ __forceinline__ void load_chunk_rows(T* s, int ld, const T* g, int64_
   } else {
     for (int i = threadIdx.x; i < kPieces; i += blockDim.x) copy(i);
   }
-}
-
-// The inverse l2 norms 1 / sqrt(sum x^2 + 1e-6) of the 16 rows row0.. of s [.][ld] by one whole
-// warp (warp_rows16_dot: lanes l and l + 16 get row row0 + l % 16's).
-template <typename T, int COLS>
-__device__ __forceinline__ float warp_rows16_inv_norm(const T* s, int ld, int row0) {
-  return rsqrtf(warp_rows16_dot<T, COLS>(s, s, ld, row0) + 1e-6f);
 }
 
 // Normalizes the 64 rows of s in place (each warp 16 rows at a time, two lanes a row, eight

@@ -288,7 +288,7 @@ __device__ __forceinline__ bool dqkg_tc_chunk(const Params& p, int64_t j) {
       const float r0_lo = Gs[r0 * SF + c], r0_hi = Gs[r0 * SF + c + 1];
       const float s1_lo = Gs[s1 * SF + c], s1_hi = Gs[s1 * SF + c + 1];
       auto store2 = [](bf16* at, float lo, float hi) {
-        *reinterpret_cast<__nv_bfloat162*>(at) = __floats2bfloat162_rn(lo, hi);
+        *reinterpret_cast<uint32_t*>(at) = linear_attention::pack2f<bf16>(lo, hi);
       };
       for (int jj = row0; jj < r0 + 16; jj += kRowStep) {
         const bool on = jj < r0 || diag;

@@ -71,7 +71,8 @@ __device__ __forceinline__ void fragment_products(const float* Gs, const float* 
                                                   float* Akk, bf16* Aqk) {
   using L = CompactLayout<D, GT>;
   using T2 = std::conditional_t<std::is_same_v<T, __half>, __half2, __nv_bfloat162>;
-  using linear_attention::ex2, linear_attention::unpack2;
+  using linear_attention::ex2, linear_attention::pack2f, linear_attention::unpack2;
+  // The mma operands are bf16 for either T (kda_mma.cuh).
   constexpr int SG = L::SG, SB = L::SB, SA = L::SA, ST = L::ST;
   static_assert(kPrepThreads == 256, "the key tiles are shared out over 8 warps");
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, c2 = 2 * (lane & 3);
@@ -85,10 +86,6 @@ __device__ __forceinline__ void fragment_products(const float* Gs, const float* 
   const float eb = GT == Gates::kda ? betas[rb] * rk[rb] : 1.f;
   const float qa = rq[ra], qb = rq[rb];
   auto pair = [](const T* at) { return unpack2(*reinterpret_cast<const T2*>(at)); };
-  auto pack = [](float lo, float hi) {
-    const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-    return *reinterpret_cast<const uint32_t*>(&v);
-  };
   float acc[2][3][4] = {};  // [erase, q][key tile][fragment]
   for (int k0 = 0; k0 < D; k0 += 16) {
     uint32_t ae[4], aq[4];
@@ -110,11 +107,11 @@ __device__ __forceinline__ void fragment_products(const float* Gs, const float* 
         xb = *reinterpret_cast<const float2*>(Es + rb * SG + ch);
       }
       // Fragment registers: 0 (row g, k 2c..), 1 (row g + 8), 2 (row g, k 2c + 8..), 3 (g + 8).
-      ae[2 * h] = pack(xa.x * ea * fa0, xa.y * ea * fa1);
-      ae[2 * h + 1] = pack(xb.x * eb * fb0, xb.y * eb * fb1);
+      ae[2 * h] = pack2f<bf16>(xa.x * ea * fa0, xa.y * ea * fa1);
+      ae[2 * h + 1] = pack2f<bf16>(xb.x * eb * fb0, xb.y * eb * fb1);
       const float2 ya = pair(Qr + ra * SB + ch), yb = pair(Qr + rb * SB + ch);
-      aq[2 * h] = pack(ya.x * qa * fa0, ya.y * qa * fa1);
-      aq[2 * h + 1] = pack(yb.x * qb * fb0, yb.y * qb * fb1);
+      aq[2 * h] = pack2f<bf16>(ya.x * qa * fa0, ya.y * qa * fa1);
+      aq[2 * h + 1] = pack2f<bf16>(yb.x * qb * fb0, yb.y * qb * fb1);
     }
 #pragma unroll
     for (int t = 0; t < 3; ++t) {
@@ -128,7 +125,7 @@ __device__ __forceinline__ void fragment_products(const float* Gs, const float* 
           const int ch = k0 + c2 + 8 * h;
           const float2 gk = *reinterpret_cast<const float2*>(Gs + key * SG + ch);
           const float2 x = pair(Kr + key * SB + ch);
-          b[h] = pack(x.x * fk * ex2(gr[h].x - gk.x), x.y * fk * ex2(gr[h].y - gk.y));
+          b[h] = pack2f<bf16>(x.x * fk * ex2(gr[h].x - gk.x), x.y * fk * ex2(gr[h].y - gk.y));
         }
       }
       mma(acc[0][t], ae, b);
@@ -207,10 +204,9 @@ __device__ __forceinline__ bool prepare_chunk_compact(const Params& p, int64_t j
     static_assert(kPrepThreads == 256, "eight warps: four for q's rows, four for k's");
     const bool is_k = warp >= 4;
     const int row0 = 16 * (warp & 3);
-    const T* rows = is_k ? Kr : Qr;
-    const float ss = linear_attention::warp_rows16_dot<T, D>(rows, rows, SB, row0);
+    const float f =
+        p.s.l2norm ? linear_attention::warp_rows16_inv_norm<T, D>(is_k ? Kr : Qr, SB, row0) : 1.f;
     if (lane < 16) {
-      const float f = p.s.l2norm ? rsqrtf(ss + 1e-6f) : 1.f;
       if (is_k)
         rk[row0 + lane] = f;
       else

@@ -51,18 +51,23 @@ __device__ __forceinline__ void load8(const T* p, float (&x)[8]) {
   }
 }
 
+// Two values rounded to T (bf16 or f16) as one 32-bit register, `lo` in the low half (the mma
+// operand order): one paired conversion.
+template <typename T>
+__device__ __forceinline__ uint32_t pack2f(float lo, float hi) {
+  uint32_t bits;
+  if constexpr (std::is_same_v<T, __half>)
+    *reinterpret_cast<__half2*>(&bits) = __floats2half2_rn(lo, hi);
+  else
+    *reinterpret_cast<__nv_bfloat162*>(&bits) = __floats2bfloat162_rn(lo, hi);
+  return bits;
+}
+
 // The eight values rounded to T (bf16 by default, or f16) as one 16-byte word.
 template <typename T = __nv_bfloat16>
 __device__ __forceinline__ uint4 pack8(const float (&x)[8]) {
-  uint4 raw;
-#pragma unroll
-  for (int e = 0; e < 4; ++e) {
-    if constexpr (std::is_same_v<T, __half>)
-      reinterpret_cast<__half2*>(&raw)[e] = __floats2half2_rn(x[2 * e], x[2 * e + 1]);
-    else
-      reinterpret_cast<__nv_bfloat162*>(&raw)[e] = __floats2bfloat162_rn(x[2 * e], x[2 * e + 1]);
-  }
-  return raw;
+  return make_uint4(pack2f<T>(x[0], x[1]), pack2f<T>(x[2], x[3]), pack2f<T>(x[4], x[5]),
+                    pack2f<T>(x[6], x[7]));
 }
 
 // p[0..7] = x rounded to T; p 16-byte aligned (shared or global memory).
@@ -90,6 +95,13 @@ __device__ __forceinline__ float warp_rows16_dot(const T* a, const T* b, int ld,
     for (int m = 0; m < 8; ++m) sum += x[m] * y[m];
   }
   return sum + __shfl_xor_sync(0xffffffffu, sum, 16);
+}
+
+// The inverse l2 norms 1 / sqrt(sum x^2 + 1e-6) of the 16 rows row0.. of s [.][ld] by one whole
+// warp (warp_rows16_dot: lanes l and l + 16 get row row0 + l % 16's).
+template <typename T, int COLS>
+__device__ __forceinline__ float warp_rows16_inv_norm(const T* s, int ld, int row0) {
+  return rsqrtf(warp_rows16_dot<T, COLS>(s, s, ld, row0) + 1e-6f);
 }
 
 }  // namespace eagle::native::linear_attention
