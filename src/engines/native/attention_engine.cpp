@@ -14,12 +14,6 @@ namespace {
 
 namespace va = attention;
 
-constexpr std::size_t kAlign = 256;
-
-std::size_t round_up(std::size_t n) {
-  return (n + kAlign - 1) / kAlign * kAlign;
-}
-
 // Declines what the kernels do not serve; the node is a single sdpa or sdpa_bwd.
 void check_node(const op::Node& node, const std::string& engine) {
   const op::Tensor q = node.input("q"), k = node.input("k"), v = node.input("v");
@@ -85,7 +79,7 @@ GridPlan grid_plan(const va::VarlenShape& s, bool q_side, int block, int64_t sch
 }
 
 std::size_t offsets_bytes(const va::VarlenShape& s) {
-  return round_up(static_cast<std::size_t>(s.slots + 1) * sizeof(int32_t));
+  return round_up_region(static_cast<std::size_t>(s.slots + 1) * sizeof(int32_t));
 }
 
 // Launches the tile offsets of `grids` into the workspace and points each grid at its array.

@@ -15,46 +15,22 @@ namespace {
 
 namespace la = linear_attention;
 
-constexpr std::size_t kAlign = 256;
-
-std::size_t round_up(std::size_t n) {
-  return (n + kAlign - 1) / kAlign * kAlign;
-}
-
 bool small_float(DType d) {
   return d == DType::f32 || d == DType::bf16 || d == DType::f16;
 }
 
 // Declines what the kernels do not serve.
 void check_node(const op::Node& node, const std::string& engine) {
-  const op::Tensor q = node.input("q"), cu = node.input("cu_seqlens");
-  require(cu.dtype() == DType::i32, engine,
-          "cu_seqlens must be i32, not " + std::string(dtype_name(cu.dtype())));
-  require(q.dtype() == DType::bf16 || q.dtype() == DType::f16, engine,
-          "q must be bf16 or f16, not " + std::string(dtype_name(q.dtype())));
-  for (const char* p : {"k", "v"})
-    require(node.input(p).dtype() == q.dtype(), engine,
-            std::string(p) + " must have q's dtype " + std::string(dtype_name(q.dtype())) +
-                ", not " + std::string(dtype_name(node.input(p).dtype())));
+  require_linear_attention_operands(node, engine, {"k", "v"});
   for (const char* p : {"g", "beta", "a_log", "dt_bias", "initial_state"}) {
     const op::Tensor t = node.input(p);
     if (t.defined())
-      require(
-          small_float(t.dtype()), engine,
-          std::string(p) + " must be f32, bf16 or f16, not " + std::string(dtype_name(t.dtype())));
+      require(small_float(t.dtype()), engine,
+              std::string(p) + " must be f32, bf16 or f16, not " + dtype_text(t));
   }
   const op::Tensor a_log = node.input("a_log"), dt_bias = node.input("dt_bias");
   if (a_log.defined() && dt_bias.defined())
     require(a_log.dtype() == dt_bias.dtype(), engine, "a_log and dt_bias must share one dtype");
-  for (const auto& [port, t] : node.inputs()) {
-    require(!t.ragged_offset().defined(), engine,
-            "tensor '" + t.name() + "' has a ragged offset (sequences apart): not served");
-    require_row_major(t, engine);
-  }
-  for (const auto& [port, t] : node.outputs()) require_row_major(t, engine);
-  const int64_t k = q.dims()[2], v = node.input("v").dims()[2];
-  require(k == v && (k == 64 || k == 128), engine,
-          "serves K = V in {64, 128}, not K = " + std::to_string(k) + ", V = " + std::to_string(v));
 }
 
 la::GdnShape shape_of(const op::Node& node) {
@@ -206,7 +182,7 @@ class GdnEngine : public plan::Engine {
     t.shape.persistent_state = schedule == 1 || schedule == 2;
     t.shape.compact_prepare = config.knobs.at("prepare") != 0;
     t.capacity_chunks = ragged::chunk_capacity(t.shape.tokens, t.shape.slots, la::kGdnChunk);
-    t.kernels_at = round_up(static_cast<std::size_t>(t.shape.slots + 1) * sizeof(int32_t));
+    t.kernels_at = round_up_region(static_cast<std::size_t>(t.shape.slots + 1) * sizeof(int32_t));
     t.q = at(node.input("q"));
     t.k = at(node.input("k"));
     t.v = at(node.input("v"));

@@ -1,12 +1,11 @@
 #include "engines/native/kda_bwd_engine.hpp"
 
-#include <cmath>
 #include <string>
-#include <vector>
 
 #include "eagle/plan/operand_rules.hpp"
 #include "eagle/ragged/capacity.hpp"
 #include "engines/native/attention/varlen_kernels.hpp"
+#include "engines/native/kda_node.hpp"
 #include "engines/native/launch_status.hpp"
 #include "engines/native/linear_attention/gdn_bwd_kernels.hpp"
 #include "engines/native/linear_attention/kda_bwd_kernels.hpp"
@@ -16,74 +15,19 @@ namespace eagle::native {
 
 namespace {
 
-constexpr std::size_t kAlign = 256;
-
-std::size_t round_up(std::size_t n) {
-  return (n + kAlign - 1) / kAlign * kAlign;
-}
-
-std::string dtype_text(const op::Tensor& t) {
-  return t.defined() ? std::string(dtype_name(t.dtype())) : std::string();
-}
-
 // Declines what the kernels do not serve; the node is a single kda_bwd, gdn_bwd or gdn2_bwd.
 // gdn_bwd runs as kda_bwd with its gate broadcast over K (gdn_bwd_kernels.hpp): every option of
 // the op maps, so only the dtypes and head dims are declined, as for kda.
 void check_node(const op::Node& node, const std::string& engine) {
-  const bool gdn2 = node.op() == "gdn2_bwd";
-  const op::Tensor q = node.input("q"), v = node.input("v");
-  const op::Tensor cu = node.input("cu_seqlens");
-  require(cu.dtype() == DType::i32, engine, "cu_seqlens must be i32, not " + dtype_text(cu));
-  require(q.dtype() == DType::bf16 || q.dtype() == DType::f16, engine,
-          "q must be bf16 or f16, not " + dtype_text(q));
-  for (const char* p : {"k", "v", "d_o"})
-    require(node.input(p).dtype() == q.dtype(), engine,
-            std::string(p) + " must have q's dtype " + dtype_text(q) + ", not " +
-                dtype_text(node.input(p)));
-  const std::vector<std::string> gates =
-      gdn2 ? std::vector<std::string>{"g", "b", "w"} : std::vector<std::string>{"g", "beta"};
-  for (const std::string& p : gates)
-    require(node.input(p).dtype() == DType::f32, engine,
-            "the gate " + p + " must be f32, not " + dtype_text(node.input(p)));
-  for (const char* p : {"a_log", "dt_bias"}) {  // gdn's safe_gate
+  require_linear_attention_operands(node, engine, {"k", "v", "d_o"});
+  require_f32_gates(node, engine);
+  // a_log and dt_bias: gdn's safe_gate.
+  for (const char* p : {"a_log", "dt_bias", "initial_state", "d_final_state"}) {
     const op::Tensor t = node.input(p);
     require(!t.defined() || t.dtype() == DType::f32, engine,
             std::string(p) + " must be f32, not " + dtype_text(t));
   }
-  for (const char* p : {"initial_state", "d_final_state"}) {
-    const op::Tensor t = node.input(p);
-    require(!t.defined() || t.dtype() == DType::f32, engine,
-            std::string(p) + " must be f32, not " + dtype_text(t));
-  }
-  for (const auto& [port, t] : node.inputs()) {
-    require(!t.ragged_offset().defined(), engine,
-            "tensor '" + t.name() + "' has a ragged offset (sequences apart): not served");
-    require_row_major(t, engine);
-  }
-  for (const auto& [port, t] : node.outputs()) require_row_major(t, engine);
-  const int64_t dk = q.dims()[2], dv = v.dims()[2];
-  require(
-      dk == dv && (dk == 64 || dk == 128), engine,
-      "serves K = V in {64, 128}, got K = " + std::to_string(dk) + ", V = " + std::to_string(dv));
-  require(cu.dims()[0] >= 2, engine, "needs at least one sequence slot");
-}
-
-kda::Shape shape_of(const op::Node& node) {
-  const op::Tensor q = node.input("q"), v = node.input("v");
-  kda::Shape s;
-  s.slots = node.input("cu_seqlens").dims()[0] - 1;
-  s.rows = q.dims()[0];
-  s.heads = static_cast<int>(q.dims()[1]);
-  s.value_heads = static_cast<int>(v.dims()[1]);
-  s.dim = static_cast<int>(q.dims()[2]);
-  s.scale = node.has_attr("scale")
-                ? static_cast<float>(node.attr("scale").as_real("scale"))
-                : static_cast<float>(1.0 / std::sqrt(static_cast<double>(s.dim)));
-  s.l2norm = node.attr("use_qk_l2norm").as_bool("use_qk_l2norm");
-  s.dtype = q.dtype();
-  // gdn is kda with its gate broadcast over K.
-  s.gates = node.op() == "gdn2_bwd" ? kda::Gates::gdn2 : kda::Gates::kda;
-  return s;
+  require(node.input("cu_seqlens").dims()[0] >= 2, engine, "needs at least one sequence slot");
 }
 
 class KdaBwdPlan : public plan::CompiledPlan {
@@ -100,7 +44,7 @@ class KdaBwdPlan : public plan::CompiledPlan {
   KdaBwdPlan(plan::OperandRules rules, Table t) : rules_(std::move(rules)), t_(t) {}
 
   std::size_t offsets_bytes() const {
-    return round_up(static_cast<std::size_t>(t_.shape.slots + 1) * sizeof(int32_t));
+    return round_up_region(static_cast<std::size_t>(t_.shape.slots + 1) * sizeof(int32_t));
   }
   std::size_t workspace_bytes() const override {
     return offsets_bytes() + (t_.gdn ? kda::gdn_backward_workspace_bytes(t_.shape, t_.capacity)
@@ -214,7 +158,7 @@ class KdaBwdEngine : public plan::Engine {
                      const DeviceProperties&) const override {
     const op::Node node = single_node(graph, name(), {"kda_bwd", "gdn_bwd", "gdn2_bwd"});
     check_node(node, name());
-    require(kda::served(shape_of(node)), name(),
+    require(kda::served(kda_shape_of(node)), name(),
             "no kernel in this build for " + dtype_text(node.input("q")) + " head dim " +
                 std::to_string(node.input("q").dims()[2]) +
                 " (bf16/f16, 64 or 128, sm_90a builds)");
@@ -238,7 +182,7 @@ class KdaBwdEngine : public plan::Engine {
       return t.defined() && receives(t) ? ctx.layout->index_of(t) : -1;
     };
     KdaBwdPlan::Table t{};
-    t.shape = shape_of(node);
+    t.shape = kda_shape_of(node);
     t.shape.compact_prepare = config.knobs.at("prepare") != 0;
     t.shape.fragment_products = config.knobs.at("prepare") == 2;
     t.shape.pipelined_state = config.knobs.at("pipeline") != 0;

@@ -1,12 +1,11 @@
 #include "engines/native/kda_engine.hpp"
 
-#include <cmath>
 #include <string>
-#include <vector>
 
 #include "eagle/plan/operand_rules.hpp"
 #include "eagle/ragged/capacity.hpp"
 #include "engines/native/attention/varlen_kernels.hpp"
+#include "engines/native/kda_node.hpp"
 #include "engines/native/launch_status.hpp"
 #include "engines/native/linear_attention/kda_kernels.hpp"
 #include "engines/native/structured_support.hpp"
@@ -15,63 +14,14 @@ namespace eagle::native {
 
 namespace {
 
-constexpr std::size_t kAlign = 256;
-
-std::size_t round_up(std::size_t n) {
-  return (n + kAlign - 1) / kAlign * kAlign;
-}
-
 // Declines what the kernels do not serve; the node is a single kda or gdn2.
 void check_node(const op::Node& node, const std::string& engine) {
-  const bool gdn2 = node.op() == "gdn2";
-  const op::Tensor q = node.input("q"), k = node.input("k"), v = node.input("v");
-  const op::Tensor cu = node.input("cu_seqlens");
-  require(cu.dtype() == DType::i32, engine,
-          "cu_seqlens must be i32, not " + std::string(dtype_name(cu.dtype())));
-  require(q.dtype() == DType::bf16 || q.dtype() == DType::f16, engine,
-          "q must be bf16 or f16, not " + std::string(dtype_name(q.dtype())));
-  for (const char* p : {"k", "v"})
-    require(node.input(p).dtype() == q.dtype(), engine,
-            std::string(p) + " must have q's dtype " + std::string(dtype_name(q.dtype())) +
-                ", not " + std::string(dtype_name(node.input(p).dtype())));
-  const std::vector<std::string> gates =
-      gdn2 ? std::vector<std::string>{"g", "b", "w"} : std::vector<std::string>{"g", "beta"};
-  for (const std::string& p : gates)
-    require(
-        node.input(p).dtype() == DType::f32, engine,
-        "the gate " + p + " must be f32, not " + std::string(dtype_name(node.input(p).dtype())));
+  require_linear_attention_operands(node, engine, {"k", "v"});
+  require_f32_gates(node, engine);
   const op::Tensor h0 = node.input("initial_state");
   require(!h0.defined() || h0.dtype() == DType::f32, engine,
-          "initial_state must be f32 (the final state takes its dtype), not " +
-              std::string(h0.defined() ? dtype_name(h0.dtype()) : ""));
-  for (const auto& [port, t] : node.inputs()) {
-    require(!t.ragged_offset().defined(), engine,
-            "tensor '" + t.name() + "' has a ragged offset (sequences apart): not served");
-    require_row_major(t, engine);
-  }
-  for (const auto& [port, t] : node.outputs()) require_row_major(t, engine);
-  const int64_t dk = q.dims()[2], dv = v.dims()[2];
-  require(
-      dk == dv && (dk == 64 || dk == 128), engine,
-      "serves K = V in {64, 128}, got K = " + std::to_string(dk) + ", V = " + std::to_string(dv));
+          "initial_state must be f32 (the final state takes its dtype), not " + dtype_text(h0));
   require(node.input("cu_seqlens").dims()[0] >= 2, engine, "needs at least one sequence slot");
-}
-
-kda::Shape shape_of(const op::Node& node) {
-  const op::Tensor q = node.input("q"), v = node.input("v");
-  kda::Shape s;
-  s.slots = node.input("cu_seqlens").dims()[0] - 1;
-  s.rows = q.dims()[0];
-  s.heads = static_cast<int>(q.dims()[1]);
-  s.value_heads = static_cast<int>(v.dims()[1]);
-  s.dim = static_cast<int>(q.dims()[2]);
-  s.scale = node.has_attr("scale")
-                ? static_cast<float>(node.attr("scale").as_real("scale"))
-                : static_cast<float>(1.0 / std::sqrt(static_cast<double>(s.dim)));
-  s.l2norm = node.attr("use_qk_l2norm").as_bool("use_qk_l2norm");
-  s.dtype = q.dtype();
-  s.gates = node.op() == "gdn2" ? kda::Gates::gdn2 : kda::Gates::kda;
-  return s;
 }
 
 class KdaPlan : public plan::CompiledPlan {
@@ -84,7 +34,7 @@ class KdaPlan : public plan::CompiledPlan {
   KdaPlan(plan::OperandRules rules, Table t) : rules_(std::move(rules)), t_(t) {}
 
   std::size_t offsets_bytes() const {
-    return round_up(static_cast<std::size_t>(t_.shape.slots + 1) * sizeof(int32_t));
+    return round_up_region(static_cast<std::size_t>(t_.shape.slots + 1) * sizeof(int32_t));
   }
   std::size_t workspace_bytes() const override {
     return offsets_bytes() + kda::workspace_bytes(t_.shape, t_.capacity);
@@ -178,7 +128,7 @@ class KdaEngine : public plan::Engine {
     const op::Node node = single_node(graph, name(), {"kda", "gdn2"});
     check_node(node, name());
     require_output(node, "o", name());
-    require(kda::served(shape_of(node)), name(),
+    require(kda::served(kda_shape_of(node)), name(),
             "no kernel in this build for " + std::string(dtype_name(node.input("q").dtype())) +
                 " head dim " + std::to_string(node.input("q").dims()[2]) +
                 " (bf16/f16, 64 or 128, sm_90a builds)");
@@ -202,7 +152,7 @@ class KdaEngine : public plan::Engine {
       return receives(t) ? ctx.layout->index_of(t) : -1;
     };
     KdaPlan::Table t{};
-    t.shape = shape_of(node);
+    t.shape = kda_shape_of(node);
     t.shape.tensor_core_diagonal = config.knobs.at("intra") != 0;
     t.shape.pipelined_state = config.knobs.at("pipeline") != 0;
     t.shape.head_state = config.knobs.at("state") == 1;

@@ -42,6 +42,31 @@ void require_float_io(DType d, const std::string& what, const std::string& engin
           what + " must be f32, f16 or bf16, not " + std::string(dtype_name(d)));
 }
 
+std::string dtype_text(const op::Tensor& t) {
+  return t.defined() ? std::string(dtype_name(t.dtype())) : std::string();
+}
+
+void require_linear_attention_operands(const op::Node& node, const std::string& engine,
+                                       std::initializer_list<const char*> same_as_q) {
+  const op::Tensor q = node.input("q"), cu = node.input("cu_seqlens");
+  require(cu.dtype() == DType::i32, engine, "cu_seqlens must be i32, not " + dtype_text(cu));
+  require(q.dtype() == DType::bf16 || q.dtype() == DType::f16, engine,
+          "q must be bf16 or f16, not " + dtype_text(q));
+  for (const char* p : same_as_q)
+    require(node.input(p).dtype() == q.dtype(), engine,
+            std::string(p) + " must have q's dtype " + dtype_text(q) + ", not " +
+                dtype_text(node.input(p)));
+  for (const auto& [port, t] : node.inputs()) {
+    require(!t.ragged_offset().defined(), engine,
+            "tensor '" + t.name() + "' has a ragged offset (sequences apart): not served");
+    require_row_major(t, engine);
+  }
+  for (const auto& [port, t] : node.outputs()) require_row_major(t, engine);
+  const int64_t k = q.dims()[2], v = node.input("v").dims()[2];
+  require(k == v && (k == 64 || k == 128), engine,
+          "serves K = V in {64, 128}, got K = " + std::to_string(k) + ", V = " + std::to_string(v));
+}
+
 bool receives(const op::Tensor& t) {
   return t.defined() && !t.is_virtual();
 }

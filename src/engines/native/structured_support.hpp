@@ -2,7 +2,9 @@
 // every one of them declines with, and per-call alignment.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <initializer_list>
 #include <string>
 
 #include "eagle/core/error.hpp"
@@ -51,6 +53,21 @@ inline plan::Capabilities native_capabilities() {
 [[noreturn]] void explain_refusal(const plan::OperandRules& rules, const plan::OperandBuffer* ops,
                                   const plan::ExecutionContext& ctx, std::size_t needed,
                                   const std::string& what);
+
+// The workspace's regions start 256-byte aligned: `n` rounded up to the next region start.
+inline std::size_t round_up_region(std::size_t n) noexcept {
+  constexpr std::size_t kAlign = 256;
+  return (n + kAlign - 1) / kAlign * kAlign;
+}
+
+// `t`'s dtype by name, "" for an unwired tensor (for messages).
+std::string dtype_text(const op::Tensor& t);
+
+// The rules every linear-attention engine (kda, gdn, their backwards) declines by: cu_seqlens
+// i32; q bf16 or f16 and each of `same_as_q` in q's dtype; no operand with a ragged offset; every
+// operand dense row-major; K = V in {64, 128}.
+void require_linear_attention_operands(const op::Node& node, const std::string& engine,
+                                       std::initializer_list<const char*> same_as_q);
 
 inline bool aligned16(const void* p) noexcept {
   return (reinterpret_cast<uintptr_t>(p) & 15u) == 0;
