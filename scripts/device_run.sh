@@ -56,14 +56,21 @@ cuda_tests=${EAGLE_CUDA_TESTS:-'*cuda*:*Gpu*:*Cuda*:*Cudnn*:*CublasLt*:cublaslt/
 # block reduction; the same kernels in a plain graph or an IF body are clean). See bench/RESULTS.md.
 synccheck_exclude=${EAGLE_SYNCCHECK_EXCLUDE:-*WhileLoopRunsASolverUntilTheResidualCellSaysStop*:*CallsInsideAWhileBodyArePatchedToo*}
 
+# run_tests NAME SECONDS FILTER: eagle_tests over FILTER ('*' every test) into $out/NAME.txt, not
+# brief (a test that hangs past the limit is the log's last "[ RUN" line); then a summary line
+# and the failed tests.
+run_tests() {
+  local name=$1 limit=$2 filter=$3
+  timeout "$limit" ./eagle_tests --gtest_filter="$filter" > "$out/$name.txt" 2>&1
+  echo "$name: exit $? | $(grep -E 'suites? ran|PASSED|FAILED' "$out/$name.txt" | tr '\n' ' ')"
+  grep -E '^\[  FAILED' "$out/$name.txt" | head -20
+}
+
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv > "$out/gpu.txt" 2>&1
 cat "$out/gpu.txt"
 if want tests; then
   ./eagle devices > "$out/devices.txt" 2>&1
-  # Not brief: a test that hangs past the limit is the last "[ RUN" line of the log.
-  timeout "${EAGLE_TESTS_TIMEOUT:-540}" ./eagle_tests > "$out/tests.txt" 2>&1
-  echo "tests: exit $? | $(grep -E 'tests ran|PASSED|FAILED' "$out/tests.txt" | tr '\n' ' ')"
-  grep -E '^\[  FAILED' "$out/tests.txt" | head -20
+  run_tests tests "${EAGLE_TESTS_TIMEOUT:-540}" '*'
   grep '^\[ RUN' "$out/tests.txt" | tail -1
 fi
 if want sanitize && command -v compute-sanitizer >/dev/null; then
@@ -153,9 +160,7 @@ if want gradients && [ -d python/eagle ]; then
   echo "gradients: exit $?"; tail -14 "$out/gradients.txt"
 fi
 if want linear; then
-  timeout 400 ./eagle_tests --gtest_filter='NativeKda*:NativeGdn*' > "$out/linear-tests.txt" 2>&1
-  echo "linear tests: exit $? | $(grep -E 'tests ran|PASSED|FAILED' "$out/linear-tests.txt" | tr '\n' ' ')"
-  grep -E '^\[  FAILED' "$out/linear-tests.txt" | head -20
+  run_tests linear-tests 400 'NativeKda*:NativeGdn*'
   ./eagle_bench --only 14a 2>&1 | tee "$out/linear-bench.txt" | grep -E 'fwd vs|did not run'
   timeout 200 ./eagle_tests --gtest_also_run_disabled_tests \
     --gtest_filter=NativeKdaBwd.DISABLED_TimeTheBackward 2>&1 | tee "$out/linear-bwd-time.txt" |
@@ -171,9 +176,7 @@ if want linear; then
 fi
 if want fragments; then
   small='NativeKda.EveryKnobPointOnASmallBatch:NativeKdaBwd.EveryKnobPointOnASmallBatch:NativeKda.StrongGatesStayFinite:NativeGdn.TheStateRowsLaunchOnSmallBatches:NativeGdn.EachOptionOnAndOff:NativeKdaBwd.GdnMatchesTheReference'
-  timeout 400 ./eagle_tests --gtest_filter='NativeKda*:NativeGdn*' > "$out/fragments-tests.txt" 2>&1
-  echo "fragments tests: exit $? | $(grep -E 'tests ran|PASSED|FAILED' "$out/fragments-tests.txt" | tr '\n' ' ')"
-  grep -E '^\[  FAILED' "$out/fragments-tests.txt" | head -20
+  run_tests fragments-tests 400 'NativeKda*:NativeGdn*'
   grep -B3 -A10 'Failure' "$out/fragments-tests.txt" | head -40
   if command -v compute-sanitizer >/dev/null; then
     for tool in memcheck racecheck synccheck initcheck; do
