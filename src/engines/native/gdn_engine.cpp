@@ -15,18 +15,12 @@ namespace {
 
 namespace la = linear_attention;
 
-bool small_float(DType d) {
-  return d == DType::f32 || d == DType::bf16 || d == DType::f16;
-}
-
 // Declines what the kernels do not serve.
 void check_node(const op::Node& node, const std::string& engine) {
   require_linear_attention_operands(node, engine, {"k", "v"});
   for (const char* p : {"g", "beta", "a_log", "dt_bias", "initial_state"}) {
     const op::Tensor t = node.input(p);
-    if (t.defined())
-      require(small_float(t.dtype()), engine,
-              std::string(p) + " must be f32, bf16 or f16, not " + dtype_text(t));
+    if (t.defined()) require_float_io(t.dtype(), p, engine);
   }
   const op::Tensor a_log = node.input("a_log"), dt_bias = node.input("dt_bias");
   if (a_log.defined() && dt_bias.defined())

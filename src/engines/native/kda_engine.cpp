@@ -129,8 +129,8 @@ class KdaEngine : public plan::Engine {
     check_node(node, name());
     require_output(node, "o", name());
     require(kda::served(kda_shape_of(node)), name(),
-            "no kernel in this build for " + std::string(dtype_name(node.input("q").dtype())) +
-                " head dim " + std::to_string(node.input("q").dims()[2]) +
+            "no kernel in this build for " + dtype_text(node.input("q")) + " head dim " +
+                std::to_string(node.input("q").dims()[2]) +
                 " (bf16/f16, 64 or 128, sm_90a builds)");
   }
 

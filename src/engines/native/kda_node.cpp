@@ -32,8 +32,8 @@ kda::Shape kda_shape_of(const op::Node& node) {
 }
 
 void require_f32_gates(const op::Node& node, const std::string& engine) {
-  const std::initializer_list<const char*> kda = {"g", "beta"}, gdn2 = {"g", "b", "w"};
-  for (const char* p : is_gdn2(node) ? gdn2 : kda)
+  const std::initializer_list<const char*> kda_gates = {"g", "beta"}, gdn2_gates = {"g", "b", "w"};
+  for (const char* p : is_gdn2(node) ? gdn2_gates : kda_gates)
     require(node.input(p).dtype() == DType::f32, engine,
             std::string("the gate ") + p + " must be f32, not " + dtype_text(node.input(p)));
 }

@@ -456,6 +456,10 @@ TEST(NativeGdnPlanning, DeclinesWhatItDoesNotServe) {
   GdnCase f32{"", {10}, 0};
   f32.dtype = DType::f32;
   sweep::expect_declines(manifest(), gdn_id(), gdn_graph(f32, 10), hopper(), {"io dtype f32"});
+  GdnCase f64_gates{"", {10}, 0};
+  f64_gates.gate_dtype = DType::f64;
+  sweep::expect_declines(manifest(), gdn_id(), gdn_graph(f64_gates, 10), hopper(),
+                         {"native_gdn", "g must be f32, f16 or bf16, not f64"});
   GdnCase ampere{"", {10}, 0};
   sweep::expect_declines(manifest(), gdn_id(), gdn_graph(ampere, 10), stand_in_gpu(80), {"sm 90"});
   DeviceProperties cpu;
