@@ -33,8 +33,9 @@
 #             own source page of each (source-*.txt)
 #   profile   ncu's time per kernel (scripts/ncu_summary.py) of three training steps at the
 #             benchmark's shape (train-ncu.txt) and of bench 14a's first kda and gdn rows
-#             (linear-fwd-ncu.txt) and of gradients.py's MLP at dim 512, eagle's step and
-#             torch's captured step apart (gradients-ncu-*.txt): where each step's time goes
+#             (linear-fwd-ncu.txt; when source runs too, its source-time-kda.txt instead) and
+#             of gradients.py's MLP at dim 512, eagle's step and torch's captured step apart
+#             (gradients-ncu-*.txt): where each step's time goes
 #   bench     bench/peers/torch_ops.py (the torch peers) then eagle_bench --peers
 #             (EAGLE_BENCH_ARGS adds arguments, e.g. "--only 2,10")
 set -uo pipefail
@@ -64,6 +65,15 @@ run_tests() {
   timeout "$limit" ./eagle_tests --gtest_filter="$filter" > "$out/$name.txt" 2>&1
   echo "$name: exit $? | $(grep -E 'suites? ran|PASSED|FAILED' "$out/$name.txt" | tr '\n' ' ')"
   grep -E '^\[  FAILED' "$out/$name.txt" | head -20
+}
+# kernel_times NAME SECONDS NCU-ARGS... PROGRAM...: ncu's time per kernel of PROGRAM as CSV into
+# $out/NAME.csv, then summed per kernel by scripts/ncu_summary.py into $out/NAME.txt (printed).
+kernel_times() {
+  local name=$1 limit=$2
+  shift 2
+  timeout "$limit" ncu --metrics gpu__time_duration.sum --csv "$@" > "$out/$name.csv" 2>&1
+  echo "ncu $name: exit $?"
+  python3 ../scripts/ncu_summary.py "$out/$name.csv" | tee "$out/$name.txt"
 }
 
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv > "$out/gpu.txt" 2>&1
@@ -193,14 +203,8 @@ if want fragments; then
 fi
 if want source && command -v ncu >/dev/null; then
   # Time per kernel of bench 14a's first kda and gdn rows (--quick: 27 forwards a row).
-  timeout 200 ncu --metrics gpu__time_duration.sum --csv --launch-count 60 ./eagle_bench --quick \
-    --only 14a > "$out/source-time-kda.csv" 2>&1
-  echo "ncu kda forward: exit $?"
-  python3 ../scripts/ncu_summary.py "$out/source-time-kda.csv" | tee "$out/source-time-kda.txt"
-  timeout 200 ncu --metrics gpu__time_duration.sum --csv --launch-count 30 -k regex:gdn \
-    ./eagle_bench --quick --only 14a > "$out/source-time-gdn.csv" 2>&1
-  echo "ncu gdn forward: exit $?"
-  python3 ../scripts/ncu_summary.py "$out/source-time-gdn.csv" | tee "$out/source-time-gdn.txt"
+  kernel_times source-time-kda 200 --launch-count 60 ./eagle_bench --quick --only 14a
+  kernel_times source-time-gdn 200 --launch-count 30 -k regex:gdn ./eagle_bench --quick --only 14a
   # source_counters <name> <kernel regex, over demangled names> <program...>: one launch, after
   # three warm-up ones; the program is stopped there.
   source_counters() {
@@ -226,25 +230,17 @@ if want source && command -v ncu >/dev/null; then
   done
 fi
 if want profile && command -v ncu >/dev/null; then
-  timeout 240 ncu --metrics gpu__time_duration.sum --csv ./eagle train --device cuda --steps 3 \
-    --tokens 4096 --slots 32 --dim 4096 --heads 32 --layers 1 --vocab 4096 --matmul-dtype bf16 \
-    > "$out/train-ncu.csv" 2>&1
-  echo "ncu train: exit $?"
-  python3 ../scripts/ncu_summary.py "$out/train-ncu.csv" | tee "$out/train-ncu.txt"
-  timeout 200 ncu --metrics gpu__time_duration.sum --csv --launch-count 60 ./eagle_bench --quick \
-    --only 14a > "$out/linear-fwd-ncu.csv" 2>&1
-  echo "ncu linear forward: exit $?"
-  python3 ../scripts/ncu_summary.py "$out/linear-fwd-ncu.csv" | tee "$out/linear-fwd-ncu.txt"
+  kernel_times train-ncu 240 ./eagle train --device cuda --steps 3 --tokens 4096 --slots 32 \
+    --dim 4096 --heads 32 --layers 1 --vocab 4096 --matmul-dtype bf16
+  # The source part's source-time-kda.txt is the same measurement.
+  want source || kernel_times linear-fwd-ncu 200 --launch-count 60 ./eagle_bench --quick --only 14a
   # Issue 12's MLP at dim 512: eagle's one-graph step and torch's captured step, kernel by
   # kernel (gradients.py's NVTX ranges; two steps each): kernel time against the step's wall.
   if [ -d python/eagle ]; then
     for side in eagle_step torch_graph_step; do
-      PYTHONPATH=$PWD/python timeout 200 ncu --nvtx --nvtx-include "$side/" \
-        --metrics gpu__time_duration.sum --csv python3 ../bench/python/gradients.py \
-        --cases mlp --dims 512 --iters 2 --repeats 1 > "$out/gradients-ncu-$side.csv" 2>&1
-      echo "ncu gradients $side: exit $?"
-      python3 ../scripts/ncu_summary.py "$out/gradients-ncu-$side.csv" |
-        tee "$out/gradients-ncu-$side.txt" | tail -25
+      PYTHONPATH=$PWD/python kernel_times "gradients-ncu-$side" 200 --nvtx \
+        --nvtx-include "$side/" python3 ../bench/python/gradients.py --cases mlp --dims 512 \
+        --iters 2 --repeats 1 | tail -25
     done
   fi
 fi
