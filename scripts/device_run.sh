@@ -71,7 +71,10 @@ run_tests() {
 kernel_times() {
   local name=$1 limit=$2
   shift 2
-  timeout "$limit" ncu --metrics gpu__time_duration.sum --csv "$@" > "$out/$name.csv" 2>&1
+  # Warm caches and free clocks, as in a replay (ncu's defaults flush caches before each kernel
+  # and lock the base clock).
+  timeout "$limit" ncu --cache-control none --clock-control none --metrics gpu__time_duration.sum \
+    --csv "$@" > "$out/$name.csv" 2>&1
   echo "ncu $name: exit $?"
   python3 ../scripts/ncu_summary.py "$out/$name.csv" | tee "$out/$name.txt"
 }
