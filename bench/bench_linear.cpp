@@ -51,6 +51,7 @@ op::Graph forward_graph(const std::string& rule, int64_t rows, int64_t slots) {
 plan::ExecutionPlans native_plan(const op::Graph& g, const plan::Knobs& knobs = {}) {
   plan::ExecutionPlans p = engines::create_execution_plans(
       g.clone(), kGpu, {plan::HeurMode::A, plan::HeurMode::FALLBACK});
+  std::string refusal;
   for (int i = 0; i < p.count(); ++i) {
     if (p.name_at(i).rfind("native", 0) != 0) continue;
     try {
@@ -71,8 +72,13 @@ plan::ExecutionPlans native_plan(const op::Graph& g, const plan::Knobs& knobs = 
       one.build_plans();
       return one;
     } catch (const NotSupported&) {
+    } catch (const InvalidArgument& ex) {
+      // A knob value outside this engine's domain (native_gdn's `prepare` stops at 1, kda's
+      // goes to 2): the next engine may take it.
+      refusal = ex.what();
     }
   }
+  if (!refusal.empty()) throw InvalidArgument(refusal);
   throw NotSupported("bench: no native plan builds for " + g.nodes()[0].op());
 }
 

@@ -100,9 +100,10 @@ plan::Capabilities kda_capabilities() {
   // 1 leads: measured on the H200 (bench 14a, bf16, H 32, K = V = 128, 2026-12-05) 5.66 / 5.92 /
   // 0.86 ms at T 32768 N 8, T 32768 N 64, T 4096 N 32 against 8.38 / 8.87 / 1.26 ms for 0.
   // 2: the compact layout with the intra-chunk products' fragments built in registers by each
-  // warp (kda::Shape::fragment_products: no staging, no barrier per 32 keys). Written
-  // 2026-12-06 after the day's device time: not yet run on a GPU.
-  caps.knobs["prepare"] = {1, 0, 2};
+  // warp (kda::Shape::fragment_products: no staging, no barrier per 32 keys). 2 leads: measured
+  // on an H100 (kda forward, bf16, H 32, K = V = 128, T 32768 N 8, state 2, 2026-12-06)
+  // 2.767 ms against 3.020 for 1 (equal lengths), 3.104 against 3.305 (skewed).
+  caps.knobs["prepare"] = {2, 1, 0};
   // The compact prepare's W and U stores: 0 from the mma fragments, 1 staged through shared
   // memory in 16-byte pieces (kda::Shape::staged_stores). 1 leads: measured on an H100 (bench
   // 14a, as above, 2026-12-06) 5.68 / 5.96 / 0.883 ms against 5.85 / 6.15 / 0.908 ms for 0.

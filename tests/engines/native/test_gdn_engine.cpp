@@ -317,7 +317,9 @@ TEST_F(NativeGdn, AnOutputNot16ByteAlignedIsRefusedByName) {
   const int64_t t = c.active() + c.pad;
   const op::Graph full = gdn_graph(c, t);
   const std::map<std::string, Array> in = random_gdn_inputs(c);
-  plan::ExecutionPlans p = engines::create_execution_plan(full.clone(), kGpu, gdn_id());
+  plan::ExecutionPlans p = engines::create_execution_plan(
+      full.clone(), kGpu, gdn_id(),
+      {{"pipeline", 1}, {"solve", 1}, {"schedule", 0}, {"prepare", 1}, {"state", 2}});
   p.build_plans();
   test::expect_invalid([&] { execute(p, by_uid(full, in, t), kGpu, 1); },
                        {"native gdn", "16-byte aligned"});

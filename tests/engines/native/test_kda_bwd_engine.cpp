@@ -940,6 +940,7 @@ TEST_F(NativeKdaBwd, DISABLED_TimeTheBackward) {
   time_the_backward(g, host, {.prepare = 1, .intra = 1, .dstate = 1});
   time_the_backward(g, host, {.prepare = 1, .intra = 1, .dstate = 2});
   time_the_backward(g, host, {.prepare = 1, .intra = 1, .dstate = 2, .state = 2});
+  time_the_backward(g, host, {.prepare = 2, .intra = 1, .dstate = 2, .state = 2});
 }
 
 void time_the_backward(const op::Graph& g, const Arrays& host, BwdKnobs knobs) {

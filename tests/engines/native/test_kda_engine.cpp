@@ -238,11 +238,11 @@ TEST(NativeKdaPlanning, ServesKdaAndGdn2FirstOnHopper) {
             delta_graph(s), test::native::manifest(), test::native::hopper());
         const int first = plans.build_plans();
         EXPECT_EQ(plans.at(first).engine_id, kda_engine()) << plans.describe();
-        // The measured points lead (the compact prepare among them); the per-stage schedules
-        // (2, 3) wait for bench 14b.
+        // The measured points lead (the compact prepare with its products' fragments in
+        // registers among them); the per-stage schedules (2, 3) wait for bench 14b.
         EXPECT_EQ(plans.at(first).knobs, (plan::Knobs{{"intra", 1},
                                                       {"pipeline", 1},
-                                                      {"prepare", 1},
+                                                      {"prepare", 2},
                                                       {"schedule", 0},
                                                       {"state", 2},
                                                       {"stores", 1}}));
