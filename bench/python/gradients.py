@@ -27,6 +27,7 @@ the median of --repeats. Goal (H200): eagle's step >= 1.0x torch's captured step
 >= 1.5x at dim 512, printed as speedup = torch graph time / eagle time.
 
 Usage: python bench/python/gradients.py [--device cuda:0|cpu] [--small|--full] [--json OUT]
+  [--autotune] (eagle's planned pieces pick their plan entries by timing them on the device).
 Default on a GPU: --full (T 4096, N 32, dims 512 and 4096, bf16; the loop in f32); on the CPU:
 --small (T 64, N 4, dims 32 and 64, f32) as a check of the benchmark itself, not of the goal.
 """
@@ -75,6 +76,7 @@ class Config:
     repeats: int = 3
     seed: int = 0
     cases: tuple = ("mlp", "attention", "loop")
+    autotune: bool = False  # eagle's planned pieces chosen by timing (planned_* autotune=True)
 
     @property
     def cuda(self) -> bool:
@@ -255,7 +257,7 @@ class Mlp:
                 h = og.pointwise("gelu", h)
         tloss = og.op("cross_entropy", {"logits": h, "targets": tt})["loss"]
         tloss.set_output(True).set_name("loss")
-        segments = eagle.planned_segments(og)
+        segments = eagle.planned_segments(og, autotune=self.cfg.autotune)
         x, t, ws = share(self.x), share(self.t), [share(w) for w in self.ws]
 
         def step(r):
@@ -332,7 +334,7 @@ class Attention:
         proj_graph = eagle.op.Graph("proj")  # [T, dim] x [dim, dim]: q, k, v and out
         proj_graph.matmul(proj_graph.tensor("a", (T, dim), dt),
                           proj_graph.tensor("w", (dim, dim), dt)).set_output(True).set_name("c")
-        proj = eagle.planned_kernel(proj_graph)
+        proj = eagle.planned_kernel(proj_graph, autotune=self.cfg.autotune)
         attn_graph = eagle.op.Graph("varlen_attention")
         tq, tk, tv = (attn_graph.tensor(n, (T, H, D), dt) for n in "qkv")
         tcu = attn_graph.tensor("cu_seqlens", (self.cfg.seqs + 1,), eagle.i32)
@@ -341,11 +343,12 @@ class Attention:
                              {"scale": 1.0 / math.sqrt(D), "causal": True, "generate_stats": True})
         outs["o"].set_output(True).set_name("o")
         outs["stats"].set_output(True).set_name("stats")  # read by the backward, not recomputed
+        # Not autotuned: on zero-filled scratch its cu_seqlens would be an empty batch.
         attention = eagle.planned_kernel(attn_graph)
         loss_graph = eagle.op.Graph("loss")
         loss_graph.op("reduction", {"x": loss_graph.tensor("y", (T, dim), dt)},
                       {"mode": "sum"})["y"].set_output(True).set_name("loss")
-        loss_kernel = eagle.planned_kernel(loss_graph)
+        loss_kernel = eagle.planned_kernel(loss_graph, autotune=self.cfg.autotune)
         x, cu = share(self.x), share(self.cu)
         ws = [share(self.wqkv[:, i * dim:(i + 1) * dim]) for i in range(3)] + [share(self.wo)]
 
@@ -465,11 +468,11 @@ class Loop:
         og = eagle.op.Graph("turn")
         th, tw = og.tensor("h", (R, dim), dt), og.tensor("w", (dim, dim), dt)
         tg = og.pointwise("gelu", og.matmul(th, tw)).set_output(True).set_name("g")
-        segments = eagle.planned_segments(og)  # the matmul, then gelu
+        segments = eagle.planned_segments(og, autotune=self.cfg.autotune)  # matmul, then gelu
         loss_graph = eagle.op.Graph("loss")
         loss_graph.op("reduction", {"x": loss_graph.tensor("y", (R, dim), dt)},
                       {"mode": "sum"})["y"].set_output(True).set_name("loss")
-        loss_kernel = eagle.planned_kernel(loss_graph)
+        loss_kernel = eagle.planned_kernel(loss_graph, autotune=self.cfg.autotune)
         h0, w = share(self.h0), share(self.w)
 
         def step(r):
@@ -572,6 +575,8 @@ def main() -> int:
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--check-only", action="store_true", help="the correctness checks, no timing")
+    p.add_argument("--autotune", action="store_true",
+                   help="plan eagle's pieces by timing their entries on the device first")
     p.add_argument("--json", help="write the summary here (for bench/RESULTS.md)")
     a = p.parse_args()
     on_gpu = a.device.startswith("cuda")
@@ -583,9 +588,10 @@ def main() -> int:
     if a.iters:
         shapes["iters"] = a.iters
     cfg = Config(device=a.device, turns=a.turns, repeats=a.repeats, seed=a.seed,
-                 cases=tuple(a.cases.split(",")), **shapes)
+                 cases=tuple(a.cases.split(",")), autotune=a.autotune, **shapes)
     print(f"eagle gradients benchmark on {cfg.device} (torch {torch.__version__}); "
-          f"T {cfg.tokens}, N {cfg.seqs}, dims {cfg.dims}, {cfg.dtype}", flush=True)
+          f"T {cfg.tokens}, N {cfg.seqs}, dims {cfg.dims}, {cfg.dtype}"
+          f"{'; eagle autotuned' if cfg.autotune else ''}", flush=True)
     if cfg.cuda and torch_varlen_attn() is None:
         print("note: this torch has no torch.nn.attention.varlen; torch's attention runs per "
               "sequence (scaled_dot_product_attention)", flush=True)

@@ -80,6 +80,13 @@ std::vector<plan::HeurMode> to_modes(const std::vector<std::string>& names) {
   return modes;
 }
 
+// A planned kernel's options: the modes, and autotune with plan::autotune's defaults or none.
+engines::PlanningOptions planning_options(const std::vector<std::string>& modes, bool autotune) {
+  engines::PlanningOptions o{to_modes(modes), std::nullopt};
+  if (autotune) o.autotune = plan::AutotuneOptions{};
+  return o;
+}
+
 // A plan list with what execute needs besides the operands: the device and a workspace grown on
 // demand (library handles are eager_handle's, one per thread and device).
 struct PyPlans {
@@ -341,20 +348,26 @@ void bind_op(nb::module_& m) {
       "A one-entry plan list for a known (engine id, knobs).");
   m.def(
       "planned_kernel",
-      [](const op::Graph& g, const std::vector<std::string>& modes) {
-        return engines::planned_kernel(g, to_modes(modes));
+      [](const op::Graph& g, const std::vector<std::string>& modes, bool autotune) {
+        return engines::planned_kernel(g, planning_options(modes, autotune));
       },
       nb::arg("graph"), nb::arg("modes") = std::vector<std::string>{"A"},
-      "A Kernel calling `graph`, planned when a graph recording it is built.");
+      nb::arg("autotune") = false,
+      "A Kernel calling `graph`, planned when a graph recording it is built. autotune=True: "
+      "the plan entries that build are timed on the device first (on zero-filled scratch "
+      "operands, once per device) and the fastest kept, for the kernel and its derivative's "
+      "kernels.");
   m.def(
       "planned_segments",
-      [](const op::Graph& g, const std::vector<std::string>& modes) {
+      [](const op::Graph& g, const std::vector<std::string>& modes, bool autotune) {
         nb::list out;
-        for (engines::PlannedSegment& s : engines::planned_segments(g, to_modes(modes)))
+        for (engines::PlannedSegment& s :
+             engines::planned_segments(g, planning_options(modes, autotune)))
           out.append(nb::make_tuple(s.kernel, s.inputs, s.outputs));
         return out;
       },
       nb::arg("graph"), nb::arg("modes") = std::vector<std::string>{"A"},
+      nb::arg("autotune") = false,
       "`graph` cut into pieces one engine family serves on its own (each run of pointwise "
       "nodes one piece, every other node a piece of its own), for a graph no one engine serves "
       "on a GPU: a list of (Kernel, input uids, output uids) in an order that respects the data "

@@ -95,12 +95,14 @@ def test_planned_kernel_in_a_recorded_graph(rng):
     np.testing.assert_allclose(g().numpy(), a * b)
 
 
-def test_planned_segments_recorded_in_order(rng):
+@pytest.mark.parametrize("autotune", [False, True])
+def test_planned_segments_recorded_in_order(rng, autotune):
     og = eagle.op.Graph("mlp")
     tx, tw1, tw2 = og.tensor("x", (4, 3), eagle.f64), og.tensor("w1", (3, 5), eagle.f64), \
         og.tensor("w2", (5, 2), eagle.f64)
     ty = og.matmul(og.pointwise("relu", og.matmul(tx, tw1)), tw2).set_output(True)
-    segments = eagle.planned_segments(og)
+    # autotune: each piece's plan entries timed on the device first, the fastest kept.
+    segments = eagle.planned_segments(og, autotune=autotune)
     assert len(segments) == 3  # matmul, the pointwise run, matmul
     kernel, inputs, outputs = segments[0]
     assert isinstance(kernel, eagle.Kernel) and inputs == [tx.uid, tw1.uid]

@@ -35,12 +35,12 @@ struct Entry {
   std::vector<Call> recompute, kernel;  // the segments of backward.recompute and .graph
 };
 
-std::vector<Call> planned_segments(const op::Graph& g, const std::vector<plan::HeurMode>& modes,
-                                   const plan::Manifest& manifest) {
+std::vector<Call> segment_calls(const op::Graph& g, const PlanningOptions& options,
+                                const plan::Manifest& manifest) {
   std::vector<Call> calls;
   if (g.nodes().empty()) return calls;
   for (Segment& s : segments(g)) {
-    Kernel k = planned_kernel(s.graph, modes, manifest);
+    Kernel k = planned_kernel(s.graph, options, manifest);
     calls.push_back({std::move(s), std::move(k)});
   }
   return calls;
@@ -48,11 +48,10 @@ std::vector<Call> planned_segments(const op::Graph& g, const std::vector<plan::H
 
 class PlannedRule final : public VjpRule {
  public:
-  PlannedRule(const op::Graph& graph, std::vector<plan::HeurMode> modes,
-              const plan::Manifest& manifest)
+  PlannedRule(const op::Graph& graph, PlanningOptions options, const plan::Manifest& manifest)
       : graph_(graph.clone()),
         operands_(graph_.operand_tensors()),
-        modes_(std::move(modes)),
+        options_(std::move(options)),
         manifest_(manifest) {
     for (std::size_t k = 0; k < operands_.size(); ++k)
       slot_[operands_[k].uid()] = static_cast<int>(k);
@@ -146,8 +145,8 @@ class PlannedRule final : public VjpRule {
     } catch (const NotSupported& err) {
       throw NotSupported("planned kernel '" + graph_.name() + "': " + err.what());
     }
-    e->recompute = planned_segments(e->backward.recompute, modes_, manifest_);
-    e->kernel = planned_segments(e->backward.graph, modes_, manifest_);
+    e->recompute = segment_calls(e->backward.recompute, options_, manifest_);
+    e->kernel = segment_calls(e->backward.graph, options_, manifest_);
     return *entries_.emplace(key, std::move(e)).first->second;
   }
 
@@ -171,7 +170,7 @@ class PlannedRule final : public VjpRule {
   op::Graph graph_;
   std::vector<op::Tensor> operands_;  // the kernel's array parameters, in order
   std::map<int64_t, int> slot_;       // operand uid -> parameter
-  std::vector<plan::HeurMode> modes_;
+  PlanningOptions options_;
   const plan::Manifest& manifest_;
   mutable std::mutex mutex_;
   mutable std::map<std::string, std::shared_ptr<Entry>> entries_;
@@ -182,9 +181,9 @@ class PlannedRule final : public VjpRule {
 }  // namespace
 
 std::shared_ptr<const Derivative> planned_derivative(const op::Graph& graph,
-                                                     const std::vector<plan::HeurMode>& modes,
+                                                     const PlanningOptions& options,
                                                      const plan::Manifest& manifest) {
-  return std::make_shared<PlannedRule>(graph, modes, manifest);
+  return std::make_shared<PlannedRule>(graph, options, manifest);
 }
 
 }  // namespace eagle::engines::detail

@@ -8,13 +8,14 @@
 #include <vector>
 
 #include "eagle/engines/builtin.hpp"
+#include "eagle/engines/planned_kernel.hpp"
 #include "eagle/kernel/kernel.hpp"
 #include "eagle/op/graph.hpp"
 
 namespace eagle::engines::detail {
 
 std::shared_ptr<const Derivative> planned_derivative(const op::Graph& graph,
-                                                     const std::vector<plan::HeurMode>& modes,
+                                                     const PlanningOptions& options,
                                                      const plan::Manifest& manifest);
 
 }  // namespace eagle::engines::detail

@@ -1,12 +1,16 @@
 #include "eagle/engines/planned_kernel.hpp"
 
+#include <algorithm>
+#include <cstdint>
 #include <map>
 #include <mutex>
 #include <stdexcept>
 #include <utility>
 
+#include "eagle/core/array.hpp"
 #include "eagle/core/error.hpp"
 #include "eagle/core/shape.hpp"
+#include "eagle/core/stream.hpp"
 #include "engines/planned_derivative.hpp"
 
 namespace eagle::engines {
@@ -82,14 +86,52 @@ class PlannedCall final : public Call {
   Device device_;
 };
 
+// Elements a view of `dims` with `strides` spans (0 for an empty one).
+int64_t span_of(const op::Dims& dims, const op::Dims& strides) {
+  int64_t last = 0;
+  for (std::size_t d = 0; d < dims.size(); ++d) {
+    if (dims[d] == 0) return 0;
+    last += (dims[d] - 1) * strides[d];
+  }
+  return last + 1;
+}
+
+// plan::autotune over scratch operands on `device`: one zero-filled block holding every operand
+// at its declared dims and strides (256-byte aligned each), freed when the timing is done.
+void autotune_on_scratch(plan::ExecutionPlans& plans, Device device,
+                         const plan::AutotuneOptions& options) {
+  const plan::OperandLayout& layout = plans.layout();
+  std::vector<std::size_t> at;
+  std::size_t bytes = 0;
+  for (int i = 0; i < layout.size(); ++i) {
+    const op::Tensor& t = layout.tensor_at(i);
+    at.push_back(bytes);
+    const auto n = static_cast<std::size_t>(span_of(t.dims(), t.strides()));
+    bytes += (n * itemsize(t.dtype()) + 255) / 256 * 256;
+  }
+  const Array scratch =
+      Array::from(std::vector<uint8_t>(std::max<std::size_t>(bytes, 1), 0),
+                  {static_cast<int64_t>(std::max<std::size_t>(bytes, 1))}, device);
+  plan::VariantPack pack(layout);
+  for (int i = 0; i < layout.size(); ++i) {
+    const op::Tensor& t = layout.tensor_at(i);
+    pack.set_at(i, plan::Operand::raw(static_cast<char*>(scratch.data()) + at[i], t.dims(),
+                                      t.dtype(), device, t.strides()));
+  }
+  const Stream stream(device);
+  plan::ExecutionContext ctx{stream.native(), nullptr, nullptr, 0};
+  ctx.device = device;
+  plan::autotune(plans, pack, ctx, options);
+  stream.synchronize();
+}
+
 // Plans the operation once per device. The graph it was made from is copied once, when the
 // kernel is made; the first device plans that copy itself, each further device a clone of it
 // (planning claims and freezes the graph it is given; a clone is unplanned).
 class PlannedBinder : public CallBinder {
  public:
-  PlannedBinder(const op::Graph& graph, std::vector<plan::HeurMode> modes,
-                const plan::Manifest& manifest)
-      : source_(graph), modes_(std::move(modes)), manifest_(manifest) {}
+  PlannedBinder(const op::Graph& graph, PlanningOptions options, const plan::Manifest& manifest)
+      : source_(graph), options_(std::move(options)), manifest_(manifest) {}
 
   std::shared_ptr<const Call> bind(Device device) const override {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -98,8 +140,12 @@ class PlannedBinder : public CallBinder {
     if (it != calls_.end()) return it->second;
     op::Graph graph = source_used_ ? source_.clone() : source_;
     source_used_ = true;
-    plan::ExecutionPlans plans = plan::ExecutionPlans::create(graph, manifest_, device, modes_);
-    plans.build_plans();
+    plan::ExecutionPlans plans =
+        plan::ExecutionPlans::create(graph, manifest_, device, options_.modes);
+    if (options_.autotune)
+      autotune_on_scratch(plans, device, *options_.autotune);
+    else
+      plans.build_plans();
     auto call = std::make_shared<const PlannedCall>(std::move(plans), device);
     calls_.emplace(key, call);
     return call;
@@ -108,7 +154,7 @@ class PlannedBinder : public CallBinder {
  private:
   op::Graph source_;
   mutable bool source_used_ = false;
-  std::vector<plan::HeurMode> modes_;
+  PlanningOptions options_;
   const plan::Manifest& manifest_;
   mutable std::mutex mutex_;
   mutable std::map<std::pair<int, int>, std::shared_ptr<const PlannedCall>> calls_;
@@ -118,6 +164,12 @@ class PlannedBinder : public CallBinder {
 
 Kernel planned_kernel(const op::Graph& graph, const std::vector<plan::HeurMode>& modes,
                       const plan::Manifest& manifest) {
+  return planned_kernel(graph, PlanningOptions{modes, std::nullopt}, manifest);
+}
+
+Kernel planned_kernel(const op::Graph& graph, const PlanningOptions& options,
+                      const plan::Manifest& manifest) {
+  if (options.autotune) plan::check_autotune_options(*options.autotune);
   graph.validate();
   const std::vector<op::Tensor> operands = graph.operand_tensors();
   KernelDef def;
@@ -146,8 +198,8 @@ Kernel planned_kernel(const op::Graph& graph, const std::vector<plan::HeurMode>&
     }
     return outputs;
   };
-  def.binder = std::make_shared<PlannedBinder>(graph.clone(), modes, manifest);
-  def.derivative = detail::planned_derivative(graph, modes, manifest);
+  def.binder = std::make_shared<PlannedBinder>(graph.clone(), options, manifest);
+  def.derivative = detail::planned_derivative(graph, options, manifest);
   return Kernel(std::move(def));
 }
 

@@ -4,16 +4,21 @@
 
 namespace eagle::engines {
 
-std::vector<PlannedSegment> planned_segments(const op::Graph& graph,
-                                             const std::vector<plan::HeurMode>& modes,
+std::vector<PlannedSegment> planned_segments(const op::Graph& graph, const PlanningOptions& options,
                                              const plan::Manifest& manifest) {
   graph.validate();
   std::vector<PlannedSegment> out;
   if (graph.nodes().empty()) return out;
   for (detail::Segment& s : detail::segments(graph))
     out.push_back(
-        {planned_kernel(s.graph, modes, manifest), std::move(s.inputs), std::move(s.outputs)});
+        {planned_kernel(s.graph, options, manifest), std::move(s.inputs), std::move(s.outputs)});
   return out;
+}
+
+std::vector<PlannedSegment> planned_segments(const op::Graph& graph,
+                                             const std::vector<plan::HeurMode>& modes,
+                                             const plan::Manifest& manifest) {
+  return planned_segments(graph, PlanningOptions{modes, std::nullopt}, manifest);
 }
 
 }  // namespace eagle::engines

@@ -11,9 +11,7 @@
 
 namespace eagle::plan {
 
-namespace {
-
-void check_options(const AutotuneOptions& o) {
+void check_autotune_options(const AutotuneOptions& o) {
   auto need = [](bool ok, const std::string& rule) {
     if (!ok) throw InvalidArgument("autotune: options." + rule);
   };
@@ -21,6 +19,8 @@ void check_options(const AutotuneOptions& o) {
   need(o.warmup >= 0, "warmup must be >= 0, got " + std::to_string(o.warmup));
   need(o.reps >= 1, "reps must be >= 1, got " + std::to_string(o.reps));
 }
+
+namespace {
 
 // The library handles autotune made, one per library, on the caller's stream; destroyed at the
 // end whatever happens.
@@ -49,7 +49,7 @@ class Handles {
 
 std::vector<AutotuneTiming> autotune(ExecutionPlans& plans, const VariantPack& pack,
                                      const ExecutionContext& ctx, const AutotuneOptions& options) {
-  check_options(options);
+  check_autotune_options(options);
   if (!pack.layout().same_as(plans.layout()))
     throw InvalidArgument("autotune: the variant pack was made for another plan's layout");
   Handles handles(ctx.device, ctx.stream);

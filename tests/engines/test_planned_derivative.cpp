@@ -76,8 +76,9 @@ op::Graph mlp_graph() {
   return g;
 }
 
-TEST(PlannedDerivative, AnMlpWithCrossEntropyByReverseAndInOneGraph) {
-  const Kernel mlp = engines::planned_kernel(mlp_graph());
+// The MLP's gradients by reverse and in one graph against finite differences, for `mlp` made
+// from mlp_graph() with some PlanningOptions.
+void check_mlp_gradients(const Kernel& mlp) {
   const std::vector<std::string> names = {"x", "w1", "b1", "w2"};
   const std::vector<Array> init = {
       test::random_array({4, 3}, f64, cpu), test::random_array({3, 5}, f64, cpu),
@@ -116,6 +117,16 @@ TEST(PlannedDerivative, AnMlpWithCrossEntropyByReverseAndInOneGraph) {
     expect_close(grads[i].to_vector<double>(), want);
     expect_close(one[i + 1].to_vector<double>(), want);
   }
+}
+
+TEST(PlannedDerivative, AnMlpWithCrossEntropyByReverseAndInOneGraph) {
+  check_mlp_gradients(engines::planned_kernel(mlp_graph()));
+}
+
+// Autotune plans the forward's kernel and each kernel of its derivative by timing.
+TEST(PlannedDerivative, AnAutotunedMlpDifferentiatesAlike) {
+  check_mlp_gradients(engines::planned_kernel(
+      mlp_graph(), engines::PlanningOptions{{plan::HeurMode::A}, plan::AutotuneOptions{}}));
 }
 
 // The README's training step: an f32 MLP whose weights one graph updates at each launch.

@@ -132,6 +132,48 @@ TEST_P(PlannedCall, SingleKernelOpAddsNoNode) {
   EXPECT_CLOSE(g()[0].to_vector<double>(), want, 1e-6);
 }
 
+// Planned with autotune: the entries that build are timed on scratch operands when the kernel is
+// first planned for a device (on a GPU cuBLASLt's heuristic entries; on the CPU the reference),
+// the fastest kept. The second operand is a transposed view, so the scratch spans its strides,
+// not its dims.
+TEST_P(PlannedCall, AnAutotunedMatmulWithATransposedOperandRuns) {
+  constexpr int64_t m = 33, k = 17, n = 9;
+  op::Graph og("matmul_bt");
+  const op::Tensor a = og.tensor({"a", {m, k}, DType::f32});
+  op::Tensor b = og.tensor({"b", {k, n}, DType::f32});
+  b.set_strides({1, k});
+  og.matmul(a, b).set_output(true).set_name("y");
+  const Kernel mm = engines::planned_kernel(
+      og, engines::PlanningOptions{{plan::HeurMode::A}, plan::AutotuneOptions{4, 1, 2}});
+  const Array av = random_array({m, k}, DType::f32, device());
+  const Array bt = random_array({n, k}, DType::f32, device());  // b's transpose, row-major
+  const Array bv = Array::wrap(bt.data(), {k, n}, DType::f32, device(), {1, k});
+  const Stream stream(device());
+  const ThreadTeam team(1);
+  const auto out = launch(mm, {av, bv}, {}, stream, team);
+  stream.synchronize();
+  const std::vector<double> x = av.to_vector<double>(), w = bt.to_vector<double>();
+  std::vector<double> want(static_cast<std::size_t>(m * n), 0.0);
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j)
+      for (int64_t p = 0; p < k; ++p)
+        want[static_cast<std::size_t>(i * n + j)] +=
+            x[static_cast<std::size_t>(i * k + p)] * w[static_cast<std::size_t>(j * k + p)];
+  EXPECT_CLOSE(out[0].to_vector<double>(), want, 1e-5);
+}
+
+TEST(PlannedCallErrors, AutotuneOptionsOutOfRangeAreRefusedWhenTheKernelIsMade) {
+  for (const plan::AutotuneOptions& bad :
+       {plan::AutotuneOptions{0, 2, 10}, plan::AutotuneOptions{8, -1, 10},
+        plan::AutotuneOptions{8, 2, 0}}) {
+    expect_invalid(
+        [&] {
+          engines::planned_kernel(mul_graph(), engines::PlanningOptions{{plan::HeurMode::A}, bad});
+        },
+        "autotune: options.");
+  }
+}
+
 // sdpa_bwd with eleven operands (past the old six-array limit), recorded and run on the CPU; the
 // graph's result equals executing the same operation graph directly through its plan list.
 TEST(PlannedCallArity, SdpaBackwardWithElevenOperandsRunsInAGraph) {

@@ -3,14 +3,29 @@
 // that plan launches.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "eagle/engines/builtin.hpp"
 #include "eagle/kernel/kernel.hpp"
 #include "eagle/op/graph.hpp"
+#include "eagle/plan/autotune.hpp"
 
 namespace eagle::engines {
+
+// How a planned kernel picks its plan on a device: the modes of its plan list, and whether the
+// entries that build are timed there first (plan::autotune, on scratch operands of the declared
+// shapes and dtypes, zero-filled: zero ids, offsets and lengths are valid for every op), the
+// fastest kept, instead of the list's first. Zero-filled operands time dense ops (matmuls,
+// norms, losses) as they run; a ragged op's zero offsets are an empty batch, so leave ragged
+// ops (varlen attention, linear attention) to the list's order. Timing costs the device time of
+// warmup + reps runs of each timed entry and scratch memory for every operand, once per device,
+// when a graph holding the kernel is built; the derivative's kernels are planned the same way.
+struct PlanningOptions {
+  std::vector<plan::HeurMode> modes = {plan::HeurMode::A};
+  std::optional<plan::AutotuneOptions> autotune;  // unset: the first entry that builds
+};
 
 // A Kernel calling `graph` (which stays unplanned: the kernel keeps its own copy). Its array
 // parameters are the graph's operands in ascending uid order, named after the tensors: graph
@@ -21,6 +36,10 @@ namespace eagle::engines {
 // patches it in place. Throws InvalidArgument when the graph fails validate().
 Kernel planned_kernel(const op::Graph& graph,
                       const std::vector<plan::HeurMode>& modes = {plan::HeurMode::A},
+                      const plan::Manifest& manifest = builtin_manifest());
+// As above, planned as `options` say. Throws InvalidArgument also for autotune options out of
+// range (plan::autotune's rules), when the kernel is made.
+Kernel planned_kernel(const op::Graph& graph, const PlanningOptions& options,
                       const plan::Manifest& manifest = builtin_manifest());
 
 // One piece of an operation graph cut for planning (planned_segments): a planned kernel, and the
@@ -40,5 +59,7 @@ struct PlannedSegment {
 std::vector<PlannedSegment> planned_segments(
     const op::Graph& graph, const std::vector<plan::HeurMode>& modes = {plan::HeurMode::A},
     const plan::Manifest& manifest = builtin_manifest());
+std::vector<PlannedSegment> planned_segments(const op::Graph& graph, const PlanningOptions& options,
+                                             const plan::Manifest& manifest = builtin_manifest());
 
 }  // namespace eagle::engines

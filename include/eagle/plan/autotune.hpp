@@ -28,6 +28,9 @@ struct AutotuneTiming {
 // Returns the timed entries in list order.
 // Throws InvalidArgument for options out of range or a pack of another layout, and NotSupported
 // when no entry builds; on a throw the selection is what it was.
+// Throws InvalidArgument naming the first option out of range (what autotune checks first).
+void check_autotune_options(const AutotuneOptions& options);
+
 std::vector<AutotuneTiming> autotune(ExecutionPlans& plans, const VariantPack& pack,
                                      const ExecutionContext& ctx,
                                      const AutotuneOptions& options = {});
