@@ -44,7 +44,8 @@ struct GdnCase {
   bool l2 = true, safe_gate = false, beta_sigmoid = false, initial_state = true;
   bool final_state = true;
   DType state_dtype = DType::f32;
-  DType gate_dtype = DType::f32;  // g, beta, a_log, dt_bias
+  DType gate_dtype = DType::f32;       // g, beta, a_log, dt_bias
+  std::optional<DType> dt_bias_dtype;  // dt_bias's, where it differs from gate_dtype
   std::optional<double> scale;
   // The engine's knobs: pipeline 1 prefetches the next chunk's rows in the state loop, solve 1
   // inverts I + A by 16 x 16 blocks in the prepare launch, schedule 1 is persistent, prepare 1
@@ -76,7 +77,7 @@ op::Graph gdn_graph(const GdnCase& c, int64_t rows) {
   if (c.initial_state) in("initial_state", {c.slots(), c.hv, c.dim, c.dim}, c.state_dtype);
   if (c.safe_gate) {
     in("a_log", {c.hv}, c.gate_dtype);
-    in("dt_bias", {c.hv}, c.gate_dtype);
+    in("dt_bias", {c.hv}, c.dt_bias_dtype.value_or(c.gate_dtype));
   }
   op::Attrs attrs = {{"use_qk_l2norm", c.l2},
                      {"safe_gate", c.safe_gate},
@@ -462,6 +463,11 @@ TEST(NativeGdnPlanning, DeclinesWhatItDoesNotServe) {
   f64_gates.gate_dtype = DType::f64;
   sweep::expect_declines(manifest(), gdn_id(), gdn_graph(f64_gates, 10), hopper(),
                          {"native_gdn", "g must be f32, f16 or bf16, not f64"});
+  GdnCase mixed_gate{"", {10}, 0};
+  mixed_gate.safe_gate = true;
+  mixed_gate.dt_bias_dtype = DType::bf16;
+  sweep::expect_declines(manifest(), gdn_id(), gdn_graph(mixed_gate, 10), hopper(),
+                         {"native_gdn", "a_log and dt_bias must share one dtype"});
   GdnCase ampere{"", {10}, 0};
   sweep::expect_declines(manifest(), gdn_id(), gdn_graph(ampere, 10), stand_in_gpu(80), {"sm 90"});
   DeviceProperties cpu;
