@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Runs on the GPU machine over the binaries packed by device_pack.sh. Usage (from the repo root
 # there): .carry/device_run.sh [PART...], parts (default all): tests, sanitize, repro, demo,
-# examples, python, train, gradients, bench. Logs go to $OUT (tests.txt, sanitize-<tool>.txt,
-# repro.txt, demo.txt, train.txt, python.txt, train-*.txt, gradients.txt, bench.txt).
+# examples, python, train, gradients, bench. Logs (tests.txt, sanitize-<tool>.txt, repro.txt,
+# demo.txt, train.txt, python.txt, train-*.txt, gradients.txt, bench.txt, ...) are packed into
+# $OUT/logs.tgz when the script ends or is stopped by a signal: the device returns at most eight
+# files from $OUT, and a part writes more than that.
 #   tests     every test, the CUDA half included (EAGLE_TESTS_TIMEOUT seconds, default 540)
 #   sanitize  compute-sanitizer memcheck, racecheck, synccheck and initcheck over the CUDA tests
 #             (EAGLE_CUDA_TESTS replaces the gtest filter of what they run)
@@ -41,8 +43,11 @@
 set -uo pipefail
 cd "$(dirname "$0")"
 export LD_LIBRARY_PATH=$PWD:${LD_LIBRARY_PATH:-}
-out=${OUT:-/tmp/out}
-mkdir -p "$out"
+out_dir=${OUT:-/tmp/out}
+out=$(mktemp -d)
+mkdir -p "$out_dir"
+trap 'tar czf "$out_dir/logs.tgz" -C "$out" .' EXIT
+trap 'exit 143' TERM INT
 parts=("$@")
 [ ${#parts[@]} -eq 0 ] && parts=(tests sanitize repro demo examples python train gradients linear fragments source profile bench)
 want() { [[ " ${parts[*]} " == *" $1 "* ]]; }
