@@ -356,7 +356,7 @@ void bind_op(nb::module_& m) {
       "A Kernel calling `graph`, planned when a graph recording it is built. autotune=True: "
       "the plan entries that build are timed on the device first (on zero-filled scratch "
       "operands, once per device) and the fastest kept, for the kernel and its derivative's "
-      "kernels.");
+      "kernels; a graph reading cu_seqlens or ragged offsets keeps the list's order.");
   m.def(
       "planned_segments",
       [](const op::Graph& g, const std::vector<std::string>& modes, bool autotune) {

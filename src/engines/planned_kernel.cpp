@@ -96,6 +96,15 @@ int64_t span_of(const op::Dims& dims, const op::Dims& strides) {
   return last + 1;
 }
 
+// Whether `graph` reads a batch's sequence offsets (a cu_seqlens port, a tensor's ragged offset):
+// on zero-filled scratch they are an empty batch, whose timing ranks nothing.
+bool reads_sequence_offsets(const op::Graph& graph) {
+  for (const op::Node& node : graph.nodes())
+    for (const auto& [port, tensor] : node.inputs())
+      if (port.rfind("cu_seqlens", 0) == 0 || tensor.ragged_offset().defined()) return true;
+  return false;
+}
+
 // plan::autotune over scratch operands on `device`: one zero-filled block holding every operand
 // at its declared dims and strides (256-byte aligned each), freed when the timing is done.
 void autotune_on_scratch(plan::ExecutionPlans& plans, Device device,
@@ -142,7 +151,7 @@ class PlannedBinder : public CallBinder {
     source_used_ = true;
     plan::ExecutionPlans plans =
         plan::ExecutionPlans::create(graph, manifest_, device, options_.modes);
-    if (options_.autotune)
+    if (options_.autotune && !reads_sequence_offsets(graph))
       autotune_on_scratch(plans, device, *options_.autotune);
     else
       plans.build_plans();

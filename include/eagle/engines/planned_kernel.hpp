@@ -18,10 +18,11 @@ namespace eagle::engines {
 // entries that build are timed there first (plan::autotune, on scratch operands of the declared
 // shapes and dtypes, zero-filled: zero ids, offsets and lengths are valid for every op), the
 // fastest kept, instead of the list's first. Zero-filled operands time dense ops (matmuls,
-// norms, losses) as they run; a ragged op's zero offsets are an empty batch, so leave ragged
-// ops (varlen attention, linear attention) to the list's order. Timing costs the device time of
-// warmup + reps runs of each timed entry and scratch memory for every operand, once per device,
-// when a graph holding the kernel is built; the derivative's kernels are planned the same way.
+// norms, losses) as they run; a graph reading sequence offsets (a cu_seqlens port or a ragged
+// offset: varlen and linear attention) would see an empty batch, so it keeps the list's order.
+// Timing costs the device time of warmup + reps runs of each timed entry and scratch memory for
+// every operand, once per device, when a graph holding the kernel is built; the derivative's
+// kernels are planned the same way.
 struct PlanningOptions {
   std::vector<plan::HeurMode> modes = {plan::HeurMode::A};
   std::optional<plan::AutotuneOptions> autotune;  // unset: the first entry that builds
