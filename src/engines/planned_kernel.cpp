@@ -86,16 +86,6 @@ class PlannedCall final : public Call {
   Device device_;
 };
 
-// Elements a view of `dims` with `strides` spans (0 for an empty one).
-int64_t span_of(const op::Dims& dims, const op::Dims& strides) {
-  int64_t last = 0;
-  for (std::size_t d = 0; d < dims.size(); ++d) {
-    if (dims[d] == 0) return 0;
-    last += (dims[d] - 1) * strides[d];
-  }
-  return last + 1;
-}
-
 // Whether `graph` reads a batch's sequence offsets (a cu_seqlens port, a tensor's ragged offset):
 // on zero-filled scratch they are an empty batch, whose timing ranks nothing.
 bool reads_sequence_offsets(const op::Graph& graph) {
@@ -106,25 +96,26 @@ bool reads_sequence_offsets(const op::Graph& graph) {
 }
 
 // plan::autotune over scratch operands on `device`: one zero-filled block holding every operand
-// at its declared dims and strides (256-byte aligned each), freed when the timing is done.
+// at its declared dims and strides (each view's byte extent, 256-byte aligned), freed when the
+// timing is done.
 void autotune_on_scratch(plan::ExecutionPlans& plans, Device device,
                          const plan::AutotuneOptions& options) {
   const plan::OperandLayout& layout = plans.layout();
-  std::vector<std::size_t> at;
-  std::size_t bytes = 0;
+  std::vector<int64_t> first;  // byte offset of each operand's first element in the block
+  int64_t bytes = 0;
   for (int i = 0; i < layout.size(); ++i) {
     const op::Tensor& t = layout.tensor_at(i);
-    at.push_back(bytes);
-    const auto n = static_cast<std::size_t>(span_of(t.dims(), t.strides()));
-    bytes += (n * itemsize(t.dtype()) + 255) / 256 * 256;
+    const ByteExtent e = checked_byte_extent(t.dims(), t.strides(), t.dtype(), t.name());
+    first.push_back(bytes - e.lo);
+    bytes += (e.hi - e.lo + 255) / 256 * 256;
   }
+  bytes = std::max<int64_t>(bytes, 1);
   const Array scratch =
-      Array::from(std::vector<uint8_t>(std::max<std::size_t>(bytes, 1), 0),
-                  {static_cast<int64_t>(std::max<std::size_t>(bytes, 1))}, device);
+      Array::from(std::vector<uint8_t>(static_cast<std::size_t>(bytes), 0), {bytes}, device);
   plan::VariantPack pack(layout);
   for (int i = 0; i < layout.size(); ++i) {
     const op::Tensor& t = layout.tensor_at(i);
-    pack.set_at(i, plan::Operand::raw(static_cast<char*>(scratch.data()) + at[i], t.dims(),
+    pack.set_at(i, plan::Operand::raw(static_cast<char*>(scratch.data()) + first[i], t.dims(),
                                       t.dtype(), device, t.strides()));
   }
   const Stream stream(device);
