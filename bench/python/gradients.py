@@ -343,8 +343,8 @@ class Attention:
                              {"scale": 1.0 / math.sqrt(D), "causal": True, "generate_stats": True})
         outs["o"].set_output(True).set_name("o")
         outs["stats"].set_output(True).set_name("stats")  # read by the backward, not recomputed
-        # Not autotuned: on zero-filled scratch its cu_seqlens would be an empty batch.
-        attention = eagle.planned_kernel(attn_graph)
+        # It reads cu_seqlens, so autotune leaves it to the list's order (planned_kernel).
+        attention = eagle.planned_kernel(attn_graph, autotune=self.cfg.autotune)
         loss_graph = eagle.op.Graph("loss")
         loss_graph.op("reduction", {"x": loss_graph.tensor("y", (T, dim), dt)},
                       {"mode": "sum"})["y"].set_output(True).set_name("loss")
