@@ -5,8 +5,6 @@
 // cotangents and rank-0 constants, and returns the backward's outputs as the inputs' cotangents.
 #include "engines/planned_derivative.hpp"
 
-#include "engines/graph_segments.hpp"
-
 #include <map>
 #include <mutex>
 #include <optional>
@@ -24,27 +22,11 @@ namespace {
 
 using Grads = std::vector<std::optional<Value>>;
 
-// A segment of a derived graph and the planned kernel calling it.
-struct Call {
-  Segment segment;
-  Kernel kernel;
-};
-
 struct Entry {
   op::BackwardGraph backward;
-  std::vector<Call> recompute, kernel;  // the segments of backward.recompute and .graph
+  // The planned segments of backward.recompute and .graph (engines::planned_segments).
+  std::vector<PlannedSegment> recompute, kernel;
 };
-
-std::vector<Call> segment_calls(const op::Graph& g, const PlanningOptions& options,
-                                const plan::Manifest& manifest) {
-  std::vector<Call> calls;
-  if (g.nodes().empty()) return calls;
-  for (Segment& s : segments(g)) {
-    Kernel k = planned_kernel(s.graph, options, manifest);
-    calls.push_back({std::move(s), std::move(k)});
-  }
-  return calls;
-}
 
 class PlannedRule final : public VjpRule {
  public:
@@ -145,24 +127,30 @@ class PlannedRule final : public VjpRule {
     } catch (const NotSupported& err) {
       throw NotSupported("planned kernel '" + graph_.name() + "': " + err.what());
     }
-    e->recompute = segment_calls(e->backward.recompute, options_, manifest_);
-    e->kernel = segment_calls(e->backward.graph, options_, manifest_);
+    // A backward without intermediates to recompute has an empty recompute graph, which
+    // planned_segments (validating its graph) refuses.
+    const auto plan = [&](const op::Graph& g) {
+      return g.nodes().empty() ? std::vector<PlannedSegment>{}
+                               : planned_segments(g, options_, manifest_);
+    };
+    e->recompute = plan(e->backward.recompute);
+    e->kernel = plan(e->backward.graph);
     return *entries_.emplace(key, std::move(e)).first->second;
   }
 
   // Records the calls of a derived graph's segments, its inputs from `sources`; returns every
   // value made, by the graph's uids (its outputs among them).
   template <class ValueOf>
-  static std::map<int64_t, Value> run(Recorder& r, const std::vector<Call>& calls,
+  static std::map<int64_t, Value> run(Recorder& r, const std::vector<PlannedSegment>& calls,
                                       const std::vector<std::pair<op::Tensor, op::Source>>& sources,
                                       ValueOf& value_of) {
     std::map<int64_t, Value> values;
     for (const auto& [t, s] : sources) values[t.uid()] = value_of(t, s);
-    for (const Call& c : calls) {
+    for (const PlannedSegment& c : calls) {
       std::vector<Arg> args;
-      for (int64_t uid : c.segment.inputs) args.emplace_back(values.at(uid));
+      for (int64_t uid : c.inputs) args.emplace_back(values.at(uid));
       const std::vector<Value> outs = r.call_all(c.kernel, args);
-      for (std::size_t i = 0; i < outs.size(); ++i) values[c.segment.outputs[i]] = outs[i];
+      for (std::size_t i = 0; i < outs.size(); ++i) values[c.outputs[i]] = outs[i];
     }
     return values;
   }
