@@ -174,20 +174,12 @@ TEST(PlannedCallErrors, AutotuneOptionsOutOfRangeAreRefusedWhenTheKernelIsMade) 
   }
 }
 
-// Runs `kernel` (planned from `og`, sdpa_bwd over two sequences) in a recorded graph on the CPU
-// and compares it with the plan list of `og` run directly.
-void check_sdpa_bwd_kernel(const op::Graph& og, const Kernel& kernel) {
-  const int64_t h = 2, d = 4, tq = 5, tk = 6;
+// Runs `kernel` (planned from `og`, sdpa_bwd) on `inputs` in a recorded graph on the CPU and
+// compares it with the plan list of `og` run directly.
+void check_sdpa_bwd_kernel(const op::Graph& og, const Kernel& kernel,
+                           const std::vector<Array>& inputs) {
   ASSERT_EQ(kernel.def().arrays.size(), 11u);
   const Device cpu = Device::cpu();
-  std::vector<Array> inputs = {random_array({tq, h, d}, DType::f32, cpu),
-                               random_array({tk, h, d}, DType::f32, cpu),
-                               random_array({tk, h, d}, DType::f32, cpu),
-                               random_array({tq, h, d}, DType::f32, cpu),
-                               random_array({tq, h, d}, DType::f32, cpu),
-                               random_array({tq, h}, DType::f32, cpu),
-                               Array::from(std::vector<int32_t>{0, 2, 5}, {3}, cpu),
-                               Array::from(std::vector<int32_t>{0, 3, 6}, {3}, cpu)};
   Graph g = Graph::record([&](Recorder& r) {
     std::vector<Arg> args;
     for (std::size_t i = 0; i < inputs.size(); ++i)
@@ -242,11 +234,20 @@ TEST(PlannedCallArity, SdpaBackwardWithElevenOperandsRunsInAGraph) {
   for (auto& [port, t] : grads) t.set_output(true).set_name(port);
   // Asked to autotune, a graph reading cu_seqlens keeps the list's order (zero-filled scratch
   // offsets would time an empty batch); it runs the same either way.
+  const Device cpu = Device::cpu();
+  const std::vector<Array> inputs = {random_array({tq, h, d}, DType::f32, cpu),
+                                     random_array({tk, h, d}, DType::f32, cpu),
+                                     random_array({tk, h, d}, DType::f32, cpu),
+                                     random_array({tq, h, d}, DType::f32, cpu),
+                                     random_array({tq, h, d}, DType::f32, cpu),
+                                     random_array({tq, h}, DType::f32, cpu),
+                                     Array::from(std::vector<int32_t>{0, 2, 5}, {3}, cpu),
+                                     Array::from(std::vector<int32_t>{0, 3, 6}, {3}, cpu)};
   for (bool autotune : {false, true}) {
     SCOPED_TRACE(autotune ? "autotune" : "list order");
     engines::PlanningOptions options;
     if (autotune) options.autotune = plan::AutotuneOptions{};
-    check_sdpa_bwd_kernel(og, engines::planned_kernel(og, options));
+    check_sdpa_bwd_kernel(og, engines::planned_kernel(og, options), inputs);
   }
 }
 
