@@ -170,6 +170,7 @@ void check_case(const GdnCase& c) {
                (c.prepare ? " compact prepare" : "") +
                (c.state == 1   ? " state per head"
                 : c.state == 2 ? " state rows"
+                : c.state == 3 ? " state rows, two CTAs per head"
                                : ""));
   const int64_t t = c.active() + c.pad;
   const op::Graph full = gdn_graph(c, t);
@@ -225,23 +226,24 @@ TEST_F(NativeGdn, GroupedValueHeads) {
   }
 }
 
-// The state launch with the state transposed in registers (knob state = 2) on small batches,
-// flat and persistent: what the sanitizers run for it (every knob point also runs in
-// EveryKnobsKernelsMatchTheReference).
+// The state launch with the state transposed in registers (knob state = 2, and 3: two CTAs per
+// head) on small batches, flat and persistent: what the sanitizers run for it (every knob point
+// also runs in EveryKnobsKernelsMatchTheReference).
 TEST_F(NativeGdn, TheStateRowsLaunchOnSmallBatches) {
-  for (int64_t schedule : {0, 2})
-    for (int64_t dim : {64, 128}) {
-      GdnCase c{"lengths 0 1 C-1 C C+1 130, gqa 2", {0, 1, 63, 64, 65, 130}, 7};
-      c.h = 2;
-      c.hv = 4;
-      c.dim = dim;
-      c.pipeline = 1;
-      c.solve = 1;
-      c.prepare = 1;
-      c.schedule = schedule;
-      c.state = 2;
-      check_case(c);
-    }
+  for (int64_t state : {2, 3})
+    for (int64_t schedule : {0, 2})
+      for (int64_t dim : {64, 128}) {
+        GdnCase c{"lengths 0 1 C-1 C C+1 130, gqa 2", {0, 1, 63, 64, 65, 130}, 7};
+        c.h = 2;
+        c.hv = 4;
+        c.dim = dim;
+        c.pipeline = 1;
+        c.solve = 1;
+        c.prepare = 1;
+        c.schedule = schedule;
+        c.state = state;
+        check_case(c);
+      }
 }
 
 TEST_F(NativeGdn, EachOptionOnAndOff) {
@@ -339,7 +341,8 @@ TEST_F(NativeGdn, EveryKnobsKernelsMatchTheReference) {
   for (const Knobs& knobs :
        {Knobs{1, 0, 0, 0}, Knobs{0, 1, 0, 0}, Knobs{0, 0, 1, 0}, Knobs{1, 1, 1, 0},
         Knobs{1, 0, 0, 1}, Knobs{1, 1, 1, 1}, Knobs{1, 1, 2, 0}, Knobs{0, 1, 3, 1},
-        Knobs{1, 1, 0, 1, 1}, Knobs{0, 1, 2, 1, 1}, Knobs{1, 1, 0, 1, 2}, Knobs{1, 1, 2, 1, 2}}) {
+        Knobs{1, 1, 0, 1, 1}, Knobs{0, 1, 2, 1, 1}, Knobs{1, 1, 0, 1, 2}, Knobs{1, 1, 2, 1, 2},
+        Knobs{1, 1, 0, 1, 3}, Knobs{1, 1, 2, 1, 3}}) {
     const int64_t pipeline = knobs.pipeline, solve = knobs.solve, schedule = knobs.schedule;
     const int64_t prepare = knobs.prepare, state = knobs.state;
     for (DType d : {DType::bf16, DType::f16})

@@ -450,37 +450,47 @@ __global__ void __launch_bounds__(kThreads* Groups) gdn_state(const Params p) {
 
 // ---- state, transposed in registers: per (sequence, value head) -------------------------------
 
-// The state launch of knob `state` = 2 (native_kda's kda_state_rows.cuh, for gdn's scalar gate):
-// each of the V / 16 warps keeps S^T for its 16 value columns in mma accumulators and runs the
+// The state launch of knob `state` = 2 and 3 (native_kda's kda_state_rows.cuh, for gdn's scalar
+// gate): each warp keeps S^T for its 16 value columns in mma accumulators and runs the
 // recurrence alone (v'^T = U^T - S^T W^T, S^T <- e^{G_last} S^T + (v' d)^T k with d_t =
-// e^{G_last - G_t} / |k_t| from the prepare launch), one barrier per chunk. Shared memory: two
-// buffers of the chunk's W and k rows [64][LK], U [64][LU], d [64] and G_last; per warp a staging
-// tile for h_c [K][SS] and one for v' [64][SS].
-template <typename T, int K, int V>
+// e^{G_last - G_t} / |k_t| from the prepare launch), one barrier per chunk. A CTA covers V / Parts
+// columns of one (slot, head): Parts = 2 (knob 3) puts a sequence's two halves on two SMs, so the
+// longest sequence's chain of chunks, which bounds the launch at few long sequences, does half
+// the work per chunk, and two CTAs share an SM. Shared memory: two buffers of the chunk's W and k
+// rows [64][LK], U's columns [64][LU], d [64] and G_last; per warp one staging tile, for h_c
+// [K][SS] and then for v' [64][SS] (store_transposed ends with __syncwarp, so the second use
+// cannot overtake the first's reads).
+template <typename T, int K, int V, int Parts>
 struct StateRowsSmem {
-  static constexpr int kWarps = V / 16, kThreadsRows = 32 * kWarps;
-  static constexpr int LK = K + 8, LU = V + 8, SS = 24;
+  static constexpr int VB = V / Parts;  // the CTA's value columns
+  static constexpr int kWarps = VB / 16, kThreadsRows = 32 * kWarps;
+  static constexpr int LK = K + 8, LU = VB + 8, SS = 24;
   static constexpr int kChunkElems = 2 * kC * LK + kC * LU;
-  static constexpr int kStageElems = K * SS + kC * SS;
+  static constexpr int kStageElems = (K > kC ? K : kC) * SS;
   static constexpr int kElems = 2 * kChunkElems + kWarps * kStageElems;
+  static_assert(VB % 16 == 0, "a warp per 16 value columns");
   static_assert(kElems % 8 == 0, "the gates must start 16-byte aligned");
   static constexpr std::size_t bytes = sizeof(T) * kElems + sizeof(float) * 2 * 2 * kC;
+  // Two CTAs per sm_90 SM (228 KB, 1 KB reserved per CTA) at K = V = 128 when split.
+  static_assert(Parts == 1 || K > 128 || 2 * (bytes + 1024) <= 228 * 1024,
+                "two split CTAs must fit an SM");
 };
 
-template <typename T, int K, int V>
-__device__ __forceinline__ void state_rows_slot(const Params& p, int64_t s, int h) {
+// Slot s, value head h, columns [part VB, part VB + VB).
+template <typename T, int K, int V, int Parts>
+__device__ __forceinline__ void state_rows_slot(const Params& p, int64_t s, int h, int part) {
   using E = Elem<T>;
-  using L = StateRowsSmem<T, K, V>;
-  constexpr int LK = L::LK, LU = L::LU, SS = L::SS, KT = K / 8, KB = K / 16, TT = kC / 8,
-                TB = kC / 16;
+  using L = StateRowsSmem<T, K, V, Parts>;
+  constexpr int LK = L::LK, LU = L::LU, SS = L::SS, VB = L::VB, KT = K / 8, KB = K / 16,
+                TT = kC / 8, TB = kC / 16;
   const int tid = threadIdx.x, warp = tid / 32;
-  const int kh = h / p.group, vw = 16 * warp;
+  // This warp's columns: local to the CTA's U rows (lw), and of the head (vw).
+  const int kh = h / p.group, lw = 16 * warp, vw = part * VB + lw;
   const SlotChunks range = slot_chunks(p, s);
   const int64_t begin = range.begin, end = range.end, first = range.first, chunks = range.chunks;
   extern __shared__ __align__(16) unsigned char smem[];
   T* chunk_rows = reinterpret_cast<T*>(smem);  // per buffer: W, k (as given) [64][LK]; U [64][LU]
-  T* h_stage = chunk_rows + 2 * L::kChunkElems + warp * L::kStageElems;
-  T* v_stage = h_stage + K * SS;
+  T* stage = chunk_rows + 2 * L::kChunkElems + warp * L::kStageElems;
   float* gate_rows = reinterpret_cast<float*>(chunk_rows + L::kElems);  // per buffer: d, G_last
   T* const u = static_cast<T*>(p.u);
   auto load_rows = [&](int64_t c, int b) {  // cp.async, in flight until waited for
@@ -489,13 +499,13 @@ __device__ __forceinline__ void state_rows_slot(const Params& p, int64_t s, int 
     T* w_rows = chunk_rows + b * L::kChunkElems;
     const T* w_at = static_cast<const T*>(p.w) + (r0 * p.HV + h) * K;
     const T* k_at = static_cast<const T*>(p.k) + (r0 * p.H + kh) * K;
-    const T* u_at = u + (r0 * p.HV + h) * V;
+    const T* u_at = u + (r0 * p.HV + h) * V + part * VB;
     constexpr int kT = L::kThreadsRows;
     load_chunk_rows<T, K, kC, true, kT>(w_rows, LK, w_at, static_cast<int64_t>(p.HV) * K, n);
     load_chunk_rows<T, K, kC, true, kT>(w_rows + kC * LK, LK, k_at, static_cast<int64_t>(p.H) * K,
                                         n);
-    load_chunk_rows<T, V, kC, true, kT>(w_rows + 2 * kC * LK, LU, u_at,
-                                        static_cast<int64_t>(p.HV) * V, n);
+    load_chunk_rows<T, VB, kC, true, kT>(w_rows + 2 * kC * LK, LU, u_at,
+                                         static_cast<int64_t>(p.HV) * V, n);
     if (tid < kC) {  // d, 0 past the chunk; the chunk's last G
       float* d_dst = gate_rows + b * 2 * kC + tid;
       if (tid < n)
@@ -534,7 +544,7 @@ __device__ __forceinline__ void state_rows_slot(const Params& p, int64_t s, int 
     uint32_t sa[KB][4];
     tiles_to_a<T>(st, sa);
     store_transposed<KB, SS>(
-        h_stage, sa,
+        stage, sa,
         static_cast<T*>(p.h) + ((first + c) * p.HV + h) * static_cast<int64_t>(K) * V + vw, V);
 
     // v'^T = U^T - S^T W^T, rounded to T and written over U (the chunk's rows); the update's A
@@ -551,7 +561,7 @@ __device__ __forceinline__ void state_rows_slot(const Params& p, int64_t s, int 
     uint32_t vo[TB][4], va[TB][4];
     for (int tb = 0; tb < TB; ++tb) {
       uint32_t uf[4];  // U^T (v, t) as an A fragment
-      ldsm_a<false>(uf, us, LU, vw, 16 * tb);
+      ldsm_a<false>(uf, us, LU, lw, 16 * tb);
       float y[2][4], yd[2][4];
       for (int half = 0; half < 2; ++half)
         for (int e = 0; e < 4; ++e) y[half][e] = element(uf, half, e) - acc[2 * tb + half][e];
@@ -561,7 +571,7 @@ __device__ __forceinline__ void state_rows_slot(const Params& p, int64_t s, int 
           yd[half][e] = element(vo[tb], half, e) * ds[16 * tb + 8 * half + acc_col(e)];
       tiles_to_a<T>(yd[0], yd[1], va[tb]);
     }
-    store_transposed<TB, SS>(v_stage, vo, u + (r0 * p.HV + h) * V + vw,
+    store_transposed<TB, SS>(stage, vo, u + (r0 * p.HV + h) * V + vw,
                              static_cast<int64_t>(p.HV) * V, n);
 
     // S^T <- e^{G_last} S^T + (v' d)^T k.
@@ -580,17 +590,26 @@ __device__ __forceinline__ void state_rows_slot(const Params& p, int64_t s, int 
       }
 }
 
-// A (slot, head) per CTA, longest sequences first (flat), or a CTA's slots in turn for head
-// blockIdx.y (persistent).
-template <typename T, int K, int V>
-__global__ void __launch_bounds__(StateRowsSmem<T, K, V>::kThreadsRows)
+// A (slot, head, part) per CTA, longest sequences first (flat), or a CTA's (slot, part) tasks in
+// turn for head blockIdx.y (persistent).
+template <typename T, int K, int V, int Parts>
+__global__ void __launch_bounds__(StateRowsSmem<T, K, V, Parts>::kThreadsRows)
     gdn_state_rows(const Params p) {
   if (!p.persistent_state)
-    longest_first<kLongestFirstSlots>(p.offsets, p.slots,
-                                      [&](int64_t s, int h) { state_rows_slot<T, K, V>(p, s, h); });
+    longest_first<kLongestFirstSlots, Parts>(p.offsets, p.slots, [&](int64_t s, int h, int part) {
+      state_rows_slot<T, K, V, Parts>(p, s, h, part);
+    });
   else
-    for_each_slot_block<1>(p.slots, true,
-                           [&](int64_t s, int) { state_rows_slot<T, K, V>(p, s, blockIdx.y); });
+    for_each_slot_block<Parts>(p.slots, true, [&](int64_t s, int part) {
+      state_rows_slot<T, K, V, Parts>(p, s, blockIdx.y, part);
+    });
+}
+
+// The state-rows launch of Parts CTAs per (slot, head).
+template <typename T, int K, int V, int Parts>
+SlotBlockLaunch<Params> state_rows_launch() {
+  using Rows = StateRowsSmem<T, K, V, Parts>;
+  return {gdn_state_rows<T, K, V, Parts>, Rows::kThreadsRows, Rows::bytes, Parts};
 }
 
 // ---- output: per (chunk, value head) ----------------------------------------------------------
@@ -744,9 +763,8 @@ bool launch(const GdnArgs& a, const Params& p, cudaStream_t stream) {
                        !persistent_workers(output, kThreads, out_bytes, heads, out_x)))
     return false;
   constexpr int kBlocks = V / kStateBlockV;
-  using Rows = StateRowsSmem<T, K, V>;
-  auto state = s.state_rows   ? SlotBlockLaunch<Params>{gdn_state_rows<T, K, V>, Rows::kThreadsRows,
-                                                        Rows::bytes}
+  auto state = s.state_rows   ? (s.split_state_rows ? state_rows_launch<T, K, V, 2>()
+                                                    : state_rows_launch<T, K, V, 1>())
                : s.head_state ? state_launch<T, K, V, kBlocks>(s.pipelined_state)
                               : state_launch<T, K, V, 1>(s.pipelined_state);
   if (!state.plan(s.slots, s.persistent_state, heads)) return false;

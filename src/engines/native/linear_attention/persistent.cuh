@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
 
 namespace eagle::native::linear_attention {
 
@@ -82,14 +83,21 @@ __device__ __forceinline__ int64_t slot_by_length(const int32_t* offsets, int64_
   return out;
 }
 
-// The flat launch of a sequential kernel over (slot, head) pairs, grid (slots, heads), longest
-// sequences first: CTA L = blockIdx.x + gridDim.x blockIdx.y takes the slot of rank L / heads
-// (slot_by_length) and head L % heads. `task(slot, head)`.
-template <int MaxSlots, class Task>
+// The flat launch of a sequential kernel over (slot, head, part) triples, grid (slots * Parts,
+// heads), longest sequences first: CTA L = blockIdx.x + gridDim.x blockIdx.y takes the slot of
+// rank L / (heads * Parts) (slot_by_length), then head and part, so that the Parts CTAs of one
+// (slot, head), which read the same chunk rows, are launched side by side. `task(slot, head,
+// part)`, or `task(slot, head)` where Parts = 1.
+template <int MaxSlots, int Parts = 1, class Task>
 __device__ __forceinline__ void longest_first(const int32_t* offsets, int64_t slots, Task&& task) {
-  const int64_t heads = gridDim.y;
+  const int64_t per_slot = static_cast<int64_t>(gridDim.y) * Parts;
   const int64_t at = blockIdx.x + static_cast<int64_t>(gridDim.x) * blockIdx.y;
-  task(slot_by_length<MaxSlots>(offsets, slots, at / heads), static_cast<int>(at % heads));
+  const int64_t slot = slot_by_length<MaxSlots>(offsets, slots, at / per_slot);
+  const int rest = static_cast<int>(at % per_slot);
+  if constexpr (std::is_invocable_v<Task, int64_t, int, int>)
+    task(slot, rest / Parts, rest % Parts);
+  else
+    task(slot, rest);
 }
 
 // The first grid dimension of a sequential kernel's launch (for_each_slot_block): one CTA per
