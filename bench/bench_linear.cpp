@@ -165,13 +165,13 @@ void exact_shapes(const Options& o, Report& report, const Peers& peers) {
   struct Shape {
     int64_t t, n;
   };
-  // kda six times and gdn six: the planner's first entry (the state transposed in registers,
+  // kda six times and gdn seven: the planner's first entry (the state transposed in registers,
   // the compact prepare and, for gdn, the blocked inverse), for kda the prepare's products with
   // their fragments built in registers (prepare = 2), the state launch a CTA per 32 columns
   // (state = 0) and per head (state = 1), for kda its W / U stores straight from the mma
   // fragments (stores = 0), state 0's loop unpipelined (pipeline = 0), and for gdn the
   // column-wise inverse (solve = 0) alone and with state 0 unpipelined; gdn's state rows split over
-  // two CTAs per head (state = 3).
+  // two CTAs per head, two CTAs per SM (state = 3) or one (state = 4).
   struct Variant {
     std::string rule, tag;
     plan::Knobs knobs;
@@ -187,6 +187,7 @@ void exact_shapes(const Options& o, Report& report, const Peers& peers) {
       {"gdn", " state 0", {{"state", 0}}},
       {"gdn", " state 1", {{"state", 1}}},
       {"gdn", " state 3", {{"state", 3}}},
+      {"gdn", " state 4", {{"state", 4}}},
       {"gdn", " solve 0", {{"pipeline", 1}, {"solve", 0}}},
       {"gdn", " state 0 pipeline 0 solve 0", {{"state", 0}, {"pipeline", 0}, {"solve", 0}}}};
   for (const Shape& sh : {Shape{32768, 8}, Shape{32768, 64}, Shape{4096, 32}})

@@ -171,6 +171,7 @@ void check_case(const GdnCase& c) {
                (c.state == 1   ? " state per head"
                 : c.state == 2 ? " state rows"
                 : c.state == 3 ? " state rows, two CTAs per head"
+                : c.state == 4 ? " state rows, two CTAs per head, one per SM"
                                : ""));
   const int64_t t = c.active() + c.pad;
   const op::Graph full = gdn_graph(c, t);
@@ -342,7 +343,7 @@ TEST_F(NativeGdn, EveryKnobsKernelsMatchTheReference) {
        {Knobs{1, 0, 0, 0}, Knobs{0, 1, 0, 0}, Knobs{0, 0, 1, 0}, Knobs{1, 1, 1, 0},
         Knobs{1, 0, 0, 1}, Knobs{1, 1, 1, 1}, Knobs{1, 1, 2, 0}, Knobs{0, 1, 3, 1},
         Knobs{1, 1, 0, 1, 1}, Knobs{0, 1, 2, 1, 1}, Knobs{1, 1, 0, 1, 2}, Knobs{1, 1, 2, 1, 2},
-        Knobs{1, 1, 0, 1, 3}, Knobs{1, 1, 2, 1, 3}}) {
+        Knobs{1, 1, 0, 1, 3}, Knobs{1, 1, 2, 1, 3}, Knobs{1, 1, 0, 1, 4}}) {
     const int64_t pipeline = knobs.pipeline, solve = knobs.solve, schedule = knobs.schedule;
     const int64_t prepare = knobs.prepare, state = knobs.state;
     for (DType d : {DType::bf16, DType::f16})

@@ -605,11 +605,15 @@ __global__ void __launch_bounds__(StateRowsSmem<T, K, V, Parts>::kThreadsRows)
     });
 }
 
-// The state-rows launch of Parts CTAs per (slot, head).
+// The state-rows launch of Parts CTAs per (slot, head). Sole: each CTA asks for more than half
+// an SM's shared memory, so it has its SM alone (a split CTA's warps then share no SM
+// sub-partition with another CTA's; which of the two is faster is measured).
 template <typename T, int K, int V, int Parts>
-SlotBlockLaunch<Params> state_rows_launch() {
+SlotBlockLaunch<Params> state_rows_launch(bool sole) {
   using Rows = StateRowsSmem<T, K, V, Parts>;
-  return {gdn_state_rows<T, K, V, Parts>, Rows::kThreadsRows, Rows::bytes, Parts};
+  constexpr std::size_t kOverHalf = 120 * 1024;
+  const std::size_t bytes = sole && Rows::bytes < kOverHalf ? kOverHalf : Rows::bytes;
+  return {gdn_state_rows<T, K, V, Parts>, Rows::kThreadsRows, bytes, Parts};
 }
 
 // ---- output: per (chunk, value head) ----------------------------------------------------------
@@ -763,8 +767,8 @@ bool launch(const GdnArgs& a, const Params& p, cudaStream_t stream) {
                        !persistent_workers(output, kThreads, out_bytes, heads, out_x)))
     return false;
   constexpr int kBlocks = V / kStateBlockV;
-  auto state = s.state_rows   ? (s.split_state_rows ? state_rows_launch<T, K, V, 2>()
-                                                    : state_rows_launch<T, K, V, 1>())
+  auto state = s.state_rows ? (s.split_state_rows ? state_rows_launch<T, K, V, 2>(s.sole_state_rows)
+                                                  : state_rows_launch<T, K, V, 1>(false))
                : s.head_state ? state_launch<T, K, V, kBlocks>(s.pipelined_state)
                               : state_launch<T, K, V, 1>(s.pipelined_state);
   if (!state.plan(s.slots, s.persistent_state, heads)) return false;

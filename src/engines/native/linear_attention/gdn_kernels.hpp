@@ -58,6 +58,8 @@ struct GdnShape {
   // With state_rows: two CTAs per (sequence, value head), V / 2 columns each (the plan knob
   // `state` = 3), so a long sequence's chain of chunks is split over two SMs.
   bool split_state_rows = false;
+  // With split_state_rows: each CTA has its SM alone (knob `state` = 4) instead of two sharing one.
+  bool sole_state_rows = false;
   // The prepare launch inverts I + A by 16 x 16 blocks on all 128 threads (knob `solve` = 1)
   // instead of by forward substitution with one column per thread.
   bool blocked_solve = false;
