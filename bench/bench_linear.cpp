@@ -184,10 +184,10 @@ void exact_shapes(const Options& o, Report& report, const Peers& peers) {
       {"kda", " stores 0", {{"prepare", 1}, {"stores", 0}}},
       {"kda", " state 0 pipeline 0", {{"state", 0}, {"pipeline", 0}}},
       {"gdn", "", {}},
-      {"gdn", " state 0", {{"state", 0}}},
-      {"gdn", " state 1", {{"state", 1}}},
       {"gdn", " state 3", {{"state", 3}}},
       {"gdn", " state 4", {{"state", 4}}},
+      {"gdn", " state 0", {{"state", 0}}},
+      {"gdn", " state 1", {{"state", 1}}},
       {"gdn", " solve 0", {{"pipeline", 1}, {"solve", 0}}},
       {"gdn", " state 0 pipeline 0 solve 0", {{"state", 0}, {"pipeline", 0}, {"solve", 0}}}};
   for (const Shape& sh : {Shape{32768, 8}, Shape{32768, 64}, Shape{4096, 32}})
