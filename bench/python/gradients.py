@@ -4,7 +4,8 @@ PyTorch, eager and captured with torch.cuda.graph, timed in the same run (issue 
 Cases:
 - mlp: a recorded 4-layer MLP, x [T, dim] -> 3 x (matmul, gelu) -> matmul -> cross_entropy
   against class ids (mean), gradients of the 4 weights. eagle: one op graph cut by
-  eagle.planned_segments (each matmul, each gelu, the loss: one planned kernel each).
+  eagle.planned_segments (each matmul, each gelu, the loss: one planned kernel each); the loss
+  keeps its rows' logsumexp (output_lse) for the backward.
 - attention: one attention block as the seed's VarLenAttention (../shared/seeds/
   ragged-cuda-graphs.txt): qkv projection, causal varlen attention over a packed batch of N
   Zipf-length sequences (cu_seqlens, T tokens in all), output projection, loss = sum of the
@@ -255,8 +256,12 @@ class Mlp:
             h = og.matmul(h, tw)
             if i < self.layers - 1:
                 h = og.pointwise("gelu", h)
-        tloss = og.op("cross_entropy", {"logits": h, "targets": tt})["loss"]
+        ce = og.op("cross_entropy", {"logits": h, "targets": tt}, {"output_lse": True})
+        tloss = ce["loss"]
         tloss.set_output(True).set_name("loss")
+        # Kept (as the attention case keeps sdpa's stats): the backward reads each row's logsumexp
+        # instead of a second pass over the logits.
+        ce["lse"].set_output(True).set_name("lse")
         segments = eagle.planned_segments(og, autotune=self.cfg.autotune)
         x, t, ws = share(self.x), share(self.t), [share(w) for w in self.ws]
 
