@@ -605,15 +605,12 @@ __global__ void __launch_bounds__(StateRowsSmem<T, K, V, Parts>::kThreadsRows)
     });
 }
 
-// The state-rows launch of Parts CTAs per (slot, head). Sole: each CTA asks for more than half
-// an SM's shared memory, so it has its SM alone (a split CTA's warps then share no SM
-// sub-partition with another CTA's; which of the two is faster is measured).
+// The state-rows launch of Parts CTAs per (slot, head); sole: a CTA per SM (sole_cta_smem).
 template <typename T, int K, int V, int Parts>
 SlotBlockLaunch<Params> state_rows_launch(bool sole) {
   using Rows = StateRowsSmem<T, K, V, Parts>;
-  constexpr std::size_t kOverHalf = 120 * 1024;
-  const std::size_t bytes = sole && Rows::bytes < kOverHalf ? kOverHalf : Rows::bytes;
-  return {gdn_state_rows<T, K, V, Parts>, Rows::kThreadsRows, bytes, Parts};
+  return {gdn_state_rows<T, K, V, Parts>, Rows::kThreadsRows,
+          sole ? sole_cta_smem(Rows::bytes) : Rows::bytes, Parts};
 }
 
 // ---- output: per (chunk, value head) ----------------------------------------------------------

@@ -510,6 +510,14 @@ linear_attention::SlotBlockLaunch<Params> state_launch(bool pipelined) {
           D / (kStateBlockV * Groups)};
 }
 
+// The state-rows launch of Parts CTAs per (slot, head); sole: a CTA per SM (sole_cta_smem).
+template <int D, int Parts>
+linear_attention::SlotBlockLaunch<Params> state_rows_launch(bool sole) {
+  using Rows = fwd::StateRowsLayout<D, Parts>;
+  return {fwd::state_rows_kernel<D, Parts>, Rows::kThreads,
+          sole ? linear_attention::sole_cta_smem(Rows::bytes) : Rows::bytes, Parts};
+}
+
 template <typename T, int D, Gates GT>
 bool launch(const Params& p, int64_t cap, cudaStream_t stream, bool output) {
   const bool compact = compact_prepare(p);
@@ -531,9 +539,8 @@ bool launch(const Params& p, int64_t cap, cudaStream_t stream, bool output) {
                          !persistent_workers(out, kOutThreads, out_bytes, heads, out_x)))
     return false;
   constexpr int kBlocks = D / kStateBlockV;
-  using Rows = fwd::StateRowsLayout<D>;
-  auto st = p.s.state_rows   ? linear_attention::SlotBlockLaunch<Params>{fwd::state_rows_kernel<D>,
-                                                                         Rows::kThreads, Rows::bytes}
+  auto st = p.s.state_rows   ? (p.s.split_state_rows ? state_rows_launch<D, 2>(p.s.sole_state_rows)
+                                                     : state_rows_launch<D, 1>(false))
             : p.s.head_state ? state_launch<D, kBlocks>(p.s.pipelined_state)
                              : state_launch<D, 1>(p.s.pipelined_state);
   if (!st.plan(p.s.slots, p.s.persistent_state, heads)) return false;

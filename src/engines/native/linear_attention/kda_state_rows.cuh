@@ -12,7 +12,9 @@
 // state_kernel (kda_fwd_sm90.cu) instead keeps S [K, BV] per CTA of four warps and passes h and
 // v' through shared memory with three barriers per chunk.
 //
-// A CTA is one (slot, value head), D / 16 warps. What it writes is the other launch's: h_c
+// A CTA is one (slot, value head), D / 16 warps, or one of its Parts column blocks (Parts = 2:
+// the plan knob `state` 3 and 4, D / 32 warps each, so a long sequence's chain of chunks runs
+// on two SMs, half the columns each). What it writes is the other launch's: h_c
 // [K][V] bf16 per chunk (the state at its start, stored by stmatrix through a warp's own
 // staging tile), v' [C][V] bf16 over the workspace, the final state f32 [K][V].
 #pragma once
@@ -33,17 +35,19 @@
 namespace eagle::native::kda::fwd {
 
 // Shared memory of the state-rows launch (RowsSmem): each buffer holds the chunk's W, kg and U
-// rows [C][SB]; the staging tiles take h_c and v'.
-template <int D>
-struct StateRowsLayout : RowsSmem<D, 3 * C*(D + 8)> {
-  static constexpr int SB = D + 8;
+// rows [C][SB] (of U only the CTA's D / Parts columns); the staging tiles take h_c and v'.
+template <int D, int Parts = 1>
+struct StateRowsLayout : RowsSmem<D, 3 * C*(D + 8), D / 16 / Parts> {
+  static constexpr int SB = D + 8, VB = D / Parts;
   static constexpr int KG = C * SB, U = 2 * C * SB, kBufElems = 3 * C * SB;
+  static_assert(VB % 16 == 0, "a warp per 16 value columns");
 };
 
-// Sequence slot s, value head hv.
-template <int D>
-__device__ __forceinline__ void state_rows_slot(const Params& p, int64_t s, int hv) {
-  using L = StateRowsLayout<D>;
+// Sequence slot s, value head hv, value columns [part VB, part VB + VB).
+template <int D, int Parts>
+__device__ __forceinline__ void state_rows_slot(const Params& p, int64_t s, int hv, int part) {
+  using L = StateRowsLayout<D, Parts>;
+  constexpr int VB = L::VB;
   constexpr int SB = L::SB, SS = L::SS, KT = D / 8, KB = D / 16;  // key tiles, key blocks
   constexpr int TT = C / 8, TB = C / 16;                          // row tiles, row blocks
   extern __shared__ float4 smem4[];
@@ -51,7 +55,8 @@ __device__ __forceinline__ void state_rows_slot(const Params& p, int64_t s, int 
   float* gl_buffers = reinterpret_cast<float*>(sb + L::end);
   const int warp = threadIdx.x >> 5;
   const int HV = p.s.value_heads;
-  const int vw = 16 * warp;  // this warp's value columns: the rows of its S^T
+  // This warp's value columns, the rows of its S^T: of the head (vw), of the CTA's U rows (lw).
+  const int lw = 16 * warp, vw = part * VB + lw;
   bf16* h_stage = sb + L::STAGE + warp * L::kStageElems;
   bf16* v_stage = h_stage + D * SS;
   auto prefetch = [&](int64_t at, int b) {
@@ -62,7 +67,7 @@ __device__ __forceinline__ void state_rows_slot(const Params& p, int64_t s, int 
       const int r = i / (D / 8), c = (i % (D / 8)) * 8;
       cp_async16(buf + r * SB + c, w + r * D + c, true);
       cp_async16(buf + L::KG + r * SB + c, kg + r * D + c, true);
-      cp_async16(buf + L::U + r * SB + c, u + r * D + c, true);
+      if (c < VB) cp_async16(buf + L::U + r * SB + c, u + r * D + part * VB + c, true);
     }
     for (int i = threadIdx.x; i < D / 4; i += L::kThreads)
       cp_async16(gl_buffers + b * D + 4 * i, p.ws.gl + at * D + 4 * i, true);
@@ -103,7 +108,7 @@ __device__ __forceinline__ void state_rows_slot(const Params& p, int64_t s, int 
 #pragma unroll
     for (int tb = 0; tb < TB; ++tb) {
       uint32_t uf[4];  // U^T (v, t) as an A fragment: tiles 2 tb and 2 tb + 1, halves e 0-1, 2-3
-      linear_attention::ldsm_a<false>(uf, Us, SB, vw, 16 * tb);
+      linear_attention::ldsm_a<false>(uf, Us, SB, lw, 16 * tb);
       float t0[4], t1[4];
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
@@ -129,16 +134,19 @@ __device__ __forceinline__ void state_rows_slot(const Params& p, int64_t s, int 
   if (p.ht) store_state_rows<D>(st, p.ht, state_at, vw);
 }
 
-// A (slot, head) per CTA, longest sequences first (flat), or a CTA's slots in turn for head
-// blockIdx.y (persistent).
-template <int D>
-__global__ void __launch_bounds__(StateRowsLayout<D>::kThreads) state_rows_kernel(const Params p) {
+// A (slot, head, part) per CTA, longest sequences first (flat), or a CTA's (slot, part) tasks in
+// turn for head blockIdx.y (persistent).
+template <int D, int Parts = 1>
+__global__ void __launch_bounds__(StateRowsLayout<D, Parts>::kThreads)
+    state_rows_kernel(const Params p) {
   if (!p.s.persistent_state)
-    linear_attention::longest_first<linear_attention::kLongestFirstSlots>(
-        p.offsets, p.s.slots, [&](int64_t s, int hv) { state_rows_slot<D>(p, s, hv); });
+    linear_attention::longest_first<linear_attention::kLongestFirstSlots, Parts>(
+        p.offsets, p.s.slots,
+        [&](int64_t s, int hv, int part) { state_rows_slot<D, Parts>(p, s, hv, part); });
   else
-    linear_attention::for_each_slot_block<1>(
-        p.s.slots, true, [&](int64_t s, int) { state_rows_slot<D>(p, s, blockIdx.y); });
+    linear_attention::for_each_slot_block<Parts>(p.s.slots, true, [&](int64_t s, int part) {
+      state_rows_slot<D, Parts>(p, s, blockIdx.y, part);
+    });
 }
 
 }  // namespace eagle::native::kda::fwd

@@ -109,6 +109,14 @@ inline bool slot_block_tasks(int64_t slots, int blocks, unsigned& tasks) {
   return true;
 }
 
+// The dynamic shared memory of a sequential launch whose CTAs each have an SM alone: more than
+// half of an sm_90 SM's 228 KB (a split state-rows CTA's warps then share no SM sub-partition
+// with another CTA's, knob `state` = 4 of native_kda and native_gdn).
+inline std::size_t sole_cta_smem(std::size_t bytes) {
+  constexpr std::size_t kOverHalf = 120 * 1024;
+  return bytes < kOverHalf ? kOverHalf : bytes;
+}
+
 // A sequential kernel's launch over (slot, V-block group) tasks (for_each_slot_block), checked
 // before anything is launched: the kernel, its threads, shared memory and tasks per slot (its
 // V-block groups), then plan() sets the first grid dimension.
