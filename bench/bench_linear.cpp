@@ -165,13 +165,13 @@ void exact_shapes(const Options& o, Report& report, const Peers& peers) {
   struct Shape {
     int64_t t, n;
   };
-  // kda eight times and gdn seven: the planner's first entry (the state transposed in registers,
+  // kda seven times and gdn six: the planner's first entry (the state transposed in registers,
   // the compact prepare and, for gdn, the blocked inverse), for kda the prepare's products with
   // their fragments built in registers (prepare = 2), the state launch a CTA per 32 columns
   // (state = 0) and per head (state = 1), for kda its W / U stores straight from the mma
   // fragments (stores = 0), state 0's loop unpipelined (pipeline = 0), and for gdn the
   // column-wise inverse (solve = 0) alone and with state 0 unpipelined; the state rows (kda and
-  // gdn) split over two CTAs per head, two CTAs per SM (state = 3) or one (state = 4).
+  // gdn) with two CTAs per head, the sequences past a balanced share split over both (state = 3).
   struct Variant {
     std::string rule, tag;
     plan::Knobs knobs;
@@ -180,14 +180,12 @@ void exact_shapes(const Options& o, Report& report, const Peers& peers) {
       {"kda", "", {}},
       {"kda", " prepare 2", {{"prepare", 2}}},
       {"kda", " state 3", {{"state", 3}}},
-      {"kda", " state 4", {{"state", 4}}},
       {"kda", " state 0", {{"state", 0}}},
       {"kda", " state 1", {{"state", 1}}},
       {"kda", " stores 0", {{"prepare", 1}, {"stores", 0}}},
       {"kda", " state 0 pipeline 0", {{"state", 0}, {"pipeline", 0}}},
       {"gdn", "", {}},
       {"gdn", " state 3", {{"state", 3}}},
-      {"gdn", " state 4", {{"state", 4}}},
       {"gdn", " state 0", {{"state", 0}}},
       {"gdn", " state 1", {{"state", 1}}},
       {"gdn", " solve 0", {{"pipeline", 1}, {"solve", 0}}},

@@ -128,9 +128,8 @@ plan::Capabilities gdn_capabilities() {
   // knob of the same name). 2 leads: measured on an H100 (bench 14a, bf16, H 32, K = V = 128,
   // 2026-12-06) 3.58 / 3.26 / 0.517 ms at T 32768 N 8, T 32768 N 64, T 4096 N 32 against
   // 4.05 / 4.08 / 0.589 ms for 0 and 3.96 / 4.03 / 0.605 for 1. 3: 2 with two CTAs per
-  // (sequence, head), half the value columns each, two CTAs per SM; 4: the same, a CTA per SM
-  // (untimed).
-  caps.knobs["state"] = {2, 0, 1, 3, 4};
+  // (sequence, head), the sequences longer than a balanced share split over both (untimed).
+  caps.knobs["state"] = {2, 0, 1, 3};
   caps.knobs["solve"] = {1, 0};
   // 0 flat (a CTA per task of the capacity), 1 persistent (resident CTAs looping over tasks),
   // 2 persistent for the state launch only, 3 for the chunk launches (prepare, output) only: the
@@ -172,8 +171,7 @@ class GdnEngine : public plan::Engine {
     t.shape.pipelined_state = config.knobs.at("pipeline") != 0;
     t.shape.head_state = config.knobs.at("state") == 1;
     t.shape.state_rows = config.knobs.at("state") >= 2;
-    t.shape.split_state_rows = config.knobs.at("state") >= 3;
-    t.shape.sole_state_rows = config.knobs.at("state") == 4;
+    t.shape.split_state_rows = config.knobs.at("state") == 3;
     t.shape.blocked_solve = config.knobs.at("solve") != 0;
     const int64_t schedule = config.knobs.at("schedule");
     t.shape.persistent = schedule == 1 || schedule == 3;

@@ -115,9 +115,9 @@ plan::Capabilities kda_capabilities() {
   // (kda_state_rows.cuh), one barrier per chunk instead of three. 2 leads: measured on an H100
   // (bench 14a, bf16, H 32, K = V = 128, 2026-12-06) 4.66 / 4.59 / 0.693 ms at T 32768 N 8,
   // T 32768 N 64, T 4096 N 32 against 5.17 / 5.41 / 0.801 ms for 0 and 5.48 / 5.68 / 0.857 for 1.
-  // 3 and 4: 2 split over two CTAs per (sequence, head), half the value columns each, two CTAs
-  // per SM (3) or one (4) (untimed).
-  caps.knobs["state"] = {2, 0, 1, 3, 4};
+  // 3: 2 with two CTAs per (sequence, head), the sequences longer than a balanced share split
+  // over both (untimed).
+  caps.knobs["state"] = {2, 0, 1, 3};
   return caps;
 }
 
@@ -160,8 +160,7 @@ class KdaEngine : public plan::Engine {
     t.shape.pipelined_state = config.knobs.at("pipeline") != 0;
     t.shape.head_state = config.knobs.at("state") == 1;
     t.shape.state_rows = config.knobs.at("state") >= 2;
-    t.shape.split_state_rows = config.knobs.at("state") >= 3;
-    t.shape.sole_state_rows = config.knobs.at("state") == 4;
+    t.shape.split_state_rows = config.knobs.at("state") == 3;
     const int64_t schedule = config.knobs.at("schedule");
     t.shape.persistent = schedule == 1 || schedule == 3;
     t.shape.persistent_state = schedule == 1 || schedule == 2;

@@ -170,8 +170,7 @@ void check_case(const GdnCase& c) {
                (c.prepare ? " compact prepare" : "") +
                (c.state == 1   ? " state per head"
                 : c.state == 2 ? " state rows"
-                : c.state == 3 ? " state rows, two CTAs per head"
-                : c.state == 4 ? " state rows, two CTAs per head, one per SM"
+                : c.state == 3 ? " state rows, two CTAs per head, long sequences split"
                                : ""));
   const int64_t t = c.active() + c.pad;
   const op::Graph full = gdn_graph(c, t);
@@ -228,8 +227,9 @@ TEST_F(NativeGdn, GroupedValueHeads) {
 }
 
 // The state launch with the state transposed in registers (knob state = 2, and 3: two CTAs per
-// head) on small batches, flat and persistent: what the sanitizers run for it (every knob point
-// also runs in EveryKnobsKernelsMatchTheReference).
+// head, where every sequence of these small batches is past its balanced share and is split) on
+// small batches, flat and persistent: what the sanitizers run for it (every knob point also runs
+// in EveryKnobsKernelsMatchTheReference).
 TEST_F(NativeGdn, TheStateRowsLaunchOnSmallBatches) {
   for (int64_t state : {2, 3})
     for (int64_t schedule : {0, 2})
@@ -245,6 +245,20 @@ TEST_F(NativeGdn, TheStateRowsLaunchOnSmallBatches) {
         c.state = state;
         check_case(c);
       }
+}
+
+// Knob state = 3 on a batch where one sequence (200 chunks) is past the balanced share (heads x
+// the batch's chunks / the device's SMs) and the others are not: the long one runs on two CTAs,
+// half the value columns each, the others whole on their first CTA (the second returns at once).
+TEST_F(NativeGdn, TheSplitStateRowsSplitOnlyTheLongSequences) {
+  for (int64_t schedule : {0, 2}) {
+    GdnCase c{"one long sequence among short ones", {12800, 5, 64, 0, 130}, 9};
+    c.h = c.hv = 1;
+    c.pipeline = c.solve = c.prepare = 1;
+    c.schedule = schedule;
+    c.state = 3;
+    check_case(c);
+  }
 }
 
 TEST_F(NativeGdn, EachOptionOnAndOff) {
@@ -343,7 +357,7 @@ TEST_F(NativeGdn, EveryKnobsKernelsMatchTheReference) {
        {Knobs{1, 0, 0, 0}, Knobs{0, 1, 0, 0}, Knobs{0, 0, 1, 0}, Knobs{1, 1, 1, 0},
         Knobs{1, 0, 0, 1}, Knobs{1, 1, 1, 1}, Knobs{1, 1, 2, 0}, Knobs{0, 1, 3, 1},
         Knobs{1, 1, 0, 1, 1}, Knobs{0, 1, 2, 1, 1}, Knobs{1, 1, 0, 1, 2}, Knobs{1, 1, 2, 1, 2},
-        Knobs{1, 1, 0, 1, 3}, Knobs{1, 1, 2, 1, 3}, Knobs{1, 1, 0, 1, 4}}) {
+        Knobs{1, 1, 0, 1, 3}, Knobs{1, 1, 2, 1, 3}}) {
     const int64_t pipeline = knobs.pipeline, solve = knobs.solve, schedule = knobs.schedule;
     const int64_t prepare = knobs.prepare, state = knobs.state;
     for (DType d : {DType::bf16, DType::f16})

@@ -183,10 +183,11 @@ __device__ __forceinline__ void store_real(void* p, int64_t i, Real t, float x) 
 // through cp.async, in flight until cp_async_commit + cp_async_wait and a __syncthreads (then
 // `valid` must be >= 1: row 0 stands in as the address of the rows not read). Threads: the
 // CTA's threads when known at compile time (the copy loop then unrolls, its addressing hoisted:
-// what a state loop running once per chunk wants), else 0 for blockDim.x.
+// what a state loop running once per chunk wants), else 0 for `threads` (the threads that
+// take part, threads 0 .. threads - 1), or 0 for blockDim.x.
 template <typename T, int COLS, int ROWS = 64, bool Async = false, int Threads = 0>
-__device__ __forceinline__ void load_chunk_rows(T* s, int ld, const T* g, int64_t stride,
-                                                int valid) {
+__device__ __forceinline__ void load_chunk_rows(T* s, int ld, const T* g, int64_t stride, int valid,
+                                                int threads = 0) {
   constexpr int kVec = COLS / 8, kPieces = ROWS * kVec;  // 16-byte pieces per row, in all
   auto copy = [&](int i) {
     const int row = i / kVec, col = (i % kVec) * 8;
@@ -206,7 +207,8 @@ __device__ __forceinline__ void load_chunk_rows(T* s, int ld, const T* g, int64_
       if (kPieces % Threads == 0 || i < kPieces) copy(i);
     }
   } else {
-    for (int i = threadIdx.x; i < kPieces; i += blockDim.x) copy(i);
+    const int step = threads > 0 ? threads : static_cast<int>(blockDim.x);
+    for (int i = threadIdx.x; i < kPieces; i += step) copy(i);
   }
 }
 

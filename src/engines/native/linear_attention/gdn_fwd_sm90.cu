@@ -29,6 +29,7 @@ struct Params {
   const int32_t* offsets;
   int64_t slots, tokens;
   int H, HV, group;
+  int multiprocessors;  // the device's, for the split state rows' balanced share (rows_split)
   float scale;
   bool l2, safe_gate, beta_sigmoid, blocked_solve;
   // Each CTA loops over tasks blockIdx.x, + gridDim.x, ... (else one): the chunk launches, the
@@ -453,39 +454,38 @@ __global__ void __launch_bounds__(kThreads* Groups) gdn_state(const Params p) {
 // The state launch of knob `state` = 2 and 3 (native_kda's kda_state_rows.cuh, for gdn's scalar
 // gate): each warp keeps S^T for its 16 value columns in mma accumulators and runs the
 // recurrence alone (v'^T = U^T - S^T W^T, S^T <- e^{G_last} S^T + (v' d)^T k with d_t =
-// e^{G_last - G_t} / |k_t| from the prepare launch), one barrier per chunk. A CTA covers V / Parts
-// columns of one (slot, head): Parts = 2 (knob 3) puts a sequence's two halves on two SMs, so the
-// longest sequence's chain of chunks, which bounds the launch at few long sequences, does half
-// the work per chunk, and two CTAs share an SM. Shared memory: two buffers of the chunk's W and k
-// rows [64][LK], U's columns [64][LU], d [64] and G_last; per warp one staging tile, for h_c
-// [K][SS] and then for v' [64][SS] (store_transposed ends with __syncwarp, so the second use
-// cannot overtake the first's reads).
-template <typename T, int K, int V, int Parts>
+// e^{G_last - G_t} / |k_t| from the prepare launch), one barrier per chunk. Parts = 2 (knob
+// `state` = 3): two CTAs per (slot, head), the longest sequences split over both (rows_split).
+// Shared memory: two buffers of the chunk's W and k rows [64][LK], U [64][LU] (a split CTA's
+// half of the columns), d [64] and G_last; per warp one staging tile, for h_c [K][SS] and then
+// for v' [64][SS] (store_transposed ends with __syncwarp, so the second use cannot overtake the
+// first's reads).
+template <typename T, int K, int V>
 struct StateRowsSmem {
-  static constexpr int VB = V / Parts;  // the CTA's value columns
-  static constexpr int kWarps = VB / 16, kThreadsRows = 32 * kWarps;
-  static constexpr int LK = K + 8, LU = VB + 8, SS = 24;
+  static constexpr int kWarps = V / 16, kThreadsRows = 32 * kWarps;
+  static constexpr int LK = K + 8, LU = V + 8, SS = 24;
   static constexpr int kChunkElems = 2 * kC * LK + kC * LU;
   static constexpr int kStageElems = (K > kC ? K : kC) * SS;
   static constexpr int kElems = 2 * kChunkElems + kWarps * kStageElems;
-  static_assert(VB % 16 == 0, "a warp per 16 value columns");
   static_assert(kElems % 8 == 0, "the gates must start 16-byte aligned");
   static constexpr std::size_t bytes = sizeof(T) * kElems + sizeof(float) * 2 * 2 * kC;
-  // Two CTAs per sm_90 SM (228 KB, 1 KB reserved per CTA) at K = V = 128 when split.
-  static_assert(Parts == 1 || K > 128 || 2 * (bytes + 1024) <= 228 * 1024,
-                "two split CTAs must fit an SM");
 };
 
-// Slot s, value head h, columns [part VB, part VB + VB).
+// Slot s, value head h; CTA `part` of the slot's Parts.
 template <typename T, int K, int V, int Parts>
 __device__ __forceinline__ void state_rows_slot(const Params& p, int64_t s, int h, int part) {
   using E = Elem<T>;
-  using L = StateRowsSmem<T, K, V, Parts>;
-  constexpr int LK = L::LK, LU = L::LU, SS = L::SS, VB = L::VB, KT = K / 8, KB = K / 16,
-                TT = kC / 8, TB = kC / 16;
+  using L = StateRowsSmem<T, K, V>;
+  constexpr int LK = L::LK, LU = L::LU, SS = L::SS, KT = K / 8, KB = K / 16, TT = kC / 8,
+                TB = kC / 16;
   const int tid = threadIdx.x, warp = tid / 32;
-  // This warp's columns: local to the CTA's U rows (lw), and of the head (vw).
-  const int kh = h / p.group, lw = 16 * warp, vw = part * VB + lw;
+  const RowsSplit split =
+      Parts == 1 ? RowsSplit{true, L::kWarps, 0, V}
+                 : rows_split<L::kWarps>(p.offsets, p.slots, s, part, p.HV, p.multiprocessors, V);
+  if (!split.runs || warp >= split.warps) return;
+  const int threads = 32 * split.warps;
+  // This warp's columns: of the CTA's U rows (lw), and of the head (vw).
+  const int kh = h / p.group, lw = 16 * warp, vw = split.col0 + lw;
   const SlotChunks range = slot_chunks(p, s);
   const int64_t begin = range.begin, end = range.end, first = range.first, chunks = range.chunks;
   extern __shared__ __align__(16) unsigned char smem[];
@@ -499,13 +499,23 @@ __device__ __forceinline__ void state_rows_slot(const Params& p, int64_t s, int 
     T* w_rows = chunk_rows + b * L::kChunkElems;
     const T* w_at = static_cast<const T*>(p.w) + (r0 * p.HV + h) * K;
     const T* k_at = static_cast<const T*>(p.k) + (r0 * p.H + kh) * K;
-    const T* u_at = u + (r0 * p.HV + h) * V + part * VB;
-    constexpr int kT = L::kThreadsRows;
-    load_chunk_rows<T, K, kC, true, kT>(w_rows, LK, w_at, static_cast<int64_t>(p.HV) * K, n);
-    load_chunk_rows<T, K, kC, true, kT>(w_rows + kC * LK, LK, k_at, static_cast<int64_t>(p.H) * K,
-                                        n);
-    load_chunk_rows<T, VB, kC, true, kT>(w_rows + 2 * kC * LK, LU, u_at,
-                                         static_cast<int64_t>(p.HV) * V, n);
+    const T* u_at = u + (r0 * p.HV + h) * V + split.col0;
+    const int64_t w_ld = static_cast<int64_t>(p.HV) * K, k_ld = static_cast<int64_t>(p.H) * K;
+    const int64_t u_ld = static_cast<int64_t>(p.HV) * V;
+    T* u_rows = w_rows + 2 * kC * LK;
+    if constexpr (Parts == 1) {  // all threads, known here: the copies unroll
+      constexpr int kT = L::kThreadsRows;
+      load_chunk_rows<T, K, kC, true, kT>(w_rows, LK, w_at, w_ld, n);
+      load_chunk_rows<T, K, kC, true, kT>(w_rows + kC * LK, LK, k_at, k_ld, n);
+      load_chunk_rows<T, V, kC, true, kT>(u_rows, LU, u_at, u_ld, n);
+    } else {
+      load_chunk_rows<T, K, kC, true>(w_rows, LK, w_at, w_ld, n, threads);
+      load_chunk_rows<T, K, kC, true>(w_rows + kC * LK, LK, k_at, k_ld, n, threads);
+      if (split.cols == V)
+        load_chunk_rows<T, V, kC, true>(u_rows, LU, u_at, u_ld, n, threads);
+      else
+        load_chunk_rows<T, V / 2, kC, true>(u_rows, LU, u_at, u_ld, n, threads);
+    }
     if (tid < kC) {  // d, 0 past the chunk; the chunk's last G
       float* d_dst = gate_rows + b * 2 * kC + tid;
       if (tid < n)
@@ -536,7 +546,7 @@ __device__ __forceinline__ void state_rows_slot(const Params& p, int64_t s, int 
     const float* ds = gate_rows + b * 2 * kC;       // [64] d, 0 past the chunk; then G_last
     // This chunk's rows are in and every warp is past the previous chunk (the other buffer).
     cp_async_wait<0>();
-    __syncthreads();
+    sync_rows(threads);
     if (c + 1 < chunks) load_rows(c + 1, b ^ 1);
     cp_async_commit();
 
@@ -593,7 +603,7 @@ __device__ __forceinline__ void state_rows_slot(const Params& p, int64_t s, int 
 // A (slot, head, part) per CTA, longest sequences first (flat), or a CTA's (slot, part) tasks in
 // turn for head blockIdx.y (persistent).
 template <typename T, int K, int V, int Parts>
-__global__ void __launch_bounds__(StateRowsSmem<T, K, V, Parts>::kThreadsRows)
+__global__ void __launch_bounds__(StateRowsSmem<T, K, V>::kThreadsRows)
     gdn_state_rows(const Params p) {
   if (!p.persistent_state)
     longest_first<kLongestFirstSlots, Parts>(p.offsets, p.slots, [&](int64_t s, int h, int part) {
@@ -605,12 +615,11 @@ __global__ void __launch_bounds__(StateRowsSmem<T, K, V, Parts>::kThreadsRows)
     });
 }
 
-// The state-rows launch of Parts CTAs per (slot, head); sole: a CTA per SM (sole_cta_smem).
+// The state-rows launch of Parts CTAs per (slot, head).
 template <typename T, int K, int V, int Parts>
-SlotBlockLaunch<Params> state_rows_launch(bool sole) {
-  using Rows = StateRowsSmem<T, K, V, Parts>;
-  return {gdn_state_rows<T, K, V, Parts>, Rows::kThreadsRows,
-          sole ? sole_cta_smem(Rows::bytes) : Rows::bytes, Parts};
+SlotBlockLaunch<Params> state_rows_launch() {
+  using Rows = StateRowsSmem<T, K, V>;
+  return {gdn_state_rows<T, K, V, Parts>, Rows::kThreadsRows, Rows::bytes, Parts};
 }
 
 // ---- output: per (chunk, value head) ----------------------------------------------------------
@@ -764,8 +773,8 @@ bool launch(const GdnArgs& a, const Params& p, cudaStream_t stream) {
                        !persistent_workers(output, kThreads, out_bytes, heads, out_x)))
     return false;
   constexpr int kBlocks = V / kStateBlockV;
-  auto state = s.state_rows ? (s.split_state_rows ? state_rows_launch<T, K, V, 2>(s.sole_state_rows)
-                                                  : state_rows_launch<T, K, V, 1>(false))
+  auto state = s.state_rows   ? (s.split_state_rows ? state_rows_launch<T, K, V, 2>()
+                                                    : state_rows_launch<T, K, V, 1>())
                : s.head_state ? state_launch<T, K, V, kBlocks>(s.pipelined_state)
                               : state_launch<T, K, V, 1>(s.pipelined_state);
   if (!state.plan(s.slots, s.persistent_state, heads)) return false;
@@ -807,6 +816,7 @@ bool gdn_forward(const GdnArgs& a, void* workspace, void* stream) noexcept {
   p.blocked_solve = s.blocked_solve;
   p.persistent = s.persistent;
   p.persistent_state = s.persistent_state;
+  p.multiprocessors = device_multiprocessors();
   p.capacity_chunks = a.capacity_chunks;
   p.g_t = real_of(s.g_dtype);
   p.beta_t = real_of(s.beta_dtype);

@@ -55,11 +55,10 @@ struct GdnShape {
   // for 16 value columns alone, one barrier per chunk (the plan knob `state` = 2; always
   // pipelined). Takes precedence over head_state.
   bool state_rows = false;
-  // With state_rows: two CTAs per (sequence, value head), V / 2 columns each (the plan knob
-  // `state` = 3), so a long sequence's chain of chunks is split over two SMs.
+  // With state_rows: two CTAs per (sequence, value head), the sequences with more chunks than a
+  // balanced share split over both, V / 2 columns each, so their chains of chunks run on two SMs
+  // (the plan knob `state` = 3; persistent.cuh's rows_split).
   bool split_state_rows = false;
-  // With split_state_rows: each CTA has its SM alone (knob `state` = 4) instead of two sharing one.
-  bool sole_state_rows = false;
   // The prepare launch inverts I + A by 16 x 16 blocks on all 128 threads (knob `solve` = 1)
   // instead of by forward substitution with one column per thread.
   bool blocked_solve = false;

@@ -34,7 +34,8 @@ struct Params {
   float* ht;
   const int32_t* offsets;
   Scratch ws;
-  int64_t cap = 0;  // G_cap: the chunk tasks a flat grid covers
+  int64_t cap = 0;          // G_cap: the chunk tasks a flat grid covers
+  int multiprocessors = 0;  // the device's, for the split state rows' balanced share (rows_split)
 };
 
 template <typename T>

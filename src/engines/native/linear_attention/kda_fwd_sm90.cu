@@ -510,12 +510,11 @@ linear_attention::SlotBlockLaunch<Params> state_launch(bool pipelined) {
           D / (kStateBlockV * Groups)};
 }
 
-// The state-rows launch of Parts CTAs per (slot, head); sole: a CTA per SM (sole_cta_smem).
+// The state-rows launch of Parts CTAs per (slot, head).
 template <int D, int Parts>
-linear_attention::SlotBlockLaunch<Params> state_rows_launch(bool sole) {
-  using Rows = fwd::StateRowsLayout<D, Parts>;
-  return {fwd::state_rows_kernel<D, Parts>, Rows::kThreads,
-          sole ? linear_attention::sole_cta_smem(Rows::bytes) : Rows::bytes, Parts};
+linear_attention::SlotBlockLaunch<Params> state_rows_launch() {
+  using Rows = fwd::StateRowsLayout<D>;
+  return {fwd::state_rows_kernel<D, Parts>, Rows::kThreads, Rows::bytes, Parts};
 }
 
 template <typename T, int D, Gates GT>
@@ -539,8 +538,8 @@ bool launch(const Params& p, int64_t cap, cudaStream_t stream, bool output) {
                          !persistent_workers(out, kOutThreads, out_bytes, heads, out_x)))
     return false;
   constexpr int kBlocks = D / kStateBlockV;
-  auto st = p.s.state_rows   ? (p.s.split_state_rows ? state_rows_launch<D, 2>(p.s.sole_state_rows)
-                                                     : state_rows_launch<D, 1>(false))
+  auto st = p.s.state_rows
+                ? (p.s.split_state_rows ? state_rows_launch<D, 2>() : state_rows_launch<D, 1>())
             : p.s.head_state ? state_launch<D, kBlocks>(p.s.pipelined_state)
                              : state_launch<D, 1>(p.s.pipelined_state);
   if (!st.plan(p.s.slots, p.s.persistent_state, heads)) return false;
@@ -612,6 +611,7 @@ bool run(const FwdArgs& a, const Scratch& ws, void* stream, bool output) {
   p.ht = a.final_state;
   p.offsets = a.chunk_offsets;
   p.ws = ws;
+  p.multiprocessors = linear_attention::device_multiprocessors();
   const auto st = static_cast<cudaStream_t>(stream);
   return s.dtype == DType::bf16 ? launch_gates<bf16>(p, a.capacity_chunks, st, output)
                                 : launch_gates<__half>(p, a.capacity_chunks, st, output);

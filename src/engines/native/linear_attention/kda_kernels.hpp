@@ -58,11 +58,10 @@ struct Shape {
   // for 16 value columns alone, one barrier per chunk (kda_state_rows.cuh; the plan knob
   // `state` = 2; always pipelined). Takes precedence over head_state.
   bool state_rows = false;
-  // With state_rows: two CTAs per (sequence, value head), D / 2 columns each (the plan knob
-  // `state` = 3, two CTAs per SM; 4: sole_state_rows, a CTA per SM), so a long sequence's chain
-  // of chunks is split over two SMs.
+  // With state_rows: two CTAs per (sequence, value head), the sequences with more chunks than a
+  // balanced share split over both, D / 2 columns each, so their chains of chunks run on two SMs
+  // (the plan knob `state` = 3; persistent.cuh's rows_split).
   bool split_state_rows = false;
-  bool sole_state_rows = false;
   // The prepare launch's compact layout (the plan knob `prepare` = 1): q and k stay in shared
   // memory as their 16-bit input rows with a scale per row, Aqk as 16-bit, and the rows come in
   // by cp.async, so a kda CTA takes about 112 KB and two fit an SM where the wide layout's

@@ -12,12 +12,12 @@
 namespace eagle::native::kda {
 
 // The shared memory of a state-rows launch, bf16 elements: two buffers of BufElems (the chunk's
-// tiles); per warp (Warps of them: D / 16 for a CTA per head) a staging tile for the state
-// [D][SS] and one for a chunk's rows [kChunk][SS] (SS = 24: 48-byte rows, conflict-free for
-// ldmatrix and stmatrix's eight rows); then e^{G_last} [2][D] f32.
-template <int D, int BufElems, int Warps = D / 16>
+// tiles); per warp (D / 16 of them) a staging tile for the state [D][SS] and one for a chunk's
+// rows [kChunk][SS] (SS = 24: 48-byte rows, conflict-free for ldmatrix and stmatrix's eight
+// rows); then e^{G_last} [2][D] f32.
+template <int D, int BufElems>
 struct RowsSmem {
-  static constexpr int kWarps = Warps, kThreads = 32 * kWarps, SS = 24;
+  static constexpr int kWarps = D / 16, kThreads = 32 * kWarps, SS = 24;
   static constexpr int STAGE = 2 * BufElems, kStageElems = D * SS + kChunk * SS;
   static constexpr int end = STAGE + kWarps * kStageElems;
   static_assert(end % 8 == 0, "e^{G_last} must start 16-byte aligned");

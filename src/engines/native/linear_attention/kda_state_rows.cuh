@@ -12,9 +12,10 @@
 // state_kernel (kda_fwd_sm90.cu) instead keeps S [K, BV] per CTA of four warps and passes h and
 // v' through shared memory with three barriers per chunk.
 //
-// A CTA is one (slot, value head), D / 16 warps, or one of its Parts column blocks (Parts = 2:
-// the plan knob `state` 3 and 4, D / 32 warps each, so a long sequence's chain of chunks runs
-// on two SMs, half the columns each). What it writes is the other launch's: h_c
+// A CTA is one (slot, value head), D / 16 warps; Parts = 2 (the plan knob `state` = 3): two CTAs
+// per (slot, head), the sequences with more chunks than a balanced share split over both, half
+// the warps and value columns each (linear_attention::rows_split). What it writes is the other
+// launch's: h_c
 // [K][V] bf16 per chunk (the state at its start, stored by stmatrix through a warp's own
 // staging tile), v' [C][V] bf16 over the workspace, the final state f32 [K][V].
 #pragma once
@@ -35,19 +36,17 @@
 namespace eagle::native::kda::fwd {
 
 // Shared memory of the state-rows launch (RowsSmem): each buffer holds the chunk's W, kg and U
-// rows [C][SB] (of U only the CTA's D / Parts columns); the staging tiles take h_c and v'.
-template <int D, int Parts = 1>
-struct StateRowsLayout : RowsSmem<D, 3 * C*(D + 8), D / 16 / Parts> {
-  static constexpr int SB = D + 8, VB = D / Parts;
+// rows [C][SB] (of U a split CTA's half of the columns); the staging tiles take h_c and v'.
+template <int D>
+struct StateRowsLayout : RowsSmem<D, 3 * C*(D + 8)> {
+  static constexpr int SB = D + 8;
   static constexpr int KG = C * SB, U = 2 * C * SB, kBufElems = 3 * C * SB;
-  static_assert(VB % 16 == 0, "a warp per 16 value columns");
 };
 
-// Sequence slot s, value head hv, value columns [part VB, part VB + VB).
+// Sequence slot s, value head hv; CTA `part` of the slot's Parts.
 template <int D, int Parts>
 __device__ __forceinline__ void state_rows_slot(const Params& p, int64_t s, int hv, int part) {
-  using L = StateRowsLayout<D, Parts>;
-  constexpr int VB = L::VB;
+  using L = StateRowsLayout<D>;
   constexpr int SB = L::SB, SS = L::SS, KT = D / 8, KB = D / 16;  // key tiles, key blocks
   constexpr int TT = C / 8, TB = C / 16;                          // row tiles, row blocks
   extern __shared__ float4 smem4[];
@@ -55,21 +54,27 @@ __device__ __forceinline__ void state_rows_slot(const Params& p, int64_t s, int 
   float* gl_buffers = reinterpret_cast<float*>(sb + L::end);
   const int warp = threadIdx.x >> 5;
   const int HV = p.s.value_heads;
+  const linear_attention::RowsSplit split =
+      Parts == 1 ? linear_attention::RowsSplit{true, L::kWarps, 0, D}
+                 : linear_attention::rows_split<L::kWarps>(p.offsets, p.s.slots, s, part, HV,
+                                                           p.multiprocessors, D);
+  if (!split.runs || warp >= split.warps) return;
+  const int threads = 32 * split.warps;
   // This warp's value columns, the rows of its S^T: of the head (vw), of the CTA's U rows (lw).
-  const int lw = 16 * warp, vw = part * VB + lw;
+  const int lw = 16 * warp, vw = split.col0 + lw;
   bf16* h_stage = sb + L::STAGE + warp * L::kStageElems;
   bf16* v_stage = h_stage + D * SS;
   auto prefetch = [&](int64_t at, int b) {
     using linear_attention::cp_async16;
     bf16* buf = sb + b * L::kBufElems;
     const bf16 *w = p.ws.w + at * C * D, *kg = p.ws.kg + at * C * D, *u = p.ws.u + at * C * D;
-    for (int i = threadIdx.x; i < C * (D / 8); i += L::kThreads) {
+    for (int i = threadIdx.x; i < C * (D / 8); i += threads) {
       const int r = i / (D / 8), c = (i % (D / 8)) * 8;
       cp_async16(buf + r * SB + c, w + r * D + c, true);
       cp_async16(buf + L::KG + r * SB + c, kg + r * D + c, true);
-      if (c < VB) cp_async16(buf + L::U + r * SB + c, u + r * D + part * VB + c, true);
+      if (c < split.cols) cp_async16(buf + L::U + r * SB + c, u + r * D + split.col0 + c, true);
     }
-    for (int i = threadIdx.x; i < D / 4; i += L::kThreads)
+    for (int i = threadIdx.x; i < D / 4; i += threads)
       cp_async16(gl_buffers + b * D + 4 * i, p.ws.gl + at * D + 4 * i, true);
   };
 
@@ -90,7 +95,7 @@ __device__ __forceinline__ void state_rows_slot(const Params& p, int64_t s, int 
     // This chunk's rows are in (its group is the only one in flight) and every warp is past the
     // previous chunk, which read the other buffer: the next chunk's rows may go there.
     linear_attention::cp_async_wait<0>();
-    __syncthreads();
+    linear_attention::sync_rows(threads);
     if (j + 1 < last) prefetch(slab(p, j + 1, hv), b ^ 1);
     linear_attention::cp_async_commit();
 
@@ -137,8 +142,7 @@ __device__ __forceinline__ void state_rows_slot(const Params& p, int64_t s, int 
 // A (slot, head, part) per CTA, longest sequences first (flat), or a CTA's (slot, part) tasks in
 // turn for head blockIdx.y (persistent).
 template <int D, int Parts = 1>
-__global__ void __launch_bounds__(StateRowsLayout<D, Parts>::kThreads)
-    state_rows_kernel(const Params p) {
+__global__ void __launch_bounds__(StateRowsLayout<D>::kThreads) state_rows_kernel(const Params p) {
   if (!p.s.persistent_state)
     linear_attention::longest_first<linear_attention::kLongestFirstSlots, Parts>(
         p.offsets, p.s.slots,

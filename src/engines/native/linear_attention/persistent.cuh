@@ -109,12 +109,40 @@ inline bool slot_block_tasks(int64_t slots, int blocks, unsigned& tasks) {
   return true;
 }
 
-// The dynamic shared memory of a sequential launch whose CTAs each have an SM alone: more than
-// half of an sm_90 SM's 228 KB (a split state-rows CTA's warps then share no SM sub-partition
-// with another CTA's, knob `state` = 4 of native_kda and native_gdn).
-inline std::size_t sole_cta_smem(std::size_t bytes) {
-  constexpr std::size_t kOverHalf = 120 * 1024;
-  return bytes < kOverHalf ? kOverHalf : bytes;
+// The SMs of the current device (host, no device sync: safe while a stream is captured); 0 when
+// the runtime cannot say.
+inline int device_multiprocessors() {
+  int device = 0, sms = 0;
+  if (cudaGetDevice(&device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess)
+    return 0;
+  return sms;
+}
+
+// A state-rows launch with two CTAs per (slot, head) (knob `state` = 3 of native_kda and
+// native_gdn): what CTA `part` of slot s does, decided on the device from the chunk offsets. A
+// slot whose chunks exceed a balanced share of the launch (heads x the batch's chunks / SMs: its
+// chain of chunks would outlast the rest) is split: each CTA runs half of its warps, over half
+// the value columns, so the chain runs on two SMs with half the work per chunk on each. Other
+// slots run whole in part 0 (part 1 returns at once). A CTA has its SM alone either way (its
+// shared memory is the unsplit launch's).
+struct RowsSplit {
+  bool runs;       // this CTA has work
+  int warps;       // warps 0 .. warps - 1 run; the rest return at once
+  int col0, cols;  // the value columns they cover
+};
+template <int Warps>
+__device__ __forceinline__ RowsSplit rows_split(const int32_t* offsets, int64_t slots, int64_t s,
+                                                int part, int heads, int sms, int cols) {
+  const int64_t chunks = offsets[s + 1] - offsets[s], total = offsets[slots];
+  if (chunks * sms <= static_cast<int64_t>(heads) * total) return {part == 0, Warps, 0, cols};
+  return {true, Warps / 2, part * (cols / 2), cols / 2};
+}
+
+// A barrier over threads 0 .. threads - 1 (a multiple of 32; barrier 1, so that a kernel's
+// __syncthreads elsewhere is not disturbed): the state-rows launches after rows_split.
+__device__ __forceinline__ void sync_rows(int threads) {
+  asm volatile("bar.sync 1, %0;" ::"r"(threads) : "memory");
 }
 
 // A sequential kernel's launch over (slot, V-block group) tasks (for_each_slot_block), checked
