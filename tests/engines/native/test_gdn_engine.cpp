@@ -250,6 +250,8 @@ TEST_F(NativeGdn, TheStateRowsLaunchOnSmallBatches) {
 // Knob state = 3 on a batch where one sequence (200 chunks) is past the balanced share (heads x
 // the batch's chunks / the device's SMs) and the others are not: the long one runs on two CTAs,
 // half the value columns each, the others whole on their first CTA (the second returns at once).
+// With 48 value heads the flat grid gives a second CTA to the two longest slots only
+// (split_rank_limit: 132 SMs / 48): the third and later run whole, with no second CTA at all.
 TEST_F(NativeGdn, TheSplitStateRowsSplitOnlyTheLongSequences) {
   for (int64_t schedule : {0, 2}) {
     GdnCase c{"one long sequence among short ones", {12800, 5, 64, 0, 130}, 9};
@@ -258,6 +260,12 @@ TEST_F(NativeGdn, TheSplitStateRowsSplitOnlyTheLongSequences) {
     c.schedule = schedule;
     c.state = 3;
     check_case(c);
+    GdnCase many{"48 heads, a second CTA for the two longest slots", {1300, 5, 64, 0, 130}, 9};
+    many.h = many.hv = 48;
+    many.pipeline = many.solve = many.prepare = 1;
+    many.schedule = schedule;
+    many.state = 3;
+    check_case(many);
   }
 }
 

@@ -471,17 +471,18 @@ struct StateRowsSmem {
   static constexpr std::size_t bytes = sizeof(T) * kElems + sizeof(float) * 2 * 2 * kC;
 };
 
-// Slot s, value head h; CTA `part` of the slot's Parts.
+// Slot s, value head h; CTA `part` of the slot's Parts (may_split: the slot has both).
 template <typename T, int K, int V, int Parts>
-__device__ __forceinline__ void state_rows_slot(const Params& p, int64_t s, int h, int part) {
+__device__ __forceinline__ void state_rows_slot(const Params& p, int64_t s, int h, int part,
+                                                bool may_split) {
   using E = Elem<T>;
   using L = StateRowsSmem<T, K, V>;
   constexpr int LK = L::LK, LU = L::LU, SS = L::SS, KT = K / 8, KB = K / 16, TT = kC / 8,
                 TB = kC / 16;
   const int tid = threadIdx.x, warp = tid / 32;
-  const RowsSplit split =
-      Parts == 1 ? RowsSplit{true, L::kWarps, 0, V}
-                 : rows_split<L::kWarps>(p.offsets, p.slots, s, part, p.HV, p.multiprocessors, V);
+  const RowsSplit split = Parts == 1 ? RowsSplit{true, L::kWarps, 0, V}
+                                     : rows_split<L::kWarps>(p.offsets, p.slots, s, part, may_split,
+                                                             p.HV, p.multiprocessors, V);
   if (!split.runs || warp >= split.warps) return;
   const int threads = 32 * split.warps;
   // This warp's columns: of the CTA's U rows (lw), and of the head (vw).
@@ -606,12 +607,13 @@ template <typename T, int K, int V, int Parts>
 __global__ void __launch_bounds__(StateRowsSmem<T, K, V>::kThreadsRows)
     gdn_state_rows(const Params p) {
   if (!p.persistent_state)
-    longest_first<kLongestFirstSlots, Parts>(p.offsets, p.slots, [&](int64_t s, int h, int part) {
-      state_rows_slot<T, K, V, Parts>(p, s, h, part);
-    });
+    longest_first<kLongestFirstSlots, Parts>(
+        p.offsets, p.slots, [&](int64_t s, int h, int part, bool may_split) {
+          state_rows_slot<T, K, V, Parts>(p, s, h, part, may_split);
+        });
   else
     for_each_slot_block<Parts>(p.slots, true, [&](int64_t s, int part) {
-      state_rows_slot<T, K, V, Parts>(p, s, blockIdx.y, part);
+      state_rows_slot<T, K, V, Parts>(p, s, blockIdx.y, part, true);
     });
 }
 
@@ -619,7 +621,7 @@ __global__ void __launch_bounds__(StateRowsSmem<T, K, V>::kThreadsRows)
 template <typename T, int K, int V, int Parts>
 SlotBlockLaunch<Params> state_rows_launch() {
   using Rows = StateRowsSmem<T, K, V>;
-  return {gdn_state_rows<T, K, V, Parts>, Rows::kThreadsRows, Rows::bytes, Parts};
+  return {gdn_state_rows<T, K, V, Parts>, Rows::kThreadsRows, Rows::bytes, Parts, 0, Parts == 2};
 }
 
 // ---- output: per (chunk, value head) ----------------------------------------------------------

@@ -514,7 +514,7 @@ linear_attention::SlotBlockLaunch<Params> state_launch(bool pipelined) {
 template <int D, int Parts>
 linear_attention::SlotBlockLaunch<Params> state_rows_launch() {
   using Rows = fwd::StateRowsLayout<D>;
-  return {fwd::state_rows_kernel<D, Parts>, Rows::kThreads, Rows::bytes, Parts};
+  return {fwd::state_rows_kernel<D, Parts>, Rows::kThreads, Rows::bytes, Parts, 0, Parts == 2};
 }
 
 template <typename T, int D, Gates GT>

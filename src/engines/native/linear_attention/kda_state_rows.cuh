@@ -43,9 +43,10 @@ struct StateRowsLayout : RowsSmem<D, 3 * C*(D + 8)> {
   static constexpr int KG = C * SB, U = 2 * C * SB, kBufElems = 3 * C * SB;
 };
 
-// Sequence slot s, value head hv; CTA `part` of the slot's Parts.
+// Sequence slot s, value head hv; CTA `part` of the slot's Parts (may_split: the slot has both).
 template <int D, int Parts>
-__device__ __forceinline__ void state_rows_slot(const Params& p, int64_t s, int hv, int part) {
+__device__ __forceinline__ void state_rows_slot(const Params& p, int64_t s, int hv, int part,
+                                                bool may_split) {
   using L = StateRowsLayout<D>;
   constexpr int SB = L::SB, SS = L::SS, KT = D / 8, KB = D / 16;  // key tiles, key blocks
   constexpr int TT = C / 8, TB = C / 16;                          // row tiles, row blocks
@@ -56,8 +57,8 @@ __device__ __forceinline__ void state_rows_slot(const Params& p, int64_t s, int 
   const int HV = p.s.value_heads;
   const linear_attention::RowsSplit split =
       Parts == 1 ? linear_attention::RowsSplit{true, L::kWarps, 0, D}
-                 : linear_attention::rows_split<L::kWarps>(p.offsets, p.s.slots, s, part, HV,
-                                                           p.multiprocessors, D);
+                 : linear_attention::rows_split<L::kWarps>(p.offsets, p.s.slots, s, part, may_split,
+                                                           HV, p.multiprocessors, D);
   if (!split.runs || warp >= split.warps) return;
   const int threads = 32 * split.warps;
   // This warp's value columns, the rows of its S^T: of the head (vw), of the CTA's U rows (lw).
@@ -145,11 +146,12 @@ template <int D, int Parts = 1>
 __global__ void __launch_bounds__(StateRowsLayout<D>::kThreads) state_rows_kernel(const Params p) {
   if (!p.s.persistent_state)
     linear_attention::longest_first<linear_attention::kLongestFirstSlots, Parts>(
-        p.offsets, p.s.slots,
-        [&](int64_t s, int hv, int part) { state_rows_slot<D, Parts>(p, s, hv, part); });
+        p.offsets, p.s.slots, [&](int64_t s, int hv, int part, bool may_split) {
+          state_rows_slot<D, Parts>(p, s, hv, part, may_split);
+        });
   else
     linear_attention::for_each_slot_block<Parts>(p.s.slots, true, [&](int64_t s, int part) {
-      state_rows_slot<D, Parts>(p, s, blockIdx.y, part);
+      state_rows_slot<D, Parts>(p, s, blockIdx.y, part, true);
     });
 }
 

@@ -83,21 +83,40 @@ __device__ __forceinline__ int64_t slot_by_length(const int32_t* offsets, int64_
   return out;
 }
 
-// The flat launch of a sequential kernel over (slot, head, part) triples, grid (slots * Parts,
-// heads), longest sequences first: CTA L = blockIdx.x + gridDim.x blockIdx.y takes the slot of
-// rank L / (heads * Parts) (slot_by_length), then head and part, so that the Parts CTAs of one
-// (slot, head), which read the same chunk rows, are launched side by side. `task(slot, head,
-// part)`, or `task(slot, head)` where Parts = 1.
+// The flat launch of a sequential kernel over (slot, head) pairs, grid (slots, heads), longest
+// sequences first: CTA L = blockIdx.x + gridDim.x blockIdx.y takes the slot of rank L / heads
+// (slot_by_length) and head L % heads: `task(slot, head)`. Parts = 2 (the split state rows):
+// grid (slots + k, heads), k = split_rank_limit(...): the k longest slots have two CTAs per head,
+// side by side (they read the same chunk rows) and first, the others one: `task(slot, head,
+// part, may_split)`, may_split for the k longest (only those may be past a balanced share).
 template <int MaxSlots, int Parts = 1, class Task>
 __device__ __forceinline__ void longest_first(const int32_t* offsets, int64_t slots, Task&& task) {
-  const int64_t per_slot = static_cast<int64_t>(gridDim.y) * Parts;
+  static_assert(Parts == 1 || Parts == 2, "one or two CTAs per (slot, head)");
+  const int64_t heads = gridDim.y;
   const int64_t at = blockIdx.x + static_cast<int64_t>(gridDim.x) * blockIdx.y;
-  const int64_t slot = slot_by_length<MaxSlots>(offsets, slots, at / per_slot);
-  const int rest = static_cast<int>(at % per_slot);
-  if constexpr (std::is_invocable_v<Task, int64_t, int, int>)
-    task(slot, rest / Parts, rest % Parts);
+  const int64_t k = Parts == 2 ? static_cast<int64_t>(gridDim.x) - slots : 0;
+  int64_t rank = at / heads;
+  int head = static_cast<int>(at % heads), part = 0;
+  if (at < 2 * k * heads) {
+    rank = at / (2 * heads);
+    head = static_cast<int>(at % (2 * heads)) / 2;
+    part = static_cast<int>(at % 2);
+  } else if (k > 0) {
+    rank = k + (at - 2 * k * heads) / heads;
+  }
+  const int64_t slot = slot_by_length<MaxSlots>(offsets, slots, rank);
+  if constexpr (std::is_invocable_v<Task, int64_t, int>)
+    task(slot, head);
   else
-    task(slot, rest);
+    task(slot, head, part, rank < k);
+}
+
+// How many of a batch's longest slots a split state-rows launch gives two CTAs (longest_first):
+// a slot is split when its chunks exceed heads x the batch's chunks / SMs (rows_split), so fewer
+// than SMs / heads slots ever are.
+inline int64_t split_rank_limit(int64_t slots, int heads, int multiprocessors) {
+  const int64_t k = heads > 0 ? multiprocessors / heads : 0;
+  return k < slots ? k : slots;
 }
 
 // The first grid dimension of a sequential kernel's launch (for_each_slot_block): one CTA per
@@ -133,9 +152,11 @@ struct RowsSplit {
 };
 template <int Warps>
 __device__ __forceinline__ RowsSplit rows_split(const int32_t* offsets, int64_t slots, int64_t s,
-                                                int part, int heads, int sms, int cols) {
+                                                int part, bool may_split, int heads, int sms,
+                                                int cols) {
   const int64_t chunks = offsets[s + 1] - offsets[s], total = offsets[slots];
-  if (chunks * sms <= static_cast<int64_t>(heads) * total) return {part == 0, Warps, 0, cols};
+  if (!may_split || chunks * sms <= static_cast<int64_t>(heads) * total)
+    return {part == 0, Warps, 0, cols};
   return {true, Warps / 2, part * (cols / 2), cols / 2};
 }
 
@@ -155,14 +176,21 @@ struct SlotBlockLaunch {
   std::size_t bytes = 0;
   int blocks = 1;
   unsigned x = 0;
+  // The split state rows' flat grid: slots + split_rank_limit CTAs per head (longest_first).
+  bool split_rows = false;
 
   // Allows the kernel its shared memory and sets the grid's first dimension to slots * blocks
   // tasks (persistent: the CTAs resident at once over `heads`). False where any step fails.
   bool plan(int64_t slots, bool persistent, unsigned heads) {
-    return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                static_cast<int>(bytes)) == cudaSuccess &&
-           slot_block_tasks(slots, blocks, x) &&
-           (!persistent || persistent_workers(kernel, threads, bytes, heads, x));
+    if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             static_cast<int>(bytes)) != cudaSuccess ||
+        !slot_block_tasks(slots, blocks, x))
+      return false;
+    if (persistent) return persistent_workers(kernel, threads, bytes, heads, x);
+    if (split_rows)
+      x = static_cast<unsigned>(
+          slots + split_rank_limit(slots, static_cast<int>(heads), device_multiprocessors()));
+    return true;
   }
   void launch(unsigned heads, cudaStream_t stream, const P& p) const {
     kernel<<<dim3(x, heads), threads, bytes, stream>>>(p);
