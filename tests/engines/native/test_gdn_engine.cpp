@@ -253,19 +253,17 @@ TEST_F(NativeGdn, TheStateRowsLaunchOnSmallBatches) {
 // With 48 value heads the flat grid gives a second CTA to the two longest slots only
 // (split_rank_limit: 132 SMs / 48): the third and later run whole, with no second CTA at all.
 TEST_F(NativeGdn, TheSplitStateRowsSplitOnlyTheLongSequences) {
-  for (int64_t schedule : {0, 2}) {
-    GdnCase c{"one long sequence among short ones", {12800, 5, 64, 0, 130}, 9};
-    c.h = c.hv = 1;
+  auto split_case = [](const std::string& name, int64_t longest, int64_t heads, int64_t schedule) {
+    GdnCase c{name, {longest, 5, 64, 0, 130}, 9};
+    c.h = c.hv = heads;
     c.pipeline = c.solve = c.prepare = 1;
     c.schedule = schedule;
     c.state = 3;
     check_case(c);
-    GdnCase many{"48 heads, a second CTA for the two longest slots", {1300, 5, 64, 0, 130}, 9};
-    many.h = many.hv = 48;
-    many.pipeline = many.solve = many.prepare = 1;
-    many.schedule = schedule;
-    many.state = 3;
-    check_case(many);
+  };
+  for (int64_t schedule : {0, 2}) {
+    split_case("one long sequence among short ones", 12800, 1, schedule);
+    split_case("48 heads, a second CTA for the two longest slots", 1300, 48, schedule);
   }
 }
 
