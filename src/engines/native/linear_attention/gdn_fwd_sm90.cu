@@ -617,11 +617,13 @@ __global__ void __launch_bounds__(StateRowsSmem<T, K, V>::kThreadsRows)
     });
 }
 
-// The state-rows launch of Parts CTAs per (slot, head).
+// The state-rows launch of Parts CTAs per (slot, head); Parts = 2 sizes its grid from the SMs
+// its rule reads (Params::multiprocessors).
 template <typename T, int K, int V, int Parts>
-SlotBlockLaunch<Params> state_rows_launch() {
+SlotBlockLaunch<Params> state_rows_launch(int multiprocessors) {
   using Rows = StateRowsSmem<T, K, V>;
-  return {gdn_state_rows<T, K, V, Parts>, Rows::kThreadsRows, Rows::bytes, Parts, 0, Parts == 2};
+  return {gdn_state_rows<T, K, V, Parts>,  Rows::kThreadsRows, Rows::bytes, Parts, 0,
+          Parts == 2 ? multiprocessors : 0};
 }
 
 // ---- output: per (chunk, value head) ----------------------------------------------------------
@@ -775,8 +777,8 @@ bool launch(const GdnArgs& a, const Params& p, cudaStream_t stream) {
                        !persistent_workers(output, kThreads, out_bytes, heads, out_x)))
     return false;
   constexpr int kBlocks = V / kStateBlockV;
-  auto state = s.state_rows   ? (s.split_state_rows ? state_rows_launch<T, K, V, 2>()
-                                                    : state_rows_launch<T, K, V, 1>())
+  auto state = s.state_rows ? (s.split_state_rows ? state_rows_launch<T, K, V, 2>(p.multiprocessors)
+                                                  : state_rows_launch<T, K, V, 1>(0))
                : s.head_state ? state_launch<T, K, V, kBlocks>(s.pipelined_state)
                               : state_launch<T, K, V, 1>(s.pipelined_state);
   if (!state.plan(s.slots, s.persistent_state, heads)) return false;

@@ -510,11 +510,13 @@ linear_attention::SlotBlockLaunch<Params> state_launch(bool pipelined) {
           D / (kStateBlockV * Groups)};
 }
 
-// The state-rows launch of Parts CTAs per (slot, head).
+// The state-rows launch of Parts CTAs per (slot, head); Parts = 2 sizes its grid from the SMs
+// its rule reads (Params::multiprocessors).
 template <int D, int Parts>
-linear_attention::SlotBlockLaunch<Params> state_rows_launch() {
+linear_attention::SlotBlockLaunch<Params> state_rows_launch(int multiprocessors) {
   using Rows = fwd::StateRowsLayout<D>;
-  return {fwd::state_rows_kernel<D, Parts>, Rows::kThreads, Rows::bytes, Parts, 0, Parts == 2};
+  return {fwd::state_rows_kernel<D, Parts>, Rows::kThreads, Rows::bytes, Parts, 0,
+          Parts == 2 ? multiprocessors : 0};
 }
 
 template <typename T, int D, Gates GT>
@@ -538,8 +540,8 @@ bool launch(const Params& p, int64_t cap, cudaStream_t stream, bool output) {
                          !persistent_workers(out, kOutThreads, out_bytes, heads, out_x)))
     return false;
   constexpr int kBlocks = D / kStateBlockV;
-  auto st = p.s.state_rows
-                ? (p.s.split_state_rows ? state_rows_launch<D, 2>() : state_rows_launch<D, 1>())
+  auto st = p.s.state_rows   ? (p.s.split_state_rows ? state_rows_launch<D, 2>(p.multiprocessors)
+                                                     : state_rows_launch<D, 1>(0))
             : p.s.head_state ? state_launch<D, kBlocks>(p.s.pipelined_state)
                              : state_launch<D, 1>(p.s.pipelined_state);
   if (!st.plan(p.s.slots, p.s.persistent_state, heads)) return false;

@@ -15,9 +15,8 @@
 // A CTA is one (slot, value head), D / 16 warps; Parts = 2 (the plan knob `state` = 3): two CTAs
 // per (slot, head), the sequences with more chunks than a balanced share split over both, half
 // the warps and value columns each (linear_attention::rows_split). What it writes is the other
-// launch's: h_c
-// [K][V] bf16 per chunk (the state at its start, stored by stmatrix through a warp's own
-// staging tile), v' [C][V] bf16 over the workspace, the final state f32 [K][V].
+// launch's: h_c [K][V] bf16 per chunk (the state at its start, stored by stmatrix through a
+// warp's own staging tile), v' [C][V] bf16 over the workspace, the final state f32 [K][V].
 #pragma once
 
 #include <cuda_bf16.h>

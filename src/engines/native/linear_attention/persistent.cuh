@@ -13,12 +13,22 @@ namespace eagle::native::linear_attention {
 // Lowers `tasks` (the flat grid's first dimension) to the CTAs of `kernel` resident on the device
 // at once, divided over the `others` CTAs of the grid's other dimensions, at least 1. Host calls
 // only (no device sync): safe while a stream is captured. False when the runtime cannot say.
+// The SMs of the current device (host, no device sync: safe while a stream is captured); 0 when
+// the runtime cannot say.
+inline int device_multiprocessors() {
+  int device = 0, sms = 0;
+  if (cudaGetDevice(&device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess)
+    return 0;
+  return sms;
+}
+
 template <typename Kernel>
 bool persistent_workers(Kernel kernel, int threads, std::size_t smem, unsigned others,
                         unsigned& tasks) {
-  int device = 0, sms = 0, per_sm = 0;
-  if (cudaGetDevice(&device) != cudaSuccess ||
-      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess ||
+  const int sms = device_multiprocessors();
+  int per_sm = 0;
+  if (sms == 0 ||
       cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, smem) != cudaSuccess)
     return false;
   const int64_t resident = static_cast<int64_t>(sms) * (per_sm > 0 ? per_sm : 1) / others;
@@ -128,16 +138,6 @@ inline bool slot_block_tasks(int64_t slots, int blocks, unsigned& tasks) {
   return true;
 }
 
-// The SMs of the current device (host, no device sync: safe while a stream is captured); 0 when
-// the runtime cannot say.
-inline int device_multiprocessors() {
-  int device = 0, sms = 0;
-  if (cudaGetDevice(&device) != cudaSuccess ||
-      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess)
-    return 0;
-  return sms;
-}
-
 // A state-rows launch with two CTAs per (slot, head) (knob `state` = 3 of native_kda and
 // native_gdn): what CTA `part` of slot s does, decided on the device from the chunk offsets. A
 // slot whose chunks exceed a balanced share of the launch (heads x the batch's chunks / SMs: its
@@ -176,8 +176,10 @@ struct SlotBlockLaunch {
   std::size_t bytes = 0;
   int blocks = 1;
   unsigned x = 0;
-  // The split state rows' flat grid: slots + split_rank_limit CTAs per head (longest_first).
-  bool split_rows = false;
+  // The split state rows: the SMs their kernel's rule reads (its Params' count, from one
+  // device_multiprocessors call), for a flat grid of slots + split_rank_limit CTAs per head
+  // (longest_first); 0 for every other launch.
+  int split_multiprocessors = 0;
 
   // Allows the kernel its shared memory and sets the grid's first dimension to slots * blocks
   // tasks (persistent: the CTAs resident at once over `heads`). False where any step fails.
@@ -187,9 +189,9 @@ struct SlotBlockLaunch {
         !slot_block_tasks(slots, blocks, x))
       return false;
     if (persistent) return persistent_workers(kernel, threads, bytes, heads, x);
-    if (split_rows)
+    if (split_multiprocessors > 0)
       x = static_cast<unsigned>(
-          slots + split_rank_limit(slots, static_cast<int>(heads), device_multiprocessors()));
+          slots + split_rank_limit(slots, static_cast<int>(heads), split_multiprocessors));
     return true;
   }
   void launch(unsigned heads, cudaStream_t stream, const P& p) const {
