@@ -4,8 +4,12 @@
 //      (bench/peers/fla_linear.py, the same batch, timed in the same device call). Goal: eagle
 //      >= 1.5x fla (time ratio <= 0.67).
 //   b. Over-capture of the forward: a graph captured for the capacity (T rows, N slots) against
-//      one captured for the exact batch (L rows, M slots), replay time; goal <= 1.10. (The issue's
-//      goal is on forward + backward; the backward engines do not exist yet.)
+//      one captured for the exact batch (L rows, M slots), replay time; goal <= 1.10.
+//   c. The backward at a's shapes: kda_bwd and gdn_bwd through the planner's first native plan
+//      (every gradient of q, k, v, g, beta from a random d_o), alone and with the forward,
+//      against fla's forward + backward (torch.autograd over chunk_kda; fla_..._fwdbwd) and its
+//      backward alone taken as fwdbwd - fwd (both timed in the same fla run). Goal: eagle
+//      >= 1.5x fla on each.
 // Inputs as a real layer's: q, k, v uniform bf16, use_qk_l2norm on, g = log(sigmoid(3x)) (log
 // space, in (-3.05, -0.05)), beta = sigmoid(x), both f32; no initial or final state.
 #include <cuda_runtime.h>
@@ -31,8 +35,11 @@ namespace {
 const Device kGpu = Device::cuda(0);
 constexpr int64_t kHeads = 32, kDim = 128;
 
-op::Graph forward_graph(const std::string& rule, int64_t rows, int64_t slots) {
-  op::Graph g(rule);
+// The op `rule` (backward: `rule`_bwd, which also reads d_o) over every input of the
+// section's layer.
+op::Graph linear_graph(const std::string& rule, int64_t rows, int64_t slots, bool backward) {
+  const std::string op = backward ? rule + "_bwd" : rule;
+  op::Graph g(op);
   const op::Dims d = {rows, kHeads, kDim};
   const op::Dims gate = rule == "gdn" ? op::Dims{rows, kHeads} : op::Dims{rows, kHeads, kDim};
   op::Ports in = {{"q", g.tensor({"q", d, DType::bf16})},
@@ -41,7 +48,8 @@ op::Graph forward_graph(const std::string& rule, int64_t rows, int64_t slots) {
                   {"g", g.tensor({"g", gate, DType::f32})},
                   {"beta", g.tensor({"beta", {rows, kHeads}, DType::f32})},
                   {"cu_seqlens", g.tensor({"cu", {slots + 1}, DType::i32})}};
-  for (auto& [port, t] : g.op(rule, in, {{"use_qk_l2norm", true}})) t.set_output(true);
+  if (backward) in.emplace_back("d_o", g.tensor({"d_o", d, DType::bf16}));
+  for (auto& [port, t] : g.op(op, in, {{"use_qk_l2norm", true}})) t.set_output(true);
   return g;
 }
 
@@ -104,12 +112,14 @@ Array random_array(const op::Dims& dims, DType dtype, uint32_t seed, F&& f) {
   return a;
 }
 
-// One planned forward over its own device operands, on one stream; capturable.
+// One planned forward (backward: the op's backward, from a random d_o) over its own device
+// operands, on one stream; capturable.
 class LinearStep {
  public:
   LinearStep(const std::string& rule, int64_t rows, const std::vector<int32_t>& cu,
-             const plan::Knobs& knobs = {})
-      : plans_(native_plan(forward_graph(rule, rows, static_cast<int64_t>(cu.size()) - 1), knobs)),
+             const plan::Knobs& knobs = {}, bool backward = false)
+      : plans_(native_plan(linear_graph(rule, rows, static_cast<int64_t>(cu.size()) - 1, backward),
+                           knobs)),
         pack_(plans_.layout()) {
     const op::Dims d = {rows, kHeads, kDim};
     const op::Dims gate = rule == "gdn" ? op::Dims{rows, kHeads} : op::Dims{rows, kHeads, kDim};
@@ -122,7 +132,8 @@ class LinearStep {
         {"v", random_array(d, DType::bf16, 3, same)},
         {"g", random_array(gate, DType::f32, 4, log_sigmoid)},
         {"beta", random_array({rows, kHeads}, DType::f32, 5, sigmoid)},
-        {"cu", to_device(cu, kGpu)}};
+        {"cu", to_device(cu, kGpu)},
+        {"d_o", random_array(d, DType::bf16, 6, same)}};
     const op::Graph& g = plans_.graph();
     for (const auto& [name, a] : inputs)
       for (const op::Tensor& t : g.tensors())
@@ -139,7 +150,7 @@ class LinearStep {
     ctx_.device = kGpu;
   }
 
-  void forward() { plans_.execute(pack_, ctx_); }
+  void forward() { plans_.execute(pack_, ctx_); }  // (or the backward)
   void capture() {
     EAGLE_CUDA_CHECK(cudaStreamBeginCapture(raw(), cudaStreamCaptureModeThreadLocal));
     forward();
@@ -165,11 +176,11 @@ void exact_shapes(const Options& o, Report& report, const Peers& peers) {
   struct Shape {
     int64_t t, n;
   };
-  // kda seven times and gdn six: the planner's first entry (the state transposed in registers,
+  // kda seven times and gdn seven: the planner's first entry (the state transposed in registers,
   // the compact prepare and, for gdn, the blocked inverse), for kda the prepare's products with
   // their fragments built in registers (prepare = 2), the state launch a CTA per 32 columns
-  // (state = 0) and per head (state = 1), for kda its W / U stores straight from the mma
-  // fragments (stores = 0), state 0's loop unpipelined (pipeline = 0), and for gdn the
+  // (state = 0) and per head (state = 1), the W / U stores (and gdn's o stores) straight from
+  // the mma fragments (stores = 0), state 0's loop unpipelined (pipeline = 0), and for gdn the
   // column-wise inverse (solve = 0) alone and with state 0 unpipelined; the state rows (kda and
   // gdn) with two CTAs per head, the sequences past a balanced share split over both (state = 3).
   struct Variant {
@@ -186,6 +197,7 @@ void exact_shapes(const Options& o, Report& report, const Peers& peers) {
       {"kda", " state 0 pipeline 0", {{"state", 0}, {"pipeline", 0}}},
       {"gdn", "", {}},
       {"gdn", " state 3", {{"state", 3}}},
+      {"gdn", " stores 0", {{"stores", 0}}},
       {"gdn", " state 0", {{"state", 0}}},
       {"gdn", " state 1", {{"state", 1}}},
       {"gdn", " solve 0", {{"pipeline", 1}, {"solve", 0}}},
@@ -208,6 +220,61 @@ void exact_shapes(const Options& o, Report& report, const Peers& peers) {
                           "[" + step.plan_name() + "]");
       } catch (const std::exception& ex) {
         report.note(what + ": eagle did not run: " + ex.what());
+      }
+    }
+}
+
+// fla's backward alone at `shape` (fla_<rule>_<shape>_fwdbwd - _fwd, one fla run), or none
+// with the reason.
+std::optional<Stats> fla_backward(const Peers& peers, const std::string& stem, std::string& why) {
+  const std::optional<Stats> both = peers.find(stem + "_fwdbwd", why);
+  if (!both) return std::nullopt;
+  const std::optional<Stats> fwd = peers.find(stem + "_fwd", why);
+  if (!fwd) return std::nullopt;
+  return Stats{both->median_ns - fwd->median_ns, both->min_ns - fwd->min_ns};
+}
+
+void backward_shapes(const Options& o, Report& report, const Peers& peers) {
+  report.section(
+      "14c. linear attention backward, exact shapes (bf16, H=32, K=V=128, zipf lengths)");
+  struct Shape {
+    int64_t t, n;
+  };
+  // The leading plans, and kda_bwd's recompute with the split state rows (state = 3).
+  struct Variant {
+    std::string rule, tag;
+    plan::Knobs knobs;
+  };
+  const std::vector<Variant> variants = {
+      {"kda", "", {}}, {"kda", " state 3", {{"state", 3}}}, {"gdn", "", {}}};
+  for (const Shape& sh : {Shape{32768, 8}, Shape{32768, 64}, Shape{4096, 32}})
+    for (const Variant& variant : variants) {
+      const std::string& rule = variant.rule;
+      const std::vector<int32_t> cu =
+          cu_seqlens(zipf_lengths(sh.t, sh.n, exact_seed(sh.t, sh.n)), sh.n);
+      const std::string stem =
+          "fla_" + rule + "_T" + std::to_string(sh.t) + "_N" + std::to_string(sh.n);
+      const std::string what =
+          rule + " T" + std::to_string(sh.t) + " N" + std::to_string(sh.n) + variant.tag;
+      try {
+        LinearStep fwd(rule, sh.t, cu);
+        LinearStep bwd(rule, sh.t, cu, variant.knobs, true);
+        const int reps = sh.t > 8192 ? 3 : 10;
+        const Stats f = device_time(o, fwd.raw(), reps, [&] { fwd.forward(); });
+        const Stats b = device_time(o, bwd.raw(), reps, [&] { bwd.forward(); });
+        const Stats both{f.median_ns + b.median_ns, f.min_ns + b.min_ns};
+        std::printf("csv,linear_backward,%s,%.4f,%.4f\n", what.c_str(), b.median_ns * 1e-6,
+                    both.median_ns * 1e-6);
+        std::string why;
+        if (const std::optional<Stats> peer = fla_backward(peers, stem, why))
+          report.compare(what + " bwd vs fla", b, "fla", *peer, 1.0 / 1.5,
+                         "[" + bwd.plan_name() + "]");
+        else
+          report.note(what + " bwd: eagle " + format_ns(b.median_ns) + "; no ratio: " + why);
+        compare_with_peer(report, peers, what + " fwd+bwd vs fla", both, "fla", stem + "_fwdbwd",
+                          1.0 / 1.5);
+      } catch (const std::exception& ex) {
+        report.note(what + " bwd: eagle did not run: " + ex.what());
       }
     }
 }
@@ -297,6 +364,7 @@ void run_linear_sections(const Options& o, Report& report) {
   const Peers peers(o.peers);
   if (o.runs_part(14, 'a')) exact_shapes(o, report, peers);
   if (o.runs_part(14, 'b')) overcapture(o, report, peers);
+  if (o.runs_part(14, 'c')) backward_shapes(o, report, peers);
 }
 
 }  // namespace eagle::bench

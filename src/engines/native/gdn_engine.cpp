@@ -139,6 +139,10 @@ plan::Capabilities gdn_capabilities() {
   // measured on the H200 (bench 14a, as native_kda's, 2026-12-05) 4.59 / 4.68 / 0.70 ms against
   // 5.01 / 5.14 / 0.76 ms for 0.
   caps.knobs["prepare"] = {1, 0};
+  // The prepare launch's W and U stores and the output launch's o stores: 1 staged through
+  // shared memory and written in 16-byte pieces, 0 each lane's 4-byte fragment pairs (native_kda's
+  // knob of the same name, where 1 measured 11% faster).
+  caps.knobs["stores"] = {1, 0};
   return caps;
 }
 
@@ -177,6 +181,7 @@ class GdnEngine : public plan::Engine {
     t.shape.persistent = schedule == 1 || schedule == 3;
     t.shape.persistent_state = schedule == 1 || schedule == 2;
     t.shape.compact_prepare = config.knobs.at("prepare") != 0;
+    t.shape.staged_stores = config.knobs.at("stores") != 0;
     t.capacity_chunks = ragged::chunk_capacity(t.shape.tokens, t.shape.slots, la::kGdnChunk);
     t.kernels_at = round_up_region(static_cast<std::size_t>(t.shape.slots + 1) * sizeof(int32_t));
     t.q = at(node.input("q"));

@@ -135,8 +135,9 @@ plan::Capabilities kda_bwd_capabilities() {
   // loop was measured faster there (native_kda's knob `pipeline`), so 1 leads.
   caps.knobs["pipeline"] = {1, 0};
   // The recompute's state launch: one CTA per 32 columns (0), per head (1) or the state
-  // transposed in registers (2), as native_kda's knob `state`; 2 leads (measured: see dstate).
-  caps.knobs["state"] = {2, 0, 1};
+  // transposed in registers (2), as native_kda's knob `state`; 2 leads (measured: see dstate). 3:
+  // 2 with the sequences past a balanced share split over two CTAs (native_kda's 3).
+  caps.knobs["state"] = {2, 0, 1, 3};
   // The decay-weighted products: 0 exactly per channel on CUDA cores, 1 on the tensor cores
   // through a reference row per 16-row block (kda::Shape). 1 leads (measured: see prepare).
   caps.knobs["intra"] = {1, 0};
@@ -188,7 +189,8 @@ class KdaBwdEngine : public plan::Engine {
     t.shape.fragment_products = config.knobs.at("prepare") == 2;
     t.shape.pipelined_state = config.knobs.at("pipeline") != 0;
     t.shape.head_state = config.knobs.at("state") == 1;
-    t.shape.state_rows = config.knobs.at("state") == 2;
+    t.shape.state_rows = config.knobs.at("state") >= 2;
+    t.shape.split_state_rows = config.knobs.at("state") == 3;
     t.shape.tensor_core_backward = config.knobs.at("intra") != 0;
     t.shape.pipelined_dstate = config.knobs.at("dstate") == 1;
     t.shape.dstate_rows = config.knobs.at("dstate") == 2;

@@ -104,9 +104,10 @@ plan::Capabilities kda_capabilities() {
   // on an H100 (kda forward, bf16, H 32, K = V = 128, T 32768 N 8, state 2, 2026-12-06)
   // 2.767 ms against 3.020 for 1 (equal lengths), 3.104 against 3.305 (skewed).
   caps.knobs["prepare"] = {2, 1, 0};
-  // The compact prepare's W and U stores: 0 from the mma fragments, 1 staged through shared
-  // memory in 16-byte pieces (kda::Shape::staged_stores). 1 leads: measured on an H100 (bench
-  // 14a, as above, 2026-12-06) 5.68 / 5.96 / 0.883 ms against 5.85 / 6.15 / 0.908 ms for 0.
+  // The compact prepare's W and U stores (and the output's o stores): 0 from the mma fragments,
+  // 1 staged through shared memory in 16-byte pieces (kda::Shape::staged_stores). 1 leads: measured
+  // on an H100 (bench 14a, as above, 2026-12-06) 5.68 / 5.96 / 0.883 ms against 5.85 / 6.15 / 0.908
+  // ms for 0.
   caps.knobs["stores"] = {1, 0};
   // The state launch: 0 one CTA per 32 columns (each reading W and kg from L2 itself: ncu on an
   // H100 found that launch at 72% of L2 throughput, 2026-12-06), 1 one CTA per head (its four

@@ -50,8 +50,9 @@ struct GdnCase {
   // The engine's knobs: pipeline 1 prefetches the next chunk's rows in the state loop, solve 1
   // inverts I + A by 16 x 16 blocks in the prepare launch, schedule 1 is persistent, prepare 1
   // is the prepare launch's compact layout, state 1 a state CTA per head (0: per 32 columns; 2:
-  // the state transposed in registers).
-  int64_t pipeline = 0, solve = 0, schedule = 0, prepare = 0, state = 0;
+  // the state transposed in registers), stores 1 W, U and o staged through shared memory (0:
+  // from the fragments).
+  int64_t pipeline = 0, solve = 0, schedule = 0, prepare = 0, state = 0, stores = 1;
   std::vector<int64_t> cu() const {
     std::vector<int64_t> c = {0};
     for (int64_t l : lengths) c.push_back(c.back() + l);
@@ -167,7 +168,7 @@ void check_case(const GdnCase& c) {
                (c.initial_state ? " initial_state" : "") +
                (c.pipeline ? " pipelined state loop" : "") + (c.solve ? " blocked solve" : "") +
                (c.schedule ? " schedule " + std::to_string(c.schedule) : "") +
-               (c.prepare ? " compact prepare" : "") +
+               (c.prepare ? " compact prepare" : "") + (c.stores ? "" : " fragment stores") +
                (c.state == 1   ? " state per head"
                 : c.state == 2 ? " state rows"
                 : c.state == 3 ? " state rows, two CTAs per head, long sequences split"
@@ -180,7 +181,8 @@ void check_case(const GdnCase& c) {
                                                            {"solve", c.solve},
                                                            {"schedule", c.schedule},
                                                            {"prepare", c.prepare},
-                                                           {"state", c.state}});
+                                                           {"state", c.state},
+                                                           {"stores", c.stores}});
   p.build_plans();
   expect_reference(c, full, in, execute(p, by_uid(full, in, t), kGpu));
 }
@@ -341,9 +343,13 @@ TEST_F(NativeGdn, AnOutputNot16ByteAlignedIsRefusedByName) {
   const int64_t t = c.active() + c.pad;
   const op::Graph full = gdn_graph(c, t);
   const std::map<std::string, Array> in = random_gdn_inputs(c);
-  plan::ExecutionPlans p = engines::create_execution_plan(
-      full.clone(), kGpu, gdn_id(),
-      {{"pipeline", 1}, {"solve", 1}, {"schedule", 0}, {"prepare", 1}, {"state", 2}});
+  plan::ExecutionPlans p = engines::create_execution_plan(full.clone(), kGpu, gdn_id(),
+                                                          {{"pipeline", 1},
+                                                           {"solve", 1},
+                                                           {"schedule", 0},
+                                                           {"prepare", 1},
+                                                           {"state", 2},
+                                                           {"stores", 1}});
   p.build_plans();
   test::expect_invalid([&] { execute(p, by_uid(full, in, t), kGpu, 1); },
                        {"native gdn", "16-byte aligned"});
@@ -352,20 +358,22 @@ TEST_F(NativeGdn, AnOutputNot16ByteAlignedIsRefusedByName) {
 // The knobs' other kernels: the state loop with the next chunk's rows prefetched by cp.async
 // (pipeline = 1), the blocked inverse (solve = 1), the persistent schedule (schedule = 1; per
 // stage: 2 the state launch alone, 3 the chunk launches alone) and the compact prepare
-// (prepare = 1, with each inverse), alone and together, over the cases above:
+// (prepare = 1, with each inverse) and the fragment stores (stores = 0), alone and together,
+// over the cases above:
 // long sequences (many chunks through both buffers) and short ones, empty slots, a capacity far
 // above the batch.
 TEST_F(NativeGdn, EveryKnobsKernelsMatchTheReference) {
   struct Knobs {
-    int64_t pipeline, solve, schedule, prepare, state = 0;
+    int64_t pipeline, solve, schedule, prepare, state = 0, stores = 1;
   };
   for (const Knobs& knobs :
        {Knobs{1, 0, 0, 0}, Knobs{0, 1, 0, 0}, Knobs{0, 0, 1, 0}, Knobs{1, 1, 1, 0},
         Knobs{1, 0, 0, 1}, Knobs{1, 1, 1, 1}, Knobs{1, 1, 2, 0}, Knobs{0, 1, 3, 1},
         Knobs{1, 1, 0, 1, 1}, Knobs{0, 1, 2, 1, 1}, Knobs{1, 1, 0, 1, 2}, Knobs{1, 1, 2, 1, 2},
-        Knobs{1, 1, 0, 1, 3}, Knobs{1, 1, 2, 1, 3}}) {
+        Knobs{1, 1, 0, 1, 3}, Knobs{1, 1, 2, 1, 3}, Knobs{1, 1, 0, 1, 2, 0},
+        Knobs{0, 0, 1, 0, 0, 0}}) {
     const int64_t pipeline = knobs.pipeline, solve = knobs.solve, schedule = knobs.schedule;
-    const int64_t prepare = knobs.prepare, state = knobs.state;
+    const int64_t prepare = knobs.prepare, state = knobs.state, stores = knobs.stores;
     for (DType d : {DType::bf16, DType::f16})
       for (int64_t dim : {64, 128}) {
         GdnCase c{"lengths 0 1 C-1 C C+1 130", {0, 1, 63, 64, 65, 130}, 9};
@@ -376,6 +384,7 @@ TEST_F(NativeGdn, EveryKnobsKernelsMatchTheReference) {
         c.schedule = schedule;
         c.prepare = prepare;
         c.state = state;
+        c.stores = stores;
         check_case(c);
       }
     GdnCase long_one{"one long sequence", {1000}, 3};
@@ -397,6 +406,7 @@ TEST_F(NativeGdn, EveryKnobsKernelsMatchTheReference) {
       c->schedule = schedule;
       c->prepare = prepare;
       c->state = state;
+      c->stores = stores;
       check_case(*c);
     }
   }
@@ -423,7 +433,8 @@ TEST_F(NativeGdn, TimesTheIssueShapeWhenAsked) {
                                                                {"solve", solve},
                                                                {"schedule", 0},
                                                                {"prepare", 1},
-                                                               {"state", 0}});
+                                                               {"state", 0},
+                                                               {"stores", 1}});
       p.build_plans();
       plan::VariantPack pack(p.layout());
       std::vector<Array> keep;
@@ -470,9 +481,12 @@ TEST(NativeGdnPlanning, IsOfferedFirstOnHopper) {
   EXPECT_EQ(plans.at(0).engine_id, gdn_id()) << plans.describe();
   // The measured points lead (the compact prepare among them); the per-stage schedules wait for
   // bench 14b.
-  EXPECT_EQ(
-      plans.at(0).knobs,
-      (plan::Knobs{{"pipeline", 1}, {"prepare", 1}, {"schedule", 0}, {"solve", 1}, {"state", 2}}));
+  EXPECT_EQ(plans.at(0).knobs, (plan::Knobs{{"pipeline", 1},
+                                            {"prepare", 1},
+                                            {"schedule", 0},
+                                            {"solve", 1},
+                                            {"state", 2},
+                                            {"stores", 1}}));
 }
 
 TEST(NativeGdnPlanning, DeclinesWhatItDoesNotServe) {

@@ -148,6 +148,42 @@ __device__ __forceinline__ int acc_col(int e) {
   return (threadIdx.x & 3) * 2 + (e & 1);
 }
 
+// A warp's 16 x 8 NT accumulator tiles rounded to T, row r at out + r * ld (16-byte aligned
+// rows), rows at or past `rows` left unwritten. stage null: each lane stores its fragment pairs
+// (4 bytes, eight rows a store: half sectors). Else through the warp's staging tile [16][ls] in
+// shared memory (ls = 8 NT + 8: the pair writes fall in distinct banks), then in 16-byte pieces,
+// a row's pieces side by side (full sectors).
+template <typename T, int NT>
+__device__ __forceinline__ void store_acc_rows(T* out, int64_t ld, const float (&acc)[NT][4],
+                                               int rows, T* stage) {
+  constexpr int ls = 8 * NT + 8;
+  if (stage == nullptr) {
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; e += 2)
+        if (acc_row(e) < rows)
+          *reinterpret_cast<uint32_t*>(out + acc_row(e) * ld + nt * 8 + acc_col(e)) =
+              pack2f<T>(acc[nt][e], acc[nt][e + 1]);
+    return;
+  }
+#pragma unroll
+  for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+    for (int e = 0; e < 4; e += 2)
+      *reinterpret_cast<uint32_t*>(stage + acc_row(e) * ls + nt * 8 + acc_col(e)) =
+          pack2f<T>(acc[nt][e], acc[nt][e + 1]);
+  __syncwarp();
+#pragma unroll
+  for (int i = threadIdx.x & 31; i < 16 * NT; i += 32) {
+    const int r = i / NT, c = (i % NT) * 8;
+    if (r < rows)
+      *reinterpret_cast<uint4*>(out + r * ld + c) =
+          *reinterpret_cast<const uint4*>(stage + r * ls + c);
+  }
+  __syncwarp();  // the tile may be staged again at once
+}
+
 // ---- run-time dtype reads of scalar operands ----
 
 // The dtypes a gate or state operand may have, as a kernel argument.

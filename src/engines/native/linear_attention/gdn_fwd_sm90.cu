@@ -32,6 +32,7 @@ struct Params {
   int multiprocessors;  // the device's, for the split state rows' balanced share (rows_split)
   float scale;
   bool l2, safe_gate, beta_sigmoid, blocked_solve;
+  bool staged_stores;  // W, U and o through shared memory, in 16-byte pieces
   // Each CTA loops over tasks blockIdx.x, + gridDim.x, ... (else one): the chunk launches, the
   // state launch.
   bool persistent, persistent_state;
@@ -240,7 +241,9 @@ __device__ __forceinline__ bool prepare_chunk(const Params& p, int64_t j) {
   }
   __syncthreads();
 
-  // W = T kb, U = T vb: rows of this warp, 64 columns at a time.
+  // W = T kb, U = T vb: rows of this warp, 64 columns at a time. Staged stores go through the
+  // warp's [16][72] tile over tf (free once T's 16-bit copy is made).
+  T* stage = p.staged_stores ? reinterpret_cast<T*>(tf) + warp * 16 * (64 + 8) : nullptr;
   auto product = [&](const T* rhs, int ld, int cols, T* out, int64_t stride) {
     for (int n0 = 0; n0 < cols; n0 += 64) {
       float acc[8][4] = {};
@@ -249,13 +252,7 @@ __device__ __forceinline__ bool prepare_chunk(const Params& p, int64_t j) {
         frag_a_mk(a, tm, LT, 16 * warp, k0);
         mma_tiles<false>(acc, a, rhs, ld, n0, k0);
       }
-      for (int nt = 0; nt < 8; ++nt)
-        for (int e = 0; e < 4; e += 2) {
-          const int i = 16 * warp + acc_row(e), c = n0 + nt * 8 + acc_col(e);
-          if (i < n)
-            *reinterpret_cast<uint32_t*>(out + i * stride + c) =
-                pack2f<T>(acc[nt][e], acc[nt][e + 1]);
-        }
+      store_acc_rows<T, 8>(out + 16 * warp * stride + n0, stride, acc, n - 16 * warp, stage);
     }
   };
   product(kb, LK, K, static_cast<T*>(p.w) + (r0 * p.HV + h) * K, static_cast<int64_t>(p.HV) * K);
@@ -719,14 +716,11 @@ __device__ __forceinline__ bool output_chunk(const Params& p, int64_t j) {
     frag_a_mk(a, ps, LT, 16 * warp, k0);
     mma_tiles<false>(o, a, vs, LV, 0, k0);
   }
-  T* out = static_cast<T*>(p.o) + (r0 * p.HV + h) * V;
-  for (int nt = 0; nt < V / 8; ++nt)
-    for (int e = 0; e < 4; e += 2) {
-      const int i = 16 * warp + acc_row(e), col = nt * 8 + acc_col(e);
-      if (i < n)
-        *reinterpret_cast<uint32_t*>(out + i * static_cast<int64_t>(p.HV) * V + col) =
-            pack2f<T>(o[nt][e], o[nt][e + 1]);
-    }
+  // Staged stores go through this warp's own q rows (LK = V + 8 wide: the staging tile's
+  // stride), which only this warp has read.
+  const int64_t ld = static_cast<int64_t>(p.HV) * V;
+  store_acc_rows<T, V / 8>(static_cast<T*>(p.o) + (r0 * p.HV + h) * V + 16 * warp * ld, ld, o,
+                           n - 16 * warp, p.staged_stores ? qs + 16 * warp * LK : nullptr);
   return true;
 }
 
@@ -818,6 +812,7 @@ bool gdn_forward(const GdnArgs& a, void* workspace, void* stream) noexcept {
   p.safe_gate = s.safe_gate;
   p.beta_sigmoid = s.use_beta_sigmoid;
   p.blocked_solve = s.blocked_solve;
+  p.staged_stores = s.staged_stores;
   p.persistent = s.persistent;
   p.persistent_state = s.persistent_state;
   p.multiprocessors = device_multiprocessors();

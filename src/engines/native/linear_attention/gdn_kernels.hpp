@@ -66,6 +66,10 @@ struct GdnShape {
   // once A is taken, and T's 16-bit copy over A once inverted, so a CTA takes 70 KB at
   // K = V = 128 and three fit an SM instead of two (98 KB). Same arithmetic, same results.
   bool compact_prepare = false;
+  // The prepare launch's W and U stores and the output launch's o stores: staged through shared
+  // memory and written in 16-byte pieces (knob `stores` = 1), instead of each lane's 4-byte
+  // fragment pairs (native_kda's knob of the same name).
+  bool staged_stores = false;
   // The persistent schedule: a launch runs as many CTAs as are resident at once, each looping
   // over its tasks, instead of one CTA per task of the capacity (flat), whose CTAs past the batch
   // return at once. Per stage: `persistent` for the chunk launches (prepare, output; knob

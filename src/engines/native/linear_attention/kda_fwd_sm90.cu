@@ -420,6 +420,15 @@ __device__ __forceinline__ bool output_chunk(const Params& p, int64_t j) {
   mma_rows<true, false, NT>(acc, QGs, SB, 16 * warp, Hs, SB, 0, D);
   mma_rows<true, false, NT>(acc, As, ST, 16 * warp, VNs, SB, 0, C);
   T* o = static_cast<T*>(p.o);
+  const int64_t ld = static_cast<int64_t>(HV) * D;
+  if (p.s.staged_stores && (reinterpret_cast<std::uintptr_t>(o) & 15) == 0) {
+    // Through this warp's own q e^G rows (SB = D + 8 wide, the staging tile's stride), which
+    // only this warp has read, in 16-byte pieces.
+    linear_attention::store_acc_rows<T, NT>(o + (task.row_begin * HV + hv) * D + 16 * warp * ld, ld,
+                                            acc, n - 16 * warp,
+                                            reinterpret_cast<T*>(QGs + 16 * warp * SB));
+    return true;
+  }
   // An accumulator's pair of columns as one 4-byte store where o allows it: a view (or a DLPack
   // import) may start at any element, and then the pair goes element by element.
   const bool pairs = (reinterpret_cast<std::uintptr_t>(o) & 3) == 0;

@@ -71,7 +71,8 @@ struct Shape {
   // The compact prepare writes W and U through shared memory, each warp's 16-row tile staged
   // (XOR-swizzled, conflict-free) where G was and stored in 16-byte pieces, a warp's stores
   // covering two whole rows (the plan knob `stores` = 1); else straight from the mma fragments,
-  // 4 bytes a lane (ncu: 30% of the prepare's global sectors were excess).
+  // 4 bytes a lane (ncu: 30% of the prepare's global sectors were excess). The output launch
+  // stores o the same way (staged in the warp's own q e^G rows) where o starts 16-byte aligned.
   bool staged_stores = false;
   // The compact prepare's intra-chunk products with each warp building its mma fragments in
   // registers from G, q and k (a fixed share of the 20 key tiles per warp, no staging and no

@@ -122,8 +122,8 @@ __device__ __forceinline__ void longest_first(const int32_t* offsets, int64_t sl
 }
 
 // How many of a batch's longest slots a split state-rows launch gives two CTAs (longest_first):
-// a slot is split when its chunks exceed heads x the batch's chunks / SMs (rows_split), so fewer
-// than SMs / heads slots ever are.
+// a slot is split when its chunks exceed heads x the batch's chunks / SMs by a quarter
+// (rows_split), so fewer than SMs / heads slots ever are.
 inline int64_t split_rank_limit(int64_t slots, int heads, int multiprocessors) {
   const int64_t k = heads > 0 ? multiprocessors / heads : 0;
   return k < slots ? k : slots;
@@ -140,11 +140,14 @@ inline bool slot_block_tasks(int64_t slots, int blocks, unsigned& tasks) {
 
 // A state-rows launch with two CTAs per (slot, head) (knob `state` = 3 of native_kda and
 // native_gdn): what CTA `part` of slot s does, decided on the device from the chunk offsets. A
-// slot whose chunks exceed a balanced share of the launch (heads x the batch's chunks / SMs: its
-// chain of chunks would outlast the rest) is split: each CTA runs half of its warps, over half
-// the value columns, so the chain runs on two SMs with half the work per chunk on each. Other
-// slots run whole in part 0 (part 1 returns at once). A CTA has its SM alone either way (its
-// shared memory is the unsplit launch's).
+// slot whose chunks exceed a balanced share of the launch by a quarter (heads x the batch's
+// chunks / SMs: its chain of chunks would outlast the rest) is split: each CTA runs half of its
+// warps, over half the value columns, so the chain runs on two SMs with half the work per chunk
+// on each. Other slots run whole in part 0 (part 1 returns at once). A CTA has its SM alone
+// either way (its shared memory is the unsplit launch's). The quarter: a split costs (each half
+// reads the chunk's W and k rows again), so a chain only a little past the share gains less than
+// that (session 22, H100: with the longest slot 1.11x and 1.13x its share, splitting was 1-2%
+// slower than state 2; at 1.76x, 10% faster).
 struct RowsSplit {
   bool runs;       // this CTA has work
   int warps;       // warps 0 .. warps - 1 run; the rest return at once
@@ -155,7 +158,7 @@ __device__ __forceinline__ RowsSplit rows_split(const int32_t* offsets, int64_t 
                                                 int part, bool may_split, int heads, int sms,
                                                 int cols) {
   const int64_t chunks = offsets[s + 1] - offsets[s], total = offsets[slots];
-  if (!may_split || chunks * sms <= static_cast<int64_t>(heads) * total)
+  if (!may_split || 4 * chunks * sms <= 5 * static_cast<int64_t>(heads) * total)
     return {part == 0, Warps, 0, cols};
   return {true, Warps / 2, part * (cols / 2), cols / 2};
 }
