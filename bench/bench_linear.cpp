@@ -240,13 +240,18 @@ void backward_shapes(const Options& o, Report& report, const Peers& peers) {
   struct Shape {
     int64_t t, n;
   };
-  // The leading plans, and kda_bwd's recompute with the split state rows (state = 3).
+  // The leading plans, and with the split state rows: the recompute's (state = 3), the dstate
+  // launch's too (dstate = 3).
   struct Variant {
     std::string rule, tag;
     plan::Knobs knobs;
   };
   const std::vector<Variant> variants = {
-      {"kda", "", {}}, {"kda", " state 3", {{"state", 3}}}, {"gdn", "", {}}};
+      {"kda", "", {}},
+      {"kda", " state 3", {{"state", 3}}},
+      {"kda", " state 3 dstate 3", {{"state", 3}, {"dstate", 3}}},
+      {"gdn", "", {}},
+      {"gdn", " state 3 dstate 3", {{"state", 3}, {"dstate", 3}}}};
   for (const Shape& sh : {Shape{32768, 8}, Shape{32768, 64}, Shape{4096, 32}})
     for (const Variant& variant : variants) {
       const std::string& rule = variant.rule;

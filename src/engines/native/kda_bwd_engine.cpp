@@ -146,7 +146,8 @@ plan::Capabilities kda_bwd_capabilities() {
   // columns a reverse recurrence of their own (kda_bwd_dstate_rows.cuh), one barrier per chunk.
   // 2 leads: measured on an H100 (kda bf16, H 32, K = V = 128, T 32768 N 8, prepare 1 intra 1,
   // 2026-12-06) dstate 2 state 2 16.66 ms, dstate 2 state 0 17.14, dstate 0 19.47, dstate 1 21.39.
-  caps.knobs["dstate"] = {2, 0, 1};
+  // 3: 2 with the sequences past a balanced share split over two CTAs (as `state` 3).
+  caps.knobs["dstate"] = {2, 0, 1, 3};
   return caps;
 }
 
@@ -193,7 +194,8 @@ class KdaBwdEngine : public plan::Engine {
     t.shape.split_state_rows = config.knobs.at("state") == 3;
     t.shape.tensor_core_backward = config.knobs.at("intra") != 0;
     t.shape.pipelined_dstate = config.knobs.at("dstate") == 1;
-    t.shape.dstate_rows = config.knobs.at("dstate") == 2;
+    t.shape.dstate_rows = config.knobs.at("dstate") >= 2;
+    t.shape.split_dstate_rows = config.knobs.at("dstate") == 3;
     const int64_t schedule = config.knobs.at("schedule");
     t.shape.persistent = schedule == 1 || schedule == 3;
     t.shape.persistent_state = schedule == 1 || schedule == 2;

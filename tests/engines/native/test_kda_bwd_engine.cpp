@@ -865,7 +865,9 @@ TEST_F(NativeKdaBwd, EveryKnobPointOnASmallBatch) {
         BwdKnobs{.prepare = 1, .intra = 1, .dstate = 2},
         BwdKnobs{.prepare = 1, .intra = 1, .schedule = 2, .dstate = 2, .state = 2},
         BwdKnobs{.prepare = 2, .intra = 1, .dstate = 2, .state = 2},
-        BwdKnobs{.prepare = 2, .intra = 1, .dstate = 2, .state = 3}}) {
+        BwdKnobs{.prepare = 2, .intra = 1, .dstate = 2, .state = 3},
+        BwdKnobs{.prepare = 2, .intra = 1, .dstate = 3, .state = 3},
+        BwdKnobs{.prepare = 1, .intra = 1, .schedule = 2, .dstate = 3, .state = 3}}) {
     SCOPED_TRACE("prepare " + std::to_string(k.prepare) + " intra " + std::to_string(k.intra) +
                  " dstate " + std::to_string(k.dstate) + " schedule " + std::to_string(k.schedule) +
                  " state " + std::to_string(k.state));
@@ -944,6 +946,7 @@ TEST_F(NativeKdaBwd, DISABLED_TimeTheBackward) {
   time_the_backward(g, host, {.prepare = 1, .intra = 1, .dstate = 2, .state = 2});
   time_the_backward(g, host, {.prepare = 2, .intra = 1, .dstate = 2, .state = 2});
   time_the_backward(g, host, {.prepare = 2, .intra = 1, .dstate = 2, .state = 3});
+  time_the_backward(g, host, {.prepare = 2, .intra = 1, .dstate = 3, .state = 3});
 }
 
 void time_the_backward(const op::Graph& g, const Arrays& host, BwdKnobs knobs) {

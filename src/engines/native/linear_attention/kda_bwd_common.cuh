@@ -38,7 +38,8 @@ struct Params {
   const int32_t* offsets;
   ChunkViews f;
   BwdScratch ws;
-  int64_t cap = 0;  // G_cap: the chunk tasks a flat grid covers
+  int64_t cap = 0;          // G_cap: the chunk tasks a flat grid covers
+  int multiprocessors = 0;  // the device's, for the split dstate rows' balanced share (rows_split)
 };
 
 __device__ __forceinline__ ragged::ChunkTask chunk_of(const Params& p, int64_t j) {

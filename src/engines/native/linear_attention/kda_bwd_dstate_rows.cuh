@@ -7,7 +7,10 @@
 // one barrier per chunk (the chunk's Aqk, kg, W and qg tiles, copied by cp.async during the
 // chunk after it, are in; the other buffer is free). A warp reads its own 16 columns of d_o
 // (registers, one chunk ahead) and stores dh_c [K][V] and dv' [C][V] bf16 through its own
-// stmatrix staging tiles; dh0 f32 [K][V] at the end.
+// stmatrix staging tiles; dh0 f32 [K][V] at the end. Parts = 2 (Shape::split_dstate_rows, knob
+// `dstate` = 3): two CTAs per (slot, head), the sequences past a balanced share split over both,
+// half the warps and value columns each (linear_attention::rows_split, as the forward's state
+// rows; a value column's reverse recurrence needs no other column).
 #pragma once
 
 #include <cuda_bf16.h>
@@ -82,9 +85,10 @@ __device__ __forceinline__ void negate(uint32_t (&a)[4]) {
   for (int r = 0; r < 4; ++r) a[r] ^= 0x80008000u;
 }
 
-// Sequence slot s, value head hv.
-template <typename T, int D>
-__device__ __forceinline__ void dstate_rows_slot(const Params& p, int64_t s, int hv) {
+// Sequence slot s, value head hv; CTA `part` of the slot's Parts (may_split: the slot has both).
+template <typename T, int D, int Parts>
+__device__ __forceinline__ void dstate_rows_slot(const Params& p, int64_t s, int hv, int part,
+                                                 bool may_split) {
   using L = DStateRowsLayout<D>;
   constexpr int SB = L::SB, ST = L::ST, SS = L::SS, KT = D / 8, KB = D / 16;
   constexpr int TT = C / 8, TB = C / 16;
@@ -92,18 +96,30 @@ __device__ __forceinline__ void dstate_rows_slot(const Params& p, int64_t s, int
   bf16* sb = reinterpret_cast<bf16*>(smem4);
   float* gl_buffers = reinterpret_cast<float*>(sb + L::end);
   const int warp = threadIdx.x >> 5;
-  const int HV = p.s.value_heads, vw = 16 * warp;
+  const int HV = p.s.value_heads;
+  const linear_attention::RowsSplit split =
+      Parts == 1 ? linear_attention::RowsSplit{true, L::kWarps, 0, D}
+                 : linear_attention::rows_split<L::kWarps>(p.offsets, p.s.slots, s, part, may_split,
+                                                           HV, p.multiprocessors, D);
+  if (!split.runs || warp >= split.warps) return;
+  const int threads = 32 * split.warps, vw = split.col0 + 16 * warp;
   bf16* h_stage = sb + L::STAGE + warp * L::kStageElems;
-  bf16* row_stage = h_stage + D * SS;         // d_o's columns, then dv'
+  bf16* row_stage = h_stage + D * SS;  // d_o's columns, then dv'
+  // A chunk's tile of COLS columns by cp.async (unrolled over the whole CTA when unsplit).
+  auto copy_rows = [&]<int COLS>(bf16* dst, int ld, const bf16* src) {
+    using linear_attention::load_chunk_rows;
+    if constexpr (Parts == 1)
+      load_chunk_rows<bf16, COLS, C, true, L::kThreads>(dst, ld, src, COLS, C);
+    else
+      load_chunk_rows<bf16, COLS, C, true>(dst, ld, src, COLS, C, threads);
+  };
   auto copy_chunk = [&](int64_t at, int b) {  // cp.async, in flight until waited for
     bf16* buf = sb + b * L::kBufElems;
-    using linear_attention::load_chunk_rows;
-    constexpr int kT = L::kThreads;
-    load_chunk_rows<bf16, C, C, true, kT>(buf, ST, view(p.f.aqk, at, C * C), C, C);
-    load_chunk_rows<bf16, D, C, true, kT>(buf + L::KL, SB, view(p.f.kg, at, C * D), D, C);
-    load_chunk_rows<bf16, D, C, true, kT>(buf + L::W, SB, view(p.f.w, at, C * D), D, C);
-    load_chunk_rows<bf16, D, C, true, kT>(buf + L::QG, SB, view(p.f.qg, at, C * D), D, C);
-    for (int i = threadIdx.x; i < D / 4; i += L::kThreads)
+    copy_rows.template operator()<C>(buf, ST, view(p.f.aqk, at, C * C));
+    copy_rows.template operator()<D>(buf + L::KL, SB, view(p.f.kg, at, C * D));
+    copy_rows.template operator()<D>(buf + L::W, SB, view(p.f.w, at, C * D));
+    copy_rows.template operator()<D>(buf + L::QG, SB, view(p.f.qg, at, C * D));
+    for (int i = threadIdx.x; i < D / 4; i += threads)
       linear_attention::cp_async16(gl_buffers + b * D + 4 * i, p.f.gl + at * D + 4 * i, true);
   };
 
@@ -128,7 +144,7 @@ __device__ __forceinline__ void dstate_rows_slot(const Params& p, int64_t s, int
     const float* GLs = gl_buffers + b * D;
     // This chunk's tiles are in and every warp is past the chunk after it (the other buffer).
     linear_attention::cp_async_wait<0>();
-    __syncthreads();
+    linear_attention::sync_rows(threads);
     if (j - 1 >= first) copy_chunk((j - 1) * HV + hv, b ^ 1);
     linear_attention::cp_async_commit();
 
@@ -177,17 +193,20 @@ __device__ __forceinline__ void dstate_rows_slot(const Params& p, int64_t s, int
   if (p.dh0) store_state_rows<D>(dh, p.dh0, state_at, vw);
 }
 
-// A (slot, head) per CTA, longest sequences first (flat), or a CTA's slots in turn for head
-// blockIdx.y (persistent).
-template <typename T, int D>
+// A (slot, head, part) per CTA, longest sequences first (flat), or a CTA's (slot, part) tasks in
+// turn for head blockIdx.y (persistent).
+template <typename T, int D, int Parts>
 __global__ void __launch_bounds__(DStateRowsLayout<D>::kThreads)
     dstate_rows_kernel(const Params p) {
   if (!p.s.persistent_state)
-    linear_attention::longest_first<linear_attention::kLongestFirstSlots>(
-        p.offsets, p.s.slots, [&](int64_t s, int hv) { dstate_rows_slot<T, D>(p, s, hv); });
+    linear_attention::longest_first<linear_attention::kLongestFirstSlots, Parts>(
+        p.offsets, p.s.slots, [&](int64_t s, int hv, int part, bool may_split) {
+          dstate_rows_slot<T, D, Parts>(p, s, hv, part, may_split);
+        });
   else
-    linear_attention::for_each_slot_block<1>(
-        p.s.slots, true, [&](int64_t s, int) { dstate_rows_slot<T, D>(p, s, blockIdx.y); });
+    linear_attention::for_each_slot_block<Parts>(p.s.slots, true, [&](int64_t s, int part) {
+      dstate_rows_slot<T, D, Parts>(p, s, blockIdx.y, part, true);
+    });
 }
 
 }  // namespace eagle::native::kda::bwd

@@ -524,12 +524,17 @@ bool allow_smem(Kernel kernel, std::size_t bytes) {
 }
 
 // The dstate launch: dh transposed in registers (Shape::dstate_rows, where d_o is 16-byte
-// aligned for its 16-byte reads), else a CTA per 32 columns of dh.
+// aligned for its 16-byte reads; split_dstate_rows: two CTAs per (slot, head), the grid sized
+// from the SMs the kernel's rule reads), else a CTA per 32 columns of dh.
 template <typename T, int D>
 linear_attention::SlotBlockLaunch<Params> dstate_launch(const Params& p) {
   using Rows = bwd::DStateRowsLayout<D>;
-  if (p.s.dstate_rows && reinterpret_cast<std::uintptr_t>(p.d_o) % 16 == 0)
-    return {bwd::dstate_rows_kernel<T, D>, Rows::kThreads, Rows::bytes};
+  if (p.s.dstate_rows && reinterpret_cast<std::uintptr_t>(p.d_o) % 16 == 0) {
+    if (p.s.split_dstate_rows)
+      return {
+          bwd::dstate_rows_kernel<T, D, 2>, Rows::kThreads, Rows::bytes, 2, 0, p.multiprocessors};
+    return {bwd::dstate_rows_kernel<T, D, 1>, Rows::kThreads, Rows::bytes};
+  }
   const bool piped = p.s.pipelined_dstate;
   return {
       piped ? dstate_kernel<T, D, kStateBlockV, true> : dstate_kernel<T, D, kStateBlockV, false>,
@@ -615,6 +620,7 @@ bool backward(const BwdArgs& a, void* workspace, void* stream) noexcept {
   p.dw = a.dw;
   p.dh0 = a.d_initial_state;
   p.offsets = a.chunk_offsets;
+  p.multiprocessors = linear_attention::device_multiprocessors();
   p.f = ChunkViews{};
   if (cap > 0) {
     FwdArgs f;

@@ -90,6 +90,9 @@ struct Shape {
   // recurrence for 16 value columns alone (kda_bwd_dstate_rows.cuh; knob `dstate` of
   // native_kda_bwd = 2). Needs d_o 16-byte aligned (else the launch above).
   bool dstate_rows = false;
+  // With dstate_rows: two CTAs per (sequence, value head), the sequences past a balanced share
+  // split over both, D / 2 columns each (knob `dstate` = 3; as split_state_rows).
+  bool split_dstate_rows = false;
   // The persistent schedule: a launch runs as many CTAs as are resident at once, each looping
   // over its tasks, instead of one CTA per task of the capacity (flat), whose CTAs past the batch
   // return at once. Per stage: `persistent` for the chunk launches (prepare, output; knob
