@@ -171,11 +171,31 @@ class LinearStep {
   RawGraph graph_;
 };
 
-void exact_shapes(const Options& o, Report& report, const Peers& peers) {
-  report.section("14a. linear attention forward, exact shapes (bf16, H=32, K=V=128, zipf lengths)");
+// A plan of `rule` with `knobs` pinned (none: the planner's first), `tag` naming it in rows.
+struct Variant {
+  std::string rule, tag;
+  plan::Knobs knobs;
+};
+
+// Sections 14a and 14c: each of the exact shapes (T tokens in N zipf sequences) with each
+// variant: fn(T, cu_seqlens, fla's case stem (bench/peers/fla_linear.py, "fla_kda_T32768_N8"),
+// the row's name, the variant).
+template <class Fn>
+void for_each_exact_shape(const std::vector<Variant>& variants, Fn&& fn) {
   struct Shape {
     int64_t t, n;
   };
+  for (const Shape& sh : {Shape{32768, 8}, Shape{32768, 64}, Shape{4096, 32}})
+    for (const Variant& v : variants) {
+      const std::string shape = "T" + std::to_string(sh.t) + "_N" + std::to_string(sh.n);
+      fn(sh.t, cu_seqlens(zipf_lengths(sh.t, sh.n, exact_seed(sh.t, sh.n)), sh.n),
+         "fla_" + v.rule + "_" + shape,
+         v.rule + " T" + std::to_string(sh.t) + " N" + std::to_string(sh.n) + v.tag, v);
+    }
+}
+
+void exact_shapes(const Options& o, Report& report, const Peers& peers) {
+  report.section("14a. linear attention forward, exact shapes (bf16, H=32, K=V=128, zipf lengths)");
   // kda seven times and gdn seven: the planner's first entry (the state transposed in registers,
   // the compact prepare and, for gdn, the blocked inverse), for kda the prepare's products with
   // their fragments built in registers (prepare = 2), the state launch a CTA per 32 columns
@@ -183,10 +203,6 @@ void exact_shapes(const Options& o, Report& report, const Peers& peers) {
   // the mma fragments (stores = 0), state 0's loop unpipelined (pipeline = 0), and for gdn the
   // column-wise inverse (solve = 0) alone and with state 0 unpipelined; the state rows (kda and
   // gdn) with two CTAs per head, the sequences past a balanced share split over both (state = 3).
-  struct Variant {
-    std::string rule, tag;
-    plan::Knobs knobs;
-  };
   const std::vector<Variant> variants = {
       {"kda", "", {}},
       {"kda", " prepare 2", {{"prepare", 2}}},
@@ -202,26 +218,19 @@ void exact_shapes(const Options& o, Report& report, const Peers& peers) {
       {"gdn", " state 1", {{"state", 1}}},
       {"gdn", " solve 0", {{"pipeline", 1}, {"solve", 0}}},
       {"gdn", " state 0 pipeline 0 solve 0", {{"state", 0}, {"pipeline", 0}, {"solve", 0}}}};
-  for (const Shape& sh : {Shape{32768, 8}, Shape{32768, 64}, Shape{4096, 32}})
-    for (const Variant& variant : variants) {
-      const std::string& rule = variant.rule;
-      const std::vector<int32_t> cu =
-          cu_seqlens(zipf_lengths(sh.t, sh.n, exact_seed(sh.t, sh.n)), sh.n);
-      // The peer's names (bench/peers/fla_linear.py).
-      const std::string name =
-          "fla_" + rule + "_T" + std::to_string(sh.t) + "_N" + std::to_string(sh.n) + "_fwd";
-      const std::string what =
-          rule + " T" + std::to_string(sh.t) + " N" + std::to_string(sh.n) + variant.tag;
-      try {
-        LinearStep step(rule, sh.t, cu, variant.knobs);
-        const Stats s = device_time(o, step.raw(), sh.t > 8192 ? 5 : 20, [&] { step.forward(); });
-        std::printf("csv,linear_exact,%s,%.4f\n", what.c_str(), s.median_ns * 1e-6);
-        compare_with_peer(report, peers, what + " fwd vs fla", s, "fla", name, 1.0 / 1.5,
-                          "[" + step.plan_name() + "]");
-      } catch (const std::exception& ex) {
-        report.note(what + ": eagle did not run: " + ex.what());
-      }
-    }
+  for_each_exact_shape(
+      variants, [&](int64_t t, const std::vector<int32_t>& cu, const std::string& stem,
+                    const std::string& what, const Variant& variant) {
+        try {
+          LinearStep step(variant.rule, t, cu, variant.knobs);
+          const Stats s = device_time(o, step.raw(), t > 8192 ? 5 : 20, [&] { step.forward(); });
+          std::printf("csv,linear_exact,%s,%.4f\n", what.c_str(), s.median_ns * 1e-6);
+          compare_with_peer(report, peers, what + " fwd vs fla", s, "fla", stem + "_fwd", 1.0 / 1.5,
+                            "[" + step.plan_name() + "]");
+        } catch (const std::exception& ex) {
+          report.note(what + ": eagle did not run: " + ex.what());
+        }
+      });
 }
 
 // fla's backward alone at `shape` (fla_<rule>_<shape>_fwdbwd - _fwd, one fla run), or none
@@ -237,51 +246,38 @@ std::optional<Stats> fla_backward(const Peers& peers, const std::string& stem, s
 void backward_shapes(const Options& o, Report& report, const Peers& peers) {
   report.section(
       "14c. linear attention backward, exact shapes (bf16, H=32, K=V=128, zipf lengths)");
-  struct Shape {
-    int64_t t, n;
-  };
   // The leading plans, and with the split state rows: the recompute's (state = 3), the dstate
   // launch's too (dstate = 3).
-  struct Variant {
-    std::string rule, tag;
-    plan::Knobs knobs;
-  };
   const std::vector<Variant> variants = {
       {"kda", "", {}},
       {"kda", " state 3", {{"state", 3}}},
       {"kda", " state 3 dstate 3", {{"state", 3}, {"dstate", 3}}},
       {"gdn", "", {}},
       {"gdn", " state 3 dstate 3", {{"state", 3}, {"dstate", 3}}}};
-  for (const Shape& sh : {Shape{32768, 8}, Shape{32768, 64}, Shape{4096, 32}})
-    for (const Variant& variant : variants) {
-      const std::string& rule = variant.rule;
-      const std::vector<int32_t> cu =
-          cu_seqlens(zipf_lengths(sh.t, sh.n, exact_seed(sh.t, sh.n)), sh.n);
-      const std::string stem =
-          "fla_" + rule + "_T" + std::to_string(sh.t) + "_N" + std::to_string(sh.n);
-      const std::string what =
-          rule + " T" + std::to_string(sh.t) + " N" + std::to_string(sh.n) + variant.tag;
-      try {
-        LinearStep fwd(rule, sh.t, cu);
-        LinearStep bwd(rule, sh.t, cu, variant.knobs, true);
-        const int reps = sh.t > 8192 ? 3 : 10;
-        const Stats f = device_time(o, fwd.raw(), reps, [&] { fwd.forward(); });
-        const Stats b = device_time(o, bwd.raw(), reps, [&] { bwd.forward(); });
-        const Stats both{f.median_ns + b.median_ns, f.min_ns + b.min_ns};
-        std::printf("csv,linear_backward,%s,%.4f,%.4f\n", what.c_str(), b.median_ns * 1e-6,
-                    both.median_ns * 1e-6);
-        std::string why;
-        if (const std::optional<Stats> peer = fla_backward(peers, stem, why))
-          report.compare(what + " bwd vs fla", b, "fla", *peer, 1.0 / 1.5,
-                         "[" + bwd.plan_name() + "]");
-        else
-          report.note(what + " bwd: eagle " + format_ns(b.median_ns) + "; no ratio: " + why);
-        compare_with_peer(report, peers, what + " fwd+bwd vs fla", both, "fla", stem + "_fwdbwd",
-                          1.0 / 1.5);
-      } catch (const std::exception& ex) {
-        report.note(what + " bwd: eagle did not run: " + ex.what());
-      }
-    }
+  for_each_exact_shape(
+      variants, [&](int64_t t, const std::vector<int32_t>& cu, const std::string& stem,
+                    const std::string& what, const Variant& variant) {
+        try {
+          LinearStep fwd(variant.rule, t, cu);
+          LinearStep bwd(variant.rule, t, cu, variant.knobs, true);
+          const int reps = t > 8192 ? 3 : 10;
+          const Stats f = device_time(o, fwd.raw(), reps, [&] { fwd.forward(); });
+          const Stats b = device_time(o, bwd.raw(), reps, [&] { bwd.forward(); });
+          const Stats both{f.median_ns + b.median_ns, f.min_ns + b.min_ns};
+          std::printf("csv,linear_backward,%s,%.4f,%.4f\n", what.c_str(), b.median_ns * 1e-6,
+                      both.median_ns * 1e-6);
+          std::string why;
+          if (const std::optional<Stats> peer = fla_backward(peers, stem, why))
+            report.compare(what + " bwd vs fla", b, "fla", *peer, 1.0 / 1.5,
+                           "[" + bwd.plan_name() + "]");
+          else
+            report.note(what + " bwd: eagle " + format_ns(b.median_ns) + "; no ratio: " + why);
+          compare_with_peer(report, peers, what + " fwd+bwd vs fla", both, "fla", stem + "_fwdbwd",
+                            1.0 / 1.5);
+        } catch (const std::exception& ex) {
+          report.note(what + " bwd: eagle did not run: " + ex.what());
+        }
+      });
 }
 
 // fla's chunk_kda(use_graph=True) forward, captured for the capacity and for the exact batch

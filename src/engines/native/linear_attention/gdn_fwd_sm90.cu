@@ -477,9 +477,8 @@ __device__ __forceinline__ void state_rows_slot(const Params& p, int64_t s, int 
   constexpr int LK = L::LK, LU = L::LU, SS = L::SS, KT = K / 8, KB = K / 16, TT = kC / 8,
                 TB = kC / 16;
   const int tid = threadIdx.x, warp = tid / 32;
-  const RowsSplit split = Parts == 1 ? RowsSplit{true, L::kWarps, 0, V}
-                                     : rows_split<L::kWarps>(p.offsets, p.slots, s, part, may_split,
-                                                             p.HV, p.multiprocessors, V);
+  const RowsSplit split = rows_part<L::kWarps, Parts>(p.offsets, p.slots, s, part, may_split, p.HV,
+                                                      p.multiprocessors, V);
   if (!split.runs || warp >= split.warps) return;
   const int threads = 32 * split.warps;
   // This warp's columns: of the CTA's U rows (lw), and of the head (vw).

@@ -97,10 +97,8 @@ __device__ __forceinline__ void dstate_rows_slot(const Params& p, int64_t s, int
   float* gl_buffers = reinterpret_cast<float*>(sb + L::end);
   const int warp = threadIdx.x >> 5;
   const int HV = p.s.value_heads;
-  const linear_attention::RowsSplit split =
-      Parts == 1 ? linear_attention::RowsSplit{true, L::kWarps, 0, D}
-                 : linear_attention::rows_split<L::kWarps>(p.offsets, p.s.slots, s, part, may_split,
-                                                           HV, p.multiprocessors, D);
+  const linear_attention::RowsSplit split = linear_attention::rows_part<L::kWarps, Parts>(
+      p.offsets, p.s.slots, s, part, may_split, HV, p.multiprocessors, D);
   if (!split.runs || warp >= split.warps) return;
   const int threads = 32 * split.warps, vw = split.col0 + 16 * warp;
   bf16* h_stage = sb + L::STAGE + warp * L::kStageElems;

@@ -54,10 +54,8 @@ __device__ __forceinline__ void state_rows_slot(const Params& p, int64_t s, int 
   float* gl_buffers = reinterpret_cast<float*>(sb + L::end);
   const int warp = threadIdx.x >> 5;
   const int HV = p.s.value_heads;
-  const linear_attention::RowsSplit split =
-      Parts == 1 ? linear_attention::RowsSplit{true, L::kWarps, 0, D}
-                 : linear_attention::rows_split<L::kWarps>(p.offsets, p.s.slots, s, part, may_split,
-                                                           HV, p.multiprocessors, D);
+  const linear_attention::RowsSplit split = linear_attention::rows_part<L::kWarps, Parts>(
+      p.offsets, p.s.slots, s, part, may_split, HV, p.multiprocessors, D);
   if (!split.runs || warp >= split.warps) return;
   const int threads = 32 * split.warps;
   // This warp's value columns, the rows of its S^T: of the head (vw), of the CTA's U rows (lw).

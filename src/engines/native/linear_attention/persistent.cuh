@@ -163,6 +163,17 @@ __device__ __forceinline__ RowsSplit rows_split(const int32_t* offsets, int64_t 
   return {true, Warps / 2, part * (cols / 2), cols / 2};
 }
 
+// rows_split in a launch of Parts CTAs per (slot, head): with one, every slot runs whole.
+template <int Warps, int Parts>
+__device__ __forceinline__ RowsSplit rows_part(const int32_t* offsets, int64_t slots, int64_t s,
+                                               int part, bool may_split, int heads, int sms,
+                                               int cols) {
+  if constexpr (Parts == 1)
+    return {true, Warps, 0, cols};
+  else
+    return rows_split<Warps>(offsets, slots, s, part, may_split, heads, sms, cols);
+}
+
 // A barrier over threads 0 .. threads - 1 (a multiple of 32; barrier 1, so that a kernel's
 // __syncthreads elsewhere is not disturbed): the state-rows launches after rows_split.
 __device__ __forceinline__ void sync_rows(int threads) {
