@@ -2,7 +2,7 @@
 # Builds the release binaries here and packs what a GPU machine needs to run them into .carry/
 # (ignored by git): the test, demo and bench programs, libeagle, the TBB runtime, the synccheck
 # reproducer, the Python package with its extension (for the GPU machine's Python 3.12, when a
-# python3.12 is here) and scripts/device_run.sh.
+# python3.12 is here), scripts/device_run.sh and the fla wheels (the linear-attention peer).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/env.sh
@@ -44,6 +44,11 @@ mkdir -p .carry/examples
 for t in $example_targets; do cp "build-device/examples/${t#example_}" .carry/examples/; done
 cp -L /usr/lib/x86_64-linux-gnu/libtbb.so.12 .carry/
 cp scripts/device_run.sh .carry/
+# fla 0.6, the linear-attention peer (pure Python over the GPU machine's Triton), for
+# device_run.sh's splits part; the set-up goes on without it (then no fla ratios).
+python3 -m pip download -q --no-deps -d .carry/wheels fla-core==0.6.0 \
+  flash-linear-attention==0.6.0 einops==0.8.2 >/dev/null 2>&1 ||
+  echo "device_pack: the fla wheels could not be downloaded: no fla peer on the GPU machine"
 # Symbols the GPU machine does not need: the carry is limited to 64 MiB with the working tree.
 find .carry -type f \( -name '*.so*' -o -perm -u+x \) ! -name '*.sh' ! -name '*.py' \
   -exec strip --strip-unneeded {} + 2>/dev/null || true

@@ -27,6 +27,13 @@
 #             dmat row sums: every linear-attention test, the four sanitizers over the small
 #             ones (fragments-*.txt; EAGLE_FRAGMENTS_SANITIZE_TIMEOUT seconds each, default 100),
 #             bench 14a (every knob row), the forward's and the backward's timing rows
+#   splits    what session 22 wrote without a GPU: native_gdn's staged W / U / o stores (knob
+#             `stores`), native_kda's staged o, the split rule's margin, native_kda_bwd's
+#             `state` 3 and `dstate` 3: the linear-attention tests, memcheck and racecheck over
+#             the small batches, fla's forward and forward + backward (when wheels/ holds the
+#             fla-core, flash-linear-attention and einops wheels; EAGLE_FLA_BUDGET seconds,
+#             default 200), bench 14a and 14c against them, ncu's time of every launch of
+#             DISABLED_TimeTheBackward (splits-*.txt)
 #   source    ncu's time per kernel of bench 14a's first kda and gdn rows, then its per-instruction
 #             counters (SourceCounters: instructions executed, stall
 #             samples) of one launch each of the heaviest linear-attention kernels (kda's compact
@@ -49,7 +56,7 @@ mkdir -p "$out_dir"
 trap 'tar czf "$out_dir/logs.tgz" -C "$out" .' EXIT
 trap 'exit 143' TERM INT
 parts=("$@")
-[ ${#parts[@]} -eq 0 ] && parts=(tests sanitize repro demo examples python train gradients linear fragments source profile bench)
+[ ${#parts[@]} -eq 0 ] && parts=(tests sanitize repro demo examples python train gradients linear splits fragments source profile bench)
 want() { [[ " ${parts[*]} " == *" $1 "* ]]; }
 # Every CUDA test, but the one that provokes a failing graph update on purpose (to test the
 # rebuild fallback): the sanitizers report the API error it asks for; and the GPU trace tests:
@@ -189,6 +196,35 @@ if want linear; then
     timeout 300 ncu --clock-control none --launch-count 140 -k regex:prepare --metrics \
       gpu__time_duration.sum,sm__throughput.avg.pct_of_peak_sustained_elapsed,dram__throughput.avg.pct_of_peak_sustained_elapsed,sm__warps_active.avg.pct_of_peak_sustained_active,launch__registers_per_thread,launch__occupancy_limit_shared_mem,launch__shared_mem_per_block_dynamic \
       ./eagle_bench --quick --only 14a > "$out/linear-ncu.txt" 2>&1
+    echo "ncu: exit $?"
+  fi
+fi
+if want splits; then
+  run_tests splits-tests 400 'NativeKda*:NativeGdn*'
+  grep -B3 -A10 'Failure' "$out/splits-tests.txt" | head -40
+  small='NativeGdn.TheStateRowsLaunchOnSmallBatches:NativeGdn.TheSplitStateRowsSplitOnlyTheLongSequences:NativeKda.EveryKnobPointOnASmallBatch:NativeKda.OutputsThatStartAtAnOddElementAreWritten:NativeKdaBwd.EveryKnobPointOnASmallBatch'
+  if command -v compute-sanitizer >/dev/null; then
+    for tool in memcheck racecheck; do
+      timeout 200 compute-sanitizer --tool "$tool" --error-exitcode 9 ./eagle_tests --gtest_brief=1 \
+        --gtest_filter="$small" > "$out/splits-$tool.txt" 2>&1
+      echo "splits $tool: exit $? | $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|PASSED|FAILED' "$out/splits-$tool.txt" | tr '\n' ' ')"
+    done
+  fi
+  peers=()
+  if ls wheels/fla_core-*.whl >/dev/null 2>&1; then
+    python3 -m pip install -q --no-deps --target /tmp/fla wheels/*.whl > "$out/splits-fla-install.txt" 2>&1
+    PYTHONPATH=/tmp/fla timeout $(( ${EAGLE_FLA_BUDGET:-200} + 60 )) python3 ../bench/peers/fla_linear.py \
+      --only exact --budget "${EAGLE_FLA_BUDGET:-200}" --json "$out/splits-fla.json" \
+      --table "$out/splits-fla.txt" > "$out/splits-fla-log.txt" 2>&1
+    echo "fla: exit $?"
+    [ -s "$out/splits-fla.txt" ] && peers=(--peers "$out/splits-fla.txt")
+  fi
+  ./eagle_bench --only 14a,14c "${peers[@]}" 2>&1 | tee "$out/splits-bench.txt" |
+    grep -E 'vs fla|no ratio|did not run'
+  if command -v ncu >/dev/null; then
+    timeout 300 ncu --cache-control none --clock-control none --metrics gpu__time_duration.sum \
+      --csv ./eagle_tests --gtest_also_run_disabled_tests \
+      --gtest_filter=NativeKdaBwd.DISABLED_TimeTheBackward > "$out/splits-kda-bwd.csv" 2>&1
     echo "ncu: exit $?"
   fi
 fi
