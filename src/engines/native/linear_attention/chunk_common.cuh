@@ -167,6 +167,7 @@ __device__ __forceinline__ void store_acc_rows(T* out, int64_t ld, const float (
               pack2f<T>(acc[nt][e], acc[nt][e + 1]);
     return;
   }
+  __syncwarp();  // the tile may be rows the warp's lanes have just read for each other
 #pragma unroll
   for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
