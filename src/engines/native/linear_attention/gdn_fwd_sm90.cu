@@ -814,7 +814,7 @@ bool gdn_forward(const GdnArgs& a, void* workspace, void* stream) noexcept {
   p.staged_stores = s.staged_stores;
   p.persistent = s.persistent;
   p.persistent_state = s.persistent_state;
-  p.multiprocessors = device_multiprocessors();
+  p.multiprocessors = s.split_state_rows ? device_multiprocessors() : 0;  // rows_split's only
   p.capacity_chunks = a.capacity_chunks;
   p.g_t = real_of(s.g_dtype);
   p.beta_t = real_of(s.beta_dtype);

@@ -620,7 +620,7 @@ bool backward(const BwdArgs& a, void* workspace, void* stream) noexcept {
   p.dw = a.dw;
   p.dh0 = a.d_initial_state;
   p.offsets = a.chunk_offsets;
-  p.multiprocessors = linear_attention::device_multiprocessors();
+  p.multiprocessors = s.split_dstate_rows ? linear_attention::device_multiprocessors() : 0;
   p.f = ChunkViews{};
   if (cap > 0) {
     FwdArgs f;

@@ -420,32 +420,25 @@ __device__ __forceinline__ bool output_chunk(const Params& p, int64_t j) {
   mma_rows<true, false, NT>(acc, QGs, SB, 16 * warp, Hs, SB, 0, D);
   mma_rows<true, false, NT>(acc, As, ST, 16 * warp, VNs, SB, 0, C);
   T* o = static_cast<T*>(p.o);
-  const int64_t ld = static_cast<int64_t>(HV) * D;
-  if (p.s.staged_stores && (reinterpret_cast<std::uintptr_t>(o) & 15) == 0) {
-    // Through this warp's own q e^G rows (SB = D + 8 wide, the staging tile's stride), which
-    // only this warp has read, in 16-byte pieces.
+  const auto address = reinterpret_cast<std::uintptr_t>(o);
+  if ((address & 3) == 0) {
+    // An accumulator's pair of columns as one 4-byte store; with the knob `stores`, where o
+    // starts 16-byte aligned, staged through this warp's own q e^G rows (SB = D + 8 wide, the
+    // staging tile's stride; only this warp has read them) and stored in 16-byte pieces.
+    const int64_t ld = static_cast<int64_t>(HV) * D;
+    T* stage = p.s.staged_stores && (address & 15) == 0 ? reinterpret_cast<T*>(QGs + 16 * warp * SB)
+                                                        : nullptr;
     linear_attention::store_acc_rows<T, NT>(o + (task.row_begin * HV + hv) * D + 16 * warp * ld, ld,
-                                            acc, n - 16 * warp,
-                                            reinterpret_cast<T*>(QGs + 16 * warp * SB));
+                                            acc, n - 16 * warp, stage);
     return true;
   }
-  // An accumulator's pair of columns as one 4-byte store where o allows it: a view (or a DLPack
-  // import) may start at any element, and then the pair goes element by element.
-  const bool pairs = (reinterpret_cast<std::uintptr_t>(o) & 3) == 0;
+  // A view (or a DLPack import) may start at any element: then element by element.
 #pragma unroll
   for (int t = 0; t < NT; ++t)
 #pragma unroll
-    for (int e = 0; e < 4; e += 2) {
+    for (int e = 0; e < 4; ++e) {
       const int r = acc_row(16 * warp, e), c = acc_col(8 * t, e);
-      if (r >= n) continue;
-      const T pair[2] = {from_f<T>(acc[t][e]), from_f<T>(acc[t][e + 1])};
-      T* at = o + ((task.row_begin + r) * HV + hv) * D + c;
-      if (pairs) {
-        *reinterpret_cast<uint32_t*>(at) = *reinterpret_cast<const uint32_t*>(pair);
-      } else {
-        at[0] = pair[0];
-        at[1] = pair[1];
-      }
+      if (r < n) o[((task.row_begin + r) * HV + hv) * D + c] = from_f<T>(acc[t][e]);
     }
   return true;
 }
@@ -622,7 +615,7 @@ bool run(const FwdArgs& a, const Scratch& ws, void* stream, bool output) {
   p.ht = a.final_state;
   p.offsets = a.chunk_offsets;
   p.ws = ws;
-  p.multiprocessors = linear_attention::device_multiprocessors();
+  p.multiprocessors = s.split_state_rows ? linear_attention::device_multiprocessors() : 0;
   const auto st = static_cast<cudaStream_t>(stream);
   return s.dtype == DType::bf16 ? launch_gates<bf16>(p, a.capacity_chunks, st, output)
                                 : launch_gates<__half>(p, a.capacity_chunks, st, output);

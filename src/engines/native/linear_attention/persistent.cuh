@@ -10,9 +10,6 @@
 
 namespace eagle::native::linear_attention {
 
-// Lowers `tasks` (the flat grid's first dimension) to the CTAs of `kernel` resident on the device
-// at once, divided over the `others` CTAs of the grid's other dimensions, at least 1. Host calls
-// only (no device sync): safe while a stream is captured. False when the runtime cannot say.
 // The SMs of the current device (host, no device sync: safe while a stream is captured); 0 when
 // the runtime cannot say.
 inline int device_multiprocessors() {
@@ -23,6 +20,9 @@ inline int device_multiprocessors() {
   return sms;
 }
 
+// Lowers `tasks` (the flat grid's first dimension) to the CTAs of `kernel` resident on the device
+// at once, divided over the `others` CTAs of the grid's other dimensions, at least 1. Host calls
+// only (no device sync): safe while a stream is captured. False when the runtime cannot say.
 template <typename Kernel>
 bool persistent_workers(Kernel kernel, int threads, std::size_t smem, unsigned others,
                         unsigned& tasks) {
