@@ -128,7 +128,8 @@ plan::Capabilities gdn_capabilities() {
   // knob of the same name). 2 leads: measured on an H100 (bench 14a, bf16, H 32, K = V = 128,
   // 2026-12-06) 3.58 / 3.26 / 0.517 ms at T 32768 N 8, T 32768 N 64, T 4096 N 32 against
   // 4.05 / 4.08 / 0.589 ms for 0 and 3.96 / 4.03 / 0.605 for 1. 3: 2 with two CTAs per
-  // (sequence, head), the sequences longer than a balanced share split over both (untimed).
+  // (sequence, head), the sequences past a balanced share split over both: 2.385 / 2.488 / 0.391
+  // ms against 2's 2.659 / 2.454 / 0.382 (H100, 2026-12-07, before the split's 1.25x margin).
   caps.knobs["state"] = {2, 0, 1, 3};
   caps.knobs["solve"] = {1, 0};
   // 0 flat (a CTA per task of the capacity), 1 persistent (resident CTAs looping over tasks),
@@ -141,7 +142,7 @@ plan::Capabilities gdn_capabilities() {
   caps.knobs["prepare"] = {1, 0};
   // The prepare launch's W and U stores and the output launch's o stores: 1 staged through
   // shared memory and written in 16-byte pieces, 0 each lane's 4-byte fragment pairs (native_kda's
-  // knob of the same name, where 1 measured 11% faster).
+  // knob of the same name, where 1 measured 3% faster: 5.68 against 5.85 ms). Untimed here.
   caps.knobs["stores"] = {1, 0};
   return caps;
 }

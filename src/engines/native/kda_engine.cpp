@@ -116,8 +116,9 @@ plan::Capabilities kda_capabilities() {
   // (kda_state_rows.cuh), one barrier per chunk instead of three. 2 leads: measured on an H100
   // (bench 14a, bf16, H 32, K = V = 128, 2026-12-06) 4.66 / 4.59 / 0.693 ms at T 32768 N 8,
   // T 32768 N 64, T 4096 N 32 against 5.17 / 5.41 / 0.801 ms for 0 and 5.48 / 5.68 / 0.857 for 1.
-  // 3: 2 with two CTAs per (sequence, head), the sequences longer than a balanced share split
-  // over both (untimed).
+  // 3: 2 with two CTAs per (sequence, head), the sequences past a balanced share split over
+  // both: 2.863 / 2.963 / 0.464 ms against 2's 3.160 / 3.003 / 0.458 (H100, 2026-12-07, before
+  // the split's 1.25x margin).
   caps.knobs["state"] = {2, 0, 1, 3};
   return caps;
 }

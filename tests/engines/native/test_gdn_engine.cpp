@@ -249,11 +249,13 @@ TEST_F(NativeGdn, TheStateRowsLaunchOnSmallBatches) {
       }
 }
 
-// Knob state = 3 on a batch where one sequence (200 chunks) is past the balanced share (heads x
-// the batch's chunks / the device's SMs) and the others are not: the long one runs on two CTAs,
-// half the value columns each, the others whole on their first CTA (the second returns at once).
-// With 48 value heads the flat grid gives a second CTA to the two longest slots only
-// (split_rank_limit: 132 SMs / 48): the third and later run whole, with no second CTA at all.
+// Knob state = 3 on a batch where some sequences are past their balanced share by a quarter
+// (heads x the batch's chunks / the device's SMs, rows_split) and others are not. At one head
+// (205 chunks, 132 SMs) the 200-chunk and 3-chunk sequences are split over two CTAs, half the
+// value columns each, and the 1-chunk ones run whole on their first CTA (the second returns at
+// once). With 48 value heads (26 chunks) only the 21-chunk sequence is split, and the flat grid
+// gives a second CTA to the two longest slots only (split_rank_limit: 132 SMs / 48): the third
+// and later run whole, with no second CTA at all.
 TEST_F(NativeGdn, TheSplitStateRowsSplitOnlyTheLongSequences) {
   auto split_case = [](const std::string& name, int64_t longest, int64_t heads, int64_t schedule) {
     GdnCase c{name, {longest, 5, 64, 0, 130}, 9};
