@@ -116,7 +116,7 @@ int usage(const char* argv0, int code) {
                "usage: %s [--cpu-only] [--quick] [--only N[,N...]] [--peers FILE]\n"
                "  --cpu-only  skip the GPU sections (1-4) and the GPU parts of 6-7\n"
                "  --quick     fewer and shorter batches\n"
-               "  --only      run only these sections (1-14; a letter picks a part: 14a)\n"
+               "  --only      run only these sections (1-14; a letter picks a part: 14a, 14b, 14c)\n"
                "  --peers     peer timings of the same device call (bench/peers/torch_ops.py "
                "--table)\n",
                argv0);
@@ -144,11 +144,12 @@ int main(int argc, char** argv) {
           return usage(argv[0], 2);
         }
         options.only.push_back(static_cast<int>(n));
-        // Only section 14 has lettered parts: 14a (exact shapes) and 14b (over-capture).
-        while (n == 14 && (*end == 'a' || *end == 'b')) options.parts[14] += *end++;
+        // Only section 14 has lettered parts: 14a (exact shapes), 14b (over-capture) and 14c
+        // (backward at the exact shapes).
+        while (n == 14 && (*end == 'a' || *end == 'b' || *end == 'c')) options.parts[14] += *end++;
         if (*end != ',' && *end != '\0') {
           std::fprintf(stderr,
-                       "eagle_bench: --only takes section numbers 1-14 (and 14a, 14b), got '%s'\n",
+                       "eagle_bench: --only takes section numbers 1-14 (and 14a, 14b, 14c), got '%s'\n",
                        argv[i]);
           return usage(argv[0], 2);
         }
