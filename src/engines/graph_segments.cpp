@@ -9,12 +9,34 @@ namespace eagle::engines::detail {
 
 namespace {
 
+// Whether `n` continues a matmul's epilogue whose value so far is tensor `value` (dims `dims`):
+// a pointwise node reading it, with `value`'s dims and dtype, whose other operand (if any) comes
+// from outside the segment (`made`: the segment's tensors), as a fused epilogue reads it.
+bool continues_epilogue(const op::Node& n, const op::Tensor& value, const std::set<int>& made) {
+  if (n.schema().kind != op::OpKind::pointwise) return false;
+  const op::Tensor out = n.output("out");
+  if (out.dims() != value.dims() || out.dtype() != value.dtype()) return false;
+  bool reads_value = false;
+  for (const auto& [port, t] : n.inputs()) {
+    if (t == value) {
+      if (reads_value) return false;  // the value twice (mul(c, c)): not an epilogue
+      reads_value = true;
+    } else if (made.count(t.index())) {
+      return false;
+    }
+  }
+  return reads_value;
+}
+
 // Node -> segment: consecutive pointwise nodes share one (nodes are in data-flow order, so a run
 // of consecutive nodes is closed under the paths between its nodes) while the run stays within
 // what the fused pointwise engine serves: one output dims, kMaxRunNodes nodes and kMaxRunInputs
-// inputs from outside the run. `count` receives the number of segments.
-std::vector<int> assign_segments(const std::vector<op::Node>& nodes, int& count) {
-  constexpr std::size_t kMaxRunNodes = 32, kMaxRunInputs = 8;
+// inputs from outside the run. A matmul takes the chain of pointwise nodes right after it that
+// each read the previous result (its epilogue, kMaxEpilogueNodes at most) into its segment, and
+// its result index goes to `kept`. `count` receives the number of segments.
+std::vector<int> assign_segments(const std::vector<op::Node>& nodes, bool fuse, int& count,
+                                 std::set<int>& kept) {
+  constexpr std::size_t kMaxRunNodes = 32, kMaxRunInputs = 8, kMaxEpilogueNodes = 4;
   std::vector<int> segment_of(nodes.size());
   count = 0;
   std::size_t run_nodes = 0;
@@ -38,6 +60,21 @@ std::vector<int> assign_segments(const std::vector<op::Node>& nodes, int& count)
       run_inputs.clear();
     }
     segment_of[i] = count - 1;
+    if (fuse && n.op() == "matmul") {
+      op::Tensor value = n.output("c");
+      std::set<int> made = {value.index()};
+      std::size_t j = i + 1;
+      while (j < nodes.size() && j - i <= kMaxEpilogueNodes &&
+             continues_epilogue(nodes[j], value, made)) {
+        segment_of[j] = count - 1;
+        value = nodes[j].output("out");
+        made.insert(value.index());
+        ++j;
+      }
+      if (j > i + 1) kept.insert(n.output("c").index());
+      i = j - 1;
+      continue;
+    }
     if (!pointwise) continue;
     ++run_nodes;
     run_dims = n.output("out").dims();
@@ -51,7 +88,8 @@ std::vector<int> assign_segments(const std::vector<op::Node>& nodes, int& count)
 // what it makes that the whole graph outputs or another segment reads becomes its outputs.
 Segment build_segment(const op::Graph& whole, const std::vector<op::Node>& nodes,
                       const std::vector<int>& segment_of,
-                      const std::map<int, std::set<int>>& readers, int s) {
+                      const std::map<int, std::set<int>>& readers, const std::set<int>& kept,
+                      int s) {
   op::Graph sub(whole.name() + "." + std::to_string(s));
   std::map<int, op::Tensor> local;   // whole tensor index -> tensor of sub
   std::map<int, int64_t> whole_uid;  // sub tensor index -> whole uid
@@ -84,7 +122,8 @@ Segment build_segment(const op::Graph& whole, const std::vector<op::Node>& nodes
       const auto r = readers.find(t.index());
       const bool read_elsewhere =
           r != readers.end() && (r->second.size() > 1 || *r->second.begin() != s);
-      if (!t.is_virtual() || read_elsewhere) o.set_output(true).set_name(unique(t.name()));
+      if (!t.is_virtual() || read_elsewhere || kept.count(t.index()))
+        o.set_output(true).set_name(unique(t.name()));
     }
   }
   Segment seg{sub, {}, {}};
@@ -95,16 +134,18 @@ Segment build_segment(const op::Graph& whole, const std::vector<op::Node>& nodes
 
 }  // namespace
 
-std::vector<Segment> segments(const op::Graph& whole) {
+std::vector<Segment> segments(const op::Graph& whole, bool fuse_epilogues) {
   const std::vector<op::Node> nodes = whole.nodes();
   int count = 0;
-  const std::vector<int> segment_of = assign_segments(nodes, count);
+  std::set<int> kept;
+  const std::vector<int> segment_of = assign_segments(nodes, fuse_epilogues, count, kept);
   std::map<int, std::set<int>> readers;  // tensor index -> segments reading it
   for (std::size_t i = 0; i < nodes.size(); ++i)
     for (const auto& [port, t] : nodes[i].inputs()) readers[t.index()].insert(segment_of[i]);
   std::vector<Segment> out;
   for (int s = 0; s < count; ++s) {
-    Segment seg = build_segment(whole, nodes, segment_of, readers, s);
+    Segment seg = build_segment(whole, nodes, segment_of, readers, kept, s);
+    seg.epilogue = seg.graph.nodes().size() > 1 && seg.graph.nodes()[0].op() == "matmul";
     if (!seg.outputs.empty()) out.push_back(std::move(seg));
   }
   return out;

@@ -11,11 +11,46 @@
 #include "eagle/core/error.hpp"
 #include "eagle/core/shape.hpp"
 #include "eagle/core/stream.hpp"
+#include "engines/graph_segments.hpp"
 #include "engines/planned_derivative.hpp"
+#include "engines/planned_kernel_of.hpp"
 
 namespace eagle::engines {
 
 namespace {
+
+// The argument block seen as operand buffers; kept on the stack for the usual operand counts.
+class Operands {
+ public:
+  Operands(const ArgBlock& args, Device device) {
+    const int n = args.num_arrays();
+    plan::OperandBuffer* out = inline_;
+    if (n > kInline) {
+      heap_.resize(static_cast<std::size_t>(n));
+      out = heap_.data();
+    }
+    for (int i = 0; i < n; ++i) {
+      const ArrayArg& a = args.array(i);
+      plan::OperandBuffer& b = out[i];
+      b.data = a.data;
+      b.dtype = static_cast<DType>(a.dtype);
+      b.ndim = a.ndim;
+      for (int d = 0; d < a.ndim; ++d) {
+        b.dims[d] = a.dims[d];
+        b.strides[d] = a.strides[d];
+      }
+      b.device = device;
+    }
+    data_ = out;
+  }
+  const plan::OperandBuffer* data() const { return data_; }
+
+ private:
+  static constexpr int kInline = 16;
+  plan::OperandBuffer inline_[kInline];
+  std::vector<plan::OperandBuffer> heap_;
+  const plan::OperandBuffer* data_ = nullptr;
+};
 
 // A planned operation as a node's Call: the compiled plan of one device, run with the node's
 // argument block as its operands (in the layout's order), in the context the executor owns.
@@ -48,39 +83,6 @@ class PlannedCall final : public Call {
   }
 
  private:
-  // The argument block seen as operand buffers; kept on the stack for the usual operand counts.
-  class Operands {
-   public:
-    Operands(const ArgBlock& args, Device device) {
-      const int n = args.num_arrays();
-      plan::OperandBuffer* out = inline_;
-      if (n > kInline) {
-        heap_.resize(static_cast<std::size_t>(n));
-        out = heap_.data();
-      }
-      for (int i = 0; i < n; ++i) {
-        const ArrayArg& a = args.array(i);
-        plan::OperandBuffer& b = out[i];
-        b.data = a.data;
-        b.dtype = static_cast<DType>(a.dtype);
-        b.ndim = a.ndim;
-        for (int d = 0; d < a.ndim; ++d) {
-          b.dims[d] = a.dims[d];
-          b.strides[d] = a.strides[d];
-        }
-        b.device = device;
-      }
-      data_ = out;
-    }
-    const plan::OperandBuffer* data() const { return data_; }
-
-   private:
-    static constexpr int kInline = 16;
-    plan::OperandBuffer inline_[kInline];
-    std::vector<plan::OperandBuffer> heap_;
-    const plan::OperandBuffer* data_ = nullptr;
-  };
-
   std::shared_ptr<plan::ExecutionPlans> plans_;
   std::shared_ptr<const plan::CompiledPlan> compiled_;
   Device device_;
@@ -125,39 +127,116 @@ void autotune_on_scratch(plan::ExecutionPlans& plans, Device device,
   stream.synchronize();
 }
 
+// An epilogue segment that no engine serves whole on a device (a matmul and its pointwise
+// chain, planned_segments): the segment's unfused pieces, planned apart and run in order in one
+// call. Each piece reads its operands from the segment's argument block (`operand`: the index of
+// each of the piece's operands there); the matmul's result is one of the segment's outputs, so
+// nothing passes between the pieces but through the caller's arrays.
+class CompositeCall final : public Call {
+ public:
+  struct Piece {
+    std::shared_ptr<plan::ExecutionPlans> plans;
+    std::shared_ptr<const plan::CompiledPlan> compiled;
+    std::vector<int> operand;
+  };
+  CompositeCall(std::vector<Piece> pieces, Device device)
+      : pieces_(std::move(pieces)), device_(device) {
+    for (const Piece& p : pieces_) {
+      workspace_ = std::max(workspace_, p.compiled->workspace_bytes());
+      if (const Library* l = p.compiled->library()) library_ = l;
+    }
+  }
+
+  const Library* library() const override { return library_; }
+  std::size_t workspace_bytes(const ArgBlock&, Device) const override { return workspace_; }
+
+  void run(const ArgBlock& args, const CallContext& ctx) const override {
+    Operands ops(args, device_);
+    std::vector<plan::OperandBuffer> sub;
+    for (const Piece& p : pieces_) {
+      sub.clear();
+      for (int i : p.operand) sub.push_back(ops.data()[i]);
+      if (p.compiled->run(sub.data(), ctx)) continue;
+      p.compiled->explain(sub.data(), ctx);
+      throw std::logic_error("planned call: a piece's plan refused the call but names no rule");
+    }
+  }
+
+ private:
+  std::vector<Piece> pieces_;
+  Device device_;
+  std::size_t workspace_ = 0;
+  const Library* library_ = nullptr;
+};
+
 // Plans the operation once per device. The graph it was made from is copied once, when the
 // kernel is made; the first device plans that copy itself, each further device a clone of it
-// (planning claims and freezes the graph it is given; a clone is unplanned).
+// (planning claims and freezes the graph it is given; a clone is unplanned). With
+// `split_when_unserved` (an epilogue segment), a graph no engine serves on the device is planned
+// as its unfused pieces instead, run in order as one call.
 class PlannedBinder : public CallBinder {
  public:
-  PlannedBinder(const op::Graph& graph, PlanningOptions options, const plan::Manifest& manifest)
-      : source_(graph), options_(std::move(options)), manifest_(manifest) {}
+  PlannedBinder(const op::Graph& graph, PlanningOptions options, const plan::Manifest& manifest,
+                bool split_when_unserved)
+      : source_(graph),
+        options_(std::move(options)),
+        manifest_(manifest),
+        split_(split_when_unserved) {}
 
   std::shared_ptr<const Call> bind(Device device) const override {
     std::lock_guard<std::mutex> lock(mutex_);
     const auto key = std::make_pair(static_cast<int>(device.kind()), device.ordinal());
     auto it = calls_.find(key);
     if (it != calls_.end()) return it->second;
-    op::Graph graph = source_used_ ? source_.clone() : source_;
-    source_used_ = true;
+    std::shared_ptr<const Call> call;
+    try {
+      op::Graph graph = source_used_ ? source_.clone() : source_;
+      source_used_ = true;
+      call = std::make_shared<const PlannedCall>(plans_for(graph, device), device);
+    } catch (const NotSupported&) {
+      if (!split_) throw;
+      call = composite(device);
+    }
+    calls_.emplace(key, call);
+    return call;
+  }
+
+ private:
+  plan::ExecutionPlans plans_for(op::Graph& graph, Device device) const {
     plan::ExecutionPlans plans =
         plan::ExecutionPlans::create(graph, manifest_, device, options_.modes);
     if (options_.autotune && !reads_sequence_offsets(graph))
       autotune_on_scratch(plans, device, *options_.autotune);
     else
       plans.build_plans();
-    auto call = std::make_shared<const PlannedCall>(std::move(plans), device);
-    calls_.emplace(key, call);
-    return call;
+    return plans;
   }
 
- private:
+  std::shared_ptr<const Call> composite(Device device) const {
+    std::map<int64_t, int> index;  // operand uid -> position in the argument block
+    const std::vector<op::Tensor> operands = source_.operand_tensors();
+    for (std::size_t i = 0; i < operands.size(); ++i)
+      index[operands[i].uid()] = static_cast<int>(i);
+    std::vector<CompositeCall::Piece> pieces;
+    for (detail::Segment& seg : detail::segments(source_, /*fuse_epilogues=*/false)) {
+      CompositeCall::Piece p;
+      std::size_t in = 0, out = 0;
+      for (const op::Tensor& t : seg.graph.operand_tensors())
+        p.operand.push_back(index.at(t.producer() < 0 ? seg.inputs[in++] : seg.outputs[out++]));
+      p.plans = std::make_shared<plan::ExecutionPlans>(plans_for(seg.graph, device));
+      p.compiled = p.plans->compiled();
+      pieces.push_back(std::move(p));
+    }
+    return std::make_shared<const CompositeCall>(std::move(pieces), device);
+  }
+
   op::Graph source_;
   mutable bool source_used_ = false;
   PlanningOptions options_;
   const plan::Manifest& manifest_;
+  bool split_;
   mutable std::mutex mutex_;
-  mutable std::map<std::pair<int, int>, std::shared_ptr<const PlannedCall>> calls_;
+  mutable std::map<std::pair<int, int>, std::shared_ptr<const Call>> calls_;
 };
 
 }  // namespace
@@ -169,6 +248,13 @@ Kernel planned_kernel(const op::Graph& graph, const std::vector<plan::HeurMode>&
 
 Kernel planned_kernel(const op::Graph& graph, const PlanningOptions& options,
                       const plan::Manifest& manifest) {
+  return detail::planned_kernel_of(graph, options, manifest, false);
+}
+
+namespace detail {
+
+Kernel planned_kernel_of(const op::Graph& graph, const PlanningOptions& options,
+                         const plan::Manifest& manifest, bool split_when_unserved) {
   if (options.autotune) plan::check_autotune_options(*options.autotune);
   graph.validate();
   const std::vector<op::Tensor> operands = graph.operand_tensors();
@@ -198,9 +284,12 @@ Kernel planned_kernel(const op::Graph& graph, const PlanningOptions& options,
     }
     return outputs;
   };
-  def.binder = std::make_shared<PlannedBinder>(graph.clone(), options, manifest);
-  def.derivative = detail::planned_derivative(graph, options, manifest);
+  def.binder =
+      std::make_shared<PlannedBinder>(graph.clone(), options, manifest, split_when_unserved);
+  def.derivative = planned_derivative(graph, options, manifest);
   return Kernel(std::move(def));
 }
+
+}  // namespace detail
 
 }  // namespace eagle::engines

@@ -1,6 +1,7 @@
 // planned_segments: an operation graph as planned kernels of segments one engine family serves.
 #include "eagle/engines/planned_kernel.hpp"
 #include "engines/graph_segments.hpp"
+#include "engines/planned_kernel_of.hpp"
 
 namespace eagle::engines {
 
@@ -10,8 +11,8 @@ std::vector<PlannedSegment> planned_segments(const op::Graph& graph, const Plann
   std::vector<PlannedSegment> out;
   if (graph.nodes().empty()) return out;
   for (detail::Segment& s : detail::segments(graph))
-    out.push_back(
-        {planned_kernel(s.graph, options, manifest), std::move(s.inputs), std::move(s.outputs)});
+    out.push_back({detail::planned_kernel_of(s.graph, options, manifest, s.epilogue),
+                   std::move(s.inputs), std::move(s.outputs)});
   return out;
 }
 

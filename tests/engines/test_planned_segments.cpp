@@ -23,9 +23,11 @@ TEST(PlannedSegments, RecordedInOrderTheyMatchTheWholeGraphAndItsGradients) {
   const Tensor h = g.op("rms_norm", {{"x", x}}).at("y");
   g.where(keep, g.pointwise("silu", g.matmul(h, w)), zero).set_output(true).set_name("y");
   const std::vector<engines::PlannedSegment> segs = engines::planned_segments(g);
-  ASSERT_EQ(segs.size(), 3u);  // rms_norm; matmul; silu and where
+  ASSERT_EQ(segs.size(), 2u);  // rms_norm; matmul with its epilogue, silu and where
   EXPECT_EQ(segs[0].inputs, std::vector<int64_t>{x.uid()});
-  EXPECT_EQ(segs[2].kernel.def().arrays.size(), 4u);  // matmul's output, keep, zero -> y
+  // h, w, keep, zero -> the matmul's result (kept for the derivative), y
+  EXPECT_EQ(segs[1].kernel.def().arrays.size(), 6u);
+  EXPECT_EQ(segs[1].outputs.size(), 2u);
 
   const Array x0 = test::random_array({5, 4}, DType::f64, cpu);
   const Array w0 = test::random_array({4, 3}, DType::f64, cpu);

@@ -152,6 +152,8 @@ fe::PointwiseMode_t pointwise_mode(const std::string& op) {
       {"relu", fe::PointwiseMode_t::RELU_FWD},
       {"gelu", fe::PointwiseMode_t::GELU_FWD},
       {"gelu_tanh", fe::PointwiseMode_t::GELU_APPROX_TANH_FWD},
+      // cuDNN's activation backward modes read (dy, x), as eagle's gelu_backward reads (a, b).
+      {"gelu_backward", fe::PointwiseMode_t::GELU_BWD},
       {"add", fe::PointwiseMode_t::ADD},
       {"sub", fe::PointwiseMode_t::SUB},
       {"mul", fe::PointwiseMode_t::MUL},

@@ -20,8 +20,8 @@ namespace {
 // documented) are declined by name.
 const std::set<std::string>& epilogue_ops() {
   static const std::set<std::string> ops = {
-      "identity", "neg",  "abs",  "exp",       "log", "sqrt", "rsqrt", "tanh",
-      "sigmoid",  "relu", "gelu", "gelu_tanh", "add", "sub",  "mul",   "div"};
+      "identity", "neg",  "abs",       "exp", "log", "sqrt", "rsqrt", "tanh",         "sigmoid",
+      "relu",     "gelu", "gelu_tanh", "add", "sub", "mul",  "div",   "gelu_backward"};
   return ops;
 }
 
@@ -66,9 +66,10 @@ class MatmulLowering {
       const op::Node& n = nodes[i];
       const std::string where = "node " + std::to_string(i) + " (" + n.op() + ")";
       if (!epilogue_ops().count(n.op()))
-        decline(where + ": no cuDNN epilogue lowering for pointwise op " + n.op() +
-                " (lowered: relu, gelu, gelu_tanh, tanh, sigmoid, add, sub, mul, div, exp, log, "
-                "sqrt, rsqrt, abs, neg, identity)");
+        decline(
+            where + ": no cuDNN epilogue lowering for pointwise op " + n.op() +
+            " (lowered: relu, gelu, gelu_tanh, gelu_backward, tanh, sigmoid, add, sub, mul, div, "
+            "exp, log, sqrt, rsqrt, abs, neg, identity)");
       const op::Tensor in_a = n.input("a"), in_b = n.input("b"), out = n.output("out");
       PointwiseStep step{n.op(), -1, true, -1};
       if (in_a == value) {
