@@ -3,6 +3,12 @@
 // the intermediates the forward keeps to itself) once per such combination; the rule records a
 // call of each as a planned kernel, reading the forward's operands (saved when overwritten), the
 // cotangents and rank-0 constants, and returns the backward's outputs as the inputs' cotangents.
+//
+// Across rules: a backward's last lone matmul making a gradient (dx = dy W^T) is deferred
+// (Recorder::call_deferred). When the next rule's backward starts with a pointwise node reading
+// that gradient as its cotangent (gelu_backward(dx, z) of the layer below), it takes the matmul
+// over: its backward graph gains the matmul in front, and planned_segments fuses the two into one
+// kernel (the matmul's epilogue). Anything else that reads the gradient records the matmul first.
 #include "engines/planned_derivative.hpp"
 
 #include <map>
@@ -15,6 +21,8 @@
 #include "eagle/engines/planned_kernel.hpp"
 #include "eagle/graph/derivative.hpp"
 #include "eagle/op/backward.hpp"
+#include "engines/graph_segments.hpp"
+#include "engines/planned_kernel_of.hpp"
 
 namespace eagle::engines::detail {
 
@@ -22,11 +30,73 @@ namespace {
 
 using Grads = std::vector<std::optional<Value>>;
 
+// A deferred lone matmul of a backward, for the next rule to take over: its op graph.
+struct ProductTag final : Recorder::DeferredTag {
+  explicit ProductTag(op::Graph g) : graph(std::move(g)) {
+    const op::Node mm = graph.nodes().front();
+    for (const char* port : {"a", "b"}) {
+      const op::Tensor t = mm.input(port);
+      signature +=
+          std::string(dtype_name(t.dtype())) + shape_str(t.dims()) + shape_str(t.strides()) + " ";
+    }
+  }
+  op::Graph graph;        // one matmul node, no bias: inputs a, b; output c
+  std::string signature;  // its operands' dtypes, dims and strides (the cache key's part)
+};
+
 struct Entry {
   op::BackwardGraph backward;
   // The planned segments of backward.recompute and .graph (engines::planned_segments).
   std::vector<PlannedSegment> recompute, kernel;
+  // Inputs of backward.graph read from a taken-over matmul's arguments (its a and b), in order.
+  std::vector<op::Tensor> taken;
+  // The segments of `kernel` recorded deferred, by index: each a lone matmul whose output is a
+  // gradient that no later segment reads.
+  std::map<std::size_t, std::shared_ptr<const ProductTag>> deferred;
 };
+
+// The segments of `g` as planned kernels (planned_segments), and `e.deferred`.
+std::vector<PlannedSegment> plan_backward(const op::Graph& g, const std::vector<op::Tensor>& grads,
+                                          const PlanningOptions& options,
+                                          const plan::Manifest& manifest, Entry* e) {
+  std::vector<PlannedSegment> out;
+  if (g.nodes().empty()) return out;  // planned_segments (validating its graph) refuses it
+  g.validate();
+  std::vector<Segment> segs = segments(g);
+  std::set<int64_t> gradient_uids, read_later;
+  for (const op::Tensor& t : grads)
+    if (t.defined()) gradient_uids.insert(t.uid());
+  for (std::size_t i = segs.size(); i-- > 0;) {
+    const std::vector<op::Node> nodes = segs[i].graph.nodes();
+    if (e && nodes.size() == 1 && nodes[0].op() == "matmul" && !nodes[0].input("bias").defined() &&
+        segs[i].outputs.size() == 1 && gradient_uids.count(segs[i].outputs[0]) &&
+        !read_later.count(segs[i].outputs[0]))
+      e->deferred[i] = std::make_shared<const ProductTag>(segs[i].graph.clone());
+    read_later.insert(segs[i].inputs.begin(), segs[i].inputs.end());
+  }
+  for (Segment& seg : segs)
+    out.push_back({planned_kernel_of(seg.graph, options, manifest, seg.epilogue),
+                   std::move(seg.inputs), std::move(seg.outputs)});
+  return out;
+}
+
+// Whether `b`'s first node is a pointwise node reading the cotangent of forward output `uid`,
+// read through one input of `b` of the dims `dims` (so a matmul making that cotangent fuses
+// with it as its epilogue).
+bool starts_with_pointwise_reading(const op::BackwardGraph& b, int64_t uid, const op::Dims& dims) {
+  const std::vector<op::Node> nodes = b.graph.nodes();
+  if (nodes.empty() || nodes[0].schema().kind != op::OpKind::pointwise) return false;
+  op::Tensor input;
+  for (const auto& [t, src] : b.inputs) {
+    if (src.kind != op::Source::Kind::cotangent || src.uid != uid) continue;
+    if (input.defined() || src.transposed || t.dims() != dims) return false;
+    input = t;
+  }
+  if (!input.defined()) return false;
+  for (const auto& [port, t] : nodes[0].inputs())
+    if (t == input) return true;
+  return false;
+}
 
 class PlannedRule final : public VjpRule {
  public:
@@ -58,8 +128,24 @@ class PlannedRule final : public VjpRule {
     }
     Grads out(operands_.size());
     if (cots.empty() || wrt.empty()) return out;
-    const Entry& e = entry(key, cots, wrt);
-    if (e.kernel.empty()) return out;
+    const Entry* chosen = &entry(key, cots, wrt);
+    if (chosen->kernel.empty()) return out;
+    // A cotangent whose matmul the previous rule deferred, taken over when this backward starts
+    // with a pointwise node reading it.
+    std::map<int64_t, Value> taken;
+    for (const op::Tensor& t : cots) {
+      const Value& v = *a.cotangents[static_cast<std::size_t>(slot_.at(t.uid()))];
+      const auto* tag = dynamic_cast<const ProductTag*>(r.deferred_tag(v));
+      if (!tag || !starts_with_pointwise_reading(chosen->backward, t.uid(),
+                                                 tag->graph.nodes()[0].output("c").dims()))
+        continue;
+      chosen = &absorbed_entry(key, *chosen, t.uid(), *tag);
+      const std::vector<Arg> args = r.take_deferred(v);
+      for (std::size_t i = 0; i < chosen->taken.size(); ++i)
+        taken[chosen->taken[i].uid()] = std::get<Value>(args[i].get());
+      break;
+    }
+    const Entry& e = *chosen;
 
     std::map<int64_t, Value> recomputed;  // recompute output uid -> value
     auto value_of = [&](const op::Tensor& t, const op::Source& s) -> Value {
@@ -81,8 +167,9 @@ class PlannedRule final : public VjpRule {
       if (s.transposed) return v.transpose(rank - 2, rank - 1);
       return v.shape() == t.dims() ? v : v.reshape(t.dims());  // a cotangent in keepdim dims
     };
-    recomputed = run(r, e.recompute, e.backward.recompute_inputs, value_of);
-    const std::map<int64_t, Value> by_uid = run(r, e.kernel, e.backward.inputs, value_of);
+    recomputed = run(r, e.recompute, e.backward.recompute_inputs, value_of, {}, {});
+    const std::map<int64_t, Value> by_uid =
+        run(r, e.kernel, e.backward.inputs, value_of, taken, e.deferred);
     for (std::size_t w = 0; w < wrt.size(); ++w)
       if (const op::Tensor& g = e.backward.gradients[w]; g.defined())
         out[static_cast<std::size_t>(wrt_slot[w])] = by_uid.at(g.uid());
@@ -127,30 +214,80 @@ class PlannedRule final : public VjpRule {
     } catch (const NotSupported& err) {
       throw NotSupported("planned kernel '" + graph_.name() + "': " + err.what());
     }
-    // A backward without intermediates to recompute has an empty recompute graph, which
-    // planned_segments (validating its graph) refuses.
-    const auto plan = [&](const op::Graph& g) {
-      return g.nodes().empty() ? std::vector<PlannedSegment>{}
-                               : planned_segments(g, options_, manifest_);
-    };
-    e->recompute = plan(e->backward.recompute);
-    e->kernel = plan(e->backward.graph);
+    e->recompute = plan_backward(e->backward.recompute, {}, options_, manifest_, nullptr);
+    e->kernel =
+        plan_backward(e->backward.graph, e->backward.gradients, options_, manifest_, e.get());
     return *entries_.emplace(key, std::move(e)).first->second;
   }
 
-  // Records the calls of a derived graph's segments, its inputs from `sources`; returns every
-  // value made, by the graph's uids (its outputs among them).
+  // `base`'s backward with the deferred matmul `tag` in front, making the cotangent of forward
+  // output `uid` (virtual), so that planned_segments fuses it with the pointwise node reading it.
+  const Entry& absorbed_entry(const std::string& key, const Entry& base, int64_t uid,
+                              const ProductTag& tag) const {
+    const std::string full = key + "|" + std::to_string(uid) + "|" + tag.signature;
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (auto it = entries_.find(full); it != entries_.end()) return *it->second;
+    auto e = std::make_shared<Entry>();
+    const op::Graph& from = base.backward.graph;
+    op::Graph g(from.name());
+    const op::Node mm = tag.graph.nodes().front();
+    for (const char* port : {"a", "b"}) {
+      const op::Tensor t = mm.input(port);
+      e->taken.push_back(
+          g.tensor({std::string("taken.") + port, t.dims(), t.dtype(), t.strides()}));
+    }
+    const op::Tensor product = g.matmul(e->taken[0], e->taken[1]);
+    std::map<int, op::Tensor> to;  // tensor index in `from` -> tensor of g
+    for (const auto& [t, src] : base.backward.inputs) {
+      if (src.kind == op::Source::Kind::cotangent && src.uid == uid) {
+        to[t.index()] = product;
+        continue;
+      }
+      to[t.index()] = g.tensor({t.name(), t.dims(), t.dtype(), t.strides()});
+      e->backward.inputs.emplace_back(to[t.index()], src);
+    }
+    for (const auto& [t, src] : base.backward.inputs)
+      if (t.ragged_offset().defined())
+        to.at(t.index()).set_ragged_offset(to.at(t.ragged_offset().index()));
+    for (const op::Node& n : from.nodes()) {
+      op::Ports ports;
+      for (const auto& [port, t] : n.inputs()) ports.emplace_back(port, to.at(t.index()));
+      const op::Attrs attrs(n.attrs().begin(), n.attrs().end());
+      std::map<std::string, op::Tensor> outs = g.op(n.op(), ports, attrs, n.name());
+      for (const auto& [port, t] : n.outputs()) {
+        op::Tensor& o = outs.at(port);
+        to[t.index()] = o;
+        if (!t.is_virtual()) o.set_output(true).set_name(t.name());
+      }
+    }
+    for (const op::Tensor& t : base.backward.gradients)
+      e->backward.gradients.push_back(t.defined() ? to.at(t.index()) : op::Tensor());
+    e->backward.graph = g;
+    e->backward.recompute_inputs = base.backward.recompute_inputs;
+    e->recompute = base.recompute;
+    e->kernel = plan_backward(g, e->backward.gradients, options_, manifest_, e.get());
+    return *entries_.emplace(full, std::move(e)).first->second;
+  }
+
+  // Records the calls of a derived graph's segments, its inputs from `sources` and `values`
+  // (taken-over arguments), the `deferred` ones deferred; returns every value made, by the
+  // graph's uids (its outputs among them).
   template <class ValueOf>
-  static std::map<int64_t, Value> run(Recorder& r, const std::vector<PlannedSegment>& calls,
-                                      const std::vector<std::pair<op::Tensor, op::Source>>& sources,
-                                      ValueOf& value_of) {
-    std::map<int64_t, Value> values;
+  static std::map<int64_t, Value> run(
+      Recorder& r, const std::vector<PlannedSegment>& calls,
+      const std::vector<std::pair<op::Tensor, op::Source>>& sources, ValueOf& value_of,
+      std::map<int64_t, Value> values,
+      const std::map<std::size_t, std::shared_ptr<const ProductTag>>& deferred) {
     for (const auto& [t, s] : sources) values[t.uid()] = value_of(t, s);
-    for (const PlannedSegment& c : calls) {
+    for (std::size_t i = 0; i < calls.size(); ++i) {
+      const PlannedSegment& c = calls[i];
       std::vector<Arg> args;
       for (int64_t uid : c.inputs) args.emplace_back(values.at(uid));
-      const std::vector<Value> outs = r.call_all(c.kernel, args);
-      for (std::size_t i = 0; i < outs.size(); ++i) values[c.outputs[i]] = outs[i];
+      const auto d = deferred.find(i);
+      const std::vector<Value> outs = d == deferred.end()
+                                          ? r.call_all(c.kernel, args)
+                                          : r.call_deferred(c.kernel, args, d->second);
+      for (std::size_t o = 0; o < outs.size(); ++o) values[c.outputs[o]] = outs[o];
     }
     return values;
   }

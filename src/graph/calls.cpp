@@ -146,28 +146,38 @@ void Recording::State::check_node_args(const NodeInfo& node, const KernelDef& de
   check_races(node, def.per_sample);
 }
 
-std::vector<Value> Recorder::call_all(const Kernel& kernel, const std::vector<Arg>& args,
-                                      const CallOptions& options) {
-  Recording::State& s = *rec_->s_;
-  s.check_open("Recorder::call");
+namespace {
+
+// What a call needs before it becomes a node: its arguments sorted, the scalars, the outputs'
+// shapes and dtypes (supplied buffers checked against them) and the kernel's implementation for
+// these dtypes (which may decline with NotSupported).
+struct PreparedCall {
+  CallArgs args;
+  std::vector<ScalarArg> scalars;
+  std::vector<ArrayMeta> outputs;
+  KernelImpl impl;
+};
+
+PreparedCall prepare_call(const Recording::State& s, const Kernel& kernel,
+                          const std::vector<Arg>& args, const CallOptions& options,
+                          const std::string& who) {
   const KernelDef& def = kernel.def();
-  const std::string who = "kernel " + def.name;
-  const CallArgs c = split_args(kernel, args, options, who);
+  PreparedCall p{split_args(kernel, args, options, who), {}, {}, {}};
+  const CallArgs& c = p.args;
   std::vector<ArrayMeta> metas;
   for (std::size_t i = 0; i < c.inputs.size(); ++i) {
     const auto& v = s.value(c.inputs[i], who + ": array argument '" + c.in_names[i] + "'");
     metas.push_back({v.shape, v.dtype});
   }
-  std::vector<ScalarArg> sargs;
   for (std::size_t i = 0; i < c.scalars.size(); ++i)
-    sargs.push_back(c.scalars[i].as(def.scalars[i].kind));
-  std::vector<ArrayMeta> out_metas = kernel.infer(metas, sargs);
+    p.scalars.push_back(c.scalars[i].as(def.scalars[i].kind));
+  p.outputs = kernel.infer(metas, p.scalars);
   // Every supplied buffer is checked before anything is added.
-  for (std::size_t o = 0; o < out_metas.size(); ++o) {
+  for (std::size_t o = 0; o < p.outputs.size(); ++o) {
     const std::string what = who + ": output '" + c.out_names[o] + "'";
     if (o < options.buffers.size()) {
-      out_metas[o] = s.supplied_meta(options.buffers[o], out_metas[o], what);
-    } else if (out_metas[o].shape == Shape{-1}) {
+      p.outputs[o] = s.supplied_meta(options.buffers[o], p.outputs[o], what);
+    } else if (p.outputs[o].shape == Shape{-1}) {
       throw InvalidArgument(what +
                             " has no shape determined by the inputs; supply it with buffer=");
     }
@@ -175,10 +185,35 @@ std::vector<Value> Recorder::call_all(const Kernel& kernel, const std::vector<Ar
   std::vector<DType> dtypes;
   {
     std::size_t in = 0, out = 0;
-    for (const auto& p : def.arrays)
-      dtypes.push_back(reads(p.access) ? metas[in++].dtype : out_metas[out++].dtype);
+    for (const auto& q : def.arrays)
+      dtypes.push_back(reads(q.access) ? metas[in++].dtype : p.outputs[out++].dtype);
   }
-  const KernelImpl impl = kernel.select(dtypes);  // may decline with NotSupported
+  p.impl = kernel.select(dtypes);  // may decline with NotSupported
+  return p;
+}
+
+}  // namespace
+
+std::vector<Value> Recorder::call_all(const Kernel& kernel, const std::vector<Arg>& args,
+                                      const CallOptions& options) {
+  Recording::State& s = *rec_->s_;
+  s.check_open("Recorder::call");
+  const KernelDef& def = kernel.def();
+  const std::string who = "kernel " + def.name;
+  const PreparedCall prepared = prepare_call(s, kernel, args, options, who);
+  const CallArgs& c = prepared.args;
+  const std::vector<ScalarArg>& sargs = prepared.scalars;
+  const std::vector<ArrayMeta>& out_metas = prepared.outputs;
+  const KernelImpl impl = prepared.impl;
+  if (!s.deferred.empty()) {  // the deferred calls this one depends on are recorded first
+    std::vector<int> read_ids, write_ids;
+    std::size_t in = 0;
+    for (const auto& p : def.arrays)
+      if (reads(p.access)) (writes(p.access) ? write_ids : read_ids).push_back(c.inputs[in++].id());
+    for (const BufferArg& b : options.buffers)
+      if (const Value* v = std::get_if<Value>(&b)) write_ids.push_back(v->id());
+    s.flush_deferred_before(read_ids, write_ids);
+  }
 
   Transaction t(s);
   const std::string label = options.label.empty() ? def.name : options.label;
@@ -227,6 +262,28 @@ Value Recorder::call(const Kernel& kernel, const std::vector<Arg>& args,
                           ": call() needs exactly one output, the kernel writes " +
                           std::to_string(written) + " arrays; use call_all()");
   return call_all(kernel, args, options).front();
+}
+
+std::vector<Value> Recorder::call_deferred(const Kernel& kernel, const std::vector<Arg>& args,
+                                           std::shared_ptr<const DeferredTag> tag) {
+  Recording::State& s = *rec_->s_;
+  s.check_open("Recorder::call_deferred");
+  const std::string who = "kernel " + kernel.def().name;
+  const PreparedCall prepared = prepare_call(s, kernel, args, {}, who);
+  Transaction t(s);
+  DeferredCall d{kernel, args, {}, {}, {}, s.scopes, std::move(tag)};
+  for (const Value& v : prepared.args.inputs) d.inputs.push_back(v.id());
+  std::vector<Value> results;
+  for (std::size_t o = 0; o < prepared.outputs.size(); ++o) {
+    const int v = s.output_value(nullptr, prepared.outputs[o], kernel.def().name,
+                                 prepared.args.out_names[o], who);
+    results.push_back(s.handle(v));
+    d.outputs.push_back(v);
+    d.options.buffers.emplace_back(results.back());
+  }
+  s.deferred.push_back(std::move(d));
+  t.commit();
+  return results;
 }
 
 }  // namespace eagle

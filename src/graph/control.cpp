@@ -55,12 +55,14 @@ int Recording::State::record_control(NodeKind kind, const Value& cell,
   node.kernel = node.label;
   node.arrays = {arg_info("cond", Access::read, cell.id())};
   node.bodies.resize(arms.size());
+  flush_deferred();
   const Snapshot cond = kind == NodeKind::while_ ? Snapshot{} : note_condition(node.arrays[0]);
   const int id = add_node(std::move(node), nullptr, KernelImpl{});
   snapshots[static_cast<std::size_t>(id)][0] = cond;
   for (std::size_t i = 0; i < arms.size(); ++i) {
     open.emplace_back(id, static_cast<int>(i));
     arms[i]();
+    flush_deferred();
     open.pop_back();
   }
   return id;
@@ -201,6 +203,7 @@ void Recorder::for_(int64_t n, const std::function<void()>& body) {
         s.loops.push_back({stop, skip, s.open.size()});
         body();
         // Close the guards break_if / continue_if opened, then count the turn.
+        s.flush_deferred();
         for (int g = 0; g < s.loops.back().guards; ++g) s.open.pop_back();
         s.loops.pop_back();
         call_all(kernels::loop_next(), {remaining, stop}, buffer(going));
@@ -217,6 +220,7 @@ void Recording::State::guard_rest_of_loop_body(const Value& flag, const Value& c
   if (open.size() != loop.depth + static_cast<std::size_t>(loop.guards))
     throw InvalidArgument(std::string(who) +
                           ": call it directly in the for_ body, not inside a nested construct");
+  flush_deferred();
   Recorder r(self);
   r.call(kernels::cell_or(), {flag, cell}, buffer(flag));
   const Value keep = r.call(kernels::cell_none(), {loop.stop, loop.skip});
@@ -289,6 +293,7 @@ void Branch::wait(const Value& v) {
       s.nodes[static_cast<std::size_t>(s.open.back().first)].kind != NodeKind::fork ||
       s.open.back().second != index_)
     throw InvalidArgument("Branch::wait: call it inside its own branch, outside nested constructs");
+  s.flush_deferred();  // the writer to wait for may be a deferred call
   const int fork = s.open.back().first;
   const int64_t begin = d.byte_offset,
                 end = d.byte_offset + view_span_bytes(d.shape, d.strides, d.dtype);
@@ -327,12 +332,14 @@ void Recorder::parallel(const std::vector<std::function<void(Branch&)>>& branche
   node.label = "parallel";
   node.kernel = "parallel";
   node.bodies.resize(branches.size());
+  s.flush_deferred();
   const int id = s.add_node(std::move(node), nullptr, KernelImpl{});
   for (std::size_t i = 0; i < branches.size(); ++i) {
     s.open.emplace_back(id, static_cast<int>(i));
     s.pending_waits.clear();
     Branch b(rec_, static_cast<int>(i));
     branches[i](b);
+    s.flush_deferred();
     s.pending_waits.clear();  // a wait with nothing after it orders nothing
     s.open.pop_back();
   }

@@ -133,6 +133,7 @@ void Recording::State::renumber() {
 void Recording::State::finish() {
   check_open("RecordingBuilder::finish");
   if (!open.empty()) throw RecordError("Recording: a device construct was left open");
+  flush_deferred();
   for (int id : result_values) results.push_back(arg_info("result", Access::read, id));
   for (auto& [id, raise] : check_values)
     checks.push_back({arg_info("check", Access::read, id), std::move(raise)});

@@ -115,6 +115,7 @@ void Recorder::assign(Value& dst, const Value& src) {
       dst.id_ != src.id_) {
     s.value(dst, "Recorder::assign: dst");
     s.value(src, "Recorder::assign: src");
+    s.flush_deferred();  // a merge moves values; a deferred call's arguments must not move
     Transaction t(s);
     s.merge_rebound(dst.id_, src.id_);
     t.commit();

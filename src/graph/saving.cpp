@@ -388,14 +388,17 @@ void Recorder::without_saves(const std::function<void()>& body) {
     explicit Off(Recording::State& st) : s(st) { ++s.no_saving; }
     ~Off() { --s.no_saving; }
   } off(s);
+  s.flush_deferred();
   Transaction t(s);
   body();
+  s.flush_deferred();  // recorded without saves, as it was deferred
   t.commit();
 }
 
 void Recorder::release_saves() {
   Recording::State& s = *rec_->s_;
   s.check_open("Recorder::release_saves");
+  s.flush_deferred();
   s.save_horizon = static_cast<int>(s.nodes.size());
 }
 

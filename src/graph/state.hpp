@@ -10,6 +10,7 @@
 //   transaction.cpp checkpoints and rollback: a refused call leaves the recording as it was
 //   saving.cpp      RecordOptions::record: saves before in-place overwrites, per-turn tapes
 //                   in capped loops, the name map
+//   deferred.cpp    calls recorded when something first depends on them, or taken over
 #pragma once
 
 #include <cstdint>
@@ -24,6 +25,17 @@
 #include "eagle/graph/recording.hpp"
 
 namespace eagle {
+
+// A call recorded later, or never (Recorder::call_deferred).
+struct DeferredCall {
+  Kernel kernel;
+  std::vector<Arg> args;
+  CallOptions options;              // buffers: its outputs, made when it was deferred
+  std::vector<int> inputs;          // value ids of its array arguments
+  std::vector<int> outputs;         // value ids of its outputs
+  std::vector<std::string> scopes;  // Recorder::scope names open when it was deferred
+  std::shared_ptr<const Recorder::DeferredTag> tag;
+};
 
 struct Recording::State {
   struct ValueData {
@@ -78,6 +90,7 @@ struct Recording::State {
     std::vector<int> pending_waits;
     bool results_set;
     int save_horizon;
+    std::vector<DeferredCall> deferred;
   };
 
   Recording* self = nullptr;
@@ -198,6 +211,16 @@ struct Recording::State {
   void save_before_existing(int writer, const NodeArgInfo& w);
   // Adds `node` right before node `before` (after it, with `after`), in the same list.
   int insert_before(NodeInfo node, int before, bool after = false);
+
+  // ---- deferred calls (deferred.cpp)
+  std::vector<DeferredCall> deferred;  // in the order they were deferred
+  // Records, in order, the deferred calls a call reading `reads` and writing `writes` (value
+  // ids) must follow: those writing what it touches, or reading what it writes.
+  void flush_deferred_before(const std::vector<int>& reads, const std::vector<int>& writes);
+  // Records every deferred call (before a construct, fork or saving region opens or closes, and
+  // at finish: a deferred call is recorded where it was deferred).
+  void flush_deferred();
+  void flush_deferred_at(std::size_t index);
 
   // ---- transactions (transaction.cpp)
   std::vector<Undo> journal;

@@ -29,7 +29,8 @@ Recording::State::Checkpoint Recording::State::checkpoint() const {
                     tapes,
                     pending_waits,
                     results_set,
-                    save_horizon};
+                    save_horizon,
+                    deferred};
 }
 
 namespace {
@@ -132,6 +133,7 @@ void Recording::State::rollback(const Checkpoint& c) {
   tapes = c.tapes;
   pending_waits = c.pending_waits;
   save_horizon = c.save_horizon;
+  deferred = c.deferred;
 }
 
 Transaction::Transaction(Recording::State& s) : s_(s), checkpoint_(s.checkpoint()) {

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <functional>
 #include <limits>
+#include <map>
 
 #include "eagle/eagle.hpp"
 #include "eagle/engines/planned_kernel.hpp"
@@ -156,6 +157,86 @@ TEST(PlannedDerivative, ATrainingStepWithAPlannedMlpIsOneGraph) {
   step(100);
   const double last_loss = step()[0].to_vector<double>()[0];
   EXPECT_LT(last_loss, 0.9 * first_loss) << "first " << first_loss << ", last " << last_loss;
+}
+
+// y = gelu(x w1) w2 cut by planned_segments ([matmul, gelu], [matmul]); loss = sum(y), plus
+// sum(h) of the hidden h = gelu(x w1) with `hidden_in_loss`. The nodes of the recorded step and
+// its gradients against finite differences.
+struct SegmentedMlp {
+  bool hidden_in_loss;
+  std::vector<NodeInfo> nodes;
+  void check() {
+    op::Graph og("mlp2");
+    const Tensor x = og.tensor({"x", {6, 4}, f64}), w1 = og.tensor({"w1", {4, 5}, f64});
+    const Tensor w2 = og.tensor({"w2", {5, 3}, f64});
+    const Tensor h = og.pointwise("gelu", og.matmul(x, w1));
+    Tensor y = og.matmul(h, w2);
+    y.set_output(true).set_name("y");
+    const std::vector<engines::PlannedSegment> segs = engines::planned_segments(og);
+    ASSERT_EQ(segs.size(), 2u);
+    const std::vector<std::string> names = {"x", "w1", "w2"};
+    const std::vector<Array> init = {test::random_array({6, 4}, f64, cpu),
+                                     test::random_array({4, 5}, f64, cpu),
+                                     test::random_array({5, 3}, f64, cpu)};
+    auto forward = [&](Recorder& r) {
+      std::vector<Value> wrt;
+      std::map<int64_t, Value> v;
+      for (std::size_t i = 0; i < names.size(); ++i) wrt.push_back(r.param(names[i], init[i]));
+      v = {{x.uid(), wrt[0]}, {w1.uid(), wrt[1]}, {w2.uid(), wrt[2]}};
+      for (const engines::PlannedSegment& seg : segs) {
+        std::vector<Arg> args;
+        for (int64_t uid : seg.inputs) args.emplace_back(v.at(uid));
+        const std::vector<Value> out = r.call_all(seg.kernel, args);
+        for (std::size_t i = 0; i < out.size(); ++i) v.insert_or_assign(seg.outputs[i], out[i]);
+      }
+      Value loss = r.call(kernels::sum(), {v.at(y.uid())});
+      if (hidden_in_loss)
+        loss = r.call(kernels::add(), {loss, r.call(kernels::sum(), {v.at(h.uid())})});
+      return std::make_pair(loss, wrt);
+    };
+    Graph f = Graph::record([&](Recorder& r) { r.result(forward(r).first); });
+    f.build(cpu);
+    Graph step = Graph::record(
+        [&](Recorder& r) {
+          auto [loss, wrt] = forward(r);
+          std::vector<Value> out = {loss};
+          for (const Value& g : diff::gradients(r, {loss}, wrt)) out.push_back(g);
+          r.result(out);
+        },
+        RecordOptions{.record = true});
+    nodes = step.nodes();
+    step.build(cpu);
+    const std::vector<Array> got = step();
+    for (std::size_t i = 0; i < names.size(); ++i) {
+      SCOPED_TRACE(names[i]);
+      expect_close(got[i + 1].to_vector<double>(), finite_difference(f, names[i], init[i], first));
+    }
+  }
+  // The node of a kernel fusing a taken-over matmul with the pointwise node after it: it reads
+  // the matmul's operands (taken.a, taken.b) and writes more than the matmul's product.
+  bool fused() const {
+    for (const NodeInfo& n : nodes)
+      for (const NodeArgInfo& a : n.arrays)
+        if (a.param == "taken.a" && n.arrays.size() > 3) return true;
+    return false;
+  }
+};
+
+// The reverse of [matmul, gelu] <- [matmul]: the second segment's backward defers its dx
+// matmul; the first's backward starts with gelu_backward reading it, takes it over and runs the
+// two as one kernel (the matmul's epilogue).
+TEST(PlannedDerivative, ADeferredMatmulFusesIntoTheNextBackwardsFirstKernel) {
+  SegmentedMlp m{false, {}};
+  m.check();
+  EXPECT_TRUE(m.fused());
+}
+
+// The hidden layer's cotangent also gets sum(h)'s: the contributions are added, which records
+// the deferred matmul first; nothing is taken over and the gradients are the same.
+TEST(PlannedDerivative, ADeferredMatmulThatIsReadElsewhereIsRecorded) {
+  SegmentedMlp m{true, {}};
+  m.check();
+  EXPECT_FALSE(m.fused());
 }
 
 // y = softmax(rms_norm(x, scale)) by a planned op; loss = sum(y * c) by ordinary kernels.

@@ -73,5 +73,70 @@ TEST(PlannedSegments, RecordedInOrderTheyMatchTheWholeGraphAndItsGradients) {
     EXPECT_NEAR(runs[1][i], runs[0][i], 1e-12 * (1 + std::abs(runs[0][i]))) << "element " << i;
 }
 
+// A matmul with its epilogue, one segment, on cuda:0 against the same segment on the CPU: cuDNN
+// fuses it in bf16 and f16; in f32 no engine fuses it and the segment runs as its unfused pieces
+// in one call. The matmul's result (kept for the derivative) is compared too. Odd sizes (not
+// tile multiples), b given row-major or as the transpose of a row-major array, outputs
+// poisoned first.
+struct EpilogueCase {
+  const char* name;
+  DType dtype;
+  bool transposed_b;
+  const char* op;  // gelu, or gelu_backward reading a third operand z
+};
+
+class EpilogueOnGpu : public ::testing::TestWithParam<EpilogueCase> {};
+
+TEST_P(EpilogueOnGpu, MatchesTheCpu) {
+  if (!cuda_available()) GTEST_SKIP() << "no CUDA device";
+  const EpilogueCase& p = GetParam();
+  const int64_t m = 200, k = 72, n = 136;
+  op::Graph g("epilogue");
+  const Tensor a = g.tensor({"a", {m, k}, p.dtype});
+  const Tensor b = p.transposed_b ? g.tensor({"b", {k, n}, p.dtype, op::Dims{1, k}})
+                                  : g.tensor({"b", {k, n}, p.dtype});
+  const Tensor c = g.matmul(a, b);
+  const bool binary = std::string(p.op) == "gelu_backward";
+  const Tensor z = binary ? g.tensor({"z", {m, n}, p.dtype}) : Tensor();
+  (binary ? g.pointwise(p.op, c, z) : g.pointwise(p.op, c)).set_output(true).set_name("y");
+  const std::vector<engines::PlannedSegment> segs = engines::planned_segments(g);
+  ASSERT_EQ(segs.size(), 1u);
+  ASSERT_EQ(segs[0].outputs.size(), 2u);  // the matmul's result, then y
+  const Device cpu = Device::cpu(), gpu = Device::cuda(0);
+  const Array a0 = test::random_array({m, k}, p.dtype, cpu);
+  const Array b0 = test::random_array(p.transposed_b ? Shape{n, k} : Shape{k, n}, p.dtype, cpu);
+  const Array z0 = test::random_array({m, n}, p.dtype, cpu);
+  auto run = [&](Device d) {
+    Graph graph = Graph::record([&](Recorder& r) {
+      std::vector<Arg> args = {r.param("a", a0.to(d))};
+      const Value bv = r.param("b", b0.to(d));
+      args.emplace_back(p.transposed_b ? bv.transpose(0, 1) : bv);
+      if (binary) args.emplace_back(r.param("z", z0.to(d)));
+      r.result(r.call_all(
+          segs[0].kernel, args,
+          CallOptions{{test::poisoned({m, n}, p.dtype, d), test::poisoned({m, n}, p.dtype, d)},
+                      ""}));
+    });
+    graph.build(d);
+    std::vector<std::vector<double>> out;
+    for (const Array& x : graph()) out.push_back(x.to(cpu).to_vector<double>());
+    return out;
+  };
+  const auto want = run(cpu), got = run(gpu);
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_CLOSE(got[0], want[0], test::tolerance(p.dtype));  // the matmul's result
+  EXPECT_CLOSE(got[1], want[1], test::tolerance(p.dtype));  // the epilogue's
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    PlannedSegments, EpilogueOnGpu,
+    ::testing::Values(EpilogueCase{"bf16_gelu", DType::bf16, false, "gelu"},
+                      EpilogueCase{"f16_gelu", DType::f16, false, "gelu"},
+                      EpilogueCase{"bf16_gelu_backward_bt", DType::bf16, true, "gelu_backward"},
+                      EpilogueCase{"f32_gelu_unfused", DType::f32, false, "gelu"},
+                      EpilogueCase{"f32_gelu_backward_bt_unfused", DType::f32, true,
+                                   "gelu_backward"}),
+    [](const auto& info) { return std::string(info.param.name); });
+
 }  // namespace
 }  // namespace eagle

@@ -290,6 +290,28 @@ class Recorder {
   // what a reverse pass records is never differentiated itself.
   void without_saves(const std::function<void()>& body);
 
+  // ---- deferred calls: a derivative's last product handed to the next derivative to fuse
+  // What a deferred call carries for whoever may take it over (read back with dynamic_cast).
+  class DeferredTag {
+   public:
+    virtual ~DeferredTag() = default;
+  };
+  // call_all recorded later: right before the first later call that reads or writes what it
+  // writes or writes what it reads, before a device construct, fork or without_saves body opens
+  // or closes, at the end of the recording; or never, when take_deferred takes it over first.
+  // Its outputs are made now (their contents are unspecified until it is recorded). Its argument
+  // counts, dtypes and shapes are checked now; the checks of the node itself (races, readable
+  // arrays) when it is recorded.
+  std::vector<Value> call_deferred(const Kernel& kernel, const std::vector<Arg>& args,
+                                   std::shared_ptr<const DeferredTag> tag);
+  // The tag of the deferred call whose only output is `v`'s whole array, while that call is not
+  // recorded yet; nullptr otherwise.
+  const DeferredTag* deferred_tag(const Value& v) const;
+  // Takes over that call (deferred_tag(v) must be non-null): it is never recorded and `v`'s array
+  // is never written. Returns its arguments; the caller records what computes the same values
+  // into its own arrays (a fused kernel reading the call's arguments instead of `v`).
+  std::vector<Arg> take_deferred(const Value& v);
+
   // Names what is recorded while the returned guard lives: each node's scope is the open scope
   // names joined by '/' ("block0/attention"), kept in to_json and in traces. Scopes nest; the
   // guard must die in the reverse order of creation (as C++ scopes do).
