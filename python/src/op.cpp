@@ -369,7 +369,9 @@ void bind_op(nb::module_& m) {
       nb::arg("graph"), nb::arg("modes") = std::vector<std::string>{"A"},
       nb::arg("autotune") = false,
       "`graph` cut into pieces one engine family serves on its own (each run of pointwise "
-      "nodes one piece, every other node a piece of its own), for a graph no one engine serves "
+      "nodes one piece, a matmul with the chain of pointwise nodes right after it as its "
+      "epilogue (its product an output too), every other node a piece of its own), for a "
+      "graph no one engine serves "
       "on a GPU: a list of (Kernel, input uids, output uids) in an order that respects the data "
       "flow. Record the kernels' calls in order, each with the Values of its input uids, and "
       "map its outputs to its output uids; each piece differentiates on its own.");
