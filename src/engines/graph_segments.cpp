@@ -134,11 +134,12 @@ Segment build_segment(const op::Graph& whole, const std::vector<op::Node>& nodes
 
 }  // namespace
 
-std::vector<Segment> segments(const op::Graph& whole, bool fuse_epilogues) {
+std::vector<Segment> segments(const op::Graph& whole, bool fuse_epilogues, bool keep_products) {
   const std::vector<op::Node> nodes = whole.nodes();
   int count = 0;
   std::set<int> kept;
   const std::vector<int> segment_of = assign_segments(nodes, fuse_epilogues, count, kept);
+  if (!keep_products) kept.clear();
   std::map<int, std::set<int>> readers;  // tensor index -> segments reading it
   for (std::size_t i = 0; i < nodes.size(); ++i)
     for (const auto& [port, t] : nodes[i].inputs()) readers[t.index()].insert(segment_of[i]);

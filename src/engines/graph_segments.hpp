@@ -26,6 +26,9 @@ struct Segment {
 // The segments of `whole` in an order that respects its data flow. A segment's outputs are the
 // tensors of its nodes that `whole` outputs or that another segment reads.
 // fuse_epilogues=false: every matmul alone (the pieces of an epilogue segment).
-std::vector<Segment> segments(const op::Graph& whole, bool fuse_epilogues = true);
+// keep_products=false: an epilogue segment outputs the matmul's result only where `whole`
+// outputs it or another segment reads it (a backward graph, which is not differentiated).
+std::vector<Segment> segments(const op::Graph& whole, bool fuse_epilogues = true,
+                              bool keep_products = true);
 
 }  // namespace eagle::engines::detail

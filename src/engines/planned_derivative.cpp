@@ -62,7 +62,8 @@ std::vector<PlannedSegment> plan_backward(const op::Graph& g, const std::vector<
   std::vector<PlannedSegment> out;
   if (g.nodes().empty()) return out;  // planned_segments (validating its graph) refuses it
   g.validate();
-  std::vector<Segment> segs = segments(g);
+  // Not differentiated again: an epilogue's matmul product stays virtual.
+  std::vector<Segment> segs = segments(g, true, false);
   std::set<int64_t> gradient_uids, read_later;
   for (const op::Tensor& t : grads)
     if (t.defined()) gradient_uids.insert(t.uid());

@@ -130,8 +130,8 @@ void autotune_on_scratch(plan::ExecutionPlans& plans, Device device,
 // An epilogue segment that no engine serves whole on a device (a matmul and its pointwise
 // chain, planned_segments): the segment's unfused pieces, planned apart and run in order in one
 // call. Each piece reads its operands from the segment's argument block (`operand`: the index of
-// each of the piece's operands there); the matmul's result is one of the segment's outputs, so
-// nothing passes between the pieces but through the caller's arrays.
+// each of the piece's operands there, or, for a tensor passing between pieces that the segment
+// keeps to itself, -1 - its index in `scratch`: a contiguous slice of the call's workspace).
 class CompositeCall final : public Call {
  public:
   struct Piece {
@@ -139,33 +139,63 @@ class CompositeCall final : public Call {
     std::shared_ptr<const plan::CompiledPlan> compiled;
     std::vector<int> operand;
   };
-  CompositeCall(std::vector<Piece> pieces, Device device)
-      : pieces_(std::move(pieces)), device_(device) {
+  struct Scratch {
+    op::Dims dims;
+    DType dtype;
+    std::size_t offset;  // bytes into the workspace
+  };
+  CompositeCall(std::vector<Piece> pieces, std::vector<Scratch> scratch, std::size_t scratch_bytes,
+                Device device)
+      : pieces_(std::move(pieces)),
+        scratch_(std::move(scratch)),
+        scratch_bytes_(scratch_bytes),
+        device_(device) {
     for (const Piece& p : pieces_) {
-      workspace_ = std::max(workspace_, p.compiled->workspace_bytes());
+      piece_workspace_ = std::max(piece_workspace_, p.compiled->workspace_bytes());
       if (const Library* l = p.compiled->library()) library_ = l;
     }
   }
 
   const Library* library() const override { return library_; }
-  std::size_t workspace_bytes(const ArgBlock&, Device) const override { return workspace_; }
+  std::size_t workspace_bytes(const ArgBlock&, Device) const override {
+    return scratch_bytes_ + piece_workspace_;
+  }
 
   void run(const ArgBlock& args, const CallContext& ctx) const override {
     Operands ops(args, device_);
+    CallContext piece_ctx = ctx;
+    piece_ctx.workspace = static_cast<char*>(ctx.workspace) + scratch_bytes_;
+    piece_ctx.workspace_bytes = ctx.workspace_bytes - scratch_bytes_;
     std::vector<plan::OperandBuffer> sub;
     for (const Piece& p : pieces_) {
       sub.clear();
-      for (int i : p.operand) sub.push_back(ops.data()[i]);
-      if (p.compiled->run(sub.data(), ctx)) continue;
-      p.compiled->explain(sub.data(), ctx);
+      for (int i : p.operand) sub.push_back(i >= 0 ? ops.data()[i] : scratch_at(-1 - i, ctx));
+      if (p.compiled->run(sub.data(), piece_ctx)) continue;
+      p.compiled->explain(sub.data(), piece_ctx);
       throw std::logic_error("planned call: a piece's plan refused the call but names no rule");
     }
   }
 
  private:
+  plan::OperandBuffer scratch_at(int k, const CallContext& ctx) const {
+    const Scratch& s = scratch_[static_cast<std::size_t>(k)];
+    plan::OperandBuffer b;
+    b.data = static_cast<char*>(ctx.workspace) + s.offset;
+    b.dtype = s.dtype;
+    b.ndim = static_cast<int32_t>(s.dims.size());
+    const op::Dims strides = contiguous_strides(s.dims);
+    for (std::size_t d = 0; d < s.dims.size(); ++d) {
+      b.dims[d] = s.dims[d];
+      b.strides[d] = strides[d];
+    }
+    b.device = device_;
+    return b;
+  }
+
   std::vector<Piece> pieces_;
+  std::vector<Scratch> scratch_;
+  std::size_t scratch_bytes_ = 0, piece_workspace_ = 0;
   Device device_;
-  std::size_t workspace_ = 0;
   const Library* library_ = nullptr;
 };
 
@@ -213,21 +243,31 @@ class PlannedBinder : public CallBinder {
   }
 
   std::shared_ptr<const Call> composite(Device device) const {
-    std::map<int64_t, int> index;  // operand uid -> position in the argument block
+    std::map<int64_t, int> index;  // operand uid -> position in the argument block, or -1 - k
     const std::vector<op::Tensor> operands = source_.operand_tensors();
     for (std::size_t i = 0; i < operands.size(); ++i)
       index[operands[i].uid()] = static_cast<int>(i);
+    std::vector<CompositeCall::Scratch> scratch;
+    std::size_t scratch_bytes = 0;
+    const auto position = [&](int64_t uid) {
+      if (auto it = index.find(uid); it != index.end()) return it->second;
+      const op::Tensor t = source_.tensor_by_uid(uid);  // virtual: it lives in the workspace
+      scratch.push_back({t.dims(), t.dtype(), scratch_bytes});
+      scratch_bytes += (checked_nbytes(t.dims(), t.dtype(), "planned kernel") + 255) / 256 * 256;
+      return index[uid] = -static_cast<int>(scratch.size());
+    };
     std::vector<CompositeCall::Piece> pieces;
     for (detail::Segment& seg : detail::segments(source_, /*fuse_epilogues=*/false)) {
       CompositeCall::Piece p;
       std::size_t in = 0, out = 0;
       for (const op::Tensor& t : seg.graph.operand_tensors())
-        p.operand.push_back(index.at(t.producer() < 0 ? seg.inputs[in++] : seg.outputs[out++]));
+        p.operand.push_back(position(t.producer() < 0 ? seg.inputs[in++] : seg.outputs[out++]));
       p.plans = std::make_shared<plan::ExecutionPlans>(plans_for(seg.graph, device));
       p.compiled = p.plans->compiled();
       pieces.push_back(std::move(p));
     }
-    return std::make_shared<const CompositeCall>(std::move(pieces), device);
+    return std::make_shared<const CompositeCall>(std::move(pieces), std::move(scratch),
+                                                 scratch_bytes, device);
   }
 
   op::Graph source_;

@@ -239,6 +239,72 @@ TEST(PlannedDerivative, ADeferredMatmulThatIsReadElsewhereIsRecorded) {
   EXPECT_FALSE(m.fused());
 }
 
+// y = gelu(gelu(x w1) w2) w3 cut by planned_segments, seeded with ones, on cuda:0 in bf16 (cuDNN
+// runs the epilogues fused, forward and backward) and f32 (no engine fuses: each epilogue
+// segment runs its pieces, a backward one passing the virtual product through its workspace),
+// against the same graph on the CPU in float64 from the same (rounded) inputs.
+class FusedBackwardOnGpu : public ::testing::TestWithParam<DType> {};
+
+TEST_P(FusedBackwardOnGpu, MatchesTheCpu) {
+  if (!cuda_available()) GTEST_SKIP() << "no CUDA device";
+  const DType dt = GetParam();
+  const int64_t t = 64, d0 = 32, d1 = 48, d2 = 40, d3 = 16;
+  const std::vector<Shape> shapes = {{t, d0}, {d0, d1}, {d1, d2}, {d2, d3}};
+  std::vector<std::vector<double>> init;  // x, w1, w2, w3, rounded to dt
+  for (const Shape& sh : shapes)
+    init.push_back(test::random_array(sh, dt, cpu).to_vector<double>());
+  auto gradients = [&](Device dev, DType type, std::vector<NodeInfo>* nodes) {
+    op::Graph og("mlp3");
+    std::vector<Tensor> ts;
+    for (std::size_t i = 0; i < shapes.size(); ++i)
+      ts.push_back(og.tensor({i ? "w" + std::to_string(i) : "x", shapes[i], type}));
+    Tensor y = og.matmul(
+        og.pointwise("gelu", og.matmul(og.pointwise("gelu", og.matmul(ts[0], ts[1])), ts[2])),
+        ts[3]);
+    y.set_output(true).set_name("y");
+    const std::vector<engines::PlannedSegment> segs = engines::planned_segments(og);
+    Graph step = Graph::record(
+        [&](Recorder& r) {
+          std::map<int64_t, Value> v;
+          std::vector<Value> weights;
+          for (std::size_t i = 0; i < ts.size(); ++i) {
+            v[ts[i].uid()] =
+                r.param(ts[i].name(), test::from_doubles(init[i], shapes[i], type, dev));
+            if (i) weights.push_back(v[ts[i].uid()]);
+          }
+          for (const engines::PlannedSegment& seg : segs) {
+            std::vector<Arg> args;
+            for (int64_t uid : seg.inputs) args.emplace_back(v.at(uid));
+            const std::vector<Value> out = r.call_all(seg.kernel, args);
+            for (std::size_t i = 0; i < out.size(); ++i) v.insert_or_assign(seg.outputs[i], out[i]);
+          }
+          r.result(diff::gradients(r, {v.at(y.uid())}, weights));
+        },
+        RecordOptions{.record = true});
+    if (nodes) *nodes = step.nodes();
+    step.build(dev);
+    std::vector<std::vector<double>> out;
+    for (const Array& g : step()) out.push_back(g.to(cpu).to_vector<double>());
+    return out;
+  };
+  std::vector<NodeInfo> nodes;
+  const auto want = gradients(cpu, f64, nullptr);
+  const auto got = gradients(Device::cuda(0), dt, &nodes);
+  const double tol = dt == DType::bf16 ? 3e-2 : 1e-4;
+  for (std::size_t i = 0; i < want.size(); ++i) {
+    SCOPED_TRACE("w" + std::to_string(i + 1));
+    EXPECT_CLOSE(got[i], want[i], tol);
+  }
+  int taken = 0;  // backward kernels fusing a taken-over matmul: one per gelu layer
+  for (const NodeInfo& n : nodes)
+    for (const NodeArgInfo& a : n.arrays) taken += a.param == "taken.a" && n.arrays.size() > 3;
+  EXPECT_EQ(taken, 2);
+}
+
+INSTANTIATE_TEST_SUITE_P(PlannedDerivative, FusedBackwardOnGpu,
+                         ::testing::Values(DType::bf16, DType::f32),
+                         [](const auto& info) { return std::string(dtype_name(info.param)); });
+
 // y = softmax(rms_norm(x, scale)) by a planned op; loss = sum(y * c) by ordinary kernels.
 TEST(PlannedDerivative, ASoftmaxRmsNormChainBetweenOrdinaryKernels) {
   op::Graph og("norm_softmax");
