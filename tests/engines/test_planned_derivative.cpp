@@ -61,6 +61,31 @@ void expect_close(const std::vector<double>& got, const std::vector<double>& wan
   }
 }
 
+// One graph: the loss `forward` records and its gradients with respect to the values it
+// returns beside it, in one launch.
+template <class Forward>
+Graph loss_and_gradients(const Forward& forward) {
+  return Graph::record(
+      [&](Recorder& r) {
+        auto [loss, wrt] = forward(r);
+        std::vector<Value> out = {loss};
+        for (const Value& g : diff::gradients(r, {loss}, wrt)) out.push_back(g);
+        r.result(out);
+      },
+      RecordOptions{.record = true});
+}
+
+// Records planned_segments' calls in order; `v` maps uids to values, the outputs added.
+void call_segments(Recorder& r, const std::vector<engines::PlannedSegment>& segs,
+                   std::map<int64_t, Value>& v) {
+  for (const engines::PlannedSegment& seg : segs) {
+    std::vector<Arg> args;
+    for (int64_t uid : seg.inputs) args.emplace_back(v.at(uid));
+    const std::vector<Value> out = r.call_all(seg.kernel, args);
+    for (std::size_t i = 0; i < out.size(); ++i) v.insert_or_assign(seg.outputs[i], out[i]);
+  }
+}
+
 // loss = cross_entropy(gelu(x w1 + b1) w2, targets), mean over rows.
 op::Graph mlp_graph() {
   op::Graph g("mlp");
@@ -101,15 +126,7 @@ void check_mlp_gradients(const Kernel& mlp) {
   Graph back = diff::reverse(f, {"result"}, names);
   f();
   const std::vector<Array> grads = back();
-  // One graph: the loss and its gradients in one launch.
-  Graph step = Graph::record(
-      [&](Recorder& r) {
-        auto [loss, wrt] = forward(r);
-        std::vector<Value> out = {loss};
-        for (const Value& g : diff::gradients(r, {loss}, wrt)) out.push_back(g);
-        r.result(out);
-      },
-      RecordOptions{.record = true});
+  Graph step = loss_and_gradients(forward);
   step.build(cpu);
   const std::vector<Array> one = step();
   for (std::size_t i = 0; i < names.size(); ++i) {
@@ -183,12 +200,7 @@ struct SegmentedMlp {
       std::map<int64_t, Value> v;
       for (std::size_t i = 0; i < names.size(); ++i) wrt.push_back(r.param(names[i], init[i]));
       v = {{x.uid(), wrt[0]}, {w1.uid(), wrt[1]}, {w2.uid(), wrt[2]}};
-      for (const engines::PlannedSegment& seg : segs) {
-        std::vector<Arg> args;
-        for (int64_t uid : seg.inputs) args.emplace_back(v.at(uid));
-        const std::vector<Value> out = r.call_all(seg.kernel, args);
-        for (std::size_t i = 0; i < out.size(); ++i) v.insert_or_assign(seg.outputs[i], out[i]);
-      }
+      call_segments(r, segs, v);
       Value loss = r.call(kernels::sum(), {v.at(y.uid())});
       if (hidden_in_loss)
         loss = r.call(kernels::add(), {loss, r.call(kernels::sum(), {v.at(h.uid())})});
@@ -196,14 +208,7 @@ struct SegmentedMlp {
     };
     Graph f = Graph::record([&](Recorder& r) { r.result(forward(r).first); });
     f.build(cpu);
-    Graph step = Graph::record(
-        [&](Recorder& r) {
-          auto [loss, wrt] = forward(r);
-          std::vector<Value> out = {loss};
-          for (const Value& g : diff::gradients(r, {loss}, wrt)) out.push_back(g);
-          r.result(out);
-        },
-        RecordOptions{.record = true});
+    Graph step = loss_and_gradients(forward);
     nodes = step.nodes();
     step.build(cpu);
     const std::vector<Array> got = step();
@@ -272,12 +277,7 @@ TEST_P(FusedBackwardOnGpu, MatchesTheCpu) {
                 r.param(ts[i].name(), test::from_doubles(init[i], shapes[i], type, dev));
             if (i) weights.push_back(v[ts[i].uid()]);
           }
-          for (const engines::PlannedSegment& seg : segs) {
-            std::vector<Arg> args;
-            for (int64_t uid : seg.inputs) args.emplace_back(v.at(uid));
-            const std::vector<Value> out = r.call_all(seg.kernel, args);
-            for (std::size_t i = 0; i < out.size(); ++i) v.insert_or_assign(seg.outputs[i], out[i]);
-          }
+          call_segments(r, segs, v);
           r.result(diff::gradients(r, {v.at(y.uid())}, weights));
         },
         RecordOptions{.record = true});
