@@ -112,14 +112,15 @@ void cpu_sections(const Options& o, Report& report) {
 }
 
 int usage(const char* argv0, int code) {
-  std::fprintf(code ? stderr : stdout,
-               "usage: %s [--cpu-only] [--quick] [--only N[,N...]] [--peers FILE]\n"
-               "  --cpu-only  skip the GPU sections (1-4) and the GPU parts of 6-7\n"
-               "  --quick     fewer and shorter batches\n"
-               "  --only      run only these sections (1-14; a letter picks a part: 14a, 14b, 14c)\n"
-               "  --peers     peer timings of the same device call (bench/peers/torch_ops.py "
-               "--table)\n",
-               argv0);
+  std::fprintf(
+      code ? stderr : stdout,
+      "usage: %s [--cpu-only] [--quick] [--only N[,N...]] [--peers FILE]\n"
+      "  --cpu-only  skip the GPU sections (1-4) and the GPU parts of 6-7\n"
+      "  --quick     fewer and shorter batches\n"
+      "  --only      run only these sections (1-14; a letter picks a part: 14a, 14b, 14c)\n"
+      "  --peers     peer timings of the same device call (bench/peers/torch_ops.py "
+      "--table)\n",
+      argv0);
   return code;
 }
 
@@ -148,9 +149,10 @@ int main(int argc, char** argv) {
         // (backward at the exact shapes).
         while (n == 14 && (*end == 'a' || *end == 'b' || *end == 'c')) options.parts[14] += *end++;
         if (*end != ',' && *end != '\0') {
-          std::fprintf(stderr,
-                       "eagle_bench: --only takes section numbers 1-14 (and 14a, 14b, 14c), got '%s'\n",
-                       argv[i]);
+          std::fprintf(
+              stderr,
+              "eagle_bench: --only takes section numbers 1-14 (and 14a, 14b, 14c), got '%s'\n",
+              argv[i]);
           return usage(argv[0], 2);
         }
         p = *end == ',' ? end + 1 : end;
