@@ -32,7 +32,7 @@ using Grads = std::vector<std::optional<Value>>;
 
 // A deferred lone matmul of a backward, for the next rule to take over: its op graph.
 struct ProductTag final : Recorder::DeferredTag {
-  explicit ProductTag(op::Graph g) : graph(std::move(g)) {
+  explicit ProductTag(const op::Graph& g) : graph(g) {
     const op::Node mm = graph.nodes().front();
     for (const char* port : {"a", "b"}) {
       const op::Tensor t = mm.input(port);

@@ -153,6 +153,12 @@ class FusedEngine : public plan::Engine {
       for (const auto& [port, t] : n.inputs())
         regs.push_back(static_cast<uint8_t>(reg.at(t.index())));
       while (regs.size() < 3) regs.push_back(regs.front());
+      // where(cond, a, a) is a whatever cond holds (a derivative's broadcast of a cotangent to
+      // a tensor's shape): a copy, cond not read.
+      if (op == static_cast<uint8_t>(FusedExtra::where) && regs[1] == regs[2]) {
+        op = static_cast<uint8_t>(FusedExtra::cast);
+        regs = {regs[1], regs[1], regs[1]};
+      }
       const int k = p.instructions++;
       const int dst = p.inputs + k;
       FusedType type;
@@ -165,6 +171,13 @@ class FusedEngine : public plan::Engine {
         p.out_type[p.outputs] = type;
         p.out_reg[p.outputs++] = static_cast<uint8_t>(dst);
       }
+    }
+    for (int k = 0; k < p.inputs; ++k) {
+      bool read = false;
+      for (int i = 0; i < p.instructions; ++i)
+        read = read || p.code[i].a == k || p.code[i].b == k || p.code[i].c == k;
+      for (int o = 0; o < p.outputs; ++o) read = read || p.out_reg[o] == k;
+      p.in_unread[k] = !read;
     }
     compact_registers(p);
     return std::make_shared<FusedPlan>(std::move(rules), std::move(in_pos), std::move(out_pos), p,

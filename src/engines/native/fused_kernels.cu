@@ -114,7 +114,8 @@ __device__ __forceinline__ void fused_body(const FusedProgram& p) {
   for (I i = static_cast<I>(blockIdx.x) * blockDim.x + threadIdx.x; i < static_cast<I>(p.numel);
        i += step) {
     float r[kRegisters];
-    for (int k = 0; k < p.inputs; ++k) r[k] = load(p.in[k], input_offset<I>(p, k, i), p.in_type[k]);
+    for (int k = 0; k < p.inputs; ++k)
+      if (!p.in_unread[k]) r[k] = load(p.in[k], input_offset<I>(p, k, i), p.in_type[k]);
     for (int k = 0; k < p.instructions; ++k) {
       const FusedInstruction c = p.code[k];
       r[c.dst] = round_to(apply_any(c.op, r[c.a], r[c.b], r[c.c]), c.type);
@@ -281,6 +282,7 @@ __device__ __forceinline__ void fused_vec_body(const FusedProgram& p) {
   for (I g = static_cast<I>(blockIdx.x) * blockDim.x + threadIdx.x; g < groups; g += step) {
     const I i0 = g * V;
     for (int k = 0; k < p.inputs; ++k) {
+      if (p.in_unread[k]) continue;
       Vec v;
       const int64_t at = input_offset<I>(p, k, i0);
       if (p.in_splat[k]) {

@@ -71,6 +71,8 @@ struct FusedProgram {
   bool in_scalar[kFusedMaxInputs];
   // Per input: broadcast along the innermost dim (one value serves a vector's elements).
   bool in_splat[kFusedMaxInputs];
+  // Per input: no instruction reads it (where(cond, a, a) reads a alone): never loaded.
+  bool in_unread[kFusedMaxInputs];
   void* out[kFusedMaxOutputs];
   FusedType out_type[kFusedMaxOutputs];
   uint8_t out_reg[kFusedMaxOutputs];

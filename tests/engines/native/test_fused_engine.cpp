@@ -88,6 +88,24 @@ TEST(NativeFusedMixed, ComparisonsLogicWhereAndCastsMatchTheReference) {
   }
 }
 
+// A reduction's derivative broadcasts its cotangent to x's shape as where(x, g, g): the kernel
+// copies g and never loads x (poisoned here; whatever it holds, the result is g). Odd and vector
+// shapes, f32 and bf16.
+TEST(NativeFusedMixed, AWhereOfOneValueTwiceIsThatValue) {
+  EAGLE_SKIP_UNLESS_RUNS_HERE(fused_id());
+  for (DType d : {DType::f32, DType::bf16})
+    for (const op::Dims& dims : {op::Dims{3, 5}, op::Dims{129, 4096}}) {
+      SCOPED_TRACE(dims_name(dims));
+      op::Graph g("expand");
+      const op::Tensor like = g.tensor({"like", dims, d});
+      const op::Tensor cot = g.tensor({"cot", {}, d});
+      g.where(like, cot, cot).set_output(true).set_name("y");
+      sweep::HostInputs in = inputs(g);
+      poison(in[0].second);
+      sweep::compare_with_reference(manifest(), fused_id(), {}, g, in, 0);
+    }
+}
+
 // A u8 mask [R, 1] read as a condition and as a number (the training job's `active` rows):
 //   y = where(mask, x, 0.5) * mask + x
 op::Graph masked(int64_t rows, int64_t cols) {
