@@ -81,8 +81,9 @@ std::vector<plan::HeurMode> to_modes(const std::vector<std::string>& names) {
 }
 
 // A planned kernel's options: the modes, and autotune with plan::autotune's defaults or none.
-engines::PlanningOptions planning_options(const std::vector<std::string>& modes, bool autotune) {
-  engines::PlanningOptions o{to_modes(modes), std::nullopt};
+engines::PlanningOptions planning_options(const std::vector<std::string>& modes, bool autotune,
+                                          bool fuse_epilogues = false) {
+  engines::PlanningOptions o{to_modes(modes), std::nullopt, fuse_epilogues};
   if (autotune) o.autotune = plan::AutotuneOptions{};
   return o;
 }
@@ -359,18 +360,21 @@ void bind_op(nb::module_& m) {
       "kernels; a graph reading cu_seqlens or ragged offsets keeps the list's order.");
   m.def(
       "planned_segments",
-      [](const op::Graph& g, const std::vector<std::string>& modes, bool autotune) {
+      [](const op::Graph& g, const std::vector<std::string>& modes, bool autotune,
+         bool fuse_epilogues) {
         nb::list out;
         for (engines::PlannedSegment& s :
-             engines::planned_segments(g, planning_options(modes, autotune)))
+             engines::planned_segments(g, planning_options(modes, autotune, fuse_epilogues)))
           out.append(nb::make_tuple(s.kernel, s.inputs, s.outputs));
         return out;
       },
       nb::arg("graph"), nb::arg("modes") = std::vector<std::string>{"A"},
-      nb::arg("autotune") = false,
+      nb::arg("autotune") = false, nb::arg("fuse_epilogues") = false,
       "`graph` cut into pieces one engine family serves on its own (each run of pointwise "
       "nodes one piece, a matmul with the chain of pointwise nodes right after it as its "
-      "epilogue (its product an output too), every other node a piece of its own), for a "
+      "epilogue (its product an output too; fuse_epilogues=True plans it as one fused kernel "
+      "where an engine serves it, else as its pieces in one call), every other node a piece "
+      "of its own), for a "
       "graph no one engine serves "
       "on a GPU: a list of (Kernel, input uids, output uids) in an order that respects the data "
       "flow. Record the kernels' calls in order, each with the Values of its input uids, and "

@@ -19,7 +19,7 @@ std::vector<PlannedSegment> planned_segments(const op::Graph& graph, const Plann
 std::vector<PlannedSegment> planned_segments(const op::Graph& graph,
                                              const std::vector<plan::HeurMode>& modes,
                                              const plan::Manifest& manifest) {
-  return planned_segments(graph, PlanningOptions{modes, std::nullopt}, manifest);
+  return planned_segments(graph, PlanningOptions{modes, std::nullopt, false}, manifest);
 }
 
 }  // namespace eagle::engines

@@ -144,7 +144,7 @@ TEST(PlannedDerivative, AnMlpWithCrossEntropyByReverseAndInOneGraph) {
 // Autotune plans the forward's kernel and each kernel of its derivative by timing.
 TEST(PlannedDerivative, AnAutotunedMlpDifferentiatesAlike) {
   check_mlp_gradients(engines::planned_kernel(
-      mlp_graph(), engines::PlanningOptions{{plan::HeurMode::A}, plan::AutotuneOptions{}}));
+      mlp_graph(), engines::PlanningOptions{{plan::HeurMode::A}, plan::AutotuneOptions{}, false}));
 }
 
 // The README's training step: an f32 MLP whose weights one graph updates at each launch.

@@ -144,7 +144,7 @@ TEST_P(PlannedCall, AnAutotunedMatmulWithATransposedOperandRuns) {
   b.set_strides({1, k});
   og.matmul(a, b).set_output(true).set_name("y");
   const Kernel mm = engines::planned_kernel(
-      og, engines::PlanningOptions{{plan::HeurMode::A}, plan::AutotuneOptions{4, 1, 2}});
+      og, engines::PlanningOptions{{plan::HeurMode::A}, plan::AutotuneOptions{4, 1, 2}, false});
   const Array av = random_array({m, k}, DType::f32, device());
   const Array bt = random_array({n, k}, DType::f32, device());  // b's transpose, row-major
   const Array bv = Array::wrap(bt.data(), {k, n}, DType::f32, device(), {1, k});
@@ -168,7 +168,7 @@ TEST(PlannedCallErrors, AutotuneOptionsOutOfRangeAreRefusedWhenTheKernelIsMade) 
         plan::AutotuneOptions{8, 2, 0}}) {
     expect_invalid(
         [&] {
-          engines::planned_kernel(mul_graph(), engines::PlanningOptions{{plan::HeurMode::A}, bad});
+          engines::planned_kernel(mul_graph(), engines::PlanningOptions{{plan::HeurMode::A}, bad, false});
         },
         "autotune: options.");
   }

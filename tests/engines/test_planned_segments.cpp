@@ -73,16 +73,17 @@ TEST(PlannedSegments, RecordedInOrderTheyMatchTheWholeGraphAndItsGradients) {
     EXPECT_NEAR(runs[1][i], runs[0][i], 1e-12 * (1 + std::abs(runs[0][i]))) << "element " << i;
 }
 
-// A matmul with its epilogue, one segment, on cuda:0 against the same segment on the CPU: cuDNN
-// fuses it in bf16 and f16; in f32 no engine fuses it and the segment runs as its unfused pieces
-// in one call. The matmul's result (kept for the derivative) is compared too. Odd sizes (not
-// tile multiples), b given row-major or as the transpose of a row-major array, outputs
-// poisoned first.
+// A matmul with its epilogue, one segment, on cuda:0 against the same segment on the CPU: as its
+// pieces in one call (the default), or fused (fuse_epilogues: cuDNN fuses it in bf16 and f16; in
+// f32 no engine does and the segment falls back to its pieces). The matmul's result (kept for the
+// derivative) is compared too. Odd sizes (not tile multiples), b given row-major or as the
+// transpose of a row-major array, outputs poisoned first.
 struct EpilogueCase {
   const char* name;
   DType dtype;
   bool transposed_b;
   const char* op;  // gelu, or gelu_backward reading a third operand z
+  bool fuse;       // PlanningOptions::fuse_epilogues
 };
 
 class EpilogueOnGpu : public ::testing::TestWithParam<EpilogueCase> {};
@@ -99,7 +100,9 @@ TEST_P(EpilogueOnGpu, MatchesTheCpu) {
   const bool binary = std::string(p.op) == "gelu_backward";
   const Tensor z = binary ? g.tensor({"z", {m, n}, p.dtype}) : Tensor();
   (binary ? g.pointwise(p.op, c, z) : g.pointwise(p.op, c)).set_output(true).set_name("y");
-  const std::vector<engines::PlannedSegment> segs = engines::planned_segments(g);
+  engines::PlanningOptions options;
+  options.fuse_epilogues = p.fuse;
+  const std::vector<engines::PlannedSegment> segs = engines::planned_segments(g, options);
   ASSERT_EQ(segs.size(), 1u);
   ASSERT_EQ(segs[0].outputs.size(), 2u);  // the matmul's result, then y
   const Device cpu = Device::cpu(), gpu = Device::cuda(0);
@@ -130,12 +133,14 @@ TEST_P(EpilogueOnGpu, MatchesTheCpu) {
 
 INSTANTIATE_TEST_SUITE_P(
     PlannedSegments, EpilogueOnGpu,
-    ::testing::Values(EpilogueCase{"bf16_gelu", DType::bf16, false, "gelu"},
-                      EpilogueCase{"f16_gelu", DType::f16, false, "gelu"},
-                      EpilogueCase{"bf16_gelu_backward_bt", DType::bf16, true, "gelu_backward"},
-                      EpilogueCase{"f32_gelu_unfused", DType::f32, false, "gelu"},
-                      EpilogueCase{"f32_gelu_backward_bt_unfused", DType::f32, true,
-                                   "gelu_backward"}),
+    ::testing::Values(
+        EpilogueCase{"bf16_gelu", DType::bf16, false, "gelu", false},
+        EpilogueCase{"bf16_gelu_fused", DType::bf16, false, "gelu", true},
+        EpilogueCase{"f16_gelu_fused", DType::f16, false, "gelu", true},
+        EpilogueCase{"bf16_gelu_backward_bt", DType::bf16, true, "gelu_backward", false},
+        EpilogueCase{"bf16_gelu_backward_bt_fused", DType::bf16, true, "gelu_backward", true},
+        EpilogueCase{"f32_gelu_unfused", DType::f32, false, "gelu", true},
+        EpilogueCase{"f32_gelu_backward_bt_unfused", DType::f32, true, "gelu_backward", true}),
     [](const auto& info) { return std::string(info.param.name); });
 
 }  // namespace

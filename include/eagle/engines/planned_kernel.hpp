@@ -26,6 +26,12 @@ namespace eagle::engines {
 struct PlanningOptions {
   std::vector<plan::HeurMode> modes = {plan::HeurMode::A};
   std::optional<plan::AutotuneOptions> autotune;  // unset: the first entry that builds
+  // planned_segments' matmul-with-epilogue segments: planned whole (one fused kernel, where an
+  // engine serves it: cuDNN's fused matmul) or, by default, as their pieces run in order in one
+  // call. cuDNN's fused kernels measured slower than cuBLASLt's GEMM and eagle's pointwise
+  // kernel apart on the H100 (bench/python/epilogue.py: bf16 [4096, 512] x [512, 512] with gelu
+  // 9.33 against 8.03 us, with gelu_backward 11.46 against 8.55 us).
+  bool fuse_epilogues = false;
 };
 
 // A Kernel calling `graph` (which stays unplanned: the kernel keeps its own copy). Its array

@@ -130,7 +130,9 @@ plan::Capabilities gdn_capabilities() {
   // 4.05 / 4.08 / 0.589 ms for 0 and 3.96 / 4.03 / 0.605 for 1. 3: 2 with two CTAs per
   // (sequence, head), the sequences past a balanced share split over both: 2.385 / 2.488 / 0.391
   // ms against 2's 2.659 / 2.454 / 0.382 (H100, 2026-12-07, before the split's 1.25x margin).
-  caps.knobs["state"] = {2, 0, 1, 3};
+  // With the margin (a sequence splits only past 1.25x its balanced share) 3 leads: 2.230 /
+  // 2.287 / 0.362 ms against 2's 2.499 / 2.288 / 0.359 (H100, 2026-12-07, session 23).
+  caps.knobs["state"] = {3, 2, 0, 1};
   caps.knobs["solve"] = {1, 0};
   // 0 flat (a CTA per task of the capacity), 1 persistent (resident CTAs looping over tasks),
   // 2 persistent for the state launch only, 3 for the chunk launches (prepare, output) only: the

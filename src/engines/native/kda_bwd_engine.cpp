@@ -136,8 +136,9 @@ plan::Capabilities kda_bwd_capabilities() {
   caps.knobs["pipeline"] = {1, 0};
   // The recompute's state launch: one CTA per 32 columns (0), per head (1) or the state
   // transposed in registers (2), as native_kda's knob `state`; 2 leads (measured: see dstate). 3:
-  // 2 with the sequences past a balanced share split over two CTAs (native_kda's 3).
-  caps.knobs["state"] = {2, 0, 1, 3};
+  // 2 with the sequences past a balanced share split over two CTAs (native_kda's 3); 3 leads
+  // (measured: see dstate).
+  caps.knobs["state"] = {3, 2, 0, 1};
   // The decay-weighted products: 0 exactly per channel on CUDA cores, 1 on the tensor cores
   // through a reference row per 16-row block (kda::Shape). 1 leads (measured: see prepare).
   caps.knobs["intra"] = {1, 0};
@@ -146,8 +147,11 @@ plan::Capabilities kda_bwd_capabilities() {
   // columns a reverse recurrence of their own (kda_bwd_dstate_rows.cuh), one barrier per chunk.
   // 2 leads: measured on an H100 (kda bf16, H 32, K = V = 128, T 32768 N 8, prepare 1 intra 1,
   // 2026-12-06) dstate 2 state 2 16.66 ms, dstate 2 state 0 17.14, dstate 0 19.47, dstate 1 21.39.
-  // 3: 2 with the sequences past a balanced share split over two CTAs (as `state` 3).
-  caps.knobs["dstate"] = {2, 0, 1, 3};
+  // 3: 2 with the sequences past a balanced share split over two CTAs (as `state` 3). State 3
+  // dstate 3 lead: bench 14c (H100, zipf lengths, 2026-12-07, session 23) 14.55 / 15.44 / 2.201
+  // ms at T 32768 N 8, T 32768 N 64, T 4096 N 32 against 15.28 / 15.44 / 2.198 for state 2
+  // dstate 2 (gdn's backward: 15.41 / 16.29 / 2.317 against 16.15 / 16.25 / 2.317).
+  caps.knobs["dstate"] = {3, 2, 0, 1};
   return caps;
 }
 

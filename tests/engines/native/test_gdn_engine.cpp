@@ -487,7 +487,7 @@ TEST(NativeGdnPlanning, IsOfferedFirstOnHopper) {
                                             {"prepare", 1},
                                             {"schedule", 0},
                                             {"solve", 1},
-                                            {"state", 2},
+                                            {"state", 3},
                                             {"stores", 1}}));
 }
 

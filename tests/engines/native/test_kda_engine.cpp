@@ -244,7 +244,7 @@ TEST(NativeKdaPlanning, ServesKdaAndGdn2FirstOnHopper) {
                                                       {"pipeline", 1},
                                                       {"prepare", 2},
                                                       {"schedule", 0},
-                                                      {"state", 2},
+                                                      {"state", 3},
                                                       {"stores", 1}}));
       }
 }
