@@ -371,10 +371,9 @@ void bind_op(nb::module_& m) {
       nb::arg("graph"), nb::arg("modes") = std::vector<std::string>{"A"},
       nb::arg("autotune") = false, nb::arg("fuse_epilogues") = false,
       "`graph` cut into pieces one engine family serves on its own (each run of pointwise "
-      "nodes one piece, a matmul with the chain of pointwise nodes right after it as its "
-      "epilogue (its product an output too; fuse_epilogues=True plans it as one fused kernel "
-      "where an engine serves it, else as its pieces in one call), every other node a piece "
-      "of its own), for a "
+      "nodes one piece, every other node a piece of its own; with fuse_epilogues=True a matmul "
+      "and the pointwise chain right after it one piece, its product an output too, fused where "
+      "an engine serves it), for a "
       "graph no one engine serves "
       "on a GPU: a list of (Kernel, input uids, output uids) in an order that respects the data "
       "flow. Record the kernels' calls in order, each with the Values of its input uids, and "

@@ -103,11 +103,12 @@ def test_planned_segments_recorded_in_order(rng, autotune):
     ty = og.matmul(og.pointwise("relu", og.matmul(tx, tw1)), tw2).set_output(True)
     # autotune: each piece's plan entries timed on the device first, the fastest kept.
     segments = eagle.planned_segments(og, autotune=autotune)
-    # the first matmul with relu as its epilogue (its product kept too), then the second matmul
-    assert len(segments) == 2
+    assert len(segments) == 3  # matmul, the pointwise run, matmul
     kernel, inputs, outputs = segments[0]
     assert isinstance(kernel, eagle.Kernel) and inputs == [tx.uid, tw1.uid]
-    assert len(outputs) == 2
+    # With epilogues: the first matmul takes relu (and outputs its product too).
+    fused = eagle.planned_segments(og, autotune=autotune, fuse_epilogues=True)
+    assert len(fused) == 2 and len(fused[0][2]) == 2
     assert segments[-1][2] == [ty.uid]
     x, w1, w2 = (random_values(rng, s, np.float64) for s in ((4, 3), (3, 5), (5, 2)))
 

@@ -63,15 +63,15 @@ std::vector<PlannedSegment> plan_backward(const op::Graph& g, const std::vector<
   if (g.nodes().empty()) return out;  // planned_segments (validating its graph) refuses it
   g.validate();
   // Not differentiated again: an epilogue's matmul product stays virtual.
-  std::vector<Segment> segs = segments(g, true, false);
+  std::vector<Segment> segs = segments(g, options.fuse_epilogues, false);
   std::set<int64_t> gradient_uids, read_later;
   for (const op::Tensor& t : grads)
     if (t.defined()) gradient_uids.insert(t.uid());
   for (std::size_t i = segs.size(); i-- > 0;) {
     const std::vector<op::Node> nodes = segs[i].graph.nodes();
-    if (e && nodes.size() == 1 && nodes[0].op() == "matmul" && !nodes[0].input("bias").defined() &&
-        segs[i].outputs.size() == 1 && gradient_uids.count(segs[i].outputs[0]) &&
-        !read_later.count(segs[i].outputs[0]))
+    if (e && options.fuse_epilogues && nodes.size() == 1 && nodes[0].op() == "matmul" &&
+        !nodes[0].input("bias").defined() && segs[i].outputs.size() == 1 &&
+        gradient_uids.count(segs[i].outputs[0]) && !read_later.count(segs[i].outputs[0]))
       e->deferred[i] = std::make_shared<const ProductTag>(segs[i].graph.clone());
     read_later.insert(segs[i].inputs.begin(), segs[i].inputs.end());
   }

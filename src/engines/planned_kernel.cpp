@@ -203,8 +203,7 @@ class CompositeCall final : public Call {
 // kernel is made; the first device plans that copy itself, each further device a clone of it
 // (planning claims and freezes the graph it is given; a clone is unplanned). With
 // `split_when_unserved` (an epilogue segment), a graph no engine serves on the device is planned
-// as its unfused pieces instead, run in order as one call; so is every one unless
-// options.fuse_epilogues.
+// as its unfused pieces instead, run in order as one call.
 class PlannedBinder : public CallBinder {
  public:
   PlannedBinder(const op::Graph& graph, PlanningOptions options, const plan::Manifest& manifest,
@@ -220,17 +219,13 @@ class PlannedBinder : public CallBinder {
     auto it = calls_.find(key);
     if (it != calls_.end()) return it->second;
     std::shared_ptr<const Call> call;
-    if (split_ && !options_.fuse_epilogues) {
+    try {
+      op::Graph graph = source_used_ ? source_.clone() : source_;
+      source_used_ = true;
+      call = std::make_shared<const PlannedCall>(plans_for(graph, device), device);
+    } catch (const NotSupported&) {
+      if (!split_) throw;
       call = composite(device);
-    } else {
-      try {
-        op::Graph graph = source_used_ ? source_.clone() : source_;
-        source_used_ = true;
-        call = std::make_shared<const PlannedCall>(plans_for(graph, device), device);
-      } catch (const NotSupported&) {
-        if (!split_) throw;
-        call = composite(device);
-      }
     }
     calls_.emplace(key, call);
     return call;

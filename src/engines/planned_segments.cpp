@@ -10,7 +10,7 @@ std::vector<PlannedSegment> planned_segments(const op::Graph& graph, const Plann
   graph.validate();
   std::vector<PlannedSegment> out;
   if (graph.nodes().empty()) return out;
-  for (detail::Segment& s : detail::segments(graph))
+  for (detail::Segment& s : detail::segments(graph, options.fuse_epilogues))
     out.push_back({detail::planned_kernel_of(s.graph, options, manifest, s.epilogue),
                    std::move(s.inputs), std::move(s.outputs)});
   return out;

@@ -61,6 +61,13 @@ void expect_close(const std::vector<double>& got, const std::vector<double>& wan
   }
 }
 
+// Planning with matmul epilogues (PlanningOptions::fuse_epilogues).
+engines::PlanningOptions with_epilogues() {
+  engines::PlanningOptions o;
+  o.fuse_epilogues = true;
+  return o;
+}
+
 // One graph: the loss `forward` records and its gradients with respect to the values it
 // returns beside it, in one launch.
 template <class Forward>
@@ -176,7 +183,8 @@ TEST(PlannedDerivative, ATrainingStepWithAPlannedMlpIsOneGraph) {
   EXPECT_LT(last_loss, 0.9 * first_loss) << "first " << first_loss << ", last " << last_loss;
 }
 
-// y = gelu(x w1) w2 cut by planned_segments ([matmul, gelu], [matmul]); loss = sum(y), plus
+// y = gelu(x w1) w2 cut by planned_segments with epilogues ([matmul, gelu], [matmul]); loss =
+// sum(y), plus
 // sum(h) of the hidden h = gelu(x w1) with `hidden_in_loss`. The nodes of the recorded step and
 // its gradients against finite differences.
 struct SegmentedMlp {
@@ -189,7 +197,8 @@ struct SegmentedMlp {
     const Tensor h = og.pointwise("gelu", og.matmul(x, w1));
     Tensor y = og.matmul(h, w2);
     y.set_output(true).set_name("y");
-    const std::vector<engines::PlannedSegment> segs = engines::planned_segments(og);
+    const std::vector<engines::PlannedSegment> segs =
+        engines::planned_segments(og, with_epilogues());
     ASSERT_EQ(segs.size(), 2u);
     const std::vector<std::string> names = {"x", "w1", "w2"};
     const std::vector<Array> init = {test::random_array({6, 4}, f64, cpu),
@@ -244,10 +253,10 @@ TEST(PlannedDerivative, ADeferredMatmulThatIsReadElsewhereIsRecorded) {
   EXPECT_FALSE(m.fused());
 }
 
-// y = gelu(gelu(x w1) w2) w3 cut by planned_segments, seeded with ones, on cuda:0 in bf16 (cuDNN
-// runs the epilogues fused, forward and backward) and f32 (no engine fuses: each epilogue
-// segment runs its pieces, a backward one passing the virtual product through its workspace),
-// against the same graph on the CPU in float64 from the same (rounded) inputs.
+// y = gelu(gelu(x w1) w2) w3 cut by planned_segments with epilogues, seeded with ones, on cuda:0
+// in bf16 (cuDNN runs the epilogues fused, forward and backward) and f32 (no engine fuses: each
+// epilogue segment runs its pieces, a backward one passing the virtual product through its
+// workspace), against the same graph on the CPU in float64 from the same (rounded) inputs.
 class FusedBackwardOnGpu : public ::testing::TestWithParam<DType> {};
 
 TEST_P(FusedBackwardOnGpu, MatchesTheCpu) {
@@ -267,7 +276,8 @@ TEST_P(FusedBackwardOnGpu, MatchesTheCpu) {
         og.pointwise("gelu", og.matmul(og.pointwise("gelu", og.matmul(ts[0], ts[1])), ts[2])),
         ts[3]);
     y.set_output(true).set_name("y");
-    const std::vector<engines::PlannedSegment> segs = engines::planned_segments(og);
+    const std::vector<engines::PlannedSegment> segs =
+        engines::planned_segments(og, with_epilogues());
     Graph step = Graph::record(
         [&](Recorder& r) {
           std::map<int64_t, Value> v;

@@ -168,7 +168,8 @@ TEST(PlannedCallErrors, AutotuneOptionsOutOfRangeAreRefusedWhenTheKernelIsMade) 
         plan::AutotuneOptions{8, 2, 0}}) {
     expect_invalid(
         [&] {
-          engines::planned_kernel(mul_graph(), engines::PlanningOptions{{plan::HeurMode::A}, bad, false});
+          engines::planned_kernel(mul_graph(),
+                                  engines::PlanningOptions{{plan::HeurMode::A}, bad, false});
         },
         "autotune: options.");
   }

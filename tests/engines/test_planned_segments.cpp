@@ -23,11 +23,15 @@ TEST(PlannedSegments, RecordedInOrderTheyMatchTheWholeGraphAndItsGradients) {
   const Tensor h = g.op("rms_norm", {{"x", x}}).at("y");
   g.where(keep, g.pointwise("silu", g.matmul(h, w)), zero).set_output(true).set_name("y");
   const std::vector<engines::PlannedSegment> segs = engines::planned_segments(g);
-  ASSERT_EQ(segs.size(), 2u);  // rms_norm; matmul with its epilogue, silu and where
+  ASSERT_EQ(segs.size(), 3u);  // rms_norm; matmul; silu and where
   EXPECT_EQ(segs[0].inputs, std::vector<int64_t>{x.uid()});
-  // h, w, keep, zero -> the matmul's result (kept for the derivative), y
-  EXPECT_EQ(segs[1].kernel.def().arrays.size(), 6u);
-  EXPECT_EQ(segs[1].outputs.size(), 2u);
+  EXPECT_EQ(segs[2].kernel.def().arrays.size(), 4u);  // matmul's output, keep, zero -> y
+  // With epilogues: the matmul takes silu and where, and outputs its result too.
+  engines::PlanningOptions fused;
+  fused.fuse_epilogues = true;
+  const std::vector<engines::PlannedSegment> two = engines::planned_segments(g, fused);
+  ASSERT_EQ(two.size(), 2u);
+  EXPECT_EQ(two[1].kernel.def().arrays.size(), 6u);  // h, w, keep, zero -> the product, y
 
   const Array x0 = test::random_array({5, 4}, DType::f64, cpu);
   const Array w0 = test::random_array({4, 3}, DType::f64, cpu);
@@ -73,9 +77,9 @@ TEST(PlannedSegments, RecordedInOrderTheyMatchTheWholeGraphAndItsGradients) {
     EXPECT_NEAR(runs[1][i], runs[0][i], 1e-12 * (1 + std::abs(runs[0][i]))) << "element " << i;
 }
 
-// A matmul with its epilogue, one segment, on cuda:0 against the same segment on the CPU: as its
-// pieces in one call (the default), or fused (fuse_epilogues: cuDNN fuses it in bf16 and f16; in
-// f32 no engine does and the segment falls back to its pieces). The matmul's result (kept for the
+// A matmul with its epilogue (fuse_epilogues), one segment, on cuda:0 against the same segment on
+// the CPU: cuDNN fuses it in bf16 and f16; in f32 no engine does and the segment runs its pieces
+// in one call. The matmul's result (kept for the
 // derivative) is compared too. Odd sizes (not tile multiples), b given row-major or as the
 // transpose of a row-major array, outputs poisoned first.
 struct EpilogueCase {
@@ -83,7 +87,6 @@ struct EpilogueCase {
   DType dtype;
   bool transposed_b;
   const char* op;  // gelu, or gelu_backward reading a third operand z
-  bool fuse;       // PlanningOptions::fuse_epilogues
 };
 
 class EpilogueOnGpu : public ::testing::TestWithParam<EpilogueCase> {};
@@ -101,7 +104,7 @@ TEST_P(EpilogueOnGpu, MatchesTheCpu) {
   const Tensor z = binary ? g.tensor({"z", {m, n}, p.dtype}) : Tensor();
   (binary ? g.pointwise(p.op, c, z) : g.pointwise(p.op, c)).set_output(true).set_name("y");
   engines::PlanningOptions options;
-  options.fuse_epilogues = p.fuse;
+  options.fuse_epilogues = true;
   const std::vector<engines::PlannedSegment> segs = engines::planned_segments(g, options);
   ASSERT_EQ(segs.size(), 1u);
   ASSERT_EQ(segs[0].outputs.size(), 2u);  // the matmul's result, then y
@@ -133,14 +136,12 @@ TEST_P(EpilogueOnGpu, MatchesTheCpu) {
 
 INSTANTIATE_TEST_SUITE_P(
     PlannedSegments, EpilogueOnGpu,
-    ::testing::Values(
-        EpilogueCase{"bf16_gelu", DType::bf16, false, "gelu", false},
-        EpilogueCase{"bf16_gelu_fused", DType::bf16, false, "gelu", true},
-        EpilogueCase{"f16_gelu_fused", DType::f16, false, "gelu", true},
-        EpilogueCase{"bf16_gelu_backward_bt", DType::bf16, true, "gelu_backward", false},
-        EpilogueCase{"bf16_gelu_backward_bt_fused", DType::bf16, true, "gelu_backward", true},
-        EpilogueCase{"f32_gelu_unfused", DType::f32, false, "gelu", true},
-        EpilogueCase{"f32_gelu_backward_bt_unfused", DType::f32, true, "gelu_backward", true}),
+    ::testing::Values(EpilogueCase{"bf16_gelu", DType::bf16, false, "gelu"},
+                      EpilogueCase{"f16_gelu", DType::f16, false, "gelu"},
+                      EpilogueCase{"bf16_gelu_backward_bt", DType::bf16, true, "gelu_backward"},
+                      EpilogueCase{"f32_gelu_unfused", DType::f32, false, "gelu"},
+                      EpilogueCase{"f32_gelu_backward_bt_unfused", DType::f32, true,
+                                   "gelu_backward"}),
     [](const auto& info) { return std::string(info.param.name); });
 
 }  // namespace

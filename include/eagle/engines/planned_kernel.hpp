@@ -26,11 +26,14 @@ namespace eagle::engines {
 struct PlanningOptions {
   std::vector<plan::HeurMode> modes = {plan::HeurMode::A};
   std::optional<plan::AutotuneOptions> autotune;  // unset: the first entry that builds
-  // planned_segments' matmul-with-epilogue segments: planned whole (one fused kernel, where an
-  // engine serves it: cuDNN's fused matmul) or, by default, as their pieces run in order in one
-  // call. cuDNN's fused kernels measured slower than cuBLASLt's GEMM and eagle's pointwise
-  // kernel apart on the H100 (bench/python/epilogue.py: bf16 [4096, 512] x [512, 512] with gelu
-  // 9.33 against 8.03 us, with gelu_backward 11.46 against 8.55 us).
+  // Matmul epilogues (planned_segments and the derivatives of planned kernels): a matmul and the
+  // pointwise chain right after it as one segment, planned whole where an engine fuses them
+  // (cuDNN's fused matmul) and as its pieces in one call elsewhere; a derivative's last matmul
+  // handed to the next derivative, whose backward starts with the pointwise node it fuses with.
+  // Off by default: cuDNN's fused kernels measured slower than cuBLASLt's GEMM and eagle's
+  // pointwise kernel apart on the H100 (bench/python/epilogue.py, bf16 [4096, 512] x [512, 512]:
+  // with gelu 9.33 against 8.03 us, with gelu_backward 11.46 against 8.55 us), and issue 12's
+  // MLP step with them 201.9 us against 127.0 without (gradients.py, 2026-12-07).
   bool fuse_epilogues = false;
 };
 
