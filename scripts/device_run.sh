@@ -18,6 +18,10 @@
 #             (EAGLE_CUPTI_DEBUG=1 prints records no node claims), after a GPU trace of
 #             `eagle train` drawn by tools/plot_trace.py (train_trace_gpu.png)
 #   gradients bench/python/gradients.py (issue 12's goal: eagle's step against torch's graph)
+#   fusion    matmul epilogues (PlanningOptions::fuse_epilogues): their GPU tests and memcheck,
+#             bench/python/epilogue.py (fused against apart), gradients.py's dim-512 MLP with and
+#             without --fuse-epilogues, and ncu's time per kernel of eagle's MLP step both ways
+#             (fusion-ncu-*.txt): where the fused step's time goes
 #   linear    the linear-attention GPU tests (native_kda, native_gdn, native_kda_bwd), eagle_bench
 #             --only 14a (every knob row), the kda backward's time (both prepare layouts), then ncu over the prepare launches of the first rows
 #             (kda and gdn, wide and compact layouts: linear-ncu.txt)
@@ -32,7 +36,8 @@
 #             `state` 3 and `dstate` 3: the linear-attention tests, memcheck and racecheck over
 #             the small batches, fla's forward and forward + backward (when wheels/ holds the
 #             fla-core, flash-linear-attention and einops wheels; EAGLE_FLA_BUDGET seconds,
-#             default 200), bench 14a and 14c against them, ncu's time of every launch of
+#             default 420: 139 s covered only the first shape's forward and forward + backward in
+#             session 23, compiles included), bench 14a and 14c against them, ncu's time of every launch of
 #             DISABLED_TimeTheBackward (splits-*.txt)
 #   source    ncu's time per kernel of bench 14a's first kda and gdn rows, then its per-instruction
 #             counters (SourceCounters: instructions executed, stall
@@ -56,7 +61,7 @@ mkdir -p "$out_dir"
 trap 'tar czf "$out_dir/logs.tgz" -C "$out" .' EXIT
 trap 'exit 143' TERM INT
 parts=("$@")
-[ ${#parts[@]} -eq 0 ] && parts=(tests sanitize repro demo examples python train gradients linear splits fragments source profile bench)
+[ ${#parts[@]} -eq 0 ] && parts=(tests sanitize repro demo examples python train gradients fusion linear splits fragments source profile bench)
 want() { [[ " ${parts[*]} " == *" $1 "* ]]; }
 # Every CUDA test, but the one that provokes a failing graph update on purpose (to test the
 # rebuild fallback): the sanitizers report the API error it asks for; and the GPU trace tests:
@@ -184,6 +189,23 @@ if want gradients && [ -d python/eagle ]; then
     > "$out/gradients.txt" 2>&1
   echo "gradients: exit $?"; tail -14 "$out/gradients.txt"
 fi
+if want fusion && [ -d python/eagle ]; then
+  run_tests fusion-tests 200 '*EpilogueOnGpu*:*FusedBackwardOnGpu*:*Segments*:Deferred*:PlannedDerivative*:*NativeFused*'
+  timeout 200 compute-sanitizer --tool memcheck --error-exitcode 9 ./eagle_tests --gtest_brief=1 \
+    --gtest_filter='*EpilogueOnGpu*:*FusedBackwardOnGpu*' > "$out/fusion-memcheck.txt" 2>&1
+  echo "fusion memcheck: exit $? | $(grep -E 'ERROR SUMMARY|PASSED|FAILED' "$out/fusion-memcheck.txt" | tr '\n' ' ')"
+  PYTHONPATH=$PWD/python timeout 200 python3 ../bench/python/epilogue.py \
+    --json "$out/fusion-epilogue.json" 2>&1 | tee "$out/fusion-epilogue.txt" | tail -20
+  for fuse in "" --fuse-epilogues; do
+    PYTHONPATH=$PWD/python timeout 200 python3 ../bench/python/gradients.py --cases mlp \
+      --dims 512 $fuse 2>&1 | tee -a "$out/fusion-gradients.txt" | grep -E "one graph"
+    if command -v ncu >/dev/null; then
+      PYTHONPATH=$PWD/python kernel_times "fusion-ncu${fuse:+-fused}" 200 --nvtx \
+        --nvtx-include "eagle_step/" python3 ../bench/python/gradients.py --cases mlp --dims 512 \
+        --iters 2 --repeats 1 $fuse | tail -25
+    fi
+  done
+fi
 if want linear; then
   run_tests linear-tests 400 'NativeKda*:NativeGdn*'
   ./eagle_bench --only 14a 2>&1 | tee "$out/linear-bench.txt" | grep -E 'fwd vs|did not run'
@@ -213,8 +235,8 @@ if want splits; then
   peers=()
   if ls wheels/fla_core-*.whl >/dev/null 2>&1; then
     python3 -m pip install -q --no-deps --target /tmp/fla wheels/*.whl > "$out/splits-fla-install.txt" 2>&1
-    PYTHONPATH=/tmp/fla timeout $(( ${EAGLE_FLA_BUDGET:-200} + 60 )) python3 ../bench/peers/fla_linear.py \
-      --only exact --budget "${EAGLE_FLA_BUDGET:-200}" --json "$out/splits-fla.json" \
+    PYTHONPATH=/tmp/fla timeout $(( ${EAGLE_FLA_BUDGET:-420} + 60 )) python3 ../bench/peers/fla_linear.py \
+      --only exact --budget "${EAGLE_FLA_BUDGET:-420}" --json "$out/splits-fla.json" \
       --table "$out/splits-fla.txt" > "$out/splits-fla-log.txt" 2>&1
     echo "fla: exit $?"
     [ -s "$out/splits-fla.txt" ] && peers=(--peers "$out/splits-fla.txt")

@@ -28,7 +28,9 @@ the median of --repeats. Goal (H200): eagle's step >= 1.0x torch's captured step
 >= 1.5x at dim 512, printed as speedup = torch graph time / eagle time.
 
 Usage: python bench/python/gradients.py [--device cuda:0|cpu] [--small|--full] [--json OUT]
-  [--autotune] (eagle's planned pieces pick their plan entries by timing them on the device).
+  [--autotune] (eagle's planned pieces pick their plan entries by timing them on the device)
+  [--fuse-epilogues] (the MLP's planned segments with matmul epilogues: each gelu in its matmul's
+  segment, gelu_backward in the dx matmul's, fused where an engine serves them).
 Default on a GPU: --full (T 4096, N 32, dims 512 and 4096, bf16; the loop in f32); on the CPU:
 --small (T 64, N 4, dims 32 and 64, f32) as a check of the benchmark itself, not of the goal.
 """
@@ -78,6 +80,7 @@ class Config:
     seed: int = 0
     cases: tuple = ("mlp", "attention", "loop")
     autotune: bool = False  # eagle's planned pieces chosen by timing (planned_* autotune=True)
+    fuse_epilogues: bool = False  # the MLP's segments with matmul epilogues
 
     @property
     def cuda(self) -> bool:
@@ -262,7 +265,8 @@ class Mlp:
         # Kept (as the attention case keeps sdpa's stats): the backward reads each row's logsumexp
         # instead of a second pass over the logits.
         ce["lse"].set_output(True).set_name("lse")
-        segments = eagle.planned_segments(og, autotune=self.cfg.autotune)
+        segments = eagle.planned_segments(og, autotune=self.cfg.autotune,
+                                          fuse_epilogues=self.cfg.fuse_epilogues)
         x, t, ws = share(self.x), share(self.t), [share(w) for w in self.ws]
 
         def step(r):
@@ -582,6 +586,8 @@ def main() -> int:
     p.add_argument("--check-only", action="store_true", help="the correctness checks, no timing")
     p.add_argument("--autotune", action="store_true",
                    help="plan eagle's pieces by timing their entries on the device first")
+    p.add_argument("--fuse-epilogues", action="store_true",
+                   help="the MLP's segments with matmul epilogues (PlanningOptions::fuse_epilogues)")
     p.add_argument("--json", help="write the summary here (for bench/RESULTS.md)")
     a = p.parse_args()
     on_gpu = a.device.startswith("cuda")
@@ -593,10 +599,12 @@ def main() -> int:
     if a.iters:
         shapes["iters"] = a.iters
     cfg = Config(device=a.device, turns=a.turns, repeats=a.repeats, seed=a.seed,
-                 cases=tuple(a.cases.split(",")), autotune=a.autotune, **shapes)
+                 cases=tuple(a.cases.split(",")), autotune=a.autotune,
+                 fuse_epilogues=a.fuse_epilogues, **shapes)
     print(f"eagle gradients benchmark on {cfg.device} (torch {torch.__version__}); "
           f"T {cfg.tokens}, N {cfg.seqs}, dims {cfg.dims}, {cfg.dtype}"
-          f"{'; eagle autotuned' if cfg.autotune else ''}", flush=True)
+          f"{'; eagle autotuned' if cfg.autotune else ''}"
+          f"{'; matmul epilogues fused' if cfg.fuse_epilogues else ''}", flush=True)
     if cfg.cuda and torch_varlen_attn() is None:
         print("note: this torch has no torch.nn.attention.varlen; torch's attention runs per "
               "sequence (scaled_dot_product_attention)", flush=True)
