@@ -106,6 +106,37 @@ TEST(Deferred, RecordedBeforeADeviceConstructOpens) {
   EXPECT_EQ(g.nodes()[static_cast<std::size_t>(position(g, "add"))].parent, -1);
 }
 
+// Deferred inside a fork branch or a loop body, it is recorded there, before the branch or body
+// closes: a deferred call never leaves the arm it was made in.
+TEST(Deferred, RecordedInsideTheBranchAndTheBodyItWasMadeIn) {
+  Graph g = Graph::record([&](Recorder& r) {
+    const Value x = r.param("x", vec({1, 2}));
+    Value a = r.empty({2}, DType::f64, "a"), b = r.empty({2}, DType::f64, "b");
+    r.parallel({[&](Branch&) {
+                  r.call_deferred(kernels::add(), {x, x}, nullptr);
+                },
+                [&](Branch&) { r.call(kernels::copy(), {x}, buffer(b)); }});
+    r.call(kernels::fill(), {0.0}, buffer(a));
+    r.for_(3, [&] { r.call_deferred(kernels::axpy(), {a, a, 1.0}, nullptr); });
+    r.result({a, b});
+  });
+  int adds = 0, axpys = 0;
+  for (const NodeInfo& n : g.nodes()) {
+    if (n.kernel == "add") {
+      ++adds;
+      EXPECT_NE(n.parent, -1);  // inside the fork's branch
+    }
+    if (n.kernel == "axpy") {
+      ++axpys;
+      EXPECT_NE(n.parent, -1);  // inside the loop's body
+    }
+  }
+  EXPECT_EQ(adds, 1);
+  EXPECT_EQ(axpys, 1);
+  g.build(Device::cpu());
+  EXPECT_EQ(g()[1].to_vector<double>(), (std::vector<double>{1, 2}));
+}
+
 TEST(Deferred, ARolledBackCallLeavesItDeferred) {
   Graph g = Graph::record([&](Recorder& r) {
     const Value x = r.param("x", vec({1, 2}));
