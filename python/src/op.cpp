@@ -373,9 +373,8 @@ void bind_op(nb::module_& m) {
       "`graph` cut into pieces one engine family serves on its own (each run of pointwise "
       "nodes one piece, every other node a piece of its own; with fuse_epilogues=True a matmul "
       "and the pointwise chain right after it one piece, its product an output too, fused where "
-      "an engine serves it), for a "
-      "graph no one engine serves "
-      "on a GPU: a list of (Kernel, input uids, output uids) in an order that respects the data "
+      "an engine serves it), for a graph no one engine serves on a GPU: a list of (Kernel, input "
+      "uids, output uids) in an order that respects the data "
       "flow. Record the kernels' calls in order, each with the Values of its input uids, and "
       "map its outputs to its output uids; each piece differentiates on its own.");
   m.def("cudnn_status", &engines::cudnn_backend_status, "Whether cuDNN was found, and where.");

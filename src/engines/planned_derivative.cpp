@@ -21,7 +21,6 @@
 #include "eagle/engines/planned_kernel.hpp"
 #include "eagle/graph/derivative.hpp"
 #include "eagle/op/backward.hpp"
-#include "engines/graph_segments.hpp"
 #include "engines/planned_kernel_of.hpp"
 
 namespace eagle::engines::detail {
@@ -59,8 +58,7 @@ struct Entry {
 std::vector<PlannedSegment> plan_backward(const op::Graph& g, const std::vector<op::Tensor>& grads,
                                           const PlanningOptions& options,
                                           const plan::Manifest& manifest, Entry* e) {
-  std::vector<PlannedSegment> out;
-  if (g.nodes().empty()) return out;  // planned_segments (validating its graph) refuses it
+  if (g.nodes().empty()) return {};  // planned_segments (validating its graph) refuses it
   g.validate();
   // Not differentiated again: an epilogue's matmul product stays virtual.
   std::vector<Segment> segs = segments(g, options.fuse_epilogues, false);
@@ -75,10 +73,7 @@ std::vector<PlannedSegment> plan_backward(const op::Graph& g, const std::vector<
       e->deferred[i] = std::make_shared<const ProductTag>(segs[i].graph.clone());
     read_later.insert(segs[i].inputs.begin(), segs[i].inputs.end());
   }
-  for (Segment& seg : segs)
-    out.push_back({planned_kernel_of(seg.graph, options, manifest, seg.epilogue),
-                   std::move(seg.inputs), std::move(seg.outputs)});
-  return out;
+  return planned_kernels_of(std::move(segs), options, manifest);
 }
 
 // Whether `b`'s first node is a pointwise node reading the cotangent of forward output `uid`,

@@ -330,6 +330,16 @@ Kernel planned_kernel_of(const op::Graph& graph, const PlanningOptions& options,
   return Kernel(std::move(def));
 }
 
+std::vector<PlannedSegment> planned_kernels_of(std::vector<Segment> segments,
+                                               const PlanningOptions& options,
+                                               const plan::Manifest& manifest) {
+  std::vector<PlannedSegment> out;
+  for (Segment& s : segments)
+    out.push_back({planned_kernel_of(s.graph, options, manifest, s.epilogue), std::move(s.inputs),
+                   std::move(s.outputs)});
+  return out;
+}
+
 }  // namespace detail
 
 }  // namespace eagle::engines

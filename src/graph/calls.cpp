@@ -271,14 +271,11 @@ std::vector<Value> Recorder::call_deferred(const Kernel& kernel, const std::vect
   const std::string who = "kernel " + kernel.def().name;
   const PreparedCall prepared = prepare_call(s, kernel, args, {}, who);
   Transaction t(s);
-  DeferredCall d{kernel, args, {}, {}, {}, s.scopes, std::move(tag)};
-  for (const Value& v : prepared.args.inputs) d.inputs.push_back(v.id());
+  DeferredCall d{kernel, args, {}, s.scopes, std::move(tag)};
   std::vector<Value> results;
   for (std::size_t o = 0; o < prepared.outputs.size(); ++o) {
-    const int v = s.output_value(nullptr, prepared.outputs[o], kernel.def().name,
-                                 prepared.args.out_names[o], who);
-    results.push_back(s.handle(v));
-    d.outputs.push_back(v);
+    results.push_back(s.handle(s.output_value(nullptr, prepared.outputs[o], kernel.def().name,
+                                              prepared.args.out_names[o], who)));
     d.options.buffers.emplace_back(results.back());
   }
   s.deferred.push_back(std::move(d));

@@ -5,6 +5,7 @@
 // and the pointwise node reading it). Dependencies are judged by whole buffers, as they stand
 // when the later call comes (a merge may have moved a value).
 #include <utility>
+#include <variant>
 
 #include "eagle/core/error.hpp"
 #include "graph/state.hpp"
@@ -12,6 +13,19 @@
 namespace eagle {
 
 namespace {
+
+// The value ids of a deferred call's array arguments, and of its outputs.
+std::vector<int> argument_ids(const DeferredCall& call) {
+  std::vector<int> ids;
+  for (const Arg& a : call.args)
+    if (const Value* v = std::get_if<Value>(&a.get())) ids.push_back(v->id());
+  return ids;
+}
+std::vector<int> output_ids(const DeferredCall& call) {
+  std::vector<int> ids;
+  for (const BufferArg& b : call.options.buffers) ids.push_back(std::get<Value>(b).id());
+  return ids;
+}
 
 bool shares_buffer(const Recording::State& s, int value, const std::vector<int>& others) {
   const int b = s.values[static_cast<std::size_t>(value)].buffer;
@@ -25,9 +39,9 @@ int deferred_writing(const Recording::State& s, const Value& v, const char* who)
   const Recording::State::ValueData& d = s.value(v, who);
   if (!d.strides.empty() || d.byte_offset != 0) return -1;
   for (std::size_t i = 0; i < s.deferred.size(); ++i) {
-    const DeferredCall& call = s.deferred[i];
-    if (call.outputs.size() != 1) continue;
-    const Recording::State::ValueData& out = s.values[static_cast<std::size_t>(call.outputs[0])];
+    const std::vector<int> outputs = output_ids(s.deferred[i]);
+    if (outputs.size() != 1) continue;
+    const Recording::State::ValueData& out = s.values[static_cast<std::size_t>(outputs[0])];
     if (out.buffer == d.buffer && out.dtype == d.dtype &&
         checked_numel(out.shape, who) == checked_numel(d.shape, who))
       return static_cast<int>(i);
@@ -42,9 +56,9 @@ void Recording::State::flush_deferred_before(const std::vector<int>& reads,
   for (std::size_t i = 0; i < deferred.size();) {
     const DeferredCall& d = deferred[i];
     bool depends = false;
-    for (int o : d.outputs)
+    for (int o : output_ids(d))
       depends = depends || shares_buffer(*this, o, reads) || shares_buffer(*this, o, writes);
-    for (int in : d.inputs) depends = depends || shares_buffer(*this, in, writes);
+    for (int in : argument_ids(d)) depends = depends || shares_buffer(*this, in, writes);
     if (!depends) {
       ++i;
       continue;

@@ -30,9 +30,7 @@ namespace eagle {
 struct DeferredCall {
   Kernel kernel;
   std::vector<Arg> args;
-  CallOptions options;              // buffers: its outputs, made when it was deferred
-  std::vector<int> inputs;          // value ids of its array arguments
-  std::vector<int> outputs;         // value ids of its outputs
+  CallOptions options;              // buffers: its outputs (Values), made when it was deferred
   std::vector<std::string> scopes;  // Recorder::scope names open when it was deferred
   std::shared_ptr<const Recorder::DeferredTag> tag;
 };
