@@ -18,7 +18,8 @@
 #             (EAGLE_CUPTI_DEBUG=1 prints records no node claims), after a GPU trace of
 #             `eagle train` drawn by tools/plot_trace.py (train_trace_gpu.png)
 #   gradients bench/python/gradients.py (issue 12's goal: eagle's step against torch's graph)
-#   fusion    matmul epilogues (PlanningOptions::fuse_epilogues): their GPU tests and memcheck,
+#   fusion    matmul epilogues (PlanningOptions::fuse_epilogues): their GPU tests and the four
+#             sanitizers over them and the fused engine's mixed cases,
 #             bench/python/epilogue.py (fused against apart), gradients.py's dim-512 MLP with and
 #             without --fuse-epilogues, and ncu's time per kernel of eagle's MLP step both ways
 #             (fusion-ncu-*.txt): where the fused step's time goes
@@ -191,9 +192,12 @@ if want gradients && [ -d python/eagle ]; then
 fi
 if want fusion && [ -d python/eagle ]; then
   run_tests fusion-tests 200 '*EpilogueOnGpu*:*FusedBackwardOnGpu*:*Segments*:Deferred*:PlannedDerivative*:*NativeFused*'
-  timeout 200 compute-sanitizer --tool memcheck --error-exitcode 9 ./eagle_tests --gtest_brief=1 \
-    --gtest_filter='*EpilogueOnGpu*:*FusedBackwardOnGpu*' > "$out/fusion-memcheck.txt" 2>&1
-  echo "fusion memcheck: exit $? | $(grep -E 'ERROR SUMMARY|PASSED|FAILED' "$out/fusion-memcheck.txt" | tr '\n' ' ')"
+  for tool in memcheck racecheck synccheck initcheck; do
+    timeout 200 compute-sanitizer --tool "$tool" --error-exitcode 9 ./eagle_tests --gtest_brief=1 \
+      --gtest_filter='*EpilogueOnGpu*:*FusedBackwardOnGpu*:NativeFusedMixed.*' \
+      > "$out/fusion-$tool.txt" 2>&1
+    echo "fusion $tool: exit $? | $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|PASSED|FAILED' "$out/fusion-$tool.txt" | tr '\n' ' ')"
+  done
   PYTHONPATH=$PWD/python timeout 200 python3 ../bench/python/epilogue.py \
     --json "$out/fusion-epilogue.json" 2>&1 | tee "$out/fusion-epilogue.txt" | tail -20
   for fuse in "" --fuse-epilogues; do
