@@ -41,6 +41,7 @@ import argparse
 import contextlib
 import json
 import math
+import os
 import statistics
 import sys
 import time
@@ -81,6 +82,7 @@ class Config:
     cases: tuple = ("mlp", "attention", "loop")
     autotune: bool = False  # eagle's planned pieces chosen by timing (planned_* autotune=True)
     fuse_epilogues: bool = False  # the MLP's segments with matmul epilogues
+    trace_dir: str | None = None  # --trace: where each eagle step's trace goes
 
     @property
     def cuda(self) -> bool:
@@ -415,6 +417,31 @@ def nvtx_range(cfg: Config, name: str):
         torch.cuda.nvtx.range_pop()
 
 
+def write_trace(g, cfg: Config, stem: str, launches: int = 3) -> None:
+    """A few replays of g with tracing on: their trace-event JSON into cfg.trace_dir/stem.json
+    (tools/plot_trace.py draws one) and the last replay's nodes printed in order of start, each
+    with its start and length (us): where the step's wall time goes, overlap included."""
+    g.set_tracing(True)
+    g(launches)
+    sync(cfg)
+    events = g.trace()
+    g.set_tracing(False)
+    os.makedirs(cfg.trace_dir, exist_ok=True)
+    with open(os.path.join(cfg.trace_dir, stem + ".json"), "w") as f:
+        f.write(eagle.chrome_trace_json(events, stem))
+    last = max(e["launch"] for e in events)
+    mine = sorted((e for e in events if e["launch"] == last), key=lambda e: e["begin_ns"])
+    t0 = mine[0]["begin_ns"]
+    span = (max(e["end_ns"] for e in mine) - t0) / 1e3
+    busy = sum(e["end_ns"] - e["begin_ns"] for e in mine) / 1e3
+    print(f"[{stem}] trace of replay {last}: {len(mine)} records over {span:.1f} us "
+          f"(busy {busy:.1f} us summed over streams)", flush=True)
+    for e in mine:
+        print(f"  {(e['begin_ns'] - t0) / 1e3:8.1f} +{(e['end_ns'] - e['begin_ns']) / 1e3:6.1f} "
+              f"t{e['thread']} {e['scope'] or '-'} | {e['label']} | {e['device_kernel'][:70]}",
+              flush=True)
+
+
 def run_case(name: str, case, cfg: Config, time_it: bool = True) -> CaseResult:
     g, torch_out, diffs, worst = check(case, cfg)
     tol = TOLERANCE[case.dtype]
@@ -436,6 +463,8 @@ def run_case(name: str, case, cfg: Config, time_it: bool = True) -> CaseResult:
             res.torch_graph_us = torch_step_us(graph.replay, cfg)
         res.speedup_vs_torch_graph = res.torch_graph_us / res.eagle_us
         res.goal = GOALS.get(case.dim)
+    if cfg.trace_dir:
+        write_trace(g, cfg, f"{name}-{case.dim}")
     line = (f"[{name} dim {case.dim} {case.dtype}] eagle one graph {res.eagle_us:.1f} us, "
             f"torch eager {res.torch_eager_us:.1f} us")
     if res.torch_graph_us is not None:
@@ -589,6 +618,9 @@ def main() -> int:
     p.add_argument("--fuse-epilogues", action="store_true",
                    help="the MLP's segments with matmul epilogues (PlanningOptions::fuse_epilogues)")
     p.add_argument("--json", help="write the summary here (for bench/RESULTS.md)")
+    p.add_argument("--trace", metavar="DIR",
+                   help="after timing, trace a few replays of each eagle step (CUPTI on a GPU): "
+                        "DIR/<case>-<dim>.json and the last replay's nodes printed")
     a = p.parse_args()
     on_gpu = a.device.startswith("cuda")
     shapes = dict(FULL if (a.full or (on_gpu and not a.small)) else SMALL)
@@ -600,7 +632,7 @@ def main() -> int:
         shapes["iters"] = a.iters
     cfg = Config(device=a.device, turns=a.turns, repeats=a.repeats, seed=a.seed,
                  cases=tuple(a.cases.split(",")), autotune=a.autotune,
-                 fuse_epilogues=a.fuse_epilogues, **shapes)
+                 fuse_epilogues=a.fuse_epilogues, trace_dir=a.trace, **shapes)
     print(f"eagle gradients benchmark on {cfg.device} (torch {torch.__version__}); "
           f"T {cfg.tokens}, N {cfg.seqs}, dims {cfg.dims}, {cfg.dtype}"
           f"{'; eagle autotuned' if cfg.autotune else ''}"

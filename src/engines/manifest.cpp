@@ -10,6 +10,7 @@
 #include "engines/native/embedding_engine.hpp"
 #include "engines/native/fused_engine.hpp"
 #include "engines/native/gdn_engine.hpp"
+#include "engines/native/gemm_engine.hpp"
 #include "engines/native/kda_bwd_engine.hpp"
 #include "engines/native/kda_engine.hpp"
 #include "engines/native/loss_engine.hpp"
@@ -110,6 +111,9 @@ std::vector<PlanConfig> rank_native_first(const plan::RankInput& in) {
 //   8192³ and [8192,4096]x[4096,12288], so the heuristic's order stands; where a shape is hot,
 //   plan::autotune measures instead.
 // - FALLBACK: entry 0 with no workspace, the config that asks least of the device.
+// - native_gemm (no knobs) after them: it serves only what cuBLASLt declines (a gelu or
+//   gelu_backward epilogue), so it leads there, ahead of the backend (cuDNN's fused matmul
+//   measured slower than cuBLASLt and a pointwise kernel apart, session 23).
 // Backend entries of a mode follow ours; the delegating entry comes last.
 std::vector<PlanConfig> rank_gemm(const plan::RankInput& in) {
   std::vector<PlanConfig> out;
@@ -230,7 +234,9 @@ plan::ManifestSpec builtin_spec() {
        {"matmul"},
        nullptr,
        &rank_gemm,
-       {reference_slot(), {"cublaslt", &cublaslt::make_cublaslt_engine, false}}},
+       {reference_slot(),
+        {"cublaslt", &cublaslt::make_cublaslt_engine, false},
+        {"native_gemm", &native::make_gemm_engine, false}}},
       {"normalization",
        2,
        {"softmax", "layer_norm", "rms_norm", "softmax_bwd", "layer_norm_bwd", "rms_norm_bwd"},

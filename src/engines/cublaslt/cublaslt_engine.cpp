@@ -2,7 +2,7 @@
 
 #include "eagle/core/error.hpp"
 #include "engines/cublaslt/gemm_plan.hpp"
-#include "engines/cublaslt/gemm_problem.hpp"
+#include "engines/gemm_problem.hpp"
 
 namespace eagle::cublaslt {
 
@@ -27,14 +27,15 @@ class CublasLtEngine : public plan::Engine {
   // The graph's form first (declines that hold on any machine), then the library.
   void check_support(const op::Graph& graph, const plan::Facts&,
                      const DeviceProperties&) const override {
-    gemm_problem(graph, name());
+    require_cublaslt_epilogue(engines::gemm_problem(graph, name()), name());
     library();
   }
 
   std::shared_ptr<const plan::CompiledPlan> build_plan(
       const op::Graph& graph, const plan::Facts&, const plan::PlanConfig& config,
       const plan::BuildContext& ctx) const override {
-    const GemmProblem p = gemm_problem(graph, name());
+    const GemmProblem p = engines::gemm_problem(graph, name());
+    require_cublaslt_epilogue(p, name());
     const Loaded& lib = library();
     GemmKnobs k;
     k.algo = config.knobs.at("algo");

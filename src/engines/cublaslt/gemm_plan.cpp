@@ -9,6 +9,19 @@
 
 namespace eagle::cublaslt {
 
+void require_cublaslt_epilogue(const GemmProblem& p, const std::string& engine) {
+  if (p.epilogue == GemmEpilogue::gelu)
+    throw NotSupported(engine +
+                       ": no epilogue for gelu (erf form): cuBLASLt's GELU epilogue is the tanh "
+                       "approximation, served as gelu_tanh");
+  if (p.epilogue == GemmEpilogue::gelu_backward)
+    throw NotSupported(engine + ": no cuBLASLt epilogue for gelu_backward (erf form)");
+  if (p.product.defined())
+    throw NotSupported(engine +
+                       ": the matmul result is an output too; an epilogue needs it "
+                       "virtual");
+}
+
 #ifdef EAGLE_HAVE_CUDA
 
 namespace {
@@ -76,40 +89,6 @@ cublasStatus_t init_desc(const Api& api, cublasLtMatmulDescOpaque_t& mem, const 
 // calls it right after, on the same thread).
 thread_local cublasStatus_t t_last_status = CUBLAS_STATUS_SUCCESS;
 
-// An input whose strides the layouts were built from: a call must bring the same (dims of size
-// 1 aside), or cuBLASLt would read another layout.
-struct StrideRule {
-  int position = -1;
-  int32_t ndim = 0;
-  int64_t dims[plan::kMaxOperandDims] = {};
-  int64_t strides[plan::kMaxOperandDims] = {};
-  std::string name;  // read only by explain()
-  bool match(const plan::OperandBuffer& b) const noexcept {
-    for (int32_t i = 0; i < ndim; ++i)
-      if (dims[i] != 1 && b.strides[i] != strides[i]) return false;
-    return true;
-  }
-};
-
-StrideRule stride_rule(const plan::OperandLayout& layout, const op::Tensor& t) {
-  if (t.dims().size() > static_cast<std::size_t>(plan::kMaxOperandDims))
-    throw NotSupported("cublaslt: " + t.name() + " has more than " +
-                       std::to_string(plan::kMaxOperandDims) + " dims");
-  StrideRule r;
-  r.position = layout.index_of(t);
-  r.ndim = static_cast<int32_t>(t.dims().size());
-  std::copy(t.dims().begin(), t.dims().end(), r.dims);
-  std::copy(t.strides().begin(), t.strides().end(), r.strides);
-  r.name = t.name();
-  return r;
-}
-
-std::string list(const int64_t* v, int32_t n) {
-  std::string s = "[";
-  for (int32_t i = 0; i < n; ++i) s += (i ? "," : "") + std::to_string(v[i]);
-  return s + "]";
-}
-
 class GemmPlan : public plan::CompiledPlan {
  public:
   GemmPlan(const Api& api, std::string engine) : api_(api), engine_(std::move(engine)) {}
@@ -145,12 +124,7 @@ class GemmPlan : public plan::CompiledPlan {
 
   void explain(const plan::OperandBuffer* ops, const plan::ExecutionContext& ctx) const override {
     rules_.explain(ops);
-    for (const StrideRule& r : strides_)
-      if (!r.match(ops[r.position]))
-        throw InvalidArgument(engine_ + ": operand " + r.name + " has strides " +
-                              list(ops[r.position].strides, ops[r.position].ndim) +
-                              "; the plan was built for " + list(r.strides, r.ndim) +
-                              " (plan the graph with the layout the call brings)");
+    for (const engines::StrideRule& r : strides_) r.explain(ops[r.position], engine_);
     if (!algo_for(ops)) {
       // With a fallback, only an address off its element's alignment is refused.
       const uintptr_t need = has_fallback_ ? element_bytes_ : kAlignedBytes;
@@ -176,7 +150,7 @@ class GemmPlan : public plan::CompiledPlan {
 
   // Filled by build_gemm_plan.
   plan::OperandRules rules_;
-  std::vector<StrideRule> strides_;
+  std::vector<engines::StrideRule> strides_;
   int a_ = -1, b_ = -1, bias_ = -1, out_ = -1;
   int pointers_[4] = {-1, -1, -1, -1};  // a, b, bias, out: the addresses algorithms align on
   bool bias_matrix_ = false;
@@ -194,7 +168,7 @@ class GemmPlan : public plan::CompiledPlan {
   bool enqueue(const plan::OperandBuffer* ops, const plan::ExecutionContext& ctx,
                cudaStream_t stream) const noexcept {
     if (!rules_.match(ops)) return false;
-    for (const StrideRule& r : strides_)
+    for (const engines::StrideRule& r : strides_)
       if (!r.match(ops[r.position])) return false;
     const cublasLtMatmulAlgo_t* algo = algo_for(ops);
     if (!algo) return false;
@@ -337,9 +311,9 @@ std::shared_ptr<const plan::CompiledPlan> build_gemm_plan(const Loaded& lib, con
   plan->rules_.add(layout, p.tb, device, /*row_major=*/false);
   if (p.tbias.defined()) plan->rules_.add(layout, p.tbias, device, /*row_major=*/false);
   plan->rules_.add(layout, p.out, device, /*row_major=*/true);
-  plan->strides_.push_back(stride_rule(layout, p.ta));
-  plan->strides_.push_back(stride_rule(layout, p.tb));
-  if (p.tbias.defined()) plan->strides_.push_back(stride_rule(layout, p.tbias));
+  plan->strides_.push_back(engines::stride_rule(layout, p.ta, engine));
+  plan->strides_.push_back(engines::stride_rule(layout, p.tb, engine));
+  if (p.tbias.defined()) plan->strides_.push_back(engines::stride_rule(layout, p.tbias, engine));
   plan->a_ = layout.index_of(p.ta);
   plan->b_ = layout.index_of(p.tb);
   plan->bias_ = p.tbias.defined() ? layout.index_of(p.tbias) : -1;
@@ -359,15 +333,18 @@ std::shared_ptr<const plan::CompiledPlan> build_gemm_plan(const Loaded& lib, con
   t.trans_b = p.a.col_major ? CUBLAS_OP_T : CUBLAS_OP_N;  // cuBLASLt's B is eagle's a
   const bool vec = p.bias_form == BiasForm::vector;
   switch (p.epilogue) {
-    case Epilogue::none:
+    case GemmEpilogue::none:
       t.epilogue = vec ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
       break;
-    case Epilogue::relu:
+    case GemmEpilogue::relu:
       t.epilogue = vec ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_RELU;
       break;
-    case Epilogue::gelu_tanh:
+    case GemmEpilogue::gelu_tanh:
       t.epilogue = vec ? CUBLASLT_EPILOGUE_GELU_BIAS : CUBLASLT_EPILOGUE_GELU;
       break;
+    case GemmEpilogue::gelu:
+    case GemmEpilogue::gelu_backward:
+      decline("no cuBLASLt epilogue for " + p.describe());  // require_cublaslt_epilogue's
   }
   t.bias_vector = vec;
   t.bias_batch_stride = vec ? p.bias.batch_stride : 0;

@@ -10,9 +10,18 @@
 #include "eagle/kernel/call.hpp"
 #include "eagle/plan/engine.hpp"
 #include "engines/cublaslt/api.hpp"
-#include "engines/cublaslt/gemm_problem.hpp"
+#include "engines/gemm_problem.hpp"
 
 namespace eagle::cublaslt {
+
+using engines::BiasForm;
+using engines::GemmEpilogue;
+using engines::GemmProblem;
+using engines::Matrix;
+
+// Declines (NotSupported naming `engine`) the forms of `p` cuBLASLt has no epilogue for: gelu
+// (erf) and gelu_backward, and a product kept beside its epilogue.
+void require_cublaslt_epilogue(const GemmProblem& p, const std::string& engine);
 
 // The knobs that name one algorithm: entry `algo` of the heuristic list cuBLASLt returns for the
 // problem given at most `workspace_mb` MiB of workspace; `tf32` computes f32 on TF32 tensor cores.

@@ -29,6 +29,7 @@
 #include "engines/cublaslt/api.hpp"
 #include "engines/cublaslt/cublaslt_engine.hpp"
 #include "engines/reference/reference_engine.hpp"
+#include "gemm_operands.hpp"
 #include "oracles/structured.hpp"
 #include "poison.hpp"
 #include "test_util.hpp"
@@ -262,15 +263,6 @@ void PrintTo(const GemmCase& c, std::ostream* os) {
   *os << c.full_name();
 }
 
-Dims concat(Dims a, const Dims& b) {
-  a.insert(a.end(), b.begin(), b.end());
-  return a;
-}
-Dims row_major(const Dims& d) {
-  Dims s(d.size(), 1);
-  for (std::size_t i = d.size(); i-- > 1;) s[i - 1] = s[i] * d[i];
-  return s;
-}
 Dims broadcast(const Dims& a, const Dims& b) {
   Dims out(std::max(a.size(), b.size()), 1);
   for (std::size_t i = 0; i < out.size(); ++i) {
@@ -281,41 +273,12 @@ Dims broadcast(const Dims& a, const Dims& b) {
   return out;
 }
 
-// One operand: its logical values (row-major over `dims`) and, for a transposed layout, the
-// strides of a column-major store and that store's contents.
-struct Operand {
-  Dims dims, strides;  // strides: as the engine's graph declares them
-  std::vector<double> logical, stored;
-};
-Operand make_operand(const Dims& batch, int64_t rows, int64_t cols, bool col_major) {
-  Operand o;
-  o.dims = concat(batch, {rows, cols});
-  int64_t slices = 1;
-  for (int64_t d : batch) slices *= d;
-  o.logical = random_values(static_cast<std::size_t>(slices * rows * cols));
-  if (!col_major) {
-    o.strides = row_major(o.dims);
-    o.stored = o.logical;
-    return o;
-  }
-  // Stored as [batch..., cols, rows] row-major: element (r, c) at c * rows + r.
-  const Dims store = row_major(concat(batch, {cols, rows}));
-  o.strides = concat(Dims(store.begin(), store.end() - 2), {1, rows});
-  o.stored.resize(o.logical.size());
-  for (int64_t s = 0; s < slices; ++s)
-    for (int64_t r = 0; r < rows; ++r)
-      for (int64_t c = 0; c < cols; ++c)
-        o.stored[static_cast<std::size_t>(s * rows * cols + c * rows + r)] =
-            o.logical[static_cast<std::size_t>(s * rows * cols + r * cols + c)];
-  return o;
-}
-
 struct GemmGraph {
   op::Graph graph;
   op::Tensor a, b, bias, out;
 };
-GemmGraph gemm_graph(const GemmCase& c, const Operand& a, const Operand& b, const Operand* bias,
-                     bool declared_strides) {
+GemmGraph gemm_graph(const GemmCase& c, const GemmOperand& a, const GemmOperand& b,
+                     const GemmOperand* bias, bool declared_strides) {
   GemmGraph g{op::Graph("gemm_" + c.name), {}, {}, {}, {}};
   g.a = g.graph.tensor({"a", a.dims, c.dtype, declared_strides ? a.strides : Dims{}});
   g.b = g.graph.tensor({"b", b.dims, c.dtype, declared_strides ? b.strides : Dims{}});
@@ -371,14 +334,14 @@ class CublasLtGemm : public ::testing::TestWithParam<GemmCase> {
 TEST_P(CublasLtGemm, MatchesTheReference) {
   const GemmCase& c = GetParam();
   const Device gpu = Device::cuda(0);
-  const Operand a = make_operand(c.a_batch, c.m, c.k, c.a_t);
-  const Operand b = make_operand(c.b_batch, c.k, c.n, c.b_t);
+  const GemmOperand a = make_operand(c.a_batch, c.m, c.k, c.a_t);
+  const GemmOperand b = make_operand(c.b_batch, c.k, c.n, c.b_t);
   const Dims out_batch = broadcast(c.a_batch, c.b_batch);
-  Operand bias;
+  GemmOperand bias;
   if (c.bias == Bias::vector) bias = make_operand({}, 1, c.n, false), bias.dims = {c.n};
   if (c.bias == Bias::batch_vector) bias = make_operand(out_batch, 1, c.n, false);
   if (c.bias == Bias::matrix) bias = make_operand({}, c.m, c.n, false);
-  const Operand* biasp = c.bias == Bias::none ? nullptr : &bias;
+  const GemmOperand* biasp = c.bias == Bias::none ? nullptr : &bias;
 
   // The engine, pinned; transposed operands passed as strided views of their column-major store.
   GemmGraph eg = gemm_graph(c, a, b, biasp, /*declared_strides=*/true);

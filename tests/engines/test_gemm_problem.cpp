@@ -1,13 +1,16 @@
-// The GEMM a matmul graph poses (src/engines/cublaslt/gemm_problem.cpp): storage orders, leading
-// dimensions, flattened batch strides, bias forms and epilogues read from the op graph, and the
-// declines for what cuBLASLt cannot express. Pure analysis: runs without a GPU.
-#include "engines/cublaslt/gemm_problem.hpp"
+// The GEMM a matmul graph poses (src/engines/gemm_problem.cpp): storage orders, leading
+// dimensions, flattened batch strides, bias forms and epilogues read from the op graph, the
+// declines for what no GEMM engine expresses, and cuBLASLt's own (engines/cublaslt/gemm_plan.hpp).
+// Pure analysis: runs without a GPU.
+#include "engines/gemm_problem.hpp"
+
+#include "engines/cublaslt/gemm_plan.hpp"
 
 #include <gtest/gtest.h>
 
 #include "test_util.hpp"
 
-namespace eagle::cublaslt {
+namespace eagle::engines {
 namespace {
 
 using op::Dims;
@@ -21,7 +24,14 @@ void expect_decline(const op::Graph& g, std::initializer_list<std::string> needl
   test::expect_throw_with<NotSupported>([&] { gemm_problem(g, "cublaslt"); }, needles);
 }
 
-TEST(CublasLtProblem, TwoDRowMajor) {
+// What cuBLASLt's engine checks: the problem, then the epilogues it has.
+void expect_cublaslt_decline(const op::Graph& g, std::initializer_list<std::string> needles) {
+  test::expect_throw_with<NotSupported>(
+      [&] { cublaslt::require_cublaslt_epilogue(gemm_problem(g, "cublaslt"), "cublaslt"); },
+      needles);
+}
+
+TEST(GemmProblem, TwoDRowMajor) {
   op::Graph g;
   g.matmul(input(g, "a", {3, 7}), input(g, "b", {7, 5})).set_output(true);
   const GemmProblem p = gemm_problem(g, "cublaslt");
@@ -34,11 +44,11 @@ TEST(CublasLtProblem, TwoDRowMajor) {
   EXPECT_EQ(p.a.ld, 7);
   EXPECT_EQ(p.b.ld, 5);
   EXPECT_EQ(p.bias_form, BiasForm::none);
-  EXPECT_EQ(p.epilogue, Epilogue::none);
+  EXPECT_EQ(p.epilogue, GemmEpilogue::none);
   EXPECT_TRUE(p.out == g.nodes()[0].output("c"));
 }
 
-TEST(CublasLtProblem, TransposesThroughStrides) {
+TEST(GemmProblem, TransposesThroughStrides) {
   op::Graph g;
   // a [M=3, K=7] stored as [7, 3] row-major; b [K=7, N=5] stored as [5, 7] row-major.
   g.matmul(input(g, "a", {3, 7}, {1, 3}), input(g, "b", {7, 5}, {1, 7})).set_output(true);
@@ -50,13 +60,13 @@ TEST(CublasLtProblem, TransposesThroughStrides) {
   EXPECT_NE(p.describe().find("a column-major"), std::string::npos);
 }
 
-TEST(CublasLtProblem, PaddedRowsKeepTheirLeadingDimension) {
+TEST(GemmProblem, PaddedRowsKeepTheirLeadingDimension) {
   op::Graph g;
   g.matmul(input(g, "a", {3, 7}, {16, 1}), input(g, "b", {7, 5})).set_output(true);
   EXPECT_EQ(gemm_problem(g, "cublaslt").a.ld, 16);
 }
 
-TEST(CublasLtProblem, BatchesFlattenWithBroadcastAsStrideZero) {
+TEST(GemmProblem, BatchesFlattenWithBroadcastAsStrideZero) {
   {
     op::Graph g;  // a [2,3,M,K] stacked, against a shared b [K,N]: one GEMM of 6 * M rows
     g.matmul(input(g, "a", {2, 3, 4, 6}), input(g, "b", {6, 5})).set_output(true);
@@ -93,7 +103,7 @@ TEST(CublasLtProblem, BatchesFlattenWithBroadcastAsStrideZero) {
   }
 }
 
-TEST(CublasLtProblem, BiasVectorAndMatrix) {
+TEST(GemmProblem, BiasVectorAndMatrix) {
   {
     op::Graph g;  // a linear layer: folded into one GEMM, one bias vector
     g.matmul(input(g, "a", {2, 4, 6}), input(g, "b", {6, 5}), input(g, "bias", {5}))
@@ -125,9 +135,9 @@ TEST(CublasLtProblem, BiasVectorAndMatrix) {
   }
 }
 
-TEST(CublasLtProblem, Epilogues) {
+TEST(GemmProblem, Epilogues) {
   for (const auto& [op, want] :
-       {std::pair{"relu", Epilogue::relu}, std::pair{"gelu_tanh", Epilogue::gelu_tanh}}) {
+       {std::pair{"relu", GemmEpilogue::relu}, std::pair{"gelu_tanh", GemmEpilogue::gelu_tanh}}) {
     op::Graph g;
     const op::Tensor c = g.matmul(input(g, "a", {3, 7}), input(g, "b", {7, 5}), input(g, "z", {5}));
     const op::Tensor y = g.pointwise(op, c).set_output(true);
@@ -138,22 +148,80 @@ TEST(CublasLtProblem, Epilogues) {
   }
 }
 
+TEST(GemmProblem, GeluKeepsItsProduct) {
+  op::Graph g;
+  op::Tensor c = g.matmul(input(g, "a", {2, 3, 8}), input(g, "b", {8, 16}));
+  c.set_output(true);
+  const op::Tensor y = g.pointwise("gelu", c).set_output(true);
+  const GemmProblem p = gemm_problem(g, "native_gemm");
+  EXPECT_EQ(p.epilogue, GemmEpilogue::gelu);
+  EXPECT_TRUE(p.product == c);
+  EXPECT_TRUE(p.out == y);
+  EXPECT_EQ(p.m, 6);  // the batch folded into the rows
+  EXPECT_EQ(p.batch, 1);
+  expect_cublaslt_decline(g, {"gelu (erf form)"});
+}
+
+TEST(GemmProblem, GeluBackwardReadsZ) {
+  op::Graph g;  // dx = gelu_backward(g W^T, z), W^T a transposed view of W [16, 8]
+  const op::Tensor w = input(g, "w", {8, 16}, {1, 8});
+  const op::Tensor z = input(g, "z", {4, 16});
+  const op::Tensor dx = g.pointwise("gelu_backward", g.matmul(input(g, "g", {4, 8}), w), z);
+  op::Tensor(dx).set_output(true);
+  const GemmProblem p = gemm_problem(g, "native_gemm");
+  EXPECT_EQ(p.epilogue, GemmEpilogue::gelu_backward);
+  EXPECT_TRUE(p.tz == z);
+  EXPECT_TRUE(p.b.col_major);
+  EXPECT_EQ(p.b.ld, 8);
+  EXPECT_EQ(p.z.ld, 16);
+  EXPECT_FALSE(p.product.defined());
+  expect_cublaslt_decline(g, {"gelu_backward"});
+}
+
+TEST(GemmProblemDeclines, GeluBackwardForms) {
+  {
+    op::Graph g;  // the product as z, not as the cotangent
+    const op::Tensor c = g.matmul(input(g, "a", {4, 8}), input(g, "b", {8, 16}));
+    g.pointwise("gelu_backward", input(g, "d", {4, 16}), c).set_output(true);
+    expect_decline(g, {"gelu_backward after matmul must read the product as its cotangent"});
+  }
+  {
+    op::Graph g;  // z broadcast
+    const op::Tensor c = g.matmul(input(g, "a", {4, 8}), input(g, "b", {8, 16}));
+    g.pointwise("gelu_backward", c, input(g, "z", {16})).set_output(true);
+    expect_decline(g, {"z has dims [16]", "must match"});
+  }
+  {
+    op::Graph g;  // z transposed
+    const op::Tensor c = g.matmul(input(g, "a", {4, 8}), input(g, "b", {8, 16}));
+    g.pointwise("gelu_backward", c, input(g, "z", {4, 16}, {1, 4})).set_output(true);
+    expect_decline(g, {"z must be dense row-major"});
+  }
+  {
+    op::Graph g;  // the product kept
+    op::Tensor c = g.matmul(input(g, "a", {4, 8}), input(g, "b", {8, 16}));
+    c.set_output(true);
+    g.pointwise("gelu_backward", c, input(g, "z", {4, 16})).set_output(true);
+    expect_decline(g, {"gelu_backward's epilogue needs it virtual"});
+  }
+}
+
 // ---- declines ----
 
-TEST(CublasLtProblemDeclines, GeluErfFormAndOtherPointwiseOps) {
+TEST(GemmProblemDeclines, GeluErfFormAndOtherPointwiseOps) {
   {
     op::Graph g;
     g.pointwise("gelu", g.matmul(input(g, "a", {3, 7}), input(g, "b", {7, 5}))).set_output(true);
-    expect_decline(g, {"cublaslt", "gelu (erf form)", "tanh approximation"});
+    expect_cublaslt_decline(g, {"cublaslt", "gelu (erf form)", "tanh approximation"});
   }
   {
     op::Graph g;
     g.pointwise("sigmoid", g.matmul(input(g, "a", {3, 7}), input(g, "b", {7, 5}))).set_output(true);
-    expect_decline(g, {"no cuBLASLt epilogue for pointwise op sigmoid"});
+    expect_decline(g, {"no GEMM epilogue for pointwise op sigmoid"});
   }
 }
 
-TEST(CublasLtProblemDeclines, GraphShapes) {
+TEST(GemmProblemDeclines, GraphShapes) {
   {
     op::Graph g;  // two pointwise nodes after the matmul
     g.pointwise("relu", g.pointwise("relu", g.matmul(input(g, "a", {3, 7}), input(g, "b", {7, 5}))))
@@ -165,7 +233,7 @@ TEST(CublasLtProblemDeclines, GraphShapes) {
     op::Tensor c = g.matmul(input(g, "a", {3, 7}), input(g, "b", {7, 5}));
     c.set_output(true);
     g.pointwise("relu", c).set_output(true);
-    expect_decline(g, {"an epilogue needs it virtual"});
+    expect_decline(g, {"a relu epilogue needs it virtual", "only gelu's keeps it"});
   }
   {
     op::Graph g;  // a binary node after the matmul
@@ -180,7 +248,7 @@ TEST(CublasLtProblemDeclines, GraphShapes) {
   }
 }
 
-TEST(CublasLtProblemDeclines, Layouts) {
+TEST(GemmProblemDeclines, Layouts) {
   {
     op::Graph g;  // neither row- nor column-major: every other element of a row
     g.matmul(input(g, "a", {3, 7}, {14, 2}), input(g, "b", {7, 5})).set_output(true);
@@ -204,7 +272,7 @@ TEST(CublasLtProblemDeclines, Layouts) {
   }
 }
 
-TEST(CublasLtProblemDeclines, BiasShapes) {
+TEST(GemmProblemDeclines, BiasShapes) {
   {
     op::Graph g;  // one bias per row
     g.matmul(input(g, "a", {3, 7}), input(g, "b", {7, 5}), input(g, "z", {3, 1})).set_output(true);
@@ -225,7 +293,7 @@ TEST(CublasLtProblemDeclines, BiasShapes) {
   }
 }
 
-TEST(CublasLtProblemDeclines, Dtypes) {
+TEST(GemmProblemDeclines, Dtypes) {
   {
     op::Graph g;
     g.matmul(input(g, "a", {3, 7}, {}, DType::f64), input(g, "b", {7, 5}, {}, DType::f64))
@@ -241,4 +309,4 @@ TEST(CublasLtProblemDeclines, Dtypes) {
 }
 
 }  // namespace
-}  // namespace eagle::cublaslt
+}  // namespace eagle::engines

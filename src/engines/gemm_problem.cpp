@@ -1,12 +1,13 @@
-#include "engines/cublaslt/gemm_problem.hpp"
+#include "engines/gemm_problem.hpp"
 
+#include <algorithm>
 #include <climits>
 #include <optional>
 #include <utility>
 
 #include "eagle/core/error.hpp"
 
-namespace eagle::cublaslt {
+namespace eagle::engines {
 
 namespace {
 
@@ -85,8 +86,10 @@ std::string GemmProblem::describe() const {
   if (b.col_major) s += ", b column-major";
   if (bias_form == BiasForm::vector) s += ", bias vector";
   if (bias_form == BiasForm::matrix) s += ", bias matrix";
-  if (epilogue == Epilogue::relu) s += ", relu";
-  if (epilogue == Epilogue::gelu_tanh) s += ", gelu_tanh";
+  if (epilogue == GemmEpilogue::relu) s += ", relu";
+  if (epilogue == GemmEpilogue::gelu_tanh) s += ", gelu_tanh";
+  if (epilogue == GemmEpilogue::gelu) s += product.defined() ? ", gelu (product kept)" : ", gelu";
+  if (epilogue == GemmEpilogue::gelu_backward) s += ", gelu_backward";
   return s;
 }
 
@@ -96,31 +99,64 @@ namespace {
   throw NotSupported(engine + ": " + why);
 }
 
-// One unary pointwise node reading the virtual matmul result, as an epilogue: sets p.epilogue
-// and p.out.
+// The pointwise node after the matmul, as an epilogue: sets p.epilogue, p.out, and p.product or
+// p.tz where the form has one.
 void read_epilogue(const op::Node& pw, const op::Tensor& c, GemmProblem& p,
                    const std::string& engine) {
-  if (pw.schema().kind != op::OpKind::pointwise || pw.inputs().size() != 1 ||
-      !(pw.inputs()[0].second == c))
+  const auto& ins = pw.inputs();
+  const bool reads_c = !ins.empty() && ins[0].second == c;
+  if (pw.op() == "gelu_backward") {
+    // gelu_backward(a, b) = a gelu'(b): the product must be the cotangent a, z = b from outside.
+    if (!reads_c || ins.size() != 2 || ins[1].second == c)
+      decline(engine,
+              "gelu_backward after matmul must read the product as its cotangent (a) "
+              "and z (b) from outside the graph");
+    if (!c.is_virtual())
+      decline(engine,
+              "the matmul result is an output too; gelu_backward's epilogue needs it "
+              "virtual");
+    p.tz = ins[1].second;
+    if (p.tz.producer() >= 0)
+      decline(engine, "gelu_backward's z must be a graph input, not computed in the graph");
+    p.epilogue = GemmEpilogue::gelu_backward;
+    p.out = pw.output("out");
+    return;
+  }
+  if (pw.schema().kind != op::OpKind::pointwise || ins.size() != 1 || !reads_c)
     decline(engine,
-            "the node after matmul must be one unary pointwise node reading its result, "
-            "not " +
+            "the node after matmul must be one unary pointwise node reading its result "
+            "(or gelu_backward reading it as the cotangent), not " +
                 pw.op());
-  if (!c.is_virtual())
-    decline(engine, "the matmul result is an output too; an epilogue needs it virtual");
   if (pw.op() == "relu") {
-    p.epilogue = Epilogue::relu;
+    p.epilogue = GemmEpilogue::relu;
   } else if (pw.op() == "gelu_tanh") {
-    p.epilogue = Epilogue::gelu_tanh;
+    p.epilogue = GemmEpilogue::gelu_tanh;
   } else if (pw.op() == "gelu") {
-    decline(engine,
-            "no epilogue for gelu (erf form): cuBLASLt's GELU epilogue is the tanh "
-            "approximation, served as gelu_tanh");
+    p.epilogue = GemmEpilogue::gelu;
   } else {
-    decline(engine,
-            "no cuBLASLt epilogue for pointwise op " + pw.op() + " (served: relu, gelu_tanh)");
+    decline(engine, "no GEMM epilogue for pointwise op " + pw.op() +
+                        " (served: relu, gelu_tanh, gelu, gelu_backward)");
+  }
+  if (!c.is_virtual()) {
+    if (p.epilogue != GemmEpilogue::gelu)
+      decline(engine, "the matmul result is an output too; a " + pw.op() +
+                          " epilogue needs it virtual (only gelu's keeps it)");
+    p.product = c;
   }
   p.out = pw.output("out");
+}
+
+// gelu_backward's z: [M, N] like the result, each row's elements packed, one row per output row
+// (the batch folded into the rows, as the result's).
+void read_z(GemmProblem& p, const std::string& engine) {
+  const Dims& d = p.tz.dims();
+  const Dims& s = p.tz.strides();
+  if (d != p.out.dims())
+    decline(engine, "gelu_backward's z has dims " + dims_str(d) + ", the result " +
+                        dims_str(p.out.dims()) + ": they must match (no broadcast)");
+  if (!dense_row_major(d, s))
+    decline(engine, "gelu_backward's z must be dense row-major, its strides are " + dims_str(s));
+  p.z = Matrix{p.m, p.n, false, p.n, p.m * p.n};
 }
 
 // One of f32, f16, bf16 throughout (f32 accumulation).
@@ -128,7 +164,7 @@ void read_dtype(const op::Tensor& c, GemmProblem& p, const std::string& engine) 
   p.dtype = p.ta.dtype();
   if (!served_dtype(p.dtype))
     decline(engine, "serves f32, f16 and bf16 operands, not " + std::string(dtype_name(p.dtype)));
-  for (const op::Tensor& t : {p.tb, p.tbias, c, p.out})
+  for (const op::Tensor& t : {p.tb, p.tbias, c, p.out, p.tz})
     if (t.defined() && t.dtype() != p.dtype)
       decline(engine, "operands must share one dtype: " + t.name() + " is " +
                           std::string(dtype_name(t.dtype())) + ", a is " +
@@ -185,7 +221,7 @@ void read_bias(const Dims& bd, GemmProblem& p, const std::string& engine) {
                         dims_str(p.tbias.strides()));
   // Whether cuBLASLt applies the activation after beta * C as well is not what every version's
   // documentation says: a full bias with an activation is not fused.
-  if (p.epilogue != Epilogue::none)
+  if (p.epilogue != GemmEpilogue::none)
     decline(engine,
             "a full [M, N] bias with an epilogue is not fused (only a bias vector along N)");
   p.bias_form = BiasForm::matrix;
@@ -209,10 +245,34 @@ void fold_batch_into_rows(GemmProblem& p) {
 
 }  // namespace
 
+void StrideRule::explain(const plan::OperandBuffer& b, const std::string& engine) const {
+  if (match(b)) return;
+  throw InvalidArgument(engine + ": operand " + name + " has strides " +
+                        dims_str(Dims(b.strides, b.strides + b.ndim)) +
+                        "; the plan was built for " + dims_str(Dims(strides, strides + ndim)) +
+                        " (plan the graph with the layout the call brings)");
+}
+
+StrideRule stride_rule(const plan::OperandLayout& layout, const op::Tensor& t,
+                       const std::string& engine) {
+  if (t.dims().size() > static_cast<std::size_t>(plan::kMaxOperandDims))
+    throw NotSupported(engine + ": " + t.name() + " has more than " +
+                       std::to_string(plan::kMaxOperandDims) + " dims");
+  StrideRule r;
+  r.position = layout.index_of(t);
+  r.ndim = static_cast<int32_t>(t.dims().size());
+  std::copy(t.dims().begin(), t.dims().end(), r.dims);
+  std::copy(t.strides().begin(), t.strides().end(), r.strides);
+  r.name = t.name();
+  return r;
+}
+
 GemmProblem gemm_problem(const op::Graph& graph, const std::string& engine) {
   const std::vector<op::Node> nodes = graph.nodes();
   if (nodes.empty() || nodes[0].op() != "matmul" || nodes.size() > 2)
-    decline(engine, "serves one matmul, optionally followed by one relu or gelu_tanh node");
+    decline(engine,
+            "serves one matmul, optionally followed by one relu, gelu_tanh, gelu or "
+            "gelu_backward node");
   GemmProblem p;
   const op::Node& mm = nodes[0];
   const op::Tensor c = mm.output("c");
@@ -243,8 +303,13 @@ GemmProblem gemm_problem(const op::Graph& graph, const std::string& engine) {
   p.a = read_operand(p.ta, "a", bd, engine);
   p.b = read_operand(p.tb, "b", bd, engine);
   if (p.tbias.defined()) read_bias(bd, p, engine);
+  if (p.product.defined() && !dense_row_major(p.product.dims(), p.product.strides()))
+    decline(engine, "the kept product " + p.product.name() +
+                        " must be dense row-major, its strides are " +
+                        dims_str(p.product.strides()));
   fold_batch_into_rows(p);
+  if (p.tz.defined()) read_z(p, engine);
   return p;
 }
 
-}  // namespace eagle::cublaslt
+}  // namespace eagle::engines

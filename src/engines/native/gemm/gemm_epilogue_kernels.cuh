@@ -1,0 +1,154 @@
+// The CUTLASS types behind gemm_epilogue.hpp: one GEMM per (element type, b's layout, epilogue),
+// each instantiated in its own *_sm90.cu file (they compile slowly; apart, they build in
+// parallel) through EAGLE_EPILOGUE_GEMM_INSTANCE.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cmath>
+
+#include "cute/tensor.hpp"
+#include "cutlass/cutlass.h"
+#include "cutlass/epilogue/collective/collective_builder.hpp"
+#include "cutlass/epilogue/fusion/operations.hpp"
+#include "cutlass/gemm/collective/collective_builder.hpp"
+#include "cutlass/gemm/device/gemm_universal_adapter.h"
+#include "cutlass/gemm/kernel/gemm_universal.hpp"
+#include "engines/native/gemm/gemm_epilogue.hpp"
+
+namespace eagle::native::gemm {
+
+// gelu(z) = z Phi(z) in f32, as the native pointwise kernels evaluate it (pointwise_math.cuh).
+template <class T>
+struct GeluErf;
+template <int N>
+struct GeluErf<cutlass::Array<float, N>> {
+  CUTLASS_DEVICE cutlass::Array<float, N> operator()(const cutlass::Array<float, N>& z) const {
+    cutlass::Array<float, N> y;
+    CUTLASS_PRAGMA_UNROLL
+    for (int i = 0; i < N; ++i) y[i] = 0.5f * z[i] * (1.0f + erff(z[i] * 0.70710678118654752f));
+    return y;
+  }
+};
+template <>
+struct GeluErf<float> {
+  CUTLASS_HOST_DEVICE float operator()(float z) const {
+    return 0.5f * z * (1.0f + erff(z * 0.70710678118654752f));
+  }
+};
+
+// gelu_backward(d, z) = d (Phi(z) + z phi(z)) in f32, as pointwise_math.cuh.
+template <class T>
+struct GeluErfBackward;
+template <int N>
+struct GeluErfBackward<cutlass::Array<float, N>> {
+  CUTLASS_DEVICE cutlass::Array<float, N> operator()(const cutlass::Array<float, N>& d,
+                                                     const cutlass::Array<float, N>& z) const {
+    cutlass::Array<float, N> y;
+    CUTLASS_PRAGMA_UNROLL
+    for (int i = 0; i < N; ++i)
+      y[i] = d[i] * (0.5f * (1.0f + erff(z[i] * 0.70710678118654752f)) +
+                     z[i] * 0.3989422804014327f * expf(-0.5f * z[i] * z[i]));
+    return y;
+  }
+};
+template <>
+struct GeluErfBackward<float> {
+  CUTLASS_HOST_DEVICE float operator()(float d, float z) const {
+    return d * (0.5f * (1.0f + erff(z * 0.70710678118654752f)) +
+                z * 0.3989422804014327f * expf(-0.5f * z * z));
+  }
+};
+
+template <class Element, bool BColMajor, Epilogue E>
+struct EpilogueGemmKernel {
+  using Row = cutlass::layout::RowMajor;
+  using LayoutB = std::conditional_t<BColMajor, cutlass::layout::ColumnMajor, Row>;
+  static constexpr int kAlign = 8;  // elements in 16 bytes
+  // 128 x 128 output tiles (two consumer warpgroups of 64 rows), 64-deep K steps: the dim-512
+  // MLP's [4096, 512] products are 128 tiles, one wave on 132 SMs.
+  using TileShape = cute::Shape<cute::_128, cute::_128, cute::_64>;
+  using ClusterShape = cute::Shape<cute::_1, cute::_1, cute::_1>;
+  using Fusion =
+      std::conditional_t<E == Epilogue::gelu,
+                         cutlass::epilogue::fusion::LinCombPerColBiasEltActAux<
+                             Row, GeluErf, Element, float, Element, Element, Element, float>,
+                         cutlass::epilogue::fusion::LinCombDeEltAct<
+                             Row, GeluErfBackward, Element, float, Element, Element, float>>;
+  using CollectiveEpilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
+      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, TileShape, ClusterShape,
+      cutlass::epilogue::collective::EpilogueTileAuto, float, float, void, Row, kAlign, Element,
+      Row, kAlign, cutlass::epilogue::TmaWarpSpecializedCooperative, Fusion>::CollectiveOp;
+  using CollectiveMainloop = typename cutlass::gemm::collective::CollectiveBuilder<
+      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, Element, Row, kAlign, Element, LayoutB,
+      kAlign, float, TileShape, ClusterShape,
+      cutlass::gemm::collective::StageCountAutoCarveout<static_cast<int>(
+          sizeof(typename CollectiveEpilogue::SharedStorage))>,
+      cutlass::gemm::KernelTmaWarpSpecializedCooperative>::CollectiveOp;
+  using Kernel = cutlass::gemm::kernel::GemmUniversal<cute::Shape<int, int, int, int>,
+                                                      CollectiveMainloop, CollectiveEpilogue>;
+  using Gemm = cutlass::gemm::device::GemmUniversalAdapter<Kernel>;
+
+  static typename Gemm::Arguments arguments(const EpilogueGemmArgs& a, int multiprocessors) {
+    using StrideA = typename Gemm::GemmKernel::StrideA;
+    using StrideB = typename Gemm::GemmKernel::StrideB;
+    using StrideD = typename Gemm::GemmKernel::StrideD;
+    // CUTLASS's B is (N, K): column-major b [K, N] is K-contiguous, row-major b N-contiguous.
+    StrideA sa = cute::make_stride(a.lda, cute::Int<1>{}, int64_t{0});
+    StrideB sb;
+    if constexpr (BColMajor)
+      sb = cute::make_stride(a.ldb, cute::Int<1>{}, int64_t{0});
+    else
+      sb = cute::make_stride(cute::Int<1>{}, a.ldb, int64_t{0});
+    StrideD sd = cute::make_stride(a.ldy, cute::Int<1>{}, int64_t{0});
+    typename Gemm::Arguments args{};
+    args.mode = cutlass::gemm::GemmUniversalMode::kGemm;
+    args.problem_shape =
+        cute::make_shape(static_cast<int>(a.m), static_cast<int>(a.n), static_cast<int>(a.k), 1);
+    args.mainloop = {static_cast<const Element*>(a.a), sa, static_cast<const Element*>(a.b), sb};
+    args.epilogue.ptr_C = nullptr;
+    args.epilogue.dC = sd;
+    args.epilogue.ptr_D = static_cast<Element*>(a.y);
+    args.epilogue.dD = sd;
+    auto& f = args.epilogue.thread;
+    f.alpha = 1.0f;
+    f.beta = 0.0f;
+    if constexpr (E == Epilogue::gelu) {
+      f.bias_ptr = static_cast<const Element*>(a.bias);
+      f.aux_ptr = static_cast<Element*>(a.aux);
+    } else {
+      f.aux_ptr = static_cast<const Element*>(a.aux);
+    }
+    f.dAux = cute::make_stride(a.ld_aux, cute::Int<1>{}, int64_t{0});
+    args.hw_info.device_id = 0;
+    args.hw_info.sm_count = multiprocessors;
+    return args;
+  }
+};
+
+template <class Element, bool BColMajor, Epilogue E>
+bool run_epilogue_gemm(const EpilogueGemmArgs& a, int multiprocessors, void* workspace,
+                       cudaStream_t stream) noexcept;
+template <class Element, bool BColMajor, Epilogue E>
+std::size_t epilogue_gemm_workspace_of(const EpilogueGemmArgs& a) noexcept;
+
+// The body of one instance's file.
+#define EAGLE_EPILOGUE_GEMM_INSTANCE(ELEMENT, BCOL, EPILOGUE)                                      \
+  template <>                                                                                      \
+  bool run_epilogue_gemm<ELEMENT, BCOL, EPILOGUE>(const EpilogueGemmArgs& a, int sms,              \
+                                                  void* workspace, cudaStream_t stream) noexcept { \
+    using K = EpilogueGemmKernel<ELEMENT, BCOL, EPILOGUE>;                                         \
+    typename K::Gemm gemm;                                                                         \
+    const auto args = K::arguments(a, sms);                                                        \
+    if (gemm.can_implement(args) != cutlass::Status::kSuccess) return false;                       \
+    if (gemm.initialize(args, workspace, stream) != cutlass::Status::kSuccess) return false;       \
+    return gemm.run(stream) == cutlass::Status::kSuccess;                                          \
+  }                                                                                                \
+  template <>                                                                                      \
+  std::size_t epilogue_gemm_workspace_of<ELEMENT, BCOL, EPILOGUE>(                                 \
+      const EpilogueGemmArgs& a) noexcept {                                                        \
+    using K = EpilogueGemmKernel<ELEMENT, BCOL, EPILOGUE>;                                         \
+    return K::Gemm::get_workspace_size(K::arguments(a, 1));                                        \
+  }
+
+}  // namespace eagle::native::gemm

@@ -1,0 +1,9 @@
+// The GELU-epilogue GEMMs in bf16 (gemm_epilogue_kernels.cuh): b row- and column-major.
+#include "engines/native/gemm/gemm_epilogue_kernels.cuh"
+
+namespace eagle::native::gemm {
+
+EAGLE_EPILOGUE_GEMM_INSTANCE(cutlass::bfloat16_t, false, Epilogue::gelu)
+EAGLE_EPILOGUE_GEMM_INSTANCE(cutlass::bfloat16_t, true, Epilogue::gelu)
+
+}  // namespace eagle::native::gemm
