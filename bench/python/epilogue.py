@@ -9,6 +9,8 @@ Rows (bf16, a [T, dim] x [dim, dim] matmul, T 4096):
   [matmul -> gelu] with the matmul's result an output too (the backward reads it).
 - apart bwd: the backward's dx = dz W^T then gelu_backward(dx, z) of the layer below, two
   kernels; fused bwd: one planned kernel of [matmul -> gelu_backward].
+- weight grad: dW = x^T g ([dim, T] x [T, dim], x^T a strided view), as planned (on a Hopper:
+  native_gemm's split-K kernel).
 Each row: a recorded eagle graph of --calls calls, its replay's wall time / calls (the median of
 --repeats after a warm-up), the engine of each plan, and the fused kernel's largest difference
 from the two kernels apart (relative to the largest magnitude).
@@ -76,6 +78,14 @@ def matmul_graph(t, d, transposed_b=False, epilogue=None, keep_product=False):
     return g
 
 
+def weight_grad_graph(t, d):
+    """x^T g: [d, t] (the transpose of a row-major [t, d]) x [t, d]."""
+    g = eagle.op.Graph("dw")
+    a = g.tensor("a", (d, t), DT, strides=(1, d))
+    g.matmul(a, g.tensor("b", (t, d), DT)).set_output(True).set_name("c")
+    return g
+
+
 def pointwise_graph(t, d, op):
     g = eagle.op.Graph(op)
     a = g.tensor("a", (t, d), DT)
@@ -133,6 +143,7 @@ def main():
         gelu_bwd = planned(pointwise_graph(t, d, "gelu_backward"))
         fused_fwd = planned(matmul_graph(t, d, epilogue="gelu", keep_product=True))
         fused_bwd = planned(matmul_graph(t, d, transposed_b=True, epilogue="gelu_backward"))
+        dw = planned(weight_grad_graph(t, d))
         # Each case from the recording's params (x, w, z); W^T is a strided view of w.
         cases = {
             "matmul": lambda x, w, z: mm(x, w),
@@ -142,6 +153,7 @@ def main():
             "fused fwd": lambda x, w, z: fused_fwd(x, w),
             "apart bwd": lambda x, w, z: gelu_bwd(mm_t(x, w.transpose(0, 1)), z),
             "fused bwd": lambda x, w, z: fused_bwd(x, w.transpose(0, 1), z),
+            "weight grad": lambda x, w, z: dw(x.transpose(0, 1), z),
         }
         graphs = {
             "matmul": matmul_graph(t, d),
@@ -149,6 +161,7 @@ def main():
             "gelu_backward": pointwise_graph(t, d, "gelu_backward"),
             "fused fwd": matmul_graph(t, d, epilogue="gelu", keep_product=True),
             "fused bwd": matmul_graph(t, d, transposed_b=True, epilogue="gelu_backward"),
+            "weight grad": weight_grad_graph(t, d),
         }
         outs = {}
         for name, one in cases.items():

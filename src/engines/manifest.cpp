@@ -111,9 +111,9 @@ std::vector<PlanConfig> rank_native_first(const plan::RankInput& in) {
 //   8192³ and [8192,4096]x[4096,12288], so the heuristic's order stands; where a shape is hot,
 //   plan::autotune measures instead.
 // - FALLBACK: entry 0 with no workspace, the config that asks least of the device.
-// - native_gemm (no knobs) after them: it serves only what cuBLASLt declines (a gelu or
-//   gelu_backward epilogue), so it leads there, ahead of the backend (cuDNN's fused matmul
-//   measured slower than cuBLASLt and a pointwise kernel apart, session 23).
+// - native_gemm (no knobs) first: it serves only a gelu or gelu_backward epilogue (which
+//   cuBLASLt declines; cuDNN's fused matmul measured slower than cuBLASLt and a pointwise
+//   kernel apart, session 23) and the split-K form of a weight gradient, and declines the rest.
 // Backend entries of a mode follow ours; the delegating entry comes last.
 std::vector<PlanConfig> rank_gemm(const plan::RankInput& in) {
   std::vector<PlanConfig> out;
@@ -122,6 +122,10 @@ std::vector<PlanConfig> rank_gemm(const plan::RankInput& in) {
     for (const plan::Engine* e : in.offered) {
       const plan::Capabilities& caps = e->capabilities();
       if (!caps.mismatch(*in.facts, *in.device).empty()) continue;
+      if (e->name() == "native_gemm") {
+        gemm.insert(gemm.begin(), {e->id(), caps.first_point(), mode, ""});
+        continue;
+      }
       if (!caps.knobs.count("algo")) {
         others.push_back({e->id(), caps.first_point(), mode, ""});
         continue;

@@ -1,6 +1,6 @@
 // Host side of the GELU-epilogue GEMMs: the dispatch to the instance of (element type, b's
 // layout, epilogue) that gemm_*_sm90.cu compiled.
-#include "engines/native/gemm/gemm_epilogue_kernels.cuh"
+#include "engines/native/gemm/gemm_kernels.cuh"
 #include "engines/native/launch_status.hpp"
 
 namespace eagle::native::gemm {

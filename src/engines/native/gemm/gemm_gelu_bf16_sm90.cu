@@ -1,5 +1,5 @@
-// The GELU-epilogue GEMMs in bf16 (gemm_epilogue_kernels.cuh): b row- and column-major.
-#include "engines/native/gemm/gemm_epilogue_kernels.cuh"
+// The GELU-epilogue GEMMs in bf16 (gemm_kernels.cuh): b row- and column-major.
+#include "engines/native/gemm/gemm_kernels.cuh"
 
 namespace eagle::native::gemm {
 
