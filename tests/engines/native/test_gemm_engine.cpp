@@ -89,10 +89,25 @@ double tolerance_for(const GemmEpilogueCase& c) {
   return tolerance(c.dtype) + 8 * std::sqrt(static_cast<double>(c.k)) * std::ldexp(1.0, -24);
 }
 
-class NativeGemmEpilogue : public ::testing::TestWithParam<GemmEpilogueCase> {
+// A GPU case of the engine: skipped unless it runs here.
+template <class Param>
+class NativeGemmCase : public ::testing::TestWithParam<Param> {
  protected:
   void SetUp() override { EAGLE_SKIP_UNLESS_RUNS_HERE(gemm_id()); }
 };
+
+// Runs the built `plans` on a stream of cuda:0 with the workspace they ask for; waits.
+void execute_on_gpu(const plan::ExecutionPlans& plans, const plan::VariantPack& pack) {
+  const Device gpu = Device::cuda(0);
+  const Stream stream(gpu);
+  const std::size_t ws_bytes = plans.workspace_size();
+  const Array ws =
+      ws_bytes ? Array::empty({static_cast<int64_t>(ws_bytes)}, DType::u8, gpu) : Array();
+  plans.execute(pack, {stream.native(), nullptr, ws_bytes ? ws.data() : nullptr, ws_bytes});
+  stream.synchronize();
+}
+
+class NativeGemmEpilogue : public NativeGemmCase<GemmEpilogueCase> {};
 
 TEST_P(NativeGemmEpilogue, MatchesTheReference) {
   const GemmEpilogueCase& c = GetParam();
@@ -124,12 +139,7 @@ TEST_P(NativeGemmEpilogue, MatchesTheReference) {
   if (eg.z.defined()) pack.set(eg.z, plan::Operand(z_dev));
   if (!eg.c.is_virtual()) pack.set(eg.c, plan::Operand(prod));
   pack.set(eg.y, plan::Operand(y));
-  const Stream stream(gpu);
-  const std::size_t ws_bytes = plans.workspace_size();
-  const Array ws =
-      ws_bytes ? Array::empty({static_cast<int64_t>(ws_bytes)}, DType::u8, gpu) : Array();
-  plans.execute(pack, {stream.native(), nullptr, ws_bytes ? ws.data() : nullptr, ws_bytes});
-  stream.synchronize();
+  execute_on_gpu(plans, pack);
 
   // The reference engine on the CPU, over the same values in dense row-major arrays.
   EpilogueGraph rg = epilogue_graph(c, b, /*declared_strides=*/false);
@@ -180,10 +190,7 @@ struct SplitKCase {
   int64_t m, n, k;
 };
 
-class NativeGemmSplitK : public ::testing::TestWithParam<SplitKCase> {
- protected:
-  void SetUp() override { EAGLE_SKIP_UNLESS_RUNS_HERE(gemm_id()); }
-};
+class NativeGemmSplitK : public NativeGemmCase<SplitKCase> {};
 
 TEST_P(NativeGemmSplitK, MatchesTheReference) {
   const SplitKCase& c = GetParam();
@@ -210,12 +217,7 @@ TEST_P(NativeGemmSplitK, MatchesTheReference) {
     plan::VariantPack pack(plans.layout());
     pack.set(ta, plan::Operand::raw(a_store.data(), a.dims, c.dtype, gpu, a.strides));
     pack.set(tb, plan::Operand(b_dev)).set(ty, plan::Operand(y));
-    const Stream stream(gpu);
-    const std::size_t ws_bytes = plans.workspace_size();
-    const Array ws =
-        ws_bytes ? Array::empty({static_cast<int64_t>(ws_bytes)}, DType::u8, gpu) : Array();
-    plans.execute(pack, {stream.native(), nullptr, ws_bytes ? ws.data() : nullptr, ws_bytes});
-    stream.synchronize();
+    execute_on_gpu(plans, pack);
   }
   op::Graph rg("dw_ref");
   const op::Tensor ra = rg.tensor({"a", a.dims, c.dtype}), rb = rg.tensor({"b", b.dims, c.dtype});

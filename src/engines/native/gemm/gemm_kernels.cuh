@@ -88,6 +88,16 @@ struct Sm90Gemm {
   using Gemm = cutlass::gemm::device::GemmUniversalAdapter<Kernel>;
 };
 
+// Checks `args` against the kernel, sets it up in `workspace` (on `stream`) and launches it.
+template <class Gemm>
+bool launch_gemm(const typename Gemm::Arguments& args, void* workspace,
+                 cudaStream_t stream) noexcept {
+  Gemm gemm;
+  if (gemm.can_implement(args) != cutlass::Status::kSuccess) return false;
+  if (gemm.initialize(args, workspace, stream) != cutlass::Status::kSuccess) return false;
+  return gemm.run(stream) == cutlass::Status::kSuccess;
+}
+
 // y = gelu(a b + bias) keeping a b + bias, or y = gelu_backward(a b, z) (gemm_epilogue.hpp).
 template <class Element, bool BColMajor, Epilogue E>
 struct EpilogueGemmKernel {
@@ -186,11 +196,7 @@ std::size_t splitk_gemm_workspace_of(const SplitKGemmArgs& a, int multiprocessor
   bool run_splitk_gemm<ELEMENT>(const SplitKGemmArgs& a, int sms, void* workspace,           \
                                 cudaStream_t stream) noexcept {                              \
     using K = SplitKGemmKernel<ELEMENT>;                                                     \
-    typename K::Gemm gemm;                                                                   \
-    const auto args = K::arguments(a, sms);                                                  \
-    if (gemm.can_implement(args) != cutlass::Status::kSuccess) return false;                 \
-    if (gemm.initialize(args, workspace, stream) != cutlass::Status::kSuccess) return false; \
-    return gemm.run(stream) == cutlass::Status::kSuccess;                                    \
+    return launch_gemm<typename K::Gemm>(K::arguments(a, sms), workspace, stream);           \
   }                                                                                          \
   template <>                                                                                \
   std::size_t splitk_gemm_workspace_of<ELEMENT>(const SplitKGemmArgs& a, int sms) noexcept { \
@@ -210,11 +216,7 @@ std::size_t epilogue_gemm_workspace_of(const EpilogueGemmArgs& a) noexcept;
   bool run_epilogue_gemm<ELEMENT, BCOL, EPILOGUE>(const EpilogueGemmArgs& a, int sms,              \
                                                   void* workspace, cudaStream_t stream) noexcept { \
     using K = EpilogueGemmKernel<ELEMENT, BCOL, EPILOGUE>;                                         \
-    typename K::Gemm gemm;                                                                         \
-    const auto args = K::arguments(a, sms);                                                        \
-    if (gemm.can_implement(args) != cutlass::Status::kSuccess) return false;                       \
-    if (gemm.initialize(args, workspace, stream) != cutlass::Status::kSuccess) return false;       \
-    return gemm.run(stream) == cutlass::Status::kSuccess;                                          \
+    return launch_gemm<typename K::Gemm>(K::arguments(a, sms), workspace, stream);                 \
   }                                                                                                \
   template <>                                                                                      \
   std::size_t epilogue_gemm_workspace_of<ELEMENT, BCOL, EPILOGUE>(                                 \
