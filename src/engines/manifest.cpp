@@ -113,7 +113,7 @@ std::vector<PlanConfig> rank_native_first(const plan::RankInput& in) {
 // - FALLBACK: entry 0 with no workspace, the config that asks least of the device.
 // - native_gemm (no knobs) first: it serves only a gelu or gelu_backward epilogue (which
 //   cuBLASLt declines; cuDNN's fused matmul measured slower than cuBLASLt and a pointwise
-//   kernel apart, session 23) and the split-K form of a weight gradient, and declines the rest.
+//   kernel apart, session 23) and declines the rest.
 // Backend entries of a mode follow ours; the delegating entry comes last.
 std::vector<PlanConfig> rank_gemm(const plan::RankInput& in) {
   std::vector<PlanConfig> out;

@@ -6,7 +6,6 @@
 #include "eagle/plan/operand_rules.hpp"
 #include "engines/gemm_problem.hpp"
 #include "engines/native/gemm/gemm_epilogue.hpp"
-#include "engines/native/gemm/gemm_splitk.hpp"
 #include "engines/native/launch_status.hpp"
 #include "engines/native/structured_support.hpp"
 
@@ -34,47 +33,21 @@ gemm::EpilogueGemmArgs args_of(const GemmProblem& p) {
   return a;
 }
 
-gemm::SplitKGemmArgs splitk_args_of(const GemmProblem& p, int multiprocessors) {
-  gemm::SplitKGemmArgs a;
-  a.dtype = p.dtype;
-  a.m = p.m;
-  a.n = p.n;
-  a.k = p.k;
-  a.lda = p.a.ld;
-  a.ldb = p.b.ld;
-  a.ldy = p.n;
-  a.splits = gemm::splitk_slices(p.m, p.n, p.k, multiprocessors);
-  return a;
-}
-
 // Declines what the kernels do not serve (the problem's form first, then the kernel's rules).
-// A plain matmul is served only in split-K form: a^T b (a column-major, b row-major) with too
-// few output tiles to fill the SMs (a weight gradient); cuBLASLt serves every other.
-GemmProblem served_problem(const op::Graph& graph, const std::string& engine, int multiprocessors) {
+GemmProblem served_problem(const op::Graph& graph, const std::string& engine) {
   const GemmProblem p = engines::gemm_problem(graph, engine);
+  require(p.epilogue == GemmEpilogue::gelu || p.epilogue == GemmEpilogue::gelu_backward, engine,
+          "serves a matmul with a gelu or gelu_backward epilogue (a plain matmul, relu and "
+          "gelu_tanh are cuBLASLt's)");
   require(p.batch == 1, engine,
           "serves one [M, K] x [K, N] product; this is a batch of " + std::to_string(p.batch) +
               " that does not fold into the rows");
+  require(!p.a.col_major, engine, "a must be row-major (its rows' K elements packed)");
   require(p.bias_form != engines::BiasForm::matrix, engine,
           "a full [M, N] bias is not served (a bias vector along N is)");
-  const char* why = "";
-  if (p.epilogue == GemmEpilogue::none) {
-    require(p.a.col_major && !p.b.col_major && p.bias_form == engines::BiasForm::none, engine,
-            "serves a plain matmul only as a^T b (a column-major, b row-major, no bias: a weight "
-            "gradient) cut along K; this one is cuBLASLt's (" +
-                p.describe() + ")");
-    why = gemm::splitk_gemm_refusal(splitk_args_of(p, multiprocessors));
-    require(!*why, engine, std::string(why) + " (" + p.describe() + ")");
-    require(gemm::splitk_gemm_built(), engine, "this build has no Hopper (sm_90a) kernels");
-    return p;
-  }
-  require(p.epilogue == GemmEpilogue::gelu || p.epilogue == GemmEpilogue::gelu_backward, engine,
-          "serves a matmul with a gelu or gelu_backward epilogue (relu and gelu_tanh are "
-          "cuBLASLt's)");
-  require(!p.a.col_major, engine, "a must be row-major (its rows' K elements packed)");
   require(p.bias_form == engines::BiasForm::none || p.epilogue == GemmEpilogue::gelu, engine,
           "gelu_backward's product takes no bias");
-  why = gemm::epilogue_gemm_refusal(args_of(p));
+  const char* why = gemm::epilogue_gemm_refusal(args_of(p));
   require(!*why, engine, std::string(why) + " (" + p.describe() + ")");
   require(gemm::epilogue_gemm_built(), engine, "this build has no Hopper (sm_90a) kernels");
   return p;
@@ -83,8 +56,6 @@ GemmProblem served_problem(const op::Graph& graph, const std::string& engine, in
 class GemmPlan : public plan::CompiledPlan {
  public:
   struct Table {
-    bool splitk = false;  // the split-K kernel (a plain matmul), else the epilogue's
-    gemm::SplitKGemmArgs splitk_args;
     gemm::EpilogueGemmArgs args;                      // pointers filled per call
     int a = -1, b = -1, bias = -1, aux = -1, y = -1;  // positions; aux -1: the workspace's
     std::size_t scratch = 0;       // bytes of workspace standing for an unkept product
@@ -101,11 +72,6 @@ class GemmPlan : public plan::CompiledPlan {
     if (!rules_.match(ops) || ctx.workspace_bytes < workspace_bytes()) return false;
     for (const engines::StrideRule& r : strides_)
       if (!r.match(ops[r.position])) return false;
-    if (t_.splitk) {
-      const gemm::SplitKGemmArgs a = bind_splitk(ops);
-      return gemm::splitk_gemm_aligned(a) &&
-             gemm::splitk_gemm(a, t_.multiprocessors, ctx.workspace, ctx.stream);
-    }
     const gemm::EpilogueGemmArgs a = bind(ops, ctx);
     if (!gemm::epilogue_gemm_aligned(a)) return false;
     return gemm::epilogue_gemm(a, t_.multiprocessors,
@@ -115,9 +81,7 @@ class GemmPlan : public plan::CompiledPlan {
   void explain(const plan::OperandBuffer* ops, const plan::ExecutionContext& ctx) const override {
     rules_.explain(ops);
     for (const engines::StrideRule& r : strides_) r.explain(ops[r.position], "native_gemm");
-    const bool aligned = t_.splitk ? gemm::splitk_gemm_aligned(bind_splitk(ops))
-                                   : gemm::epilogue_gemm_aligned(bind(ops, ctx));
-    if (ctx.workspace_bytes >= workspace_bytes() && !aligned)
+    if (ctx.workspace_bytes >= workspace_bytes() && !gemm::epilogue_gemm_aligned(bind(ops, ctx)))
       throw InvalidArgument(
           "native_gemm: every operand must start 16-byte aligned (TMA), one does not");
     explain_refusal(rules_, ops, ctx, workspace_bytes(), "native_gemm");
@@ -131,14 +95,6 @@ class GemmPlan : public plan::CompiledPlan {
     a.b = ops[t_.b].data;
     a.bias = t_.bias >= 0 ? ops[t_.bias].data : nullptr;
     a.aux = t_.aux >= 0 ? ops[t_.aux].data : ctx.workspace;
-    a.y = ops[t_.y].data;
-    return a;
-  }
-
-  gemm::SplitKGemmArgs bind_splitk(const plan::OperandBuffer* ops) const noexcept {
-    gemm::SplitKGemmArgs a = t_.splitk_args;
-    a.a = ops[t_.a].data;
-    a.b = ops[t_.b].data;
     a.y = ops[t_.y].data;
     return a;
   }
@@ -158,24 +114,20 @@ class GemmEngine : public plan::Engine {
   const plan::Capabilities& capabilities() const override { return caps_; }
 
   void check_support(const op::Graph& graph, const plan::Facts&,
-                     const DeviceProperties& device) const override {
-    served_problem(graph, name(), std::max(1, device.multiprocessors));
+                     const DeviceProperties&) const override {
+    served_problem(graph, name());
   }
 
   std::shared_ptr<const plan::CompiledPlan> build_plan(
       const op::Graph& graph, const plan::Facts&, const plan::PlanConfig&,
       const plan::BuildContext& ctx) const override {
     const int sms = std::max(1, ctx.device.multiprocessors);
-    const GemmProblem p = served_problem(graph, name(), sms);
+    const GemmProblem p = served_problem(graph, name());
     const Device device = plan_device(ctx);
     plan::OperandRules rules;
     std::vector<engines::StrideRule> strides;
     GemmPlan::Table t;
-    t.splitk = p.epilogue == GemmEpilogue::none;
-    if (t.splitk)
-      t.splitk_args = splitk_args_of(p, sms);
-    else
-      t.args = args_of(p);
+    t.args = args_of(p);
     t.multiprocessors = sms;
     const auto at = [&](const op::Tensor& x) { return ctx.layout->index_of(x); };
     for (const op::Tensor& x : {p.ta, p.tb}) {  // a and b: any layout the problem read
@@ -192,13 +144,12 @@ class GemmEngine : public plan::Engine {
     if (aux.defined()) {
       rules.add(*ctx.layout, aux, device, /*row_major=*/true);
       t.aux = at(aux);
-    } else if (!t.splitk) {  // gelu's product not kept: written to scratch, never read
+    } else {  // gelu's product not kept: written to scratch, never read
       t.scratch = round_up_region(static_cast<std::size_t>(p.m * p.n) * itemsize(p.dtype));
     }
     rules.add(*ctx.layout, p.out, device, /*row_major=*/true);
     t.y = at(p.out);
-    t.kernel_bytes = t.splitk ? gemm::splitk_gemm_workspace(t.splitk_args, sms)
-                              : gemm::epilogue_gemm_workspace(t.args);
+    t.kernel_bytes = gemm::epilogue_gemm_workspace(t.args);
     return std::make_shared<GemmPlan>(std::move(rules), std::move(strides), t);
   }
 

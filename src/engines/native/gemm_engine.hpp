@@ -1,12 +1,9 @@
-// The native GEMM engine, our CUTLASS Hopper kernels (src/engines/native/gemm), bf16 or f16, one
-// product (a batch only where it folds into the rows), 16-byte rows:
-// - a matmul with a GELU epilogue in one launch: y = gelu(a @ b + bias), the product kept when
-//   the graph outputs it too (the derivative reads it); or dx = gelu_backward(a @ b, z), a
-//   backward's g W^T through the derivative of the gelu before it. a row-major, b row- or
-//   column-major (a transposed view).
-// - a plain matmul in split-K form: a^T b (a column-major, b row-major, no bias) whose output
-//   tiles fill at most half the SMs (a weight gradient x^T g), K cut into slices.
-// Every other matmul is cuBLASLt's: this engine declines it.
+// The native GEMM engine, our CUTLASS Hopper kernels (src/engines/native/gemm): one matmul with
+// a GELU epilogue in one launch. y = gelu(a @ b + bias), the product kept when the graph outputs
+// it too (the derivative reads it); or dx = gelu_backward(a @ b, z), a backward's g W^T through
+// the derivative of the gelu before it. bf16 or f16, a row-major, b row- or column-major (a
+// transposed view), one product (a batch only where it folds into the rows), N and K multiples
+// of 8. A plain matmul is cuBLASLt's: this engine declines it.
 #pragma once
 
 #include <memory>

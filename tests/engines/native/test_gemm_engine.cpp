@@ -1,5 +1,5 @@
-// The native GEMM engine (a matmul with a gelu or gelu_backward epilogue, and the split-K weight
-// gradient a^T b: our CUTLASS Hopper kernels). On a Hopper GPU (skipped elsewhere): every form
+// The native GEMM engine (a matmul with a gelu or gelu_backward epilogue: our CUTLASS Hopper
+// kernels). On a Hopper GPU (skipped elsewhere): every form
 // against the reference engine (float64 on the CPU) on fresh random inputs, outputs poisoned
 // with NaN, b row-major and as a transposed view, sizes off the 128 x 128 tile. Everywhere: its
 // declines and its place in the gemm family's ranking.
@@ -16,7 +16,6 @@
 #include "cuda_build.hpp"
 #include "dense.hpp"
 #include "engines/native/gemm/gemm_epilogue.hpp"
-#include "engines/native/gemm/gemm_splitk.hpp"
 #include "gemm_operands.hpp"
 #include "native_structured.hpp"
 #include "poison.hpp"
@@ -183,73 +182,6 @@ std::vector<GemmEpilogueCase> epilogue_cases() {
 INSTANTIATE_TEST_SUITE_P(native_gemm, NativeGemmEpilogue, ::testing::ValuesIn(epilogue_cases()),
                          case_name);
 
-// ---- the split-K weight gradient a^T b ----
-
-struct SplitKCase {
-  DType dtype;
-  int64_t m, n, k;
-};
-
-class NativeGemmSplitK : public NativeGemmCase<SplitKCase> {};
-
-TEST_P(NativeGemmSplitK, MatchesTheReference) {
-  const SplitKCase& c = GetParam();
-  const Device gpu = Device::cuda(0), cpu = Device::cpu();
-  const GemmOperand a = make_operand({}, c.m, c.k, /*col_major=*/true);
-  const GemmOperand b = make_operand({}, c.k, c.n, false);
-  op::Graph g("dw");
-  const op::Tensor ta = g.tensor({"a", a.dims, c.dtype, a.strides});
-  const op::Tensor tb = g.tensor({"b", b.dims, c.dtype});
-  const op::Tensor ty = g.matmul(ta, tb);
-  op::Tensor(ty).set_output(true).set_name("y");
-  plan::ExecutionPlans plans = plan::ExecutionPlans::create_for(g, manifest(), gpu, gemm_id(), {});
-  try {
-    plans.build_plans();
-  } catch (const NotSupported& e) {
-    FAIL() << "native_gemm declined: " << e.what();
-  }
-  const Array a_store =
-      from_doubles(a.stored, {static_cast<int64_t>(a.stored.size())}, c.dtype, gpu);
-  const Array b_dev = from_doubles(b.logical, b.dims, c.dtype, gpu);
-  const Array y = poisoned({c.m, c.n}, c.dtype, gpu);
-  // Twice: the second replay must find its slice flags reset, not left by the first.
-  for (int run = 0; run < 2; ++run) {
-    plan::VariantPack pack(plans.layout());
-    pack.set(ta, plan::Operand::raw(a_store.data(), a.dims, c.dtype, gpu, a.strides));
-    pack.set(tb, plan::Operand(b_dev)).set(ty, plan::Operand(y));
-    execute_on_gpu(plans, pack);
-  }
-  op::Graph rg("dw_ref");
-  const op::Tensor ra = rg.tensor({"a", a.dims, c.dtype}), rb = rg.tensor({"b", b.dims, c.dtype});
-  const op::Tensor ry = rg.matmul(ra, rb);
-  op::Tensor(ry).set_output(true);
-  plan::ExecutionPlans ref = plan::ExecutionPlans::create_for(
-      rg, manifest(), DeviceProperties::query(cpu), engine("gemm", "reference"), {});
-  ref.build_plans();
-  const Array want = poisoned({c.m, c.n}, c.dtype, cpu);
-  plan::VariantPack ref_pack(ref.layout());
-  ref_pack.set(ra, from_doubles(a.logical, a.dims, c.dtype, cpu))
-      .set(rb, from_doubles(b.logical, b.dims, c.dtype, cpu))
-      .set(ry, want);
-  ref.execute(ref_pack, {});
-  const double tol =
-      tolerance(c.dtype) + 8 * std::sqrt(static_cast<double>(c.k)) * std::ldexp(1.0, -24);
-  const double err = rel_error(values(y), values(want));
-  EXPECT_TRUE(err <= tol) << "relative error " << err << " > " << tol;
-}
-
-// The MLP's weight gradient (16 tiles, 8 slices), and sizes off the tile with K not a multiple
-// of the slices' steps.
-INSTANTIATE_TEST_SUITE_P(native_gemm, NativeGemmSplitK,
-                         ::testing::Values(SplitKCase{DType::bf16, 512, 512, 4096},
-                                           SplitKCase{DType::f16, 136, 200, 2000},
-                                           SplitKCase{DType::bf16, 8, 40, 777}),
-                         [](const ::testing::TestParamInfo<SplitKCase>& info) {
-                           const SplitKCase& c = info.param;
-                           return std::string(dtype_name(c.dtype)) + "_" + std::to_string(c.m) +
-                                  "x" + std::to_string(c.n) + "x" + std::to_string(c.k);
-                         });
-
 // ---- everywhere: declines and ranking ----
 
 op::Graph gelu_graph(Dims a_dims, Dims b_dims, DType dtype, const char* epilogue = "gelu") {
@@ -267,7 +199,7 @@ op::Graph gelu_graph(Dims a_dims, Dims b_dims, DType dtype, const char* epilogue
 TEST(NativeGemmDeclines, WhatTheKernelsDoNotServe) {
   const DeviceProperties h = hopper();
   sweep::expect_declines(manifest(), gemm_id(), gelu_graph({64, 32}, {32, 16}, DType::bf16, ""), h,
-                         {"serves a plain matmul only as a^T b", "cuBLASLt's"});
+                         {"serves a matmul with a gelu or gelu_backward epilogue", "cuBLASLt's"});
   sweep::expect_declines(manifest(), gemm_id(), gelu_graph({64, 32}, {32, 16}, DType::bf16, "relu"),
                          h, {"relu and gelu_tanh are cuBLASLt's"});
   sweep::expect_declines(manifest(), gemm_id(), gelu_graph({64, 32}, {32, 16}, DType::f32), h,
@@ -283,43 +215,9 @@ TEST(NativeGemmDeclines, WhatTheKernelsDoNotServe) {
   sweep::expect_declines(manifest(), gemm_id(), at, h, {"a must be row-major"});
 }
 
-// a^T b with a [M, K] the transposed view of a row-major [K, M].
-op::Graph weight_gradient_graph(int64_t m, int64_t n, int64_t k, DType dtype) {
-  op::Graph g("dw");
-  g.matmul(g.tensor({"a", {m, k}, dtype, {1, m}}), g.tensor({"b", {k, n}, dtype}))
-      .set_output(true)
-      .set_name("y");
-  return g;
-}
-
-TEST(NativeGemmDeclines, SplitKOnlyWhereTheTilesLeaveSmsIdle) {
-  // 64 tiles of 128 x 128 fill half of the stand-in's SMs or more: no slices.
-  const DeviceProperties h = hopper();
-  ASSERT_GT(h.multiprocessors, 0);
-  const int64_t side = 128 * 8;  // 64 tiles
-  if (2 * 64 > h.multiprocessors)
-    sweep::expect_declines(manifest(), gemm_id(),
-                           weight_gradient_graph(side, side, 4096, DType::bf16), h,
-                           {"fewer than 2 slices of K"});
-  // A short K: one slice of 4 steps.
-  sweep::expect_declines(manifest(), gemm_id(), weight_gradient_graph(512, 512, 300, DType::bf16),
-                         h, {"fewer than 2 slices of K"});
-  sweep::expect_declines(manifest(), gemm_id(), weight_gradient_graph(512, 500, 4096, DType::f16),
-                         h, {"M and N must be multiples of 8"});
-}
-
 TEST(NativeGemmDeclines, OffHopper) {
   sweep::expect_declines(manifest(), gemm_id(), gelu_graph({64, 32}, {32, 16}, DType::bf16),
                          stand_in_gpu(80), {"sm"});
-}
-
-TEST(NativeGemmPlanning, LeadsForAWeightGradientWithFewTiles) {
-  EAGLE_SKIP_WITHOUT_CUDA_BUILD();
-  if (!::eagle::native::gemm::splitk_gemm_built())
-    GTEST_SKIP() << "this build has no sm_90a kernels";
-  plan::ExecutionPlans plans = plan::ExecutionPlans::create(
-      weight_gradient_graph(512, 512, 4096, DType::bf16), manifest(), hopper());
-  EXPECT_EQ(plans.at(plans.build_plans()).engine_id, gemm_id()) << plans.describe();
 }
 
 TEST(NativeGemmPlanning, LeadsForAGeluEpilogue) {

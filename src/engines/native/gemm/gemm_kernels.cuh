@@ -1,6 +1,6 @@
-// The CUTLASS types behind gemm_epilogue.hpp and gemm_splitk.hpp: one GEMM per (element type,
-// layouts, epilogue), each instantiated in its own *_sm90.cu file (they compile slowly; apart,
-// they build in parallel) through EAGLE_EPILOGUE_GEMM_INSTANCE / EAGLE_SPLITK_GEMM_INSTANCE.
+// The CUTLASS types behind gemm_epilogue.hpp: one GEMM per (element type, b's layout, epilogue),
+// each instantiated in its own *_sm90.cu file (they compile slowly; apart, they build in
+// parallel) through EAGLE_EPILOGUE_GEMM_INSTANCE.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -14,9 +14,7 @@
 #include "cutlass/gemm/collective/collective_builder.hpp"
 #include "cutlass/gemm/device/gemm_universal_adapter.h"
 #include "cutlass/gemm/kernel/gemm_universal.hpp"
-#include "cutlass/gemm/kernel/tile_scheduler.hpp"
 #include "engines/native/gemm/gemm_epilogue.hpp"
-#include "engines/native/gemm/gemm_splitk.hpp"
 
 namespace eagle::native::gemm {
 
@@ -147,62 +145,6 @@ struct EpilogueGemmKernel {
     return args;
   }
 };
-
-// y = a b with K cut into slices (gemm_splitk.hpp): a column-major, b row-major.
-template <class Element>
-struct SplitKGemmKernel {
-  using Fusion = cutlass::epilogue::fusion::LinearCombination<Element, float, void, float>;
-  using Gemm = typename Sm90Gemm<Element, cutlass::layout::ColumnMajor, cutlass::layout::RowMajor,
-                                 Fusion, cutlass::gemm::StreamKScheduler>::Gemm;
-
-  static typename Gemm::Arguments arguments(const SplitKGemmArgs& a, int multiprocessors) {
-    using StrideA = typename Gemm::GemmKernel::StrideA;
-    using StrideB = typename Gemm::GemmKernel::StrideB;
-    using StrideD = typename Gemm::GemmKernel::StrideD;
-    typename Gemm::Arguments args{};
-    args.mode = cutlass::gemm::GemmUniversalMode::kGemm;
-    args.problem_shape =
-        cute::make_shape(static_cast<int>(a.m), static_cast<int>(a.n), static_cast<int>(a.k), 1);
-    // CUTLASS's A is (M, K): column-major a is M-contiguous; its B is (N, K): row-major b [K, N]
-    // is N-contiguous.
-    StrideA sa = cute::make_stride(cute::Int<1>{}, a.lda, int64_t{0});
-    StrideB sb = cute::make_stride(cute::Int<1>{}, a.ldb, int64_t{0});
-    StrideD sd = cute::make_stride(a.ldy, cute::Int<1>{}, int64_t{0});
-    args.mainloop = {static_cast<const Element*>(a.a), sa, static_cast<const Element*>(a.b), sb};
-    args.epilogue.ptr_C = nullptr;
-    args.epilogue.dC = sd;
-    args.epilogue.ptr_D = static_cast<Element*>(a.y);
-    args.epilogue.dD = sd;
-    args.epilogue.thread.alpha = 1.0f;
-    args.epilogue.thread.beta = 0.0f;
-    using Scheduler = typename Gemm::GemmKernel::TileScheduler;
-    args.scheduler.splits = a.splits;
-    args.scheduler.decomposition_mode = Scheduler::DecompositionMode::SplitK;
-    args.scheduler.reduction_mode = Scheduler::ReductionMode::Deterministic;
-    args.hw_info.device_id = 0;
-    args.hw_info.sm_count = multiprocessors;
-    return args;
-  }
-};
-
-template <class Element>
-bool run_splitk_gemm(const SplitKGemmArgs& a, int multiprocessors, void* workspace,
-                     cudaStream_t stream) noexcept;
-template <class Element>
-std::size_t splitk_gemm_workspace_of(const SplitKGemmArgs& a, int multiprocessors) noexcept;
-
-#define EAGLE_SPLITK_GEMM_INSTANCE(ELEMENT)                                                  \
-  template <>                                                                                \
-  bool run_splitk_gemm<ELEMENT>(const SplitKGemmArgs& a, int sms, void* workspace,           \
-                                cudaStream_t stream) noexcept {                              \
-    using K = SplitKGemmKernel<ELEMENT>;                                                     \
-    return launch_gemm<typename K::Gemm>(K::arguments(a, sms), workspace, stream);           \
-  }                                                                                          \
-  template <>                                                                                \
-  std::size_t splitk_gemm_workspace_of<ELEMENT>(const SplitKGemmArgs& a, int sms) noexcept { \
-    using K = SplitKGemmKernel<ELEMENT>;                                                     \
-    return K::Gemm::get_workspace_size(K::arguments(a, sms));                                \
-  }
 
 template <class Element, bool BColMajor, Epilogue E>
 bool run_epilogue_gemm(const EpilogueGemmArgs& a, int multiprocessors, void* workspace,

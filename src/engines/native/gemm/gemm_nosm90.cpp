@@ -1,7 +1,6 @@
 // Without a Hopper (sm_90a) build there is none of our GEMMs: every query says so and the engine
 // declines.
 #include "engines/native/gemm/gemm_epilogue.hpp"
-#include "engines/native/gemm/gemm_splitk.hpp"
 
 namespace eagle::native::gemm {
 
@@ -12,16 +11,6 @@ std::size_t epilogue_gemm_workspace(const EpilogueGemmArgs&) noexcept {
   return 0;
 }
 bool epilogue_gemm(const EpilogueGemmArgs&, int, void*, void*) noexcept {
-  return false;
-}
-
-bool splitk_gemm_built() noexcept {
-  return false;
-}
-std::size_t splitk_gemm_workspace(const SplitKGemmArgs&, int) noexcept {
-  return 0;
-}
-bool splitk_gemm(const SplitKGemmArgs&, int, void*, void*) noexcept {
   return false;
 }
 

@@ -1,11 +1,9 @@
 // What our GEMMs serve, apart from the kernels (so that every build, with or without Hopper
-// kernels, declines the same shapes for the same reasons), and the split-K slice count.
-#include <algorithm>
+// kernels, declines the same shapes for the same reasons).
 #include <cstdint>
 #include <limits>
 
 #include "engines/native/gemm/gemm_epilogue.hpp"
-#include "engines/native/gemm/gemm_splitk.hpp"
 #include "engines/native/structured_support.hpp"
 
 namespace eagle::native::gemm {
@@ -19,12 +17,6 @@ const char* common_refusal(DType dtype, int64_t m, int64_t n, int64_t k) noexcep
   if (m < 1 || n < 1 || k < 1) return "M, N and K must be at least 1";
   if (m > kMaxInt || n > kMaxInt || k > kMaxInt) return "M, N and K must fit in 32 bits";
   return "";
-}
-
-constexpr int64_t kTile = 128, kStep = 64, kMinStepsPerSlice = 4;
-
-int64_t tiles(int64_t m, int64_t n) {
-  return ((m + kTile - 1) / kTile) * ((n + kTile - 1) / kTile);
 }
 
 }  // namespace
@@ -43,30 +35,6 @@ const char* epilogue_gemm_refusal(const EpilogueGemmArgs& a) noexcept {
 bool epilogue_gemm_aligned(const EpilogueGemmArgs& a) noexcept {
   return aligned16(a.a) && aligned16(a.b) && aligned16(a.y) && (!a.aux || aligned16(a.aux)) &&
          (!a.bias || aligned16(a.bias));
-}
-
-int splitk_slices(int64_t m, int64_t n, int64_t k, int multiprocessors) noexcept {
-  const int64_t t = tiles(m, n);
-  if (2 * t > multiprocessors) return 1;
-  const int64_t by_sms = multiprocessors / t;
-  const int64_t by_k = k / (kStep * kMinStepsPerSlice);
-  return static_cast<int>(std::max<int64_t>(1, std::min(by_sms, by_k)));
-}
-
-const char* splitk_gemm_refusal(const SplitKGemmArgs& a) noexcept {
-  if (const char* why = common_refusal(a.dtype, a.m, a.n, a.k); *why) return why;
-  // a's columns (M) and b's and y's rows (N) are the contiguous extents.
-  if (a.m % 8 != 0 || a.n % 8 != 0) return "M and N must be multiples of 8 (16-byte rows)";
-  if (a.lda % 8 != 0 || a.ldb % 8 != 0 || a.ldy % 8 != 0)
-    return "every leading dimension must be a multiple of 8 elements (16 bytes)";
-  if (a.lda < a.m || a.ldb < a.n || a.ldy < a.n)
-    return "a leading dimension is shorter than its row";
-  if (a.splits < 2) return "fewer than 2 slices of K: the output's tiles fill the SMs themselves";
-  return "";
-}
-
-bool splitk_gemm_aligned(const SplitKGemmArgs& a) noexcept {
-  return aligned16(a.a) && aligned16(a.b) && aligned16(a.y);
 }
 
 }  // namespace eagle::native::gemm
