@@ -233,36 +233,12 @@ __global__ void count_kernel(const Id* targets, int64_t rows, int64_t ignore_ind
   if (threadIdx.x == 0) *counted = counts[0];
 }
 
-// Up to this many rows a mean's backward counts the rows not ignored in every CTA (the targets
-// are read from L2, a few KB a CTA) instead of one block's launch before it: one launch fewer on
-// a training step's critical path.
-constexpr int64_t kInlineCountRows = 8192;
-
-// The rows whose target is not ignore_index, counted by the whole block (every thread must call).
-template <class Id>
-__device__ int64_t block_count(const Id* targets, int64_t rows, int64_t ignore_index) {
-  __shared__ unsigned long long total;
-  if (threadIdx.x == 0) total = 0;
-  __syncthreads();
-  unsigned long long c = 0;
-  for (int64_t r = threadIdx.x; r < rows; r += blockDim.x)
-    c += static_cast<int64_t>(targets[r]) != ignore_index;
-  for (int o = 16; o > 0; o /= 2) c += __shfl_xor_sync(0xffffffffu, c, o);
-  if ((threadIdx.x & 31) == 0) atomicAdd(&total, c);  // integers: the order does not matter
-  __syncthreads();
-  return static_cast<int64_t>(total);
-}
-
 template <class T, class Id, int VEC>
 __global__ void cross_entropy_bwd_kernel(CrossEntropyBwdArgs a, int group) {
   __shared__ float scratch[32];
   __shared__ double sums[32];
   const T* __restrict__ logits = static_cast<const T*>(a.logits);
   const Id* __restrict__ targets = static_cast<const Id*>(a.targets);
-  // A mean divides by the rows not ignored: counted before (a.counted) or here.
-  const int64_t counted = a.reduction != 2 ? 1
-                          : a.counted      ? *a.counted
-                                           : block_count(targets, a.rows, a.ignore_index);
   T* __restrict__ dlogits = static_cast<T*>(a.dlogits);
   const rows::Walk w = rows::walk(group);
   const int64_t len = a.classes, stride = int64_t{group} * VEC, start = int64_t{w.lane} * VEC;
@@ -291,7 +267,7 @@ __global__ void cross_entropy_bwd_kernel(CrossEntropyBwdArgs a, int group) {
       lse = finish_lse(row_max, rows::group_sum(rescaled(m, s, row_max), sums, group));
     }
     float weight = a.reduction == 0 ? a.dloss[r] : a.dloss[0];
-    if (a.reduction == 2) weight /= static_cast<float>(counted);
+    if (a.reduction == 2) weight /= static_cast<float>(*a.counted);
     const bool ignored = t == a.ignore_index, bad = !ignored && (t < 0 || t >= len);
     for (int64_t i = begin + start; i < end; i += stride) {
       float v[VEC], out[VEC];
@@ -310,15 +286,12 @@ __global__ void cross_entropy_bwd_kernel(CrossEntropyBwdArgs a, int group) {
 template <class T, class Id, int VEC>
 bool launch_bwd(const CrossEntropyBwdArgs& a, const RowGeometry& g, void* stream) noexcept {
   const auto s = static_cast<cudaStream_t>(stream);
-  CrossEntropyBwdArgs b = a;
-  if (a.reduction == 2 && a.rows > kInlineCountRows) {
+  if (a.reduction == 2) {
     count_kernel<Id><<<1, kTotalThreads, 0, s>>>(static_cast<const Id*>(a.targets), a.rows,
                                                  a.ignore_index, a.counted);
     if (!launch_succeeded()) return false;
-  } else {
-    b.counted = nullptr;  // counted by each CTA of the kernel
   }
-  cross_entropy_bwd_kernel<T, Id, VEC><<<g.grid, g.threads, 0, s>>>(b, g.group);
+  cross_entropy_bwd_kernel<T, Id, VEC><<<g.grid, g.threads, 0, s>>>(a, g.group);
   return launch_succeeded();
 }
 

@@ -76,10 +76,9 @@ bool launch_loss_total(const float* row_loss, const void* targets, DType targets
                        void* stream) noexcept;
 
 // The backward: dlogits = w * (softmax(logits) - (1 - ls) * onehot(target) - ls / C), w =
-// dloss[r] (none), dloss (sum) or dloss / the rows not ignored (mean; counted by each CTA up to
-// 8192 rows, else first by one block into `counted`). Ignored rows get 0, a target outside the
-// classes a NaN row. The forward's lse is used when given, else each row computes it (one more read
-// of the row).
+// dloss[r] (none), dloss (sum) or dloss / the rows not ignored (mean; counted first by one
+// block into `counted`). Ignored rows get 0, a target outside the classes a NaN row. The
+// forward's lse is used when given, else each row computes it (one more read of the row).
 struct CrossEntropyBwdArgs {
   const void* logits;
   const void* targets;

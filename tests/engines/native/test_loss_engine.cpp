@@ -202,19 +202,6 @@ TEST_P(NativeCrossEntropyBwd, EveryReductionWithAndWithoutTheForwardsLse) {
 INSTANTIATE_TEST_SUITE_P(native_loss, NativeCrossEntropyBwd,
                          ::testing::ValuesIn(dtype_shapes(row_shapes())), dtype_shape_name);
 
-// A mean's rows not ignored are counted inside the kernel's CTAs up to 8192 rows and by a
-// launch of their own beyond: both sides of the line, most targets ignored (the count matters).
-TEST(NativeCrossEntropyBwdCount, InsideTheKernelAndApartAgree) {
-  EAGLE_SKIP_UNLESS_RUNS_HERE(loss_id());
-  for (int64_t rows : {8192, 8193, 20000}) {
-    CeCase c;
-    c.ignore_fraction = 0.7;
-    SCOPED_TRACE(std::to_string(rows) + " rows");
-    const op::Graph g = ce_bwd_graph({rows, 24}, DType::bf16, c, rows % 2 == 0);
-    sweep::compare_with_reference(manifest(), loss_id(), {}, g, ce_bwd_inputs(g, c));
-  }
-}
-
 TEST(NativeLossHarness, TheReferencePassesAgainstItselfBackward) {
   CeCase c;
   c.label_smoothing = 0.2;
