@@ -110,6 +110,8 @@ std::vector<PlanConfig> rank_native_first(const plan::RankInput& in) {
 //   2026-12-03 session 3): entry 0 was within 1.1% of the fastest of entries 0-7 at 4096³,
 //   8192³ and [8192,4096]x[4096,12288], so the heuristic's order stands; where a shape is hot,
 //   plan::autotune measures instead.
+//   sm_share 0: a GEMM with few output tiles (a weight gradient) is planned for three quarters
+//   of the SMs (cublaslt::sm_count_target says why), every other for all of them.
 // - FALLBACK: entry 0 with no workspace, the config that asks least of the device.
 // - native_gemm (no knobs) first: it serves only a gelu or gelu_backward epilogue (which
 //   cuBLASLt declines; cuDNN's fused matmul measured slower than cuBLASLt and a pointwise
@@ -134,8 +136,10 @@ std::vector<PlanConfig> rank_gemm(const plan::RankInput& in) {
           mode == HeurMode::FALLBACK ? std::vector<int64_t>{0} : caps.knobs.at("algo");
       const int64_t workspace_mb = mode == HeurMode::FALLBACK ? 0 : 32;
       for (int64_t a : algos)
-        gemm.push_back(
-            {e->id(), {{"algo", a}, {"tf32", 0}, {"workspace_mb", workspace_mb}}, mode, ""});
+        gemm.push_back({e->id(),
+                        {{"algo", a}, {"tf32", 0}, {"workspace_mb", workspace_mb}, {"sm_share", 0}},
+                        mode,
+                        ""});
     }
     out.insert(out.end(), gemm.begin(), gemm.end());
     out.insert(out.end(), others.begin(), others.end());

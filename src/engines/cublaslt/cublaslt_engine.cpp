@@ -21,6 +21,7 @@ class CublasLtEngine : public plan::Engine {
     caps_.knobs["algo"] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
     caps_.knobs["workspace_mb"] = {32, 0};
     caps_.knobs["tf32"] = {0, 1};
+    caps_.knobs["sm_share"] = {0, 100, 75};  // gemm_plan.hpp: 0 the rule, else percent
   }
   const plan::Capabilities& capabilities() const override { return caps_; }
 
@@ -41,6 +42,7 @@ class CublasLtEngine : public plan::Engine {
     k.algo = config.knobs.at("algo");
     k.workspace_mb = config.knobs.at("workspace_mb");
     k.tf32 = config.knobs.at("tf32") != 0;
+    k.sm_share = config.knobs.at("sm_share");
     if (k.tf32 && p.dtype != DType::f32)
       throw NotSupported(name() + ": tf32=1 applies to f32 operands, these are " +
                          std::string(dtype_name(p.dtype)));
@@ -50,7 +52,7 @@ class CublasLtEngine : public plan::Engine {
                          "device itself; plan for an attached CUDA device, not a "
                          "descriptor (" +
                          ctx.device.device + ")");
-    return build_gemm_plan(lib, p, k, *ctx.target, *ctx.layout, name());
+    return build_gemm_plan(lib, p, k, *ctx.target, ctx.device.multiprocessors, *ctx.layout, name());
   }
 
  private:

@@ -9,6 +9,13 @@
 
 namespace eagle::cublaslt {
 
+int32_t sm_count_target(int64_t m, int64_t n, int64_t batch, int multiprocessors, int64_t share) {
+  if (multiprocessors <= 0 || share >= 100) return 0;
+  if (share > 0) return static_cast<int32_t>(std::max<int64_t>(1, multiprocessors * share / 100));
+  const int64_t tiles = batch * ((m + 127) / 128) * ((n + 127) / 128);
+  return 4 * tiles <= multiprocessors ? static_cast<int32_t>(multiprocessors * 3 / 4) : 0;
+}
+
 void require_cublaslt_epilogue(const GemmProblem& p, const std::string& engine) {
   if (p.epilogue == GemmEpilogue::gelu)
     throw NotSupported(engine +
@@ -65,6 +72,7 @@ struct DescTable {
   uint32_t epilogue = CUBLASLT_EPILOGUE_DEFAULT;
   bool bias_vector = false;
   int64_t bias_batch_stride = 0;
+  int32_t sm_target = 0;  // 0: every SM
 };
 
 cublasStatus_t init_desc(const Api& api, cublasLtMatmulDescOpaque_t& mem, const DescTable& t,
@@ -82,6 +90,9 @@ cublasStatus_t init_desc(const Api& api, cublasLtMatmulDescOpaque_t& mem, const 
   if (s == CUBLAS_STATUS_SUCCESS && t.bias_vector && t.bias_batch_stride != 0)
     s = api.matmul_desc_set(d, CUBLASLT_MATMUL_DESC_BIAS_BATCH_STRIDE, &t.bias_batch_stride,
                             sizeof(t.bias_batch_stride));
+  if (s == CUBLAS_STATUS_SUCCESS && t.sm_target > 0)
+    s = api.matmul_desc_set(d, CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET, &t.sm_target,
+                            sizeof(t.sm_target));
   return s;
 }
 
@@ -298,6 +309,7 @@ const cublasLtMatmulAlgo_t* algo_of(const plan::CompiledPlan& plan) {
 
 std::shared_ptr<const plan::CompiledPlan> build_gemm_plan(const Loaded& lib, const GemmProblem& p,
                                                           const GemmKnobs& knobs, Device device,
+                                                          int multiprocessors,
                                                           const plan::OperandLayout& layout,
                                                           const std::string& engine) {
   const Api& api = lib.api;
@@ -348,6 +360,7 @@ std::shared_ptr<const plan::CompiledPlan> build_gemm_plan(const Loaded& lib, con
   }
   t.bias_vector = vec;
   t.bias_batch_stride = vec ? p.bias.batch_stride : 0;
+  t.sm_target = sm_count_target(p.m, p.n, p.batch, multiprocessors, knobs.sm_share);
   const Matrix d{p.m, p.n, false, p.n, p.m * p.n};
   if (!init_layout(api, plan->a_layout_, p.dtype, p.b, p.batch) ||
       !init_layout(api, plan->b_layout_, p.dtype, p.a, p.batch) ||
@@ -395,7 +408,7 @@ const Library& handle_library() {
 }
 
 std::shared_ptr<const plan::CompiledPlan> build_gemm_plan(const Loaded&, const GemmProblem&,
-                                                          const GemmKnobs&, Device,
+                                                          const GemmKnobs&, Device, int,
                                                           const plan::OperandLayout&,
                                                           const std::string& engine) {
   throw NotSupported(engine + ": this build of eagle has no CUDA");

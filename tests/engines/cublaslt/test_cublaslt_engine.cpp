@@ -28,6 +28,7 @@
 #include "engine_sweep.hpp"
 #include "engines/cublaslt/api.hpp"
 #include "engines/cublaslt/cublaslt_engine.hpp"
+#include "engines/cublaslt/gemm_plan.hpp"
 #include "engines/reference/reference_engine.hpp"
 #include "gemm_operands.hpp"
 #include "oracles/structured.hpp"
@@ -52,8 +53,9 @@ op::Graph small_gemm(DType dtype = DType::f32) {
   return g;
 }
 
-plan::Knobs knobs(int64_t algo, int64_t tf32 = 0, int64_t workspace_mb = 32) {
-  return {{"algo", algo}, {"tf32", tf32}, {"workspace_mb", workspace_mb}};
+plan::Knobs knobs(int64_t algo, int64_t tf32 = 0, int64_t workspace_mb = 32,
+                  int64_t sm_share = 100) {
+  return {{"algo", algo}, {"tf32", tf32}, {"workspace_mb", workspace_mb}, {"sm_share", sm_share}};
 }
 
 // ---- the library hidden by the environment ----
@@ -204,7 +206,12 @@ TEST(CublasLtKnobs, OutsideTheDomainIsAnError) {
   expect_invalid([&] { pin(knobs(16)); }, "knob 'algo' = 16 is outside its domain");
   expect_invalid([&] { pin(knobs(0, 2)); }, "knob 'tf32' = 2 is outside its domain");
   expect_invalid([&] { pin(knobs(0, 0, 64)); }, "knob 'workspace_mb' = 64 is outside its domain");
-  expect_invalid([&] { pin({{"algo", 0}, {"tf32", 0}}); }, "knob 'workspace_mb' is not named");
+  expect_invalid(
+      [&] {
+        pin({{"algo", 0}, {"tf32", 0}, {"sm_share", 0}});
+      },
+      "knob 'workspace_mb' is not named");
+  expect_invalid([&] { pin(knobs(0, 0, 32, 50)); }, "knob 'sm_share' = 50 is outside its domain");
   plan::Knobs extra = knobs(0);
   extra["tile"] = 128;
   expect_invalid([&] { pin(extra); }, "knob 'tile' is not declared");
@@ -216,6 +223,7 @@ TEST(CublasLtKnobs, TheDomainsNameTheAlgorithm) {
             (std::vector<int64_t>{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15}));
   EXPECT_EQ(caps.knobs.at("workspace_mb"), (std::vector<int64_t>{32, 0}));
   EXPECT_EQ(caps.knobs.at("tf32"), (std::vector<int64_t>{0, 1}));
+  EXPECT_EQ(caps.knobs.at("sm_share"), (std::vector<int64_t>{0, 100, 75}));
   EXPECT_EQ(caps.device, DeviceKind::cuda);
   EXPECT_EQ(caps.sm_lo, 80);
 }
@@ -229,11 +237,26 @@ TEST(CublasLtRanking, HeuristicEntriesInOrderThenTheFallback) {
   ASSERT_EQ(plans.count(), 17) << plans.describe();
   for (int i = 0; i < 16; ++i) {
     EXPECT_EQ(plans.at(i).engine_id, cublaslt_id());
-    EXPECT_EQ(plans.at(i).knobs, knobs(i));
+    EXPECT_EQ(plans.at(i).knobs, knobs(i, 0, 32, 0));
     EXPECT_EQ(plans.at(i).mode, plan::HeurMode::A);
   }
-  EXPECT_EQ(plans.at(16).knobs, knobs(0, 0, 0));
+  EXPECT_EQ(plans.at(16).knobs, knobs(0, 0, 0, 0));
   EXPECT_EQ(plans.at(16).mode, plan::HeurMode::FALLBACK);
+}
+
+TEST(CublasLtSmShare, FewTilesGetThreeQuartersOfTheSmsByTheRule) {
+  // [512, 512]: 16 tiles of 128 x 128, at most a quarter of 132 SMs: 99 of them.
+  EXPECT_EQ(cublaslt::sm_count_target(512, 512, 1, 132, 0), 99);
+  // 33 tiles still; 34 not (4 x 34 > 132); a batch counts its tiles.
+  EXPECT_EQ(cublaslt::sm_count_target(33 * 128, 128, 1, 132, 0), 99);
+  EXPECT_EQ(cublaslt::sm_count_target(34 * 128, 128, 1, 132, 0), 0);
+  EXPECT_EQ(cublaslt::sm_count_target(512, 512, 3, 132, 0), 0);
+  // [4096, 512]: 128 tiles fill the SMs: all of them.
+  EXPECT_EQ(cublaslt::sm_count_target(4096, 512, 1, 132, 0), 0);
+  // A fixed share, whatever the shape; 100 and an unknown SM count mean all.
+  EXPECT_EQ(cublaslt::sm_count_target(4096, 4096, 1, 132, 75), 99);
+  EXPECT_EQ(cublaslt::sm_count_target(512, 512, 1, 132, 100), 0);
+  EXPECT_EQ(cublaslt::sm_count_target(512, 512, 1, 0, 0), 0);
 }
 
 TEST(CublasLtRanking, OnTheCpuOnlyTheReference) {
@@ -255,8 +278,10 @@ struct GemmCase {
   std::string epilogue;  // "", "relu", "gelu_tanh"
   DType dtype = DType::f32;
   int64_t tf32 = 0;
+  int64_t sm_share = 100;  // the knob (gemm_plan.hpp)
   std::string full_name() const {
-    return name + "_" + std::string(dtype_name(dtype)) + (tf32 ? "_tf32" : "");
+    return name + "_" + std::string(dtype_name(dtype)) + (tf32 ? "_tf32" : "") +
+           (sm_share != 100 ? "_sm" + std::to_string(sm_share) : "");
   }
 };
 void PrintTo(const GemmCase& c, std::ostream* os) {
@@ -345,8 +370,8 @@ TEST_P(CublasLtGemm, MatchesTheReference) {
 
   // The engine, pinned; transposed operands passed as strided views of their column-major store.
   GemmGraph eg = gemm_graph(c, a, b, biasp, /*declared_strides=*/true);
-  plan::ExecutionPlans plans =
-      plan::ExecutionPlans::create_for(eg.graph, manifest(), gpu, cublaslt_id(), knobs(0, c.tf32));
+  plan::ExecutionPlans plans = plan::ExecutionPlans::create_for(
+      eg.graph, manifest(), gpu, cublaslt_id(), knobs(0, c.tf32, 32, c.sm_share));
   try {
     plans.build_plans();
   } catch (const NotSupported& e) {
@@ -441,6 +466,14 @@ std::vector<GemmCase> gemm_cases() {
       x.tf32 = tf32;
       out.push_back(x);
     }
+  // A weight gradient's shape (few output tiles, a long K, a^T b) planned for fewer SMs: by the
+  // rule (sm_share 0: three quarters of them here) and by a fixed share.
+  for (int64_t share : {0, 75}) {
+    GemmCase c = make_case("weight_grad", 192, 136, 4104, {}, {}, true, false);
+    c.dtype = DType::bf16;
+    c.sm_share = share;
+    out.push_back(c);
+  }
   return out;
 }
 

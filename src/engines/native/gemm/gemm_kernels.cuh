@@ -64,25 +64,33 @@ struct GeluErfBackward<float> {
 // of 64 rows each) over 128 x 128 output tiles in 64-deep K steps, f32 accumulation, the
 // epilogue `Fusion` through TMA stores; y row-major, no source C. The dim-512 MLP's [4096, 512]
 // products are 128 tiles: one wave on 132 SMs.
-template <class Element, class LayoutA, class LayoutB, class Fusion, class Scheduler = void>
-struct Sm90Gemm {
-  using Row = cutlass::layout::RowMajor;
-  static constexpr int kAlign = 8;  // elements in 16 bytes
+struct Cooperative128 {
   using TileShape = cute::Shape<cute::_128, cute::_128, cute::_64>;
   using ClusterShape = cute::Shape<cute::_1, cute::_1, cute::_1>;
+  using KernelSchedule = cutlass::gemm::KernelTmaWarpSpecializedCooperative;
+  using EpilogueSchedule = cutlass::epilogue::TmaWarpSpecializedCooperative;
+};
+
+template <class Element, class LayoutA, class LayoutB, class Fusion, class Config = Cooperative128>
+struct Sm90Gemm {
+  using TileShape = typename Config::TileShape;
+  using ClusterShape = typename Config::ClusterShape;
+  using KernelSchedule = typename Config::KernelSchedule;
+  using EpilogueSchedule = typename Config::EpilogueSchedule;
+  using Row = cutlass::layout::RowMajor;
+  static constexpr int kAlign = 8;  // elements in 16 bytes
   using CollectiveEpilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, TileShape, ClusterShape,
       cutlass::epilogue::collective::EpilogueTileAuto, float, float, void, Row, kAlign, Element,
-      Row, kAlign, cutlass::epilogue::TmaWarpSpecializedCooperative, Fusion>::CollectiveOp;
+      Row, kAlign, EpilogueSchedule, Fusion>::CollectiveOp;
   using CollectiveMainloop = typename cutlass::gemm::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, Element, LayoutA, kAlign, Element,
       LayoutB, kAlign, float, TileShape, ClusterShape,
       cutlass::gemm::collective::StageCountAutoCarveout<static_cast<int>(
           sizeof(typename CollectiveEpilogue::SharedStorage))>,
-      cutlass::gemm::KernelTmaWarpSpecializedCooperative>::CollectiveOp;
-  using Kernel =
-      cutlass::gemm::kernel::GemmUniversal<cute::Shape<int, int, int, int>, CollectiveMainloop,
-                                           CollectiveEpilogue, Scheduler>;
+      KernelSchedule>::CollectiveOp;
+  using Kernel = cutlass::gemm::kernel::GemmUniversal<cute::Shape<int, int, int, int>,
+                                                      CollectiveMainloop, CollectiveEpilogue>;
   using Gemm = cutlass::gemm::device::GemmUniversalAdapter<Kernel>;
 };
 
@@ -97,7 +105,7 @@ bool launch_gemm(const typename Gemm::Arguments& args, void* workspace,
 }
 
 // y = gelu(a b + bias) keeping a b + bias, or y = gelu_backward(a b, z) (gemm_epilogue.hpp).
-template <class Element, bool BColMajor, Epilogue E>
+template <class Element, bool BColMajor, Epilogue E, class Config = Cooperative128>
 struct EpilogueGemmKernel {
   using Row = cutlass::layout::RowMajor;
   using LayoutB = std::conditional_t<BColMajor, cutlass::layout::ColumnMajor, Row>;
@@ -107,7 +115,7 @@ struct EpilogueGemmKernel {
                              Row, GeluErf, Element, float, Element, Element, Element, float>,
                          cutlass::epilogue::fusion::LinCombDeEltAct<
                              Row, GeluErfBackward, Element, float, Element, Element, float>>;
-  using Gemm = typename Sm90Gemm<Element, Row, LayoutB, Fusion>::Gemm;
+  using Gemm = typename Sm90Gemm<Element, Row, LayoutB, Fusion, Config>::Gemm;
 
   static typename Gemm::Arguments arguments(const EpilogueGemmArgs& a, int multiprocessors) {
     using StrideA = typename Gemm::GemmKernel::StrideA;
