@@ -467,8 +467,8 @@ std::vector<GemmCase> gemm_cases() {
       out.push_back(x);
     }
   // A weight gradient's shape (few output tiles, a long K, a^T b) planned for fewer SMs: by the
-  // rule (sm_share 0: three quarters of them here) and by a fixed share.
-  for (int64_t share : {0, 75}) {
+  // rule (sm_share 0: three quarters of them here) and by a fixed share; and for all of them.
+  for (int64_t share : {0, 75, 100}) {
     GemmCase c = make_case("weight_grad", 192, 136, 4104, {}, {}, true, false);
     c.dtype = DType::bf16;
     c.sm_share = share;
