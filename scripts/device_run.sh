@@ -17,9 +17,10 @@
 #             (--fill 1024 with and without buckets), then the CUPTI trace tests
 #             (EAGLE_CUPTI_DEBUG=1 prints records no node claims), after a GPU trace of
 #             `eagle train` drawn by tools/plot_trace.py (train_trace_gpu.png)
-#   gradients bench/python/gradients.py (issue 12's goal: eagle's step against torch's graph)
-#   fusion    matmul epilogues (PlanningOptions::fuse_epilogues): their GPU tests and the four
-#             sanitizers over them and the fused engine's mixed cases,
+#   gradients bench/python/gradients.py (issue 12's goal: eagle's step against torch's graph), with a
+#             CUPTI trace of one replay of each step (gradients-trace/)
+#   fusion    matmul epilogues (PlanningOptions::fuse_epilogues) and native_gemm: their GPU tests
+#             and the four sanitizers over them and the fused engine's mixed cases,
 #             bench/python/epilogue.py (fused against apart), gradients.py's dim-512 MLP with and
 #             without --fuse-epilogues, and ncu's time per kernel of eagle's MLP step both ways
 #             (fusion-ncu-*.txt): where the fused step's time goes
@@ -187,14 +188,14 @@ if want train; then
 fi
 if want gradients && [ -d python/eagle ]; then
   PYTHONPATH=$PWD/python python3 ../bench/python/gradients.py --json "$out/gradients.json" \
-    > "$out/gradients.txt" 2>&1
+    --trace "$out/gradients-trace" > "$out/gradients.txt" 2>&1
   echo "gradients: exit $?"; tail -14 "$out/gradients.txt"
 fi
 if want fusion && [ -d python/eagle ]; then
-  run_tests fusion-tests 200 '*EpilogueOnGpu*:*FusedBackwardOnGpu*:*Segments*:Deferred*:PlannedDerivative*:*NativeFused*'
+  run_tests fusion-tests 200 '*EpilogueOnGpu*:*FusedBackwardOnGpu*:*Segments*:Deferred*:PlannedDerivative*:*NativeFused*:*NativeGemm*:GemmProblem*'
   for tool in memcheck racecheck synccheck initcheck; do
     timeout 200 compute-sanitizer --tool "$tool" --error-exitcode 9 ./eagle_tests --gtest_brief=1 \
-      --gtest_filter='*EpilogueOnGpu*:*FusedBackwardOnGpu*:NativeFusedMixed.*' \
+      --gtest_filter='*EpilogueOnGpu*:*FusedBackwardOnGpu*:NativeFusedMixed.*:*NativeGemmEpilogue*300x200*:*NativeGemmEpilogue*5x8x8*' \
       > "$out/fusion-$tool.txt" 2>&1
     echo "fusion $tool: exit $? | $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|PASSED|FAILED' "$out/fusion-$tool.txt" | tr '\n' ' ')"
   done
