@@ -35,7 +35,7 @@ gemm::EpilogueGemmArgs args_of(const GemmProblem& p) {
 
 // Declines what the kernels do not serve (the problem's form first, then the kernel's rules).
 GemmProblem served_problem(const op::Graph& graph, const std::string& engine) {
-  const GemmProblem p = engines::gemm_problem(graph, engine);
+  GemmProblem p = engines::gemm_problem(graph, engine);
   require(p.epilogue == GemmEpilogue::gelu || p.epilogue == GemmEpilogue::gelu_backward, engine,
           "serves a matmul with a gelu or gelu_backward epilogue (a plain matmul, relu and "
           "gelu_tanh are cuBLASLt's)");
