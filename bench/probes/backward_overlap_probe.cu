@@ -38,8 +38,8 @@ __global__ void gelu_backward(const uint4* d, const uint4* z, uint4* out, int n8
 #pragma unroll
   for (int j = 0; j < 8; ++j) {
     const float a = __bfloat162float(dp[j]), b = __bfloat162float(zp[j]);
-    op[j] = __float2bfloat16(a * (0.5f * (1.0f + erff(b * 0.70710678f)) +
-                                  b * 0.39894228f * expf(-0.5f * b * b)));
+    op[j] = __float2bfloat16(
+        a * (0.5f * (1.0f + erff(b * 0.70710678f)) + b * 0.39894228f * expf(-0.5f * b * b)));
   }
   out[i] = o;
 }
@@ -72,8 +72,8 @@ Gemm make(int m, int n, int k, cublasOperation_t ta, int lda, cublasOperation_t 
   cublasLtMatrixLayoutCreate(&g.ld, CUDA_R_16BF, m, n, m);
   cublasLtMatmulPreference_t pref;
   cublasLtMatmulPreferenceCreate(&pref);
-  cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
-                                       &kWorkspace, sizeof(kWorkspace));
+  cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &kWorkspace,
+                                       sizeof(kWorkspace));
   cublasLtMatmulHeuristicResult_t r{};
   int got = 0;
   cublasLtMatmulAlgoGetHeuristic(lt, g.op, g.la, g.lb, g.ld, g.ld, pref, 1, &r, &got);
@@ -84,8 +84,7 @@ Gemm make(int m, int n, int k, cublasOperation_t ta, int lda, cublasOperation_t 
 
 void run(const Gemm& g, const void* a, const void* b, void* d, cudaStream_t s, void* ws) {
   const float one = 1, zero = 0;
-  cublasLtMatmul(lt, g.op, &one, a, g.la, b, g.lb, &zero, d, g.ld, d, g.ld, &g.algo, ws, g.ws,
-                 s);
+  cublasLtMatmul(lt, g.op, &one, a, g.la, b, g.lb, &zero, d, g.ld, d, g.ld, &g.algo, ws, g.ws, s);
 }
 
 int main() {
@@ -117,7 +116,9 @@ int main() {
   const Gemm dx_gemm = make(kD, kT, kD, CUBLAS_OP_T, kD, CUBLAS_OP_N, kD, 0);
   // Row-major dW [D, D] = h^T g: column-major dW^T = g^T h = (g^T [D, T]) x (h as [T, D]: op T
   // of h^T's [D, T] store).
-  auto dw_gemm = [&](int target) { return make(kD, kD, kT, CUBLAS_OP_N, kD, CUBLAS_OP_T, kD, target); };
+  auto dw_gemm = [&](int target) {
+    return make(kD, kD, kT, CUBLAS_OP_N, kD, CUBLAS_OP_T, kD, target);
+  };
 
   // mode 0: dW beside the chain (on b); 1: every dW after the chain (on a); 2: one stream.
   auto time_mode = [&](int mode, const Gemm& dwg, const char* name) {
@@ -136,8 +137,8 @@ int main() {
       }
       run(dx_gemm, w[i], g[i], dx, a, ws_a);
       gelu_backward<<<kT * kD / 8 / 256, 256, 0, a>>>(static_cast<const uint4*>(dx),
-                                                       static_cast<const uint4*>(z[i]),
-                                                       static_cast<uint4*>(g[i + 1]), kT * kD / 8);
+                                                      static_cast<const uint4*>(z[i]),
+                                                      static_cast<uint4*>(g[i + 1]), kT * kD / 8);
       cudaEventRecord(ready[i + 1], a);
     }
     if (mode == 1)
@@ -206,8 +207,8 @@ int main() {
   per_call("dx GEMM", [&] { run(dx_gemm, w[0], g[0], dx, a, ws_a); });
   per_call("gelu_backward", [&] {
     gelu_backward<<<kT * kD / 8 / 256, 256, 0, a>>>(static_cast<const uint4*>(dx),
-                                                     static_cast<const uint4*>(z[0]),
-                                                     static_cast<uint4*>(g[1]), kT * kD / 8);
+                                                    static_cast<const uint4*>(z[0]),
+                                                    static_cast<uint4*>(g[1]), kT * kD / 8);
   });
   for (int target : {0, 96, 66}) {
     const Gemm dwg = dw_gemm(target);

@@ -75,10 +75,9 @@ struct Plain {
     args.mode = cutlass::gemm::GemmUniversalMode::kGemm;
     args.problem_shape =
         cute::make_shape(static_cast<int>(a.m), static_cast<int>(a.n), static_cast<int>(a.k), 1);
-    args.mainloop = {static_cast<const Bf16*>(a.a),
-                     cute::make_stride(a.lda, cute::Int<1>{}, int64_t{0}),
-                     static_cast<const Bf16*>(a.b),
-                     cute::make_stride(cute::Int<1>{}, a.ldb, int64_t{0})};
+    args.mainloop = {
+        static_cast<const Bf16*>(a.a), cute::make_stride(a.lda, cute::Int<1>{}, int64_t{0}),
+        static_cast<const Bf16*>(a.b), cute::make_stride(cute::Int<1>{}, a.ldb, int64_t{0})};
     const auto sd = cute::make_stride(a.ldy, cute::Int<1>{}, int64_t{0});
     args.epilogue.dC = sd;
     args.epilogue.ptr_D = static_cast<Bf16*>(a.y);
@@ -119,8 +118,8 @@ float cublaslt_us(const EpilogueGemmArgs& a, void* ws, size_t ws_bytes, cudaStre
   cublasLtMatmulAlgoGetHeuristic(lt, op, la, lb, ld, ld, pref, 1, &res, &got);
   const float one = 1, zero = 0;
   auto call = [&] {
-    cublasLtMatmul(lt, op, &one, a.b, la, a.a, lb, &zero, a.y, ld, a.y, ld, &res.algo, ws,
-                   ws_bytes, st);
+    cublasLtMatmul(lt, op, &one, a.b, la, a.a, lb, &zero, a.y, ld, a.y, ld, &res.algo, ws, ws_bytes,
+                   st);
   };
   call();
   cudaStreamSynchronize(st);
@@ -163,9 +162,8 @@ int main() {
     EpilogueGemmArgs a;
     a.m = m, a.n = d, a.k = d;
     a.a = x, a.lda = d, a.b = w, a.ldb = d, a.y = y, a.ldy = d, a.aux = z, a.ld_aux = d;
-    std::printf("[%lld, %lld] x [%lld, %lld] bf16, %d SMs: cuBLASLt plain %.2f us\n",
-                (long long)m, (long long)d, (long long)d, (long long)d, sms,
-                cublaslt_us(a, ws, ws_bytes, st));
+    std::printf("[%lld, %lld] x [%lld, %lld] bf16, %d SMs: cuBLASLt plain %.2f us\n", (long long)m,
+                (long long)d, (long long)d, (long long)d, sms, cublaslt_us(a, ws, ws_bytes, st));
     row<Cooperative128>("cooperative 128x128 c1", a, ws, st, sms);
     row<Cluster2>("cooperative 128x128 c2x1", a, ws, st, sms);
     row<Pingpong128>("pingpong 128x128 c1", a, ws, st, sms);
