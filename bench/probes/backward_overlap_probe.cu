@@ -15,6 +15,8 @@
 #include <cstdio>
 #include <vector>
 
+#include "graph_timing.cuh"
+
 constexpr int kT = 4096, kD = 512, kLayers = 3;
 
 __global__ void fill(__nv_bfloat16* p, int n, unsigned seed) {
@@ -120,55 +122,37 @@ int main() {
     return make(kD, kD, kT, CUBLAS_OP_N, kD, CUBLAS_OP_T, kD, target);
   };
 
-  // mode 0: dW beside the chain (on b); 1: every dW after the chain (on a); 2: one stream.
+  // mode 0: dW beside the chain (on b, joined back); 1: every dW after the chain (on a); 2: one
+  // stream. One backward a replay (the median of 20; the numbers logged in session 24 came from
+  // the same capture with the min beside the median).
+  cudaEvent_t ready[kLayers + 1], done;
+  for (auto& e : ready) cudaEventCreateWithFlags(&e, cudaEventDisableTiming);
+  cudaEventCreateWithFlags(&done, cudaEventDisableTiming);
   auto time_mode = [&](int mode, const Gemm& dwg, const char* name) {
-    cudaEvent_t ready[kLayers + 1], done;
-    for (auto& e : ready) cudaEventCreateWithFlags(&e, cudaEventDisableTiming);
-    cudaEventCreateWithFlags(&done, cudaEventDisableTiming);
-    cudaGraph_t graph;
-    cudaStreamBeginCapture(a, cudaStreamCaptureModeGlobal);
-    cudaEventRecord(ready[0], a);
-    for (int i = 0; i < kLayers; ++i) {
-      if (mode == 0) {
-        cudaStreamWaitEvent(b, ready[i]);
-        run(dwg, g[i], h[i], dw[i], b, ws_b);
-      } else if (mode == 2) {
-        run(dwg, g[i], h[i], dw[i], a, ws_a);
+    auto backward = [&] {
+      cudaEventRecord(ready[0], a);
+      for (int i = 0; i < kLayers; ++i) {
+        if (mode == 0) {
+          cudaStreamWaitEvent(b, ready[i]);
+          run(dwg, g[i], h[i], dw[i], b, ws_b);
+        } else if (mode == 2) {
+          run(dwg, g[i], h[i], dw[i], a, ws_a);
+        }
+        run(dx_gemm, w[i], g[i], dx, a, ws_a);
+        gelu_backward<<<kT * kD / 8 / 256, 256, 0, a>>>(static_cast<const uint4*>(dx),
+                                                        static_cast<const uint4*>(z[i]),
+                                                        static_cast<uint4*>(g[i + 1]), kT * kD / 8);
+        cudaEventRecord(ready[i + 1], a);
       }
-      run(dx_gemm, w[i], g[i], dx, a, ws_a);
-      gelu_backward<<<kT * kD / 8 / 256, 256, 0, a>>>(static_cast<const uint4*>(dx),
-                                                      static_cast<const uint4*>(z[i]),
-                                                      static_cast<uint4*>(g[i + 1]), kT * kD / 8);
-      cudaEventRecord(ready[i + 1], a);
-    }
-    if (mode == 1)
-      for (int i = 0; i < kLayers; ++i) run(dwg, g[i], h[i], dw[i], a, ws_a);
-    run(dwg, g[kLayers], h[kLayers], dw[kLayers], a, ws_a);
-    if (mode == 0) {
-      cudaEventRecord(done, b);
-      cudaStreamWaitEvent(a, done);
-    }
-    cudaStreamEndCapture(a, &graph);
-    cudaGraphExec_t exec;
-    if (cudaGraphInstantiate(&exec, graph, 0) != cudaSuccess) {
-      std::printf("%s: instantiate failed\n", name);
-      return;
-    }
-    cudaEvent_t e0, e1;
-    cudaEventCreate(&e0), cudaEventCreate(&e1);
-    std::vector<float> t;
-    for (int r = 0; r < 21; ++r) {
-      cudaEventRecord(e0, a);
-      cudaGraphLaunch(exec, a);
-      cudaEventRecord(e1, a);
-      cudaEventSynchronize(e1);
-      float ms;
-      cudaEventElapsedTime(&ms, e0, e1);
-      if (r) t.push_back(ms * 1e3f);
-    }
-    std::sort(t.begin(), t.end());
-    std::printf("  %-44s %7.2f us (min %.2f)\n", name, t[t.size() / 2], t[0]);
-    cudaGraphExecDestroy(exec), cudaGraphDestroy(graph);
+      if (mode == 1)
+        for (int i = 0; i < kLayers; ++i) run(dwg, g[i], h[i], dw[i], a, ws_a);
+      run(dwg, g[kLayers], h[kLayers], dw[kLayers], a, ws_a);
+      if (mode == 0) {
+        cudaEventRecord(done, b);
+        cudaStreamWaitEvent(a, done);
+      }
+    };
+    std::printf("  %-44s %7.2f us\n", name, graph_us_per_call(a, 1, backward, 20));
   };
 
   std::printf("MLP backward, 3 layers + the last dW, bf16 T %d dim %d, %d SMs\n", kT, kD, sms);
@@ -183,26 +167,7 @@ int main() {
   }
   // The parts alone (one stream, 50 calls captured, per call).
   auto per_call = [&](const char* name, auto&& fn) {
-    cudaGraph_t graph;
-    cudaStreamBeginCapture(a, cudaStreamCaptureModeGlobal);
-    for (int i = 0; i < 50; ++i) fn();
-    cudaStreamEndCapture(a, &graph);
-    cudaGraphExec_t exec;
-    cudaGraphInstantiate(&exec, graph, 0);
-    cudaEvent_t e0, e1;
-    cudaEventCreate(&e0), cudaEventCreate(&e1);
-    std::vector<float> t;
-    for (int r = 0; r < 6; ++r) {
-      cudaEventRecord(e0, a);
-      cudaGraphLaunch(exec, a);
-      cudaEventRecord(e1, a);
-      cudaEventSynchronize(e1);
-      float ms;
-      cudaEventElapsedTime(&ms, e0, e1);
-      if (r) t.push_back(ms * 1e3f / 50);
-    }
-    std::sort(t.begin(), t.end());
-    std::printf("  alone: %-36s %7.2f us\n", name, t[t.size() / 2]);
+    std::printf("  alone: %-36s %7.2f us\n", name, graph_us_per_call(a, 50, fn));
   };
   per_call("dx GEMM", [&] { run(dx_gemm, w[0], g[0], dx, a, ws_a); });
   per_call("gelu_backward", [&] {

@@ -13,6 +13,8 @@
 #include <cstdlib>
 #include <vector>
 
+#include "graph_timing.cuh"
+
 #define CHECK_CUDA(x)                                                        \
   do {                                                                       \
     cudaError_t e_ = (x);                                                    \
@@ -54,33 +56,6 @@ __global__ void sum_slices(const float* ws, __nv_bfloat16* out, int n, int slice
   }
   out[i] = __float2bfloat16(acc.x), out[i + 1] = __float2bfloat16(acc.y);
   out[i + 2] = __float2bfloat16(acc.z), out[i + 3] = __float2bfloat16(acc.w);
-}
-
-template <class F>
-float time_graph(cudaStream_t st, F&& call) {
-  call();  // warm
-  CHECK_CUDA(cudaStreamSynchronize(st));
-  cudaGraph_t graph;
-  CHECK_CUDA(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal));
-  for (int i = 0; i < 50; ++i) call();
-  CHECK_CUDA(cudaStreamEndCapture(st, &graph));
-  cudaGraphExec_t exec;
-  CHECK_CUDA(cudaGraphInstantiate(&exec, graph, 0));
-  cudaEvent_t a, b;
-  cudaEventCreate(&a), cudaEventCreate(&b);
-  std::vector<float> times;
-  for (int r = 0; r < 6; ++r) {
-    cudaEventRecord(a, st);
-    CHECK_CUDA(cudaGraphLaunch(exec, st));
-    cudaEventRecord(b, st);
-    CHECK_CUDA(cudaEventSynchronize(b));
-    float ms;
-    cudaEventElapsedTime(&ms, a, b);
-    if (r) times.push_back(ms * 1e3f / 50);
-  }
-  cudaGraphExecDestroy(exec), cudaGraphDestroy(graph);
-  std::sort(times.begin(), times.end());
-  return times[times.size() / 2];
 }
 
 int main() {
@@ -149,7 +124,7 @@ int main() {
   auto res = heuristic(op, la, lb, ld, 32);
   std::printf("(a) whole K, %zu heuristic entries\n", res.size());
   for (size_t i = 0; i < res.size(); ++i) {
-    float us = time_graph(st, [&] {
+    float us = graph_us_per_call(st, 50, [&] {
       CHECK_LT(cublasLtMatmul(lt, op, &one, g, la, x, lb, &zero, dw, ld, dw, ld, &res[i].algo, work,
                               work_bytes, st));
     });
@@ -183,8 +158,8 @@ int main() {
                                 &rb[i].algo, work, work_bytes, st));
         sum_slices<<<kD * kD / 4 / 256, 256, 0, st>>>(ws32, dw, kD * kD, s);
       };
-      float us = time_graph(st, call);
-      float gemm_only = time_graph(st, [&] {
+      float us = graph_us_per_call(st, 50, call);
+      float gemm_only = graph_us_per_call(st, 50, [&] {
         CHECK_LT(cublasLtMatmul(lt, opb, &one, g, lab, x, lbb, &zero, ws32, ldb, ws32, ldb,
                                 &rb[i].algo, work, work_bytes, st));
       });
@@ -237,7 +212,7 @@ int main() {
                   CUBLAS_STATUS_SUCCESS ||
               check.workspaceSize > work_bytes)
             continue;
-          float us = time_graph(st, [&] {
+          float us = graph_us_per_call(st, 50, [&] {
             cublasLtMatmul(lt, op, &one, g, la, x, lb, &zero, dw, ld, dw, ld, &c, work, work_bytes,
                            st);
           });

@@ -5,7 +5,7 @@
 // bf16 with b row-major, each configuration below with the fused epilogue and with a plain one
 // (the mainloop's share), and cuBLASLt's plain GEMM: a CUDA graph of 50 calls, median of 5.
 // Build (from the repository root):
-//   nvcc -O3 -std=c++20 -arch=sm_90a --expt-relaxed-constexpr -Isrc -Iinclude \
+//   nvcc -O3 -DNDEBUG -std=c++20 -arch=sm_90a --expt-relaxed-constexpr -Isrc -Iinclude \
 //     -isystem .deps/cutlass-4.2.0.0/include -o gemm_config_probe \
 //     bench/probes/gemm_config_probe.cu -lcublasLt
 #include <cublasLt.h>
@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "engines/native/gemm/gemm_kernels.cuh"
+#include "graph_timing.cuh"
 
 using namespace eagle::native::gemm;
 using Bf16 = cutlass::bfloat16_t;
@@ -41,28 +42,7 @@ float time_graph(typename Gemm::Arguments args, void* workspace, cudaStream_t st
   Gemm gemm;
   if (gemm.can_implement(args) != cutlass::Status::kSuccess) return -1;
   if (gemm.initialize(args, workspace, st) != cutlass::Status::kSuccess) return -2;
-  gemm.run(st);
-  cudaStreamSynchronize(st);
-  cudaGraph_t graph;
-  cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal);
-  for (int i = 0; i < 50; ++i) gemm.run(st);
-  cudaStreamEndCapture(st, &graph);
-  cudaGraphExec_t exec;
-  cudaGraphInstantiate(&exec, graph, 0);
-  cudaEvent_t a, b;
-  cudaEventCreate(&a), cudaEventCreate(&b);
-  std::vector<float> t;
-  for (int r = 0; r < 6; ++r) {
-    cudaEventRecord(a, st);
-    cudaGraphLaunch(exec, st);
-    cudaEventRecord(b, st);
-    cudaEventSynchronize(b);
-    float ms;
-    cudaEventElapsedTime(&ms, a, b);
-    if (r) t.push_back(ms * 1e3f / 50);
-  }
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
+  return graph_us_per_call(st, 50, [&] { gemm.run(st); });
 }
 
 // Plain epilogue: D = acc.
@@ -121,28 +101,7 @@ float cublaslt_us(const EpilogueGemmArgs& a, void* ws, size_t ws_bytes, cudaStre
     cublasLtMatmul(lt, op, &one, a.b, la, a.a, lb, &zero, a.y, ld, a.y, ld, &res.algo, ws, ws_bytes,
                    st);
   };
-  call();
-  cudaStreamSynchronize(st);
-  cudaGraph_t graph;
-  cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal);
-  for (int i = 0; i < 50; ++i) call();
-  cudaStreamEndCapture(st, &graph);
-  cudaGraphExec_t exec;
-  cudaGraphInstantiate(&exec, graph, 0);
-  cudaEvent_t e0, e1;
-  cudaEventCreate(&e0), cudaEventCreate(&e1);
-  std::vector<float> t;
-  for (int r = 0; r < 6; ++r) {
-    cudaEventRecord(e0, st);
-    cudaGraphLaunch(exec, st);
-    cudaEventRecord(e1, st);
-    cudaEventSynchronize(e1);
-    float ms;
-    cudaEventElapsedTime(&ms, e0, e1);
-    if (r) t.push_back(ms * 1e3f / 50);
-  }
-  std::sort(t.begin(), t.end());
-  return got ? t[t.size() / 2] : -1;
+  return got ? graph_us_per_call(st, 50, call) : -1;
 }
 
 int main() {
