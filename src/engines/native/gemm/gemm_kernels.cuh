@@ -60,10 +60,10 @@ struct GeluErfBackward<float> {
   }
 };
 
-// One Hopper GEMM: TMA loads, a warp-specialized cooperative mainloop (two consumer warpgroups
-// of 64 rows each) over 128 x 128 output tiles in 64-deep K steps, f32 accumulation, the
-// epilogue `Fusion` through TMA stores; y row-major, no source C. The dim-512 MLP's [4096, 512]
-// products are 128 tiles: one wave on 132 SMs.
+// native_gemm's configuration: a warp-specialized cooperative mainloop (two consumer warpgroups
+// of 64 rows each) over 128 x 128 output tiles in 64-deep K steps, no cluster. The dim-512 MLP's
+// [4096, 512] products are 128 tiles: one wave on 132 SMs. (bench/probes/gemm_config_probe.cu
+// sets others beside it.)
 struct Cooperative128 {
   using TileShape = cute::Shape<cute::_128, cute::_128, cute::_64>;
   using ClusterShape = cute::Shape<cute::_1, cute::_1, cute::_1>;
@@ -71,6 +71,8 @@ struct Cooperative128 {
   using EpilogueSchedule = cutlass::epilogue::TmaWarpSpecializedCooperative;
 };
 
+// One Hopper GEMM: TMA loads, `Config`'s mainloop, f32 accumulation, the epilogue `Fusion`
+// through TMA stores; y row-major, no source C.
 template <class Element, class LayoutA, class LayoutB, class Fusion, class Config = Cooperative128>
 struct Sm90Gemm {
   using TileShape = typename Config::TileShape;
