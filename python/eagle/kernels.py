@@ -47,6 +47,7 @@ cell_mad = _standard["cell_mad"]
 step_count = _standard["step_count"]
 gather_view = _standard["gather_view"]  # a strided view (transpose, column slice) made contiguous
 add_to_view = _standard["add_to_view"]  # view += c where the strided view lies
+scatter_view = _standard["scatter_view"]  # view = c where the strided view lies
 zero_view = _standard["zero_view"]
 validate_cu_seqlens = _standard["validate_cu_seqlens"]
 chunk_offsets = _standard["chunk_offsets"]

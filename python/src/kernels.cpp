@@ -80,6 +80,7 @@ std::map<std::string, Kernel> standard_kernels() {
       {"step_count", kernels::step_count()},
       {"gather_view", kernels::gather_view()},
       {"add_to_view", kernels::add_to_view()},
+      {"scatter_view", kernels::scatter_view()},
       {"zero_view", kernels::zero_view()},
       {"validate_cu_seqlens", ragged::validate_cu_seqlens()},
       {"chunk_offsets", ragged::chunk_offsets()},

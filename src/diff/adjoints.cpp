@@ -84,12 +84,15 @@ void Adjoints::add(const NodeArgInfo& v, const Value& given) {
     r_.call(kernels::add(), {at, c}, buffer(at));
     return;
   }
-  // The cotangent of a strided view (a transpose, a column slice) goes where the view lies.
-  if (c.dtype() != DType::f32 && c.dtype() != DType::f64)
-    throw NotSupported("diff: the cotangent of array '" + b.label + "' is a strided view of " +
-                       std::string(dtype_name(c.dtype())) +
-                       "; cotangents of strided views are formed in f32 or f64 only");
-  r_.call_all(kernels::add_to_view(), {at, c});
+  // The cotangent of a strided view (a transpose, a column slice) goes where the view lies: in
+  // place for f32 and f64; a 16-bit sum (the typed kernels do no 16-bit arithmetic) is gathered,
+  // added by the standard add (rounded once, as in place) and scattered back.
+  if (c.dtype() == DType::f32 || c.dtype() == DType::f64) {
+    r_.call_all(kernels::add_to_view(), {at, c});
+    return;
+  }
+  const Value sum = r_.call(kernels::add(), {r_.call(kernels::gather_view(), {at}), c});
+  r_.call_all(kernels::scatter_view(), {at, sum});
 }
 
 }  // namespace eagle::diff::detail

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "eagle/kernel/standard.hpp"
+#include "eagle/kernel/views.hpp"
 
 namespace eagle {
 
@@ -118,6 +119,8 @@ const std::vector<StandardRule>& standard_rules() {
   static const std::vector<StandardRule> rules = {
       {&kernels::fill(), vjp_rule([](Recorder&, const VjpArgs&) { return Grads(1); }, {})},
       {&kernels::copy(), vjp_rule(copy_vjp, {})},
+      // gather_view (x a strided view, out): dx = g, added where the view lies
+      {&kernels::gather_view(), vjp_rule(copy_vjp, {})},
       {&kernels::scale(), vjp_rule(scale_vjp, {})},
       {&kernels::axpy(), vjp_rule(axpy_vjp, {})},
       {&kernels::add(), vjp_rule(add_vjp, {})},

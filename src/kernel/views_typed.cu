@@ -49,6 +49,22 @@ struct AddToView {
   }
 };
 
+struct ScatterView {
+  static constexpr const char* name = "scatter_view";
+  static constexpr std::array<const char*, 2> params = {"view", "c"};
+  using types = eagle::types<float, double, half, bfloat16>;
+  static constexpr bool per_sample = false;
+  static std::vector<ArrayMeta> infer(const std::vector<ArrayMeta>& in,
+                                      const std::vector<ScalarArg>&) {
+    check_same(in, name, "view", "c");
+    return {};
+  }
+  template <class T>
+  EAGLE_HD static void point(int64_t i, InOutView<T> view, In<T> c) {
+    view.at_element(i) = c[i];  // a copy: 16-bit types move as plain bits
+  }
+};
+
 struct ZeroView {
   static constexpr const char* name = "zero_view";
   static constexpr std::array<const char*, 1> params = {"view"};
@@ -68,6 +84,7 @@ struct ZeroView {
 
 EAGLE_TYPED_KERNEL(gather_view, GatherView)
 EAGLE_TYPED_KERNEL(add_to_view, AddToView)
+EAGLE_TYPED_KERNEL(scatter_view, ScatterView)
 EAGLE_TYPED_KERNEL(zero_view, ZeroView)
 
 }  // namespace eagle::kernels

@@ -613,6 +613,50 @@ TEST(DiffControl, CotangentsOfStridedViewsLandWhereTheViewsLie) {
                   1e-12);
 }
 
+// A bf16 [T, 3 D] array read as three column slices (q, k, v: an attention block's one qkv
+// projection) gathered into contiguous arrays: their cotangents land where the slices lie, each
+// a 16-bit sum (gathered, added, scattered back). loss = q * k + v * w (cotangent ones): dqkv =
+// [k, q, w], the same in bf16 as in the f32 graph, the columns apart.
+TEST(DiffControl, SixteenBitCotangentsOfColumnSlicesLandWhereTheSlicesLie) {
+  // Values bf16 holds exactly, so both graphs read the same inputs.
+  const std::vector<double> hq =
+      test::from_doubles(test::random_array({5, 12}, DType::f64, cpu).to_vector<double>(), {5, 12},
+                         DType::bf16, cpu)
+          .to_vector<double>();
+  const std::vector<double> hw =
+      test::from_doubles(test::random_array({5, 4}, DType::f64, cpu).to_vector<double>(), {5, 4},
+                         DType::bf16, cpu)
+          .to_vector<double>();
+  auto gradient = [&](DType dtype) {
+    const Array qkv0 = test::from_doubles(hq, {5, 12}, dtype, cpu);
+    const Array w0 = test::from_doubles(hw, {5, 4}, dtype, cpu);
+    Graph g = Graph::record(
+        [&](Recorder& r) {
+          const Value qkv = r.param("qkv", qkv0), w = r.param("w", w0);
+          const Value q = r.call(kernels::gather_view(), {qkv.slice(1, 0, 4)});
+          const Value k = r.call(kernels::gather_view(), {qkv.slice(1, 4, 8)});
+          const Value v = r.call(kernels::gather_view(), {qkv.slice(1, 8, 12)});
+          // Elementwise (sum has no bf16 kernel); the seed's cotangent is ones.
+          const Value loss = r.call(
+              kernels::add(), {r.call(kernels::mul(), {q, k}), r.call(kernels::mul(), {v, w})});
+          r.result(diff::gradients(r, {loss}, {qkv}));
+        },
+        RecordOptions{.record = true});
+    g.build(cpu);
+    return g()[0].to_vector<double>();
+  };
+  const std::vector<double> want = gradient(DType::f32), got = gradient(DType::bf16);
+  ASSERT_EQ(got.size(), 60u);
+  for (std::size_t i = 0; i < 5; ++i)
+    for (std::size_t j = 0; j < 4; ++j) {
+      // dq = k, dk = q, dv = w: each exactly a bf16 value here (no sum: one cotangent each).
+      EXPECT_EQ(got[i * 12 + j], hq[i * 12 + 4 + j]);
+      EXPECT_EQ(got[i * 12 + 4 + j], hq[i * 12 + j]);
+      EXPECT_EQ(got[i * 12 + 8 + j], hw[i * 4 + j]);
+    }
+  EXPECT_CLOSE(got, want, 1e-2);
+}
+
 // ---- refusals, each leaving the forward graph usable
 
 TEST(DiffControl, AWhileWithoutACapIsRefusedWithTheFix) {

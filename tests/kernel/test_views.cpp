@@ -41,6 +41,31 @@ TEST_P(Views, GatherAddAndZeroGoWhereTheViewLies) {
     }
 }
 
+// scatter_view copies into a view in every float dtype (16-bit ones as bits): the transpose of a
+// bf16 matrix written from a contiguous one, then gathered back unchanged.
+TEST_P(Views, ScatterWritesWhereTheViewLiesInSixteenBits) {
+  for (DType dtype : {DType::bf16, DType::f16, DType::f32}) {
+    SCOPED_TRACE(std::string(dtype_name(dtype)));
+    const Array m = test::random_array({3, 4}, dtype, device());
+    const Array c = test::random_array({4, 3}, dtype, device());
+    const Array t = Array::wrap(m.data(), {4, 3}, dtype, device(), {1, 4});
+    launch(kernels::scatter_view(), {t, c}, {}, stream(), team_);
+    const std::vector<Array> back = launch(kernels::gather_view(), {t}, {}, stream(), team_);
+    stream().synchronize();
+    const std::vector<double> hc = c.to_vector<double>(), got = m.to_vector<double>();
+    EXPECT_EQ(back[0].to_vector<double>(), hc);
+    for (std::size_t i = 0; i < 3; ++i)
+      for (std::size_t j = 0; j < 4; ++j) EXPECT_EQ(got[i * 4 + j], hc[j * 3 + i]);
+  }
+  const Array m = test::random_array({2, 3}, DType::bf16, device());
+  test::expect_invalid(
+      [&] {
+        launch(kernels::scatter_view(), {m, test::random_array({2, 3}, DType::f32, device())}, {},
+               stream(), team_);
+      },
+      {"scatter_view", "'c'", "'view''s shape and dtype"});
+}
+
 TEST_P(Views, RefusesAMismatchedCotangentAndSixteenBitSums) {
   const Array m = test::random_array({2, 3}, DType::f32, device());
   const Array c = test::random_array({3, 3}, DType::f32, device());

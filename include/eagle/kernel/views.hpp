@@ -11,8 +11,11 @@ namespace eagle::kernels {
 // dtype (f32, f64, f16, bf16).
 const Kernel& gather_view();
 // view (a strided view, read-write), c (contiguous, the view's shape and dtype): view[i] += c[i].
-// f32 and f64.
+// f32 and f64 (16-bit sums: gather_view, add, scatter_view).
 const Kernel& add_to_view();
+// view (a strided view, written), c (contiguous, the view's shape and dtype): view[i] = c[i].
+// Any float dtype.
+const Kernel& scatter_view();
 // view (a strided view, read-write): view[i] = 0. Any float dtype.
 const Kernel& zero_view();
 
