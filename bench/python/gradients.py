@@ -30,7 +30,9 @@ the median of --repeats. Goal (H200): eagle's step >= 1.0x torch's captured step
 Usage: python bench/python/gradients.py [--device cuda:0|cpu] [--small|--full] [--json OUT]
   [--autotune] (eagle's planned pieces pick their plan entries by timing them on the device)
   [--fuse-epilogues] (the MLP's planned segments with matmul epilogues: each gelu in its matmul's
-  segment, gelu_backward in the dx matmul's, fused where an engine serves them).
+  segment, gelu_backward in the dx matmul's, fused where an engine serves them)
+  [--trace DIR] (after timing, each eagle step's trace of a few replays into DIR/<case>-<dim>.json,
+  CUPTI on a GPU, and the last replay's nodes printed in order: start, length, stream, kernel).
 Default on a GPU: --full (T 4096, N 32, dims 512 and 4096, bf16; the loop in f32); on the CPU:
 --small (T 64, N 4, dims 32 and 64, f32) as a check of the benchmark itself, not of the goal.
 """
