@@ -22,6 +22,12 @@ void check_same(const std::vector<ArrayMeta>& in, const char* kernel, const char
                           std::string(dtype_name(in[0].dtype)) + shape_str(in[0].shape));
 }
 
+// The inference of a kernel taking (view, c): no outputs, c of view's shape and dtype.
+std::vector<ArrayMeta> view_and_c(const std::vector<ArrayMeta>& in, const char* kernel) {
+  check_same(in, kernel, "view", "c");
+  return {};
+}
+
 struct GatherView {
   static constexpr const char* name = "gather_view";
   static constexpr std::array<const char*, 2> params = {"x", "out"};
@@ -40,8 +46,7 @@ struct AddToView {
   static constexpr bool per_sample = false;
   static std::vector<ArrayMeta> infer(const std::vector<ArrayMeta>& in,
                                       const std::vector<ScalarArg>&) {
-    check_same(in, name, "view", "c");
-    return {};
+    return view_and_c(in, name);
   }
   template <class T>
   EAGLE_HD static void point(int64_t i, InOutView<T> view, In<T> c) {
@@ -56,8 +61,7 @@ struct ScatterView {
   static constexpr bool per_sample = false;
   static std::vector<ArrayMeta> infer(const std::vector<ArrayMeta>& in,
                                       const std::vector<ScalarArg>&) {
-    check_same(in, name, "view", "c");
-    return {};
+    return view_and_c(in, name);
   }
   template <class T>
   EAGLE_HD static void point(int64_t i, InOutView<T> view, In<T> c) {
