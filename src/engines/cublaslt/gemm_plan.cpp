@@ -23,10 +23,6 @@ void require_cublaslt_epilogue(const GemmProblem& p, const std::string& engine) 
                        "approximation, served as gelu_tanh");
   if (p.epilogue == GemmEpilogue::gelu_backward)
     throw NotSupported(engine + ": no cuBLASLt epilogue for gelu_backward (erf form)");
-  if (p.product.defined())
-    throw NotSupported(engine +
-                       ": the matmul result is an output too; an epilogue needs it "
-                       "virtual");
 }
 
 #ifdef EAGLE_HAVE_CUDA

@@ -20,7 +20,7 @@ using engines::GemmProblem;
 using engines::Matrix;
 
 // Declines (NotSupported naming `engine`) the forms of `p` cuBLASLt has no epilogue for: gelu
-// (erf) and gelu_backward, and a product kept beside its epilogue.
+// (erf) and gelu_backward (gemm_problem keeps a product beside its epilogue for gelu alone).
 void require_cublaslt_epilogue(const GemmProblem& p, const std::string& engine);
 
 // The knobs that name one algorithm: entry `algo` of the heuristic list cuBLASLt returns for the
