@@ -31,6 +31,8 @@ Usage: python bench/python/gradients.py [--device cuda:0|cpu] [--small|--full] [
   [--autotune] (eagle's planned pieces pick their plan entries by timing them on the device)
   [--fuse-epilogues] (the MLP's planned segments with matmul epilogues: each gelu in its matmul's
   segment, gelu_backward in the dx matmul's, fused where an engine serves them)
+  [--prefer NAMES] (engine names eagle's planned pieces try first, e.g. native_attention,
+  native_attention_bwd)
   [--trace DIR] (after timing, each eagle step's trace of a few replays into DIR/<case>-<dim>.json,
   CUPTI on a GPU, and the last replay's nodes printed in order: start, length, stream, kernel).
 Default on a GPU: --full (T 4096, N 32, dims 512 and 4096, bf16; the loop in f32); on the CPU:
@@ -84,6 +86,7 @@ class Config:
     cases: tuple = ("mlp", "attention", "loop")
     autotune: bool = False  # eagle's planned pieces chosen by timing (planned_* autotune=True)
     fuse_epilogues: bool = False  # the MLP's segments with matmul epilogues
+    prefer: tuple = ()  # engine names eagle's planned pieces try first (PlanningOptions::prefer)
     trace_dir: str | None = None  # --trace: where each eagle step's trace goes
 
     @property
@@ -105,6 +108,11 @@ def head_dim(dim: int) -> int:
 
 
 # ---- shared helpers -----------------------------------------------------------------------------
+
+
+def planning(cfg: Config) -> dict:
+    """The planning arguments of every planned piece (planned_kernel, planned_segments)."""
+    return {"autotune": cfg.autotune, "prefer": list(cfg.prefer)}
 
 
 def zipf_cu_seqlens(total: int, n: int, gen: torch.Generator) -> tuple[torch.Tensor, int]:
@@ -269,7 +277,7 @@ class Mlp:
         # Kept (as the attention case keeps sdpa's stats): the backward reads each row's logsumexp
         # instead of a second pass over the logits.
         ce["lse"].set_output(True).set_name("lse")
-        segments = eagle.planned_segments(og, autotune=self.cfg.autotune,
+        segments = eagle.planned_segments(og, **planning(self.cfg),
                                           fuse_epilogues=self.cfg.fuse_epilogues)
         x, t, ws = share(self.x), share(self.t), [share(w) for w in self.ws]
 
@@ -347,7 +355,7 @@ class Attention:
         proj_graph = eagle.op.Graph("proj")  # [T, dim] x [dim, dim]: q, k, v and out
         proj_graph.matmul(proj_graph.tensor("a", (T, dim), dt),
                           proj_graph.tensor("w", (dim, dim), dt)).set_output(True).set_name("c")
-        proj = eagle.planned_kernel(proj_graph, autotune=self.cfg.autotune)
+        proj = eagle.planned_kernel(proj_graph, **planning(self.cfg))
         attn_graph = eagle.op.Graph("varlen_attention")
         tq, tk, tv = (attn_graph.tensor(n, (T, H, D), dt) for n in "qkv")
         tcu = attn_graph.tensor("cu_seqlens", (self.cfg.seqs + 1,), eagle.i32)
@@ -357,11 +365,11 @@ class Attention:
         outs["o"].set_output(True).set_name("o")
         outs["stats"].set_output(True).set_name("stats")  # read by the backward, not recomputed
         # It reads cu_seqlens, so autotune leaves it to the list's order (planned_kernel).
-        attention = eagle.planned_kernel(attn_graph, autotune=self.cfg.autotune)
+        attention = eagle.planned_kernel(attn_graph, **planning(self.cfg))
         loss_graph = eagle.op.Graph("loss")
         loss_graph.op("reduction", {"x": loss_graph.tensor("y", (T, dim), dt)},
                       {"mode": "sum"})["y"].set_output(True).set_name("loss")
-        loss_kernel = eagle.planned_kernel(loss_graph, autotune=self.cfg.autotune)
+        loss_kernel = eagle.planned_kernel(loss_graph, **planning(self.cfg))
         x, cu = share(self.x), share(self.cu)
         ws = [share(self.wqkv[:, i * dim:(i + 1) * dim]) for i in range(3)] + [share(self.wo)]
 
@@ -508,11 +516,11 @@ class Loop:
         og = eagle.op.Graph("turn")
         th, tw = og.tensor("h", (R, dim), dt), og.tensor("w", (dim, dim), dt)
         tg = og.pointwise("gelu", og.matmul(th, tw)).set_output(True).set_name("g")
-        segments = eagle.planned_segments(og, autotune=self.cfg.autotune)  # matmul, then gelu
+        segments = eagle.planned_segments(og, **planning(self.cfg))  # matmul, then gelu
         loss_graph = eagle.op.Graph("loss")
         loss_graph.op("reduction", {"x": loss_graph.tensor("y", (R, dim), dt)},
                       {"mode": "sum"})["y"].set_output(True).set_name("loss")
-        loss_kernel = eagle.planned_kernel(loss_graph, autotune=self.cfg.autotune)
+        loss_kernel = eagle.planned_kernel(loss_graph, **planning(self.cfg))
         h0, w = share(self.h0), share(self.w)
 
         def step(r):
@@ -619,6 +627,9 @@ def main() -> int:
                    help="plan eagle's pieces by timing their entries on the device first")
     p.add_argument("--fuse-epilogues", action="store_true",
                    help="the MLP's segments with matmul epilogues (PlanningOptions::fuse_epilogues)")
+    p.add_argument("--prefer", default="",
+                   help="comma-separated engine names eagle's planned pieces try first, e.g. "
+                        "native_attention,native_attention_bwd or cudnn (PlanningOptions::prefer)")
     p.add_argument("--json", help="write the summary here (for bench/RESULTS.md)")
     p.add_argument("--trace", metavar="DIR",
                    help="after timing, trace a few replays of each eagle step (CUPTI on a GPU): "
@@ -634,11 +645,13 @@ def main() -> int:
         shapes["iters"] = a.iters
     cfg = Config(device=a.device, turns=a.turns, repeats=a.repeats, seed=a.seed,
                  cases=tuple(a.cases.split(",")), autotune=a.autotune,
-                 fuse_epilogues=a.fuse_epilogues, trace_dir=a.trace, **shapes)
+                 fuse_epilogues=a.fuse_epilogues, trace_dir=a.trace,
+                 prefer=tuple(n for n in a.prefer.split(",") if n), **shapes)
     print(f"eagle gradients benchmark on {cfg.device} (torch {torch.__version__}); "
           f"T {cfg.tokens}, N {cfg.seqs}, dims {cfg.dims}, {cfg.dtype}"
           f"{'; eagle autotuned' if cfg.autotune else ''}"
-          f"{'; matmul epilogues fused' if cfg.fuse_epilogues else ''}", flush=True)
+          f"{'; matmul epilogues fused' if cfg.fuse_epilogues else ''}"
+          f"{'; engines preferred: ' + ','.join(cfg.prefer) if cfg.prefer else ''}", flush=True)
     if cfg.cuda and torch_varlen_attn() is None:
         print("note: this torch has no torch.nn.attention.varlen; torch's attention runs per "
               "sequence (scaled_dot_product_attention)", flush=True)

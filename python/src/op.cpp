@@ -82,8 +82,9 @@ std::vector<plan::HeurMode> to_modes(const std::vector<std::string>& names) {
 
 // A planned kernel's options: the modes, and autotune with plan::autotune's defaults or none.
 engines::PlanningOptions planning_options(const std::vector<std::string>& modes, bool autotune,
-                                          bool fuse_epilogues = false) {
-  engines::PlanningOptions o{to_modes(modes), std::nullopt, fuse_epilogues};
+                                          bool fuse_epilogues,
+                                          const std::vector<std::string>& prefer) {
+  engines::PlanningOptions o{to_modes(modes), std::nullopt, fuse_epilogues, prefer};
   if (autotune) o.autotune = plan::AutotuneOptions{};
   return o;
 }
@@ -349,27 +350,31 @@ void bind_op(nb::module_& m) {
       "A one-entry plan list for a known (engine id, knobs).");
   m.def(
       "planned_kernel",
-      [](const op::Graph& g, const std::vector<std::string>& modes, bool autotune) {
-        return engines::planned_kernel(g, planning_options(modes, autotune));
+      [](const op::Graph& g, const std::vector<std::string>& modes, bool autotune,
+         const std::vector<std::string>& prefer) {
+        return engines::planned_kernel(g, planning_options(modes, autotune, false, prefer));
       },
       nb::arg("graph"), nb::arg("modes") = std::vector<std::string>{"A"},
-      nb::arg("autotune") = false,
+      nb::arg("autotune") = false, nb::arg("prefer") = std::vector<std::string>{},
       "A Kernel calling `graph`, planned when a graph recording it is built. autotune=True: "
       "the plan entries that build are timed on the device first (on zero-filled scratch "
       "operands, once per device) and the fastest kept, for the kernel and its derivative's "
-      "kernels; a graph reading cu_seqlens or ragged offsets keeps the list's order.");
+      "kernels; a graph reading cu_seqlens or ragged offsets keeps the list's order. prefer: "
+      "engine names (or 'cudnn') tried first, in order, for the kernel and its derivative's "
+      "kernels; one that does not serve a graph leaves it to the ranked list.");
   m.def(
       "planned_segments",
       [](const op::Graph& g, const std::vector<std::string>& modes, bool autotune,
-         bool fuse_epilogues) {
+         bool fuse_epilogues, const std::vector<std::string>& prefer) {
         nb::list out;
-        for (engines::PlannedSegment& s :
-             engines::planned_segments(g, planning_options(modes, autotune, fuse_epilogues)))
+        for (engines::PlannedSegment& s : engines::planned_segments(
+                 g, planning_options(modes, autotune, fuse_epilogues, prefer)))
           out.append(nb::make_tuple(s.kernel, s.inputs, s.outputs));
         return out;
       },
       nb::arg("graph"), nb::arg("modes") = std::vector<std::string>{"A"},
       nb::arg("autotune") = false, nb::arg("fuse_epilogues") = false,
+      nb::arg("prefer") = std::vector<std::string>{},
       "`graph` cut into pieces one engine family serves on its own (each run of pointwise "
       "nodes one piece, every other node a piece of its own; with fuse_epilogues=True a matmul "
       "and the pointwise chain right after it one piece, its product an output too, fused where "

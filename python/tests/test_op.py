@@ -95,6 +95,21 @@ def test_planned_kernel_in_a_recorded_graph(rng):
     np.testing.assert_allclose(g().numpy(), a * b)
 
 
+def test_planned_kernel_prefers_named_engines(rng):
+    og = eagle.op.Graph("mul")
+    ta, tb = og.tensor("a", (4,), eagle.f64), og.tensor("b", (4,), eagle.f64)
+    og.pointwise("mul", ta, tb).set_output(True)
+    # On the CPU only the reference serves: a named GPU engine leaves the choice to the list.
+    k = eagle.planned_kernel(og, prefer=["native_pointwise", "reference"])
+    a, b = random_values(rng, (4,), np.float64), random_values(rng, (4,), np.float64)
+    g = eagle.Graph.record(lambda r: r.result(k(r.param("a", a), r.param("b", b)))).build()
+    np.testing.assert_allclose(g().numpy(), a * b)
+    with pytest.raises(eagle.InvalidArgument, match="prefer names 'no_such'"):
+        eagle.planned_kernel(og, prefer=["no_such"])
+    with pytest.raises(eagle.InvalidArgument, match="prefer names 'no_such'"):
+        eagle.planned_segments(og, prefer=["cudnn", "no_such"])
+
+
 @pytest.mark.parametrize("autotune", [False, True])
 def test_planned_segments_recorded_in_order(rng, autotune):
     og = eagle.op.Graph("mlp")

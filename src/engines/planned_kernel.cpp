@@ -127,6 +127,43 @@ void autotune_on_scratch(plan::ExecutionPlans& plans, Device device,
   stream.synchronize();
 }
 
+// Whether entry `index` is of the engine (or the backend) called `name`.
+bool entry_of(const plan::ExecutionPlans& plans, const plan::Manifest& manifest, int index,
+              const std::string& name) {
+  if (const plan::Engine* e = manifest.engine(plans.at(index).engine_id)) return e->name() == name;
+  return manifest.backend() && manifest.backend()->name() == name;
+}
+
+// PlanningOptions::prefer: keeps the first entry of a named engine that builds, the names taken
+// in order; false (nothing selected) when none does.
+bool build_preferred(plan::ExecutionPlans& plans, const plan::Manifest& manifest,
+                     const std::vector<std::string>& prefer) {
+  for (const std::string& name : prefer)
+    for (int i = 0; i < plans.count(); ++i) {
+      if (!entry_of(plans, manifest, i, name)) continue;
+      try {
+        plans.build_plan_at_index(i);
+      } catch (const NotSupported&) {
+        continue;
+      }
+      plans.select_plan(i);
+      plans.build_plans();
+      return true;
+    }
+  return false;
+}
+
+void check_preferred(const std::vector<std::string>& prefer, const plan::Manifest& manifest) {
+  for (const std::string& name : prefer) {
+    bool known = manifest.backend() && manifest.backend()->name() == name;
+    for (const plan::EngineFamily& f : manifest.families())
+      for (const plan::EngineSlot& slot : f.slots) known = known || slot.name == name;
+    if (!known)
+      throw InvalidArgument("planned_kernel: prefer names '" + name +
+                            "', which is neither an engine of the manifest nor its backend");
+  }
+}
+
 // An epilogue segment that no engine serves whole on a device (a matmul and its pointwise
 // chain, planned_segments): the segment's unfused pieces, planned apart and run in order in one
 // call. Each piece reads its operands from the segment's argument block (`operand`: the index of
@@ -235,6 +272,7 @@ class PlannedBinder : public CallBinder {
   plan::ExecutionPlans plans_for(op::Graph& graph, Device device) const {
     plan::ExecutionPlans plans =
         plan::ExecutionPlans::create(graph, manifest_, device, options_.modes);
+    if (build_preferred(plans, manifest_, options_.prefer)) return plans;
     if (options_.autotune && !reads_sequence_offsets(graph))
       autotune_on_scratch(plans, device, *options_.autotune);
     else
@@ -296,6 +334,7 @@ namespace detail {
 Kernel planned_kernel_of(const op::Graph& graph, const PlanningOptions& options,
                          const plan::Manifest& manifest, bool split_when_unserved) {
   if (options.autotune) plan::check_autotune_options(*options.autotune);
+  check_preferred(options.prefer, manifest);
   graph.validate();
   const std::vector<op::Tensor> operands = graph.operand_tensors();
   KernelDef def;

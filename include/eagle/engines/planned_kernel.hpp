@@ -35,6 +35,13 @@ struct PlanningOptions {
   // with gelu 9.33 against 8.03 us, with gelu_backward 11.46 against 8.55 us), and issue 12's
   // MLP step with them 201.9 us against 127.0 without (gradients.py, 2026-12-07).
   bool fuse_epilogues = false;
+  // Engine names tried first, in this order, before the ranked list (and before autotune): the
+  // first entry of a named engine that builds is kept. An engine's own name ("native_attention",
+  // "cublaslt") or the backend's ("cudnn", for its entries). A named engine that does not serve
+  // the graph (another family, or it declines) leaves the choice to the ranked list, so one list
+  // can name the engines of a kernel and of its derivative's kernels. A name no engine of the
+  // manifest or its backend has is refused (InvalidArgument) when the kernel is made.
+  std::vector<std::string> prefer = {};
 };
 
 // A Kernel calling `graph` (which stays unplanned: the kernel keeps its own copy). Its array
