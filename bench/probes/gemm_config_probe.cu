@@ -33,6 +33,12 @@ struct Pingpong128 {
 struct Pingpong64 : Pingpong128 {
   using TileShape = cute::Shape<cute::_64, cute::_128, cute::_64>;
 };
+struct Cooperative64 : Cooperative128 {
+  using TileShape = cute::Shape<cute::_128, cute::_64, cute::_64>;
+};
+struct Pingpong128x64 : Pingpong128 {
+  using TileShape = cute::Shape<cute::_128, cute::_64, cute::_64>;
+};
 struct Cooperative256Cluster2 : Cluster2 {
   using TileShape = cute::Shape<cute::_128, cute::_256, cute::_64>;
 };
@@ -127,6 +133,8 @@ int main() {
     row<Cluster2>("cooperative 128x128 c2x1", a, ws, st, sms);
     row<Pingpong128>("pingpong 128x128 c1", a, ws, st, sms);
     row<Pingpong64>("pingpong 64x128 c1", a, ws, st, sms);
+    row<Cooperative64>("cooperative 128x64 c1", a, ws, st, sms);
+    row<Pingpong128x64>("pingpong 128x64 c1", a, ws, st, sms);
     row<Cooperative256Cluster2>("cooperative 128x256 c2x1", a, ws, st, sms);
     cudaFree(x), cudaFree(w), cudaFree(y), cudaFree(z);
   }

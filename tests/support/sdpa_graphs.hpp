@@ -17,6 +17,7 @@ struct SdpaShape {
   bool stats = true;  // forward: generate_stats
   DType dtype = DType::f16;
   std::optional<double> scale;
+  bool one_cu = false;  // THD self-attention: one cu_seqlens tensor on both ports
 };
 
 inline op::Dims qdims(const SdpaShape& s, int64_t heads, int64_t dim, bool kv) {
@@ -29,8 +30,10 @@ inline op::Ports sdpa_inputs(op::Graph& g, const SdpaShape& s) {
                  {"k", g.tensor({"k", qdims(s, s.kv_heads, s.head_dim, true), s.dtype})},
                  {"v", g.tensor({"v", qdims(s, s.kv_heads, s.value_dim, true), s.dtype})}};
   if (s.ragged) {
-    p.emplace_back("cu_seqlens_q", g.tensor({"cu_q", {s.batch + 1}, DType::i32}));
-    p.emplace_back("cu_seqlens_kv", g.tensor({"cu_kv", {s.batch + 1}, DType::i32}));
+    const op::Tensor cu_q = g.tensor({"cu_q", {s.batch + 1}, DType::i32});
+    p.emplace_back("cu_seqlens_q", cu_q);
+    p.emplace_back("cu_seqlens_kv",
+                   s.one_cu ? cu_q : g.tensor({"cu_kv", {s.batch + 1}, DType::i32}));
   }
   return p;
 }

@@ -417,7 +417,11 @@ class CudnnPlan final : public plan::CompiledPlan {
         ragged_.row_elems[j] = o.row_elems;
         ragged_.kv_side[j] = o.kv_side;
       }
-      if (L.op == Lowered::Op::sdpa_bwd)
+      // dK and dV rows of a sequence with keys but no queries are zeroed after cuDNN. With one
+      // cu_seqlens for both sides (self-attention) no sequence is like that: no zeroing kernel,
+      // one launch less on the backward's path.
+      const bool one_cu = L.cu_q_uid == L.cu_kv_uid && L.s_q == L.s_kv;
+      if (L.op == Lowered::Op::sdpa_bwd && !one_cu)
         for (const char* port : {"dk", "dv"}) {
           const TensorDesc* t = L.find(port);
           const int j = ragged_.n_zero++;

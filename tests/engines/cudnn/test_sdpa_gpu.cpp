@@ -75,6 +75,13 @@ std::vector<Case> forward_cases(DType d) {
   ragged("thd lengths 0 and 1", {7, 0, 1, 33, 12}, {9, 0, 1, 40, 12}, 4, 4, false, true);
   ragged("thd causal gqa", {7, 0, 1, 33, 12}, {9, 0, 1, 40, 12}, 8, 2, true, true);
   ragged("thd kv shorter, not causal", {20, 3}, {6, 3}, 4, 2, false, true);
+  {  // self-attention: one cu_seqlens on both ports (the backward then zeroes no kv rows)
+    SdpaShape s;
+    s.dtype = d, s.heads = 4, s.kv_heads = 2, s.head_dim = s.value_dim = 64;
+    s.causal = true, s.one_cu = true;
+    const Layout l = thd({7, 0, 1, 33, 12}, {7, 0, 1, 33, 12}, 5);
+    cases.push_back({"thd self-attention, one cu_seqlens", shape_for(s, l), l});
+  }
   {
     const std::vector<int64_t> cu_q = test::random_cu_seqlens(6, 50), cu_kv = [&] {
       std::vector<int64_t> c = {0};

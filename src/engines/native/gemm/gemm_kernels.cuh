@@ -6,6 +6,7 @@
 #include <cuda_runtime.h>
 
 #include <cmath>
+#include <type_traits>
 
 #include "cute/tensor.hpp"
 #include "cutlass/cutlass.h"
@@ -71,6 +72,16 @@ struct Cooperative128 {
   using EpilogueSchedule = cutlass::epilogue::TmaWarpSpecializedCooperative;
 };
 
+// A configuration's epilogue subtile: its `EpilogueTile` when it names one, else CUTLASS's choice.
+template <class Config, class = void>
+struct EpilogueTileOf {
+  using type = cutlass::epilogue::collective::EpilogueTileAuto;
+};
+template <class Config>
+struct EpilogueTileOf<Config, std::void_t<typename Config::EpilogueTile>> {
+  using type = typename Config::EpilogueTile;
+};
+
 // One Hopper GEMM: TMA loads, `Config`'s mainloop, f32 accumulation, the epilogue `Fusion`
 // through TMA stores; y row-major, no source C.
 template <class Element, class LayoutA, class LayoutB, class Fusion, class Config = Cooperative128>
@@ -83,8 +94,8 @@ struct Sm90Gemm {
   static constexpr int kAlign = 8;  // elements in 16 bytes
   using CollectiveEpilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, TileShape, ClusterShape,
-      cutlass::epilogue::collective::EpilogueTileAuto, float, float, void, Row, kAlign, Element,
-      Row, kAlign, EpilogueSchedule, Fusion>::CollectiveOp;
+      typename EpilogueTileOf<Config>::type, float, float, void, Row, kAlign, Element, Row, kAlign,
+      EpilogueSchedule, Fusion>::CollectiveOp;
   using CollectiveMainloop = typename cutlass::gemm::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, Element, LayoutA, kAlign, Element,
       LayoutB, kAlign, float, TileShape, ClusterShape,
