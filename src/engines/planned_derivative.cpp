@@ -156,8 +156,10 @@ class PlannedRule final : public VjpRule {
         case op::Source::Kind::recomputed:
           v = recomputed.at(s.uid);
           break;
-        case op::Source::Kind::constant:
-          return r.constant(s.value, t.dtype());  // one fill per value in this arm
+        case op::Source::Kind::constant: {  // one fill per value in this arm
+          const Value c = r.constant(s.value, t.dtype());
+          return t.dims().empty() ? c : c.broadcast_to(t.dims());
+        }
       }
       const int rank = static_cast<int>(v.shape().size());
       if (s.transposed) return v.transpose(rank - 2, rank - 1);

@@ -136,6 +136,12 @@ void Recording::State::check_node_args(const NodeInfo& node, const KernelDef& de
                             "' is a strided view " + shape_str(a.strides) +
                             "; the kernel does not declare that it takes strided arrays");
     if (reads(a.access)) check_readable(a.buffer, node_name(node));
+    if (writes(a.access))
+      for (std::size_t d = 0; d < a.strides.size(); ++d)
+        if (a.strides[d] == 0 && a.shape[d] > 1)
+          throw InvalidArgument("kernel " + def.name + ": argument '" + p.name +
+                                "' is written, and it is a broadcast view (stride 0 on dim " +
+                                std::to_string(d) + "): its elements share memory");
     // A written param is shadowed (the graph writes its own copy); an external is written as is.
     const BufferInfo& b = buffers[static_cast<std::size_t>(a.buffer)];
     if (writes(a.access) && b.kind == BufferKind::external &&

@@ -148,6 +148,29 @@ Value Value::transpose(int d0, int d1) const {
   return s.handle(s.new_value(v.buffer, v.byte_offset, shape, v.dtype, strides));
 }
 
+Value Value::broadcast_to(const Shape& shape) const {
+  auto rec = live("Value::broadcast_to");
+  Recording::State& s = *rec->s_;
+  s.check_open("Value::broadcast_to");
+  const auto v = s.value(*this, "Value::broadcast_to");
+  checked_numel(shape, "Value::broadcast_to");
+  const Shape from = v.strides.empty() ? contiguous_strides(v.shape) : v.strides;
+  const std::size_t n = shape.size(), m = v.shape.size();
+  if (m > n)
+    throw InvalidArgument("Value::broadcast_to: " + shape_str(v.shape) + " has more dims than " +
+                          shape_str(shape));
+  Shape strides(n, 0);
+  for (std::size_t i = 0; i < m; ++i) {
+    const int64_t have = v.shape[i], want = shape[n - m + i];
+    if (have != want && have != 1)
+      throw InvalidArgument("Value::broadcast_to: " + shape_str(v.shape) +
+                            " does not broadcast to " + shape_str(shape) + " (dim " +
+                            std::to_string(i) + ")");
+    strides[n - m + i] = have == want ? from[i] : 0;
+  }
+  return s.handle(s.new_value(v.buffer, v.byte_offset, shape, v.dtype, strides));
+}
+
 Value Value::reshape(const Shape& shape) const {
   auto rec = live("Value::reshape");
   Recording::State& s = *rec->s_;

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <map>
 #include <set>
+#include <tuple>
 
 #include "eagle/core/error.hpp"
 #include "op/grad_context.hpp"
@@ -148,12 +149,15 @@ class BackwardBuilder {
     return from_recompute(it->second, transposed);
   }
 
-  Tensor constant(double v, DType dtype) {
-    const auto key = std::make_pair(v, static_cast<int>(dtype));
+  // A constant input: rank 0, or `dims` as a stride-0 broadcast of its one element (a tensor's
+  // shape without its contents, so that nothing waits for them).
+  Tensor constant(double v, DType dtype, const Dims& dims) {
+    auto key = std::make_tuple(v, static_cast<int>(dtype), dims);
     if (auto it = constants_.find(key); it != constants_.end()) return it->second;
-    Tensor c = input({"const." + std::string(dtype_name(dtype)), {}, dtype},
-                     {Source::Kind::constant, 0, v, false});
-    constants_[key] = c;
+    TensorSpec spec{"const." + std::string(dtype_name(dtype)), dims, dtype};
+    if (!dims.empty()) spec.strides = Dims(dims.size(), 0);
+    Tensor c = input(std::move(spec), {Source::Kind::constant, 0, v, false});
+    constants_.emplace(std::move(key), c);
     return c;
   }
 
@@ -294,7 +298,7 @@ class BackwardBuilder {
   std::map<int, Tensor> rc_inputs_;    // forward tensor index -> recompute input
   std::map<int, std::map<std::string, Tensor>> reruns_;  // forward node -> recompute outputs
   std::map<int, Tensor> rc_, rc_t_;                      // recompute tensor index -> backward input
-  std::map<std::pair<double, int>, Tensor> constants_;
+  std::map<std::tuple<double, int, Dims>, Tensor> constants_;
   std::set<int> gradient_set_;
   std::set<std::string> names_, rc_names_;  // operand names of the backward, recompute graphs
 };
@@ -349,8 +353,8 @@ std::vector<Tensor> GradContext::values(const std::vector<std::string>& ports) {
   return out;
 }
 
-Tensor GradContext::constant(double value, DType dtype) {
-  return b_.constant(value, dtype);
+Tensor GradContext::constant(double value, DType dtype, const Dims& dims) {
+  return b_.constant(value, dtype, dims);
 }
 
 void GradContext::grad(const std::string& port, const Tensor& contribution) {
@@ -396,14 +400,16 @@ Tensor GradContext::cast(const Tensor& a, DType dtype) {
   return graph().pointwise("cast", a, {{"dtype", Attr(dtype)}});
 }
 
-Tensor GradContext::expand(const Tensor& x, const Tensor& like) {
-  if (x.dims() == like.dims()) return x;
-  return where(like, x, x);
+// Both broadcast through a stride-0 constant of `dims` as where's condition, not through a
+// forward tensor of those dims: the backward then reads no such tensor and does not wait for it.
+Tensor GradContext::expand(const Tensor& x, const Dims& dims) {
+  if (x.dims() == dims) return x;
+  return where(constant(1.0, x.dtype(), dims), x, x);
 }
 
-Tensor GradContext::zeros_like(const Tensor& like) {
-  const Tensor zero = constant(0.0, like.dtype());
-  return where(like, zero, zero);
+Tensor GradContext::zeros(const Dims& dims, DType dtype) {
+  const Tensor zero = constant(0.0, dtype);
+  return where(constant(1.0, dtype, dims), zero, zero);
 }
 
 Tensor GradContext::sum(const Tensor& x, const std::vector<int64_t>& axes, bool keepdim) {

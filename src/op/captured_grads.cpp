@@ -43,7 +43,8 @@ void delta_rule_grad(GradContext& c) {
   Ports ins;
   for (const auto& [port, t] : n.inputs()) ins.emplace_back(port, c.value(port));
   const Tensor d_o = c.cot("o");
-  ins.emplace_back("d_o", d_o.defined() ? d_o : c.zeros_like(c.value("v")));
+  const Tensor v = n.input("v");
+  ins.emplace_back("d_o", d_o.defined() ? d_o : c.zeros(v.dims(), v.dtype()));
   if (n.output("final_state").defined())
     if (const Tensor d_final = c.cot("final_state"); d_final.defined())
       ins.emplace_back("d_final_state", d_final);

@@ -40,8 +40,8 @@ class GradContext {
   std::vector<Tensor> values(const std::vector<std::string>& ports);
   // Whether output `port` is a forward operand (the forward kernel writes it).
   bool exposed(const std::string& port) const;
-  // A rank-0 constant.
-  Tensor constant(double value, DType dtype);
+  // A constant: rank 0, or `dims` (a stride-0 broadcast of one element).
+  Tensor constant(double value, DType dtype, const Dims& dims = {});
   // Adds `contribution` to the gradient of input `port` (summing broadcast axes and casting to
   // the input's dtype as needed). Ignored when the port does not want a gradient.
   void grad(const std::string& port, const Tensor& contribution);
@@ -53,10 +53,10 @@ class GradContext {
   Tensor pw(const std::string& op, const Tensor& a, const Tensor& b);
   Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
   Tensor cast(const Tensor& a, DType dtype);
-  // `x` broadcast to the dims of `like` (where(like, x, x): like's values do not matter).
-  Tensor expand(const Tensor& x, const Tensor& like);
-  // Zeros of `like`'s dims and dtype.
-  Tensor zeros_like(const Tensor& like);
+  // `x` broadcast to `dims`.
+  Tensor expand(const Tensor& x, const Dims& dims);
+  // Zeros of `dims` and `dtype`.
+  Tensor zeros(const Dims& dims, DType dtype);
   // Sums `x` over `axes` (keepdim as given).
   Tensor sum(const Tensor& x, const std::vector<int64_t>& axes, bool keepdim);
 

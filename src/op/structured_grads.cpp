@@ -73,7 +73,7 @@ void reduction_grad(GradContext& c) {
         if (reduced[i]) count *= dims[i];
       g = c.pw("mul", g, c.constant(count ? 1.0 / static_cast<double>(count) : 0.0, g.dtype()));
     }
-    c.grad("x", c.expand(g, c.value("x")));
+    c.grad("x", c.expand(g, dims));
     return;
   }
   const Tensor x = c.value("x");

@@ -73,6 +73,35 @@ TEST(Values, ViewsDescribeTheirStrides) {
   });
 }
 
+TEST(Values, BroadcastViewsRepeatWithStrideZeroAndAreNeverWritten) {
+  Graph::record([&](Recorder& r) {
+    const Value one = r.empty({}, DType::f32, "one");
+    const Value b = one.broadcast_to({4, 6});
+    EXPECT_EQ(b.shape(), (Shape{4, 6}));
+    EXPECT_EQ(b.strides(), (Shape{0, 0}));
+    const Value m = r.empty({4, 1}, DType::f32, "m");
+    EXPECT_EQ(m.broadcast_to({2, 4, 3}).strides(), (Shape{0, 1, 0}));
+    const Value row = r.empty({1, 3}, DType::f32, "row");
+    EXPECT_EQ(row.broadcast_to({5, 3}).strides(), (Shape{0, 1}));
+    expect_throw_with<InvalidArgument>(
+        [&] {
+          (void)m.broadcast_to({3, 2});
+        },
+        {"Value::broadcast_to", "does not broadcast", "dim 0"});
+    expect_throw_with<InvalidArgument>([&] { (void)m.broadcast_to({4}); },
+                                       {"Value::broadcast_to", "more dims"});
+    // A kernel reads it (a strided view) but never writes it: its elements share memory.
+    const Value read = r.call(test::typed_strided_copy(), {b});
+    EXPECT_EQ(read.shape(), (Shape{4, 6}));
+    expect_throw_with<InvalidArgument>(
+        [&] {
+          r.call(test::typed_strided_scale(), {b, 2.0});
+        },
+        {"'x' is written", "broadcast view", "stride 0 on dim 0"});
+    r.result(read);
+  });
+}
+
 class ValuesOnDevice : public test::OnDevice {};
 EAGLE_ON_EVERY_DEVICE(ValuesOnDevice);
 

@@ -84,8 +84,12 @@ std::vector<Array> backward_gradients(const op::Graph& f, const Arrays& in,
       case op::Source::Kind::recomputed:
         a = recomputed.at(s.uid);
         break;
-      case op::Source::Kind::constant:
-        return test::from_doubles({s.value}, {}, t.dtype(), kCpu);
+      case op::Source::Kind::constant: {  // rank 0, or a stride-0 broadcast of one element
+        const Array one = test::from_doubles({s.value}, {}, t.dtype(), kCpu);
+        if (t.dims().empty()) return one;
+        return Array::wrap(one.data(), t.dims(), t.dtype(), kCpu, op::Dims(t.dims().size(), 0),
+                           one.storage());
+      }
     }
     if (s.transposed) return transposed_view(a);
     return a.shape() == t.dims() ? a : a.reshape(t.dims());
@@ -278,6 +282,29 @@ TEST(OpBackward, ReductionsBroadcastTheCotangentBack) {
                            .set_output(true);
       check({g, {{x.uid(), uniform(x, 0.3, 2)}}, {y}, {x}});
     }
+  }
+}
+
+// The broadcast of a sum's (or mean's) cotangent takes x's dims from a stride-0 constant, not
+// from x: the backward reads no forward tensor, so a graph runs it without waiting for x.
+TEST(OpBackward, ASumsBackwardReadsNoForwardTensor) {
+  for (const char* mode : {"sum", "mean"}) {
+    SCOPED_TRACE(mode);
+    op::Graph g("reduce");
+    const Tensor x = g.tensor({"x", {3, 4}, f64});
+    Tensor y = g.op("reduction", {{"x", x}}, {{"mode", op::Attr(mode)}}).at("y");
+    y.set_output(true);
+    const op::BackwardGraph b = op::backward(g, {y}, {x});
+    bool broadcast = false;
+    for (const auto& [t, src] : b.inputs) {
+      EXPECT_NE(src.kind, op::Source::Kind::forward) << t.name();
+      if (src.kind == op::Source::Kind::constant && t.dims() == op::Dims{3, 4}) {
+        broadcast = true;
+        EXPECT_EQ(t.strides(), (op::Dims{0, 0})) << t.name();
+      }
+    }
+    EXPECT_TRUE(broadcast) << "no constant in x's dims";
+    check({g, {{x.uid(), uniform(x)}}, {y}, {x}});
   }
 }
 

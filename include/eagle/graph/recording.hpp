@@ -43,6 +43,9 @@ class Value {
   Value transpose(int d0, int d1) const;
   // Same elements, new shape (the value must be contiguous).
   Value reshape(const Shape& shape) const;
+  // The value repeated to `shape` by numpy's rules (a missing leading dim or one of size 1
+  // repeats with stride 0): a strided view that no kernel may write.
+  Value broadcast_to(const Shape& shape) const;
   int id() const { return id_; }
   bool defined() const { return !rec_.expired(); }
   // The recording buffer the value views (Recording::buffers()) and the byte offset of its first

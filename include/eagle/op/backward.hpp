@@ -26,7 +26,7 @@ struct Source {
     forward,     // the forward operand with `uid` (an input, or an output after the forward ran)
     recomputed,  // the output with `uid` of the recompute graph
     cotangent,   // the cotangent of the forward output with `uid`
-    constant,    // a rank-0 tensor holding `value`
+    constant,    // `value`: rank 0, or the input's dims as a stride-0 broadcast of one element
   };
   Kind kind = Kind::forward;
   int64_t uid = 0;

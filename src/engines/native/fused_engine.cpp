@@ -70,6 +70,14 @@ class FusedPlan : public plan::CompiledPlan {
   }
 };
 
+// An input declared as one element repeated (every stride 0, e.g. a derivative's constant in a
+// tensor's dims): read as a scalar.
+bool broadcast_scalar(const op::Tensor& t) {
+  const op::Dims& st = t.strides();
+  return t.producer() < 0 && !st.empty() &&
+         std::all_of(st.begin(), st.end(), [](int64_t x) { return x == 0; });
+}
+
 class FusedEngine : public plan::Engine {
  public:
   FusedEngine(int64_t id, const std::string& name) : Engine(id, name) {
@@ -104,7 +112,7 @@ class FusedEngine : public plan::Engine {
         require(t.dims() == shape, name(),
                 "output '" + t.name() + "' must have the full broadcast shape");
       }
-      if (!t.is_virtual()) require_row_major(t, name());
+      if (!t.is_virtual() && !broadcast_scalar(t)) require_row_major(t, name());
     }
     require(inputs <= kFusedMaxInputs, name(),
             "serves at most " + std::to_string(kFusedMaxInputs) + " inputs");
@@ -130,13 +138,14 @@ class FusedEngine : public plan::Engine {
       const int k = p.inputs++;
       reg[t.index()] = k;
       fused_type_of(t.dtype(), p.in_type[k]);
-      rules.add(*ctx.layout, t, device, /*row_major=*/true);
+      const bool scalar = broadcast_scalar(t);
+      rules.add(*ctx.layout, t, device, /*row_major=*/!scalar);
       in_pos.push_back(ctx.layout->index_of(t));
       // Strides over the iteration dims, right-aligned; 0 where the input broadcasts.
       const op::Dims& d = t.dims();
-      p.in_dense[k] = d == shape;
-      p.in_scalar[k] = element_count(d) == 1;
-      p.in_splat[k] = d.empty() || d.back() == 1;
+      p.in_dense[k] = d == shape && !scalar;
+      p.in_scalar[k] = scalar || element_count(d) == 1;
+      p.in_splat[k] = scalar || d.empty() || d.back() == 1;
       int64_t stride = 1;
       for (std::size_t i = d.size(); i-- > 0;) {
         const std::size_t at = shape.size() - d.size() + i;
