@@ -56,22 +56,8 @@ template <class Config>
 struct Plain {
   using Fusion = cutlass::epilogue::fusion::LinearCombination<Bf16, float, void, float>;
   using Gemm = typename Sm90Gemm<Bf16, Row, Row, Fusion, Config>::Gemm;
-  static typename Gemm::Arguments arguments(const EpilogueGemmArgs& a) {
-    typename Gemm::Arguments args{};
-    args.mode = cutlass::gemm::GemmUniversalMode::kGemm;
-    args.problem_shape =
-        cute::make_shape(static_cast<int>(a.m), static_cast<int>(a.n), static_cast<int>(a.k), 1);
-    args.mainloop = {
-        static_cast<const Bf16*>(a.a), cute::make_stride(a.lda, cute::Int<1>{}, int64_t{0}),
-        static_cast<const Bf16*>(a.b), cute::make_stride(cute::Int<1>{}, a.ldb, int64_t{0})};
-    const auto sd = cute::make_stride(a.ldy, cute::Int<1>{}, int64_t{0});
-    args.epilogue.dC = sd;
-    args.epilogue.ptr_D = static_cast<Bf16*>(a.y);
-    args.epilogue.dD = sd;
-    args.epilogue.thread.alpha = 1.0f;
-    args.epilogue.thread.beta = 0.0f;
-    args.hw_info.sm_count = 132;
-    return args;
+  static typename Gemm::Arguments arguments(const EpilogueGemmArgs& a, int sms) {
+    return gemm_arguments<Gemm, false>(a, sms);
   }
 };
 
@@ -79,9 +65,8 @@ template <class Config>
 void row(const char* name, const EpilogueGemmArgs& a, void* ws, cudaStream_t st, int sms) {
   using Fused = EpilogueGemmKernel<Bf16, false, Epilogue::gelu, Config>;
   const float fused = time_graph<typename Fused::Gemm>(Fused::arguments(a, sms), ws, st);
-  auto pa = Plain<Config>::arguments(a);
-  pa.hw_info.sm_count = sms;
-  const float plain = time_graph<typename Plain<Config>::Gemm>(pa, ws, st);
+  const float plain =
+      time_graph<typename Plain<Config>::Gemm>(Plain<Config>::arguments(a, sms), ws, st);
   std::printf("  %-26s fused gelu+aux %8.2f us   plain %8.2f us\n", name, fused, plain);
 }
 

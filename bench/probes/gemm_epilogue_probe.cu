@@ -31,25 +31,7 @@ struct Subtile : Cooperative128 {
 template <class Fusion, class Config = Cooperative128>
 float time_fusion(const EpilogueGemmArgs& a, void* ws, cudaStream_t st, int sms) {
   using Gemm = typename Sm90Gemm<Bf16, Row, Row, Fusion, Config>::Gemm;
-  typename Gemm::Arguments args{};
-  args.mode = cutlass::gemm::GemmUniversalMode::kGemm;
-  args.problem_shape =
-      cute::make_shape(static_cast<int>(a.m), static_cast<int>(a.n), static_cast<int>(a.k), 1);
-  args.mainloop = {
-      static_cast<const Bf16*>(a.a), cute::make_stride(a.lda, cute::Int<1>{}, int64_t{0}),
-      static_cast<const Bf16*>(a.b), cute::make_stride(cute::Int<1>{}, a.ldb, int64_t{0})};
-  const auto sd = cute::make_stride(a.ldy, cute::Int<1>{}, int64_t{0});
-  args.epilogue.dC = sd;
-  args.epilogue.ptr_D = static_cast<Bf16*>(a.y);
-  args.epilogue.dD = sd;
-  auto& f = args.epilogue.thread;
-  f.alpha = 1.0f;
-  f.beta = 0.0f;
-  if constexpr (requires { f.aux_ptr; }) {
-    f.aux_ptr = static_cast<decltype(f.aux_ptr)>(a.aux);
-    f.dAux = sd;
-  }
-  args.hw_info.sm_count = sms;
+  const typename Gemm::Arguments args = gemm_arguments<Gemm, false>(a, sms);
   Gemm gemm;
   if (gemm.can_implement(args) != cutlass::Status::kSuccess) return -1;
   if (gemm.initialize(args, ws, st) != cutlass::Status::kSuccess) return -2;

@@ -4,7 +4,7 @@
 #include <memory>
 
 #include "eagle/engines/planned_kernel.hpp"
-#include "engines/reference/reference_engine.hpp"
+#include "stand_in_manifest.hpp"
 #include "test_util.hpp"
 
 namespace eagle::test {
@@ -55,19 +55,8 @@ std::unique_ptr<plan::Engine> make_stand_in(int64_t id, const std::string& name)
 
 // The reference ranked first (slot order), then the stand-ins.
 const plan::Manifest& manifest() {
-  static const plan::Manifest m([] {
-    plan::ManifestSpec spec;
-    spec.families = {{"pointwise",
-                      0,
-                      {},
-                      nullptr,
-                      nullptr,
-                      {{"reference", &reference::make_reference_engine, false},
-                       {"refusing", &make_stand_in, false},
-                       {"fill", &make_stand_in, false}}}};
-    spec.unanchored_family = "pointwise";
-    return spec;
-  }());
+  static const plan::Manifest m(test::pointwise_beside_reference(
+      {{"refusing", &make_stand_in, false}, {"fill", &make_stand_in, false}}));
   return m;
 }
 

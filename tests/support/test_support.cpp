@@ -20,6 +20,7 @@
 #include "oracles/gradient.hpp"
 #include "oracles/pointwise.hpp"
 #include "oracles/structured.hpp"
+#include "stand_in_manifest.hpp"
 #include "test_util.hpp"
 
 namespace eagle {
@@ -343,19 +344,8 @@ std::unique_ptr<plan::Engine> make_stand_in(int64_t id, const std::string& name)
 }
 
 const plan::Manifest& stand_in_manifest() {
-  static const plan::Manifest m([] {
-    plan::ManifestSpec spec;
-    spec.families = {{"pointwise",
-                      0,
-                      {},
-                      nullptr,
-                      nullptr,
-                      {{"reference", &reference::make_reference_engine, false},
-                       {"lazy", &make_stand_in, false},
-                       {"tail", &make_stand_in, false}}}};
-    spec.unanchored_family = "pointwise";
-    return spec;
-  }());
+  static const plan::Manifest m(test::pointwise_beside_reference(
+      {{"lazy", &make_stand_in, false}, {"tail", &make_stand_in, false}}));
   return m;
 }
 

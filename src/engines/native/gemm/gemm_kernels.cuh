@@ -117,6 +117,42 @@ bool launch_gemm(const typename Gemm::Arguments& args, void* workspace,
   return gemm.run(stream) == cutlass::Status::kSuccess;
 }
 
+// The arguments of `Gemm` (an Sm90Gemm over row-major a) for `a`: b column-major or row-major,
+// alpha 1 and beta 0, and where the epilogue has them its bias and its aux (z: written or read).
+template <class Gemm, bool BColMajor>
+typename Gemm::Arguments gemm_arguments(const EpilogueGemmArgs& a, int multiprocessors) {
+  using Element = typename Gemm::GemmKernel::ElementA;
+  using StrideB = typename Gemm::GemmKernel::StrideB;
+  // CUTLASS's B is (N, K): column-major b [K, N] is K-contiguous, row-major b N-contiguous.
+  StrideB sb;
+  if constexpr (BColMajor)
+    sb = cute::make_stride(a.ldb, cute::Int<1>{}, int64_t{0});
+  else
+    sb = cute::make_stride(cute::Int<1>{}, a.ldb, int64_t{0});
+  const auto sd = cute::make_stride(a.ldy, cute::Int<1>{}, int64_t{0});
+  typename Gemm::Arguments args{};
+  args.mode = cutlass::gemm::GemmUniversalMode::kGemm;
+  args.problem_shape =
+      cute::make_shape(static_cast<int>(a.m), static_cast<int>(a.n), static_cast<int>(a.k), 1);
+  args.mainloop = {static_cast<const Element*>(a.a),
+                   cute::make_stride(a.lda, cute::Int<1>{}, int64_t{0}),
+                   static_cast<const Element*>(a.b), sb};
+  args.epilogue.dC = sd;
+  args.epilogue.ptr_D = static_cast<Element*>(a.y);
+  args.epilogue.dD = sd;
+  auto& f = args.epilogue.thread;
+  f.alpha = 1.0f;
+  f.beta = 0.0f;
+  if constexpr (requires { f.bias_ptr; }) f.bias_ptr = static_cast<const Element*>(a.bias);
+  if constexpr (requires { f.aux_ptr; }) {
+    f.aux_ptr = static_cast<decltype(f.aux_ptr)>(a.aux);
+    f.dAux = cute::make_stride(a.ld_aux, cute::Int<1>{}, int64_t{0});
+  }
+  args.hw_info.device_id = 0;
+  args.hw_info.sm_count = multiprocessors;
+  return args;
+}
+
 // y = gelu(a b + bias) keeping a b + bias, or y = gelu_backward(a b, z) (gemm_epilogue.hpp).
 template <class Element, bool BColMajor, Epilogue E, class Config = Cooperative128>
 struct EpilogueGemmKernel {
@@ -131,39 +167,7 @@ struct EpilogueGemmKernel {
   using Gemm = typename Sm90Gemm<Element, Row, LayoutB, Fusion, Config>::Gemm;
 
   static typename Gemm::Arguments arguments(const EpilogueGemmArgs& a, int multiprocessors) {
-    using StrideA = typename Gemm::GemmKernel::StrideA;
-    using StrideB = typename Gemm::GemmKernel::StrideB;
-    using StrideD = typename Gemm::GemmKernel::StrideD;
-    // CUTLASS's B is (N, K): column-major b [K, N] is K-contiguous, row-major b N-contiguous.
-    StrideA sa = cute::make_stride(a.lda, cute::Int<1>{}, int64_t{0});
-    StrideB sb;
-    if constexpr (BColMajor)
-      sb = cute::make_stride(a.ldb, cute::Int<1>{}, int64_t{0});
-    else
-      sb = cute::make_stride(cute::Int<1>{}, a.ldb, int64_t{0});
-    StrideD sd = cute::make_stride(a.ldy, cute::Int<1>{}, int64_t{0});
-    typename Gemm::Arguments args{};
-    args.mode = cutlass::gemm::GemmUniversalMode::kGemm;
-    args.problem_shape =
-        cute::make_shape(static_cast<int>(a.m), static_cast<int>(a.n), static_cast<int>(a.k), 1);
-    args.mainloop = {static_cast<const Element*>(a.a), sa, static_cast<const Element*>(a.b), sb};
-    args.epilogue.ptr_C = nullptr;
-    args.epilogue.dC = sd;
-    args.epilogue.ptr_D = static_cast<Element*>(a.y);
-    args.epilogue.dD = sd;
-    auto& f = args.epilogue.thread;
-    f.alpha = 1.0f;
-    f.beta = 0.0f;
-    if constexpr (E == Epilogue::gelu) {
-      f.bias_ptr = static_cast<const Element*>(a.bias);
-      f.aux_ptr = static_cast<Element*>(a.aux);
-    } else {
-      f.aux_ptr = static_cast<const Element*>(a.aux);
-    }
-    f.dAux = cute::make_stride(a.ld_aux, cute::Int<1>{}, int64_t{0});
-    args.hw_info.device_id = 0;
-    args.hw_info.sm_count = multiprocessors;
-    return args;
+    return gemm_arguments<Gemm, BColMajor>(a, multiprocessors);
   }
 };
 
