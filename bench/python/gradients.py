@@ -33,6 +33,8 @@ Usage: python bench/python/gradients.py [--device cuda:0|cpu] [--small|--full] [
   segment, gelu_backward in the dx matmul's, fused where an engine serves them)
   [--prefer NAMES] (engine names eagle's planned pieces try first, e.g. native_attention,
   native_attention_bwd)
+  [--prioritize-chains] (eagle's steps built with node priorities: a call later calls wait on
+  starts before the graph's sinks, e.g. weight gradients)
   [--trace DIR] (after timing, each eagle step's trace of a few replays into DIR/<case>-<dim>.json,
   CUPTI on a GPU, and the last replay's nodes printed in order: start, length, stream, kernel).
 Default on a GPU: --full (T 4096, N 32, dims 512 and 4096, bf16; the loop in f32); on the CPU:
@@ -87,6 +89,7 @@ class Config:
     autotune: bool = False  # eagle's planned pieces chosen by timing (planned_* autotune=True)
     fuse_epilogues: bool = False  # the MLP's segments with matmul epilogues
     prefer: tuple = ()  # engine names eagle's planned pieces try first (PlanningOptions::prefer)
+    prioritize_chains: bool = False  # eagle's steps built with BuildOptions::prioritize_chains
     trace_dir: str | None = None  # --trace: where each eagle step's trace goes
 
     @property
@@ -113,6 +116,12 @@ def head_dim(dim: int) -> int:
 def planning(cfg: Config) -> dict:
     """The planning arguments of every planned piece (planned_kernel, planned_segments)."""
     return {"autotune": cfg.autotune, "prefer": list(cfg.prefer)}
+
+
+def build_step(step, cfg: Config):
+    """An eagle step (forward and reverse recorded as one graph) built for the run's device."""
+    extra = {"prioritize_chains": True} if cfg.prioritize_chains else {}
+    return eagle.Graph.record(step, record=True).build(eagle.Device(cfg.device), **extra)
 
 
 def zipf_cu_seqlens(total: int, n: int, gen: torch.Generator) -> tuple[torch.Tensor, int]:
@@ -289,7 +298,7 @@ class Mlp:
             loss = values[tloss.uid]
             r.result([loss, *eagle.diff.gradients(r, [loss], wv)])
 
-        return eagle.Graph.record(step, record=True).build(eagle.Device(self.cfg.device))
+        return build_step(step, self.cfg)
 
     def compare(self, eagle_out, torch_out) -> dict:
         names = ["loss"] + [f"dw{i}" for i in range(self.layers)]
@@ -382,7 +391,7 @@ class Attention:
             loss = loss_kernel(y)
             r.result([loss, *eagle.diff.gradients(r, [loss], wv)])
 
-        return eagle.Graph.record(step, record=True).build(eagle.Device(self.cfg.device))
+        return build_step(step, self.cfg)
 
     def compare(self, eagle_out, torch_out) -> dict:
         loss, dq, dk, dv, dwo = (to_torch(a) for a in eagle_out)
@@ -630,6 +639,9 @@ def main() -> int:
     p.add_argument("--prefer", default="",
                    help="comma-separated engine names eagle's planned pieces try first, e.g. "
                         "native_attention,native_attention_bwd or cudnn (PlanningOptions::prefer)")
+    p.add_argument("--prioritize-chains", action="store_true",
+                   help="build eagle's steps with node priorities: the calls later calls wait on "
+                        "start before the graph's sinks (BuildOptions::prioritize_chains)")
     p.add_argument("--json", help="write the summary here (for bench/RESULTS.md)")
     p.add_argument("--trace", metavar="DIR",
                    help="after timing, trace a few replays of each eagle step (CUPTI on a GPU): "
@@ -646,12 +658,14 @@ def main() -> int:
     cfg = Config(device=a.device, turns=a.turns, repeats=a.repeats, seed=a.seed,
                  cases=tuple(a.cases.split(",")), autotune=a.autotune,
                  fuse_epilogues=a.fuse_epilogues, trace_dir=a.trace,
-                 prefer=tuple(n for n in a.prefer.split(",") if n), **shapes)
+                 prefer=tuple(n for n in a.prefer.split(",") if n),
+                 prioritize_chains=a.prioritize_chains, **shapes)
     print(f"eagle gradients benchmark on {cfg.device} (torch {torch.__version__}); "
           f"T {cfg.tokens}, N {cfg.seqs}, dims {cfg.dims}, {cfg.dtype}"
           f"{'; eagle autotuned' if cfg.autotune else ''}"
           f"{'; matmul epilogues fused' if cfg.fuse_epilogues else ''}"
-          f"{'; engines preferred: ' + ','.join(cfg.prefer) if cfg.prefer else ''}", flush=True)
+          f"{'; engines preferred: ' + ','.join(cfg.prefer) if cfg.prefer else ''}"
+          f"{'; chains prioritized' if cfg.prioritize_chains else ''}", flush=True)
     if cfg.cuda and torch_varlen_attn() is None:
         print("note: this torch has no torch.nn.attention.varlen; torch's attention runs per "
               "sequence (scaled_dot_product_attention)", flush=True)

@@ -74,21 +74,25 @@ class Graph:
 
     # ---- build
     def build(self, device=None, threads: int = 0, plain_if_only: bool = False,
-              stream=None) -> "Graph":
+              stream=None, prioritize_chains: bool = False) -> "Graph":
         """Builds for ``device`` (default: where the params live, the CPU when there are none).
         Returns the graph, so ``Graph.record(f).build()`` reads naturally.
 
         ``stream``: launch on the caller's stream instead of one of the graph's own, so the
         graph's launches are ordered with the caller's work without a wait: an eagle.Stream, a
         torch.cuda.Stream (``torch.cuda.current_stream()``) or a cudaStream_t as an int. eagle
-        borrows it: keep it alive while the graph is used. Needs ``device``."""
+        borrows it: keep it alive while the graph is used. Needs ``device``.
+
+        ``prioritize_chains`` (GPU): the calls later calls wait on start before the graph's sinks
+        when both are ready (CUDA node priorities; BuildOptions::prioritize_chains). Needs
+        ``device``."""
         if device is not None and not isinstance(device, _eagle.Device):
             device = _eagle.Device(str(device))
         handle = None
         if stream is not None:
             handle = stream.handle if isinstance(stream, _eagle.Stream) else stream
             handle = int(getattr(handle, "cuda_stream", handle))
-        self._g.build(device, threads, plain_if_only, handle)
+        self._g.build(device, threads, plain_if_only, handle, prioritize_chains)
         self._results = None
         return self
 

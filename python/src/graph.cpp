@@ -104,10 +104,11 @@ void bind_graph(nb::module_& m) {
       .def(
           "build",
           [](Graph& g, std::optional<Device> device, int threads, bool plain_if_only,
-             std::optional<uintptr_t> stream) {
+             std::optional<uintptr_t> stream, bool prioritize_chains) {
             BuildOptions o;
             o.threads = threads;
             o.plain_if_only = plain_if_only;
+            o.prioritize_chains = prioritize_chains;
             if (stream) {
               if (!device)
                 throw InvalidArgument("build: stream= needs a device (build(device, stream=...))");
@@ -118,13 +119,13 @@ void bind_graph(nb::module_& m) {
             nb::gil_scoped_release release;
             if (device)
               g.build(*device, o);
-            else if (threads == 0 && !plain_if_only)
+            else if (threads == 0 && !plain_if_only && !prioritize_chains)
               g.build();
             else
               throw InvalidArgument("build: options need a device (build(device, ...))");
           },
           nb::arg("device") = nb::none(), nb::arg("threads") = 0, nb::arg("plain_if_only") = false,
-          nb::arg("stream") = nb::none())
+          nb::arg("stream") = nb::none(), nb::arg("prioritize_chains") = false)
       .def_prop_ro("built", &Graph::built)
       .def_prop_ro("device", &Graph::device)
       .def_prop_ro("backend", &Graph::backend)

@@ -30,6 +30,20 @@ def test_a_cuda_graph_from_python(rng):
     assert g.rebuild_count == 0
 
 
+def test_a_cuda_graph_with_prioritized_chains(rng):
+    x = random_values(rng, (1024,))
+    xa = eagle.asarray(x, device=CUDA)
+
+    def body(r):
+        h = K.scale(r.param("x", xa), 2.0)  # waited on: the greatest priority
+        r.result([K.axpy(h, h, 1.0), K.scale(h, 3.0)])  # sinks: the least
+
+    g = eagle.Graph.record(body).build(CUDA, prioritize_chains=True)
+    y, z = g()
+    np.testing.assert_allclose(y.numpy(), 6 * x, rtol=1e-6)
+    np.testing.assert_allclose(z.numpy(), 6 * x, rtol=1e-6)
+
+
 def test_builder_on_the_gpu(rng):
     x = eagle.asarray(random_values(rng, (64,)), device=CUDA)
 

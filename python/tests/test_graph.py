@@ -64,6 +64,8 @@ def test_a_graph_built_on_a_borrowed_stream(rng):
     g2 = scale_add_graph(x, y)
     with pytest.raises(eagle.InvalidArgument, match="needs a device"):
         g2.build(stream=0)
+    with pytest.raises(eagle.InvalidArgument, match="need a device"):
+        g2.build(prioritize_chains=True)
     with pytest.raises(eagle.InvalidArgument):
         g2.build(eagle.cpu, stream=12345)  # a CPU stream has no cudaStream_t
     assert not g2.built

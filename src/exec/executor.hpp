@@ -54,7 +54,12 @@ struct CudaOptions {
   // Build IF/ELSE and SWITCH from plain IF nodes and one decision kernel, as on drivers
   // without them (also forced by tests).
   bool plain_if_only = false;
+  bool prioritize_chains = false;  // BuildOptions::prioritize_chains
 };
+
+// Per node of `top` (by planned node index, sized as `nodes`): 1 when a later node of `top`
+// waits on it (a dependency or a fork branch's wait), else 0 (a sink of the list, or not in it).
+std::vector<char> waited_on(const std::vector<PlannedNode>& nodes, const std::vector<int>& top);
 
 // The library handles an executor owns: one per library its calls declare, made on first use
 // and destroyed with the executor.

@@ -145,6 +145,7 @@ void plan_node(const Recording& rec, int i, const std::vector<Array>& buffers, D
 detail::CudaOptions cuda_options(const BuildOptions& o) {
   detail::CudaOptions c;
   c.plain_if_only = o.plain_if_only;
+  c.prioritize_chains = o.prioritize_chains;
   return c;
 }
 

@@ -30,6 +30,13 @@ struct BuildOptions {
   // share one (BucketSet does), so that one's launch is ordered after another's on the device
   // and never overlaps it in the arena's memory. Must be on the build's device.
   std::shared_ptr<Stream> stream = nullptr;
+  // GPU: when a node that later nodes wait on and one that none waits on (a weight gradient a
+  // training step's backward leaves beside its chain, say) are ready together, start the first:
+  // the CUDA graph is instantiated with node priorities (cudaGraphInstantiateFlagUseNodePriority),
+  // the top-level list's sinks at the device's least priority, its other calls at the greatest.
+  // A node's priority orders the start of its blocks only; it never preempts one that runs.
+  // Off by default: its effect on issue 12's steps is not measured yet.
+  bool prioritize_chains = false;
 };
 
 namespace detail {

@@ -54,7 +54,8 @@ class CudaGraphExecutor final : public Executor {
         device_(device),
         properties_(cached_properties(device)),
         stream_(static_cast<cudaStream_t>(stream.native())),
-        plain_if_only_(options.plain_if_only || !driver_has_if_else_and_switch()) {
+        plain_if_only_(options.plain_if_only || !driver_has_if_else_and_switch()),
+        prioritize_(options.prioritize_chains) {
     DeviceGuard guard(device.ordinal());
     try {
       construct();
@@ -228,6 +229,49 @@ class CudaGraphExecutor final : public Executor {
     return child;
   }
 
+  // ---- priorities (CudaOptions::prioritize_chains)
+
+  static constexpr int kNoPriority = -1000;
+
+  // The top-level calls later nodes wait on at the device's greatest priority, the list's sinks
+  // at its least; nothing else has one.
+  void assign_priorities() {
+    priority_.assign(nodes_.size(), kNoPriority);
+    if (!prioritize_) return;
+    int least = 0, greatest = 0;
+    EAGLE_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
+    const std::vector<char> waited = waited_on(nodes_, plan_.top);
+    for (int i : plan_.top)
+      if (nodes_[i].kind == Kind::kernel) priority_[i] = waited[i] ? greatest : least;
+  }
+
+  static void set_priority(cudaGraphNode_t node, int priority) {
+    if (priority == kNoPriority) return;
+    cudaLaunchAttributeValue v{};
+    v.priority = priority;
+    EAGLE_CUDA_CHECK(cudaGraphKernelNodeSetAttribute(node, cudaLaunchAttributePriority, &v));
+  }
+
+  // Every kernel node of `graph` and of the graphs it nests at `priority`.
+  static void prioritize(cudaGraph_t graph, int priority) {
+    if (priority == kNoPriority) return;
+    std::size_t count = 0;
+    EAGLE_CUDA_CHECK(cudaGraphGetNodes(graph, nullptr, &count));
+    std::vector<cudaGraphNode_t> nodes(count);
+    EAGLE_CUDA_CHECK(cudaGraphGetNodes(graph, nodes.data(), &count));
+    for (cudaGraphNode_t node : nodes) {
+      cudaGraphNodeType type = cudaGraphNodeTypeEmpty;
+      EAGLE_CUDA_CHECK(cudaGraphNodeGetType(node, &type));
+      if (type == cudaGraphNodeTypeKernel) {
+        set_priority(node, priority);
+      } else if (type == cudaGraphNodeTypeGraph) {
+        cudaGraph_t inner = nullptr;
+        EAGLE_CUDA_CHECK(cudaGraphChildGraphNodeGetGraph(node, &inner));
+        prioritize(inner, priority);
+      }
+    }
+  }
+
   // The one kernel node of `graph`, or nullptr when it holds anything else.
   static cudaGraphNode_t only_kernel(cudaGraph_t graph) {
     std::size_t count = 0;
@@ -254,6 +298,7 @@ class CudaGraphExecutor final : public Executor {
     if (n.call->cuda_kernel(n.args, properties_, launch)) {
       cudaKernelNodeParams p = kernel_params(i, launch);
       EAGLE_CUDA_CHECK(cudaGraphAddKernelNode(&handles_[i], graph, deps.data(), deps.size(), &p));
+      set_priority(handles_[i], priority_[i]);
       entries_[i] = Entry::kernel;
       // The driver's form of the node, kept for bind: setting kernel params through the driver
       // costs a third of the runtime's call, which resolves the function again each time.
@@ -272,6 +317,7 @@ class CudaGraphExecutor final : public Executor {
     }
     if (populated) {
       children_graphs_[i] = child;  // kept: update_cuda_graph works on it
+      prioritize(child, priority_[i]);
       EAGLE_CUDA_CHECK(
           cudaGraphAddChildGraphNode(&handles_[i], graph, deps.data(), deps.size(), child));
       entries_[i] = Entry::populated;
@@ -293,9 +339,11 @@ class CudaGraphExecutor final : public Executor {
             driver_graph_calls().kernel_node_copy_attributes(
                 reinterpret_cast<CUgraphNode>(handles_[i]), reinterpret_cast<CUgraphNode>(only)),
             "cuGraphKernelNodeCopyAttributes");
+        set_priority(handles_[i], priority_[i]);
         entries_[i] = Entry::captured_kernel;
         ++kernels_;
       } else {
+        prioritize(child, priority_[i]);
         EAGLE_CUDA_CHECK(
             cudaGraphAddChildGraphNode(&handles_[i], graph, deps.data(), deps.size(), child));
         entries_[i] = Entry::captured_graph;
@@ -368,6 +416,7 @@ class CudaGraphExecutor final : public Executor {
       }
       case Entry::captured_graph: {
         cudaGraph_t child = capture(i);
+        prioritize(child, priority_[i]);
         const bool ok = runtime(cudaGraphExecChildGraphNodeSetParams(exec_, handles_[i], child),
                                 "cudaGraphExecChildGraphNodeSetParams (captured graph)");
         cudaGraphDestroy(child);
@@ -405,9 +454,11 @@ class CudaGraphExecutor final : public Executor {
     setters_.resize(n);
     waited_.resize(n, 0);
     for (std::size_t i = 0; i < n; ++i) condition_pointers_[i] = &conditions_[i];
+    assign_priorities();
     add_list(graph_, plan_.top);
     watched_by_ = CuptiTracer::session();
-    EAGLE_CUDA_CHECK(cudaGraphInstantiate(&exec_, graph_, 0));
+    EAGLE_CUDA_CHECK(cudaGraphInstantiate(
+        &exec_, graph_, prioritize_ ? cudaGraphInstantiateFlagUseNodePriority : 0));
   }
 
   // The graph made again from the plan as it stands (bind rewrites its arguments), as a fresh
@@ -688,6 +739,8 @@ class CudaGraphExecutor final : public Executor {
   const DeviceProperties& properties_;  // read once: cuda_kernel runs per patched node
   cudaStream_t stream_;
   bool plain_if_only_;
+  bool prioritize_;            // CudaOptions::prioritize_chains
+  std::vector<int> priority_;  // per node: its CUDA priority, or kNoPriority
   cudaGraph_t graph_ = nullptr;
   cudaGraphExec_t exec_ = nullptr;
   LibraryHandles handles_by_library_;

@@ -1,0 +1,17 @@
+// Which top-level nodes later nodes wait on: the CUDA executor's node priorities
+// (BuildOptions::prioritize_chains) start those before the list's sinks.
+#include "exec/executor.hpp"
+
+namespace eagle::detail {
+
+std::vector<char> waited_on(const std::vector<PlannedNode>& nodes, const std::vector<int>& top) {
+  std::vector<char> out(nodes.size(), 0);
+  for (int i : top) {
+    const PlannedNode& n = nodes[static_cast<std::size_t>(i)];
+    for (int d : n.deps) out[static_cast<std::size_t>(d)] = 1;
+    for (int w : n.waits) out[static_cast<std::size_t>(w)] = 1;
+  }
+  return out;
+}
+
+}  // namespace eagle::detail
