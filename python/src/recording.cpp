@@ -122,6 +122,11 @@ void bind_recording(nb::module_& m) {
       .def(
           "reshape", [](const Value& v, nb::handle s) { return v.reshape(to_shape(s)); },
           nb::arg("shape"))
+      .def(
+          "broadcast_to", [](const Value& v, nb::handle s) { return v.broadcast_to(to_shape(s)); },
+          nb::arg("shape"),
+          "The value repeated to `shape` by numpy's rules (stride 0 where it repeats): a "
+          "read-only view; a kernel writing it is refused.")
       .def("__bool__",
            [](const Value&) -> bool {
              throw RecordError(

@@ -45,6 +45,19 @@ def test_strided_view_kernels_in_a_graph(rng):
     np.testing.assert_array_equal(h.numpy()[:, 2:], 0)
 
 
+def test_a_broadcast_view_is_read_and_never_written(rng):
+    row = random_values(rng, (1, 4), np.float64)
+
+    def body(r):
+        b = r.param("row", row).broadcast_to((3, 4))
+        assert b.shape == (3, 4) and b.strides == (0, 1)
+        with pytest.raises(eagle.InvalidArgument, match="broadcast view"):
+            K.zero_view(b)
+        r.result(K.gather_view(b))
+
+    np.testing.assert_array_equal(eagle.Graph.record(body).build()().numpy(), np.repeat(row, 3, 0))
+
+
 def test_kernel_metadata():
     assert K.axpy.name == "axpy"
     assert [p[0] for p in K.axpy.params] == ["x", "y", "out"]
