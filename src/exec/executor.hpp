@@ -57,9 +57,9 @@ struct CudaOptions {
   bool prioritize_chains = false;  // BuildOptions::prioritize_chains
 };
 
-// Per node of `top` (by planned node index, sized as `nodes`): 1 when a later node of `top`
-// waits on it (a dependency or a fork branch's wait), else 0 (a sink of the list, or not in it).
-std::vector<char> waited_on(const std::vector<PlannedNode>& nodes, const std::vector<int>& top);
+// Per node (by planned node index, sized as `nodes`): 1 when a node of `list` waits on it (a
+// dependency or a fork branch's wait), else 0: the list's own 0s are its sinks.
+std::vector<char> waited_on(const std::vector<PlannedNode>& nodes, const std::vector<int>& list);
 
 // The library handles an executor owns: one per library its calls declare, made on first use
 // and destroyed with the executor.

@@ -452,7 +452,6 @@ class CudaGraphExecutor final : public Executor {
     conditions_.resize(n);
     condition_pointers_.resize(n);
     setters_.resize(n);
-    waited_.resize(n, 0);
     for (std::size_t i = 0; i < n; ++i) condition_pointers_[i] = &conditions_[i];
     assign_priorities();
     add_list(graph_, plan_.top);
@@ -475,7 +474,6 @@ class CudaGraphExecutor final : public Executor {
     conditions_.clear();
     condition_pointers_.clear();
     setters_.clear();
-    waited_.clear();
     body_graphs_.clear();
     kernels_ = copies_ = children_ = conditionals_ = forks_ = 0;
     construct();
@@ -610,13 +608,10 @@ class CudaGraphExecutor final : public Executor {
 
   // The nodes of `list` that no other node of it waits on: where a WHILE body or a branch ends.
   std::vector<cudaGraphNode_t> sinks(const std::vector<int>& list) {
-    for (int i : list)
-      for (int d : nodes_[i].deps) waited_[d] = 1;
+    const std::vector<char> waited = waited_on(nodes_, list);
     std::vector<cudaGraphNode_t> out;
     for (int i : list)
-      if (!waited_[i]) out.push_back(handles_[i]);
-    for (int i : list)
-      for (int d : nodes_[i].deps) waited_[d] = 0;
+      if (!waited[i]) out.push_back(handles_[i]);
     return out;
   }
 
@@ -755,7 +750,6 @@ class CudaGraphExecutor final : public Executor {
   std::vector<ConditionArgs> conditions_;  // per control node: what its setters read
   std::vector<ConditionArgs*> condition_pointers_;
   std::vector<std::vector<cudaGraphNode_t>> setters_;  // per control node: kernels setting it
-  std::vector<char> waited_;                           // scratch of sinks()
   std::vector<cudaGraph_t> body_graphs_;               // conditional bodies (owned by their nodes)
   int kernels_ = 0, copies_ = 0, children_ = 0, conditionals_ = 0, forks_ = 0;
   // Tracing (Graph::set_tracing): the tracer while on, the sink it feeds, the launch count at
