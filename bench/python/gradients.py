@@ -120,8 +120,8 @@ def planning(cfg: Config) -> dict:
 
 def build_step(step, cfg: Config):
     """An eagle step (forward and reverse recorded as one graph) built for the run's device."""
-    extra = {"prioritize_chains": True} if cfg.prioritize_chains else {}
-    return eagle.Graph.record(step, record=True).build(eagle.Device(cfg.device), **extra)
+    return eagle.Graph.record(step, record=True).build(eagle.Device(cfg.device),
+                                                       prioritize_chains=cfg.prioritize_chains)
 
 
 def zipf_cu_seqlens(total: int, n: int, gen: torch.Generator) -> tuple[torch.Tensor, int]:
