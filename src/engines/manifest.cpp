@@ -259,7 +259,7 @@ plan::ManifestSpec builtin_spec() {
        {reference_slot(), {"native_embedding", &native::make_embedding_engine, false}}},
       {"loss",
        4,
-       {"cross_entropy", "cross_entropy_bwd"},
+       {"cross_entropy", "cross_entropy_bwd", "count_not_equal"},
        nullptr,
        &rank_native_first,
        {reference_slot(), {"native_loss", &native::make_loss_engine, false}}},

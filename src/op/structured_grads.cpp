@@ -157,14 +157,27 @@ void cross_entropy_grad(GradContext& c) {
   refuse_cotangents(c, {"lse"});
   if (!c.wants("logits")) return;
   const Node& n = c.node();
-  Ports ins = {
-      {"logits", c.value("logits")}, {"targets", c.value("targets")}, {"dloss", c.cot("loss")}};
+  Tensor dloss = c.cot("loss");
+  Attr reduction = n.attr("reduction");
+  // A mean's cotangent is shared by the rows not ignored: their count, a node of its own that
+  // reads only the targets (so a graph runs it early, off the backward's path), divides it;
+  // the backward then weighs each row as a sum does.
+  if (reduction.as_text("reduction") == "mean") {
+    const Tensor count =
+        c.graph()
+            .op("count_not_equal", {{"x", c.value("targets")}},
+                {{"value", n.attr("ignore_index")}, {"dtype", Attr(dloss.dtype())}})
+            .at("y");
+    dloss = c.pw("div", dloss, count);
+    reduction = Attr("sum");
+  }
+  Ports ins = {{"logits", c.value("logits")}, {"targets", c.value("targets")}, {"dloss", dloss}};
   if (c.exposed("lse")) ins.emplace_back("lse", c.value("lse"));  // else the op recomputes it
   c.grad("logits", c.graph()
                        .op("cross_entropy_bwd", ins,
                            {{"ignore_index", n.attr("ignore_index")},
                             {"label_smoothing", n.attr("label_smoothing")},
-                            {"reduction", n.attr("reduction")}})
+                            {"reduction", reduction}})
                        .at("dlogits"));
 }
 

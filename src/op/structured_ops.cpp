@@ -125,6 +125,13 @@ void infer_cross_entropy(InferContext& ctx) {
   ctx.outputs["lse"] = {{n}, dt};
 }
 
+void infer_count_not_equal(InferContext& ctx) {
+  const DType dt = ctx.attr("dtype").as_dtype("count_not_equal: attribute dtype");
+  if (dt != DType::f32 && dt != DType::f64)
+    ctx.fail("x", "attribute dtype must be f32 or f64, got " + std::string(dtype_name(dt)));
+  ctx.outputs["y"] = {Dims{}, dt};
+}
+
 void infer_softmax_bwd(InferContext& ctx) {
   const TensorMeta& y = ctx.in("y");
   if (y.dims.empty()) ctx.fail("y", "needs at least one dimension");
@@ -321,6 +328,16 @@ const std::vector<OpSchema>& structured_ops() {
        "for "
        "f64 logits, else f32",
        &cross_entropy_grad},
+      {"count_not_equal",
+       OpKind::structured,
+       {{"x", true, kInt}},
+       {{"y"}},
+       {{"value", AttrType::integer, Attr(0)}, {"dtype", AttrType::dtype, Attr(DType::f32)}},
+       &infer_count_not_equal,
+       "the number of elements of x unequal to `value` (cross_entropy's backward counts the "
+       "targets not ignored with it)",
+       "x [...] integer -> y [] of the `dtype` attribute (f32, exact to 2^24; or f64)",
+       nullptr},
       {"cross_entropy_bwd",
        OpKind::structured,
        {{"logits", true, kFloat},

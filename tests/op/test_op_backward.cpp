@@ -426,6 +426,53 @@ TEST(OpBackward, CrossEntropyGoesThroughCrossEntropyBwd) {
   }
 }
 
+// A mean's backward divides the cotangent by the count of targets not ignored, a node that
+// reads only the targets (a graph runs it off the backward's path), then weighs rows as a sum.
+TEST(OpBackward, AMeanCrossEntropyCountsItsTargetsInANodeOfTheirOwn) {
+  op::Graph g("ce");
+  const Tensor logits = g.tensor({"logits", {4, 5}, f64});
+  const Tensor targets = g.tensor({"targets", {4}, DType::i32});
+  const Tensor loss =
+      g.op("cross_entropy", {{"logits", logits}, {"targets", targets}}, {{"ignore_index", 7}})
+          .at("loss")
+          .set_output(true);
+  const op::BackwardGraph b = op::backward(g, {loss}, {logits});
+  std::vector<std::string> ops;
+  for (const op::Node& n : b.graph.nodes()) {
+    ops.push_back(n.op());
+    if (n.op() == "count_not_equal") {
+      EXPECT_EQ(n.inputs().size(), 1u);
+      EXPECT_EQ(n.attr("value").as_int("value"), 7);
+      EXPECT_EQ(n.output("y").dtype(), f64);  // the cotangent's dtype
+      for (const auto& [t, src] : b.inputs)
+        if (t == n.input("x")) {
+          EXPECT_EQ(src.kind, op::Source::Kind::forward);
+          EXPECT_EQ(src.uid, targets.uid());
+        }
+    }
+    if (n.op() == "cross_entropy_bwd") {
+      EXPECT_EQ(n.attr("reduction").as_text("reduction"), "sum");
+    }
+  }
+  EXPECT_EQ(ops, (std::vector<std::string>{"count_not_equal", "div", "cross_entropy_bwd"}));
+}
+
+TEST(OpBackward, CountNotEqualCountsWhatDiffersFromItsValue) {
+  op::Graph g("count");
+  const Tensor x = g.tensor({"x", {2, 3}, DType::i64});
+  const Tensor y = g.op("count_not_equal", {{"x", x}}, {{"value", -1}}).at("y").set_output(true);
+  EXPECT_EQ(y.dims(), op::Dims{});
+  EXPECT_EQ(y.dtype(), DType::f32);
+  test::expect_throw_with<InvalidArgument>(
+      [&] {
+        g.op("count_not_equal", {{"x", x}}, {{"dtype", DType::i32}});
+      },
+      {"dtype must be f32 or f64"});
+  const Array xv = Array::from(std::vector<int64_t>{-1, 3, -1, 0, 5, -1}, {2, 3}, kCpu);
+  const Arrays out = Planned(g).run({{x.uid(), xv}});
+  EXPECT_EQ(out.at(y.uid()).to_vector<float>(), std::vector<float>{3.0f});
+}
+
 // ---- captured
 
 TEST(OpBackward, SdpaOnARaggedBatchWithNaNPaddingRows) {

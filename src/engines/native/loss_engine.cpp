@@ -99,6 +99,30 @@ class CrossEntropyBwdPlan : public plan::CompiledPlan {
   Table t_;
 };
 
+// count_not_equal: one block over x.
+class CountPlan : public plan::CompiledPlan {
+ public:
+  struct Table {
+    int x, y;  // positions
+    DType x_dtype, y_dtype;
+    int64_t n, value;
+  };
+  CountPlan(plan::OperandRules rules, Table t) : rules_(std::move(rules)), t_(t) {}
+  bool run(const plan::OperandBuffer* ops,
+           const plan::ExecutionContext& ctx) const noexcept override {
+    if (!rules_.match(ops)) return false;
+    return launch_count_not_equal(ops[t_.x].data, t_.x_dtype, t_.n, t_.value, ops[t_.y].data,
+                                  t_.y_dtype, ctx.stream);
+  }
+  void explain(const plan::OperandBuffer* ops, const plan::ExecutionContext& ctx) const override {
+    explain_refusal(rules_, ops, ctx, 0, "native count_not_equal");
+  }
+
+ private:
+  plan::OperandRules rules_;
+  Table t_;
+};
+
 class LossEngine : public plan::Engine {
  public:
   LossEngine(int64_t id, const std::string& name) : Engine(id, name) {
@@ -108,7 +132,17 @@ class LossEngine : public plan::Engine {
 
   void check_support(const op::Graph& graph, const plan::Facts&,
                      const DeviceProperties&) const override {
-    const op::Node node = single_node(graph, name(), {"cross_entropy", "cross_entropy_bwd"});
+    const op::Node node =
+        single_node(graph, name(), {"cross_entropy", "cross_entropy_bwd", "count_not_equal"});
+    if (node.op() == "count_not_equal") {
+      const op::Tensor x = node.input("x");
+      require(x.dtype() == DType::i32 || x.dtype() == DType::i64, name(),
+              "x must be i32 or i64, not " + std::string(dtype_name(x.dtype())));
+      require_row_major(x, name());
+      if (!cross_entropy_launcher(DType::f32, DType::i32, row_geometry(1, 1, 1, 1)))
+        throw NotSupported(name() + ": no kernel in this build (no CUDA)");
+      return;
+    }
     const bool bwd = node.op() == "cross_entropy_bwd";
     const op::Tensor logits = node.input("logits"), targets = node.input("targets");
     require_float_io(logits.dtype(), "logits", name());
@@ -133,6 +167,7 @@ class LossEngine : public plan::Engine {
     const op::Node node = graph.nodes()[0];
     const Device device = plan_device(ctx);
     if (node.op() == "cross_entropy_bwd") return build_bwd(node, ctx);
+    if (node.op() == "count_not_equal") return build_count(node, ctx);
     const op::Tensor logits = node.input("logits"), targets = node.input("targets");
     const op::Tensor loss = node.output("loss"), lse = node.output("lse");
     plan::OperandRules rules;
@@ -166,6 +201,20 @@ class LossEngine : public plan::Engine {
   }
 
  private:
+  static std::shared_ptr<const plan::CompiledPlan> build_count(const op::Node& node,
+                                                               const plan::BuildContext& ctx) {
+    const op::Tensor x = node.input("x"), y = node.output("y");
+    plan::OperandRules rules;
+    for (const op::Tensor& t : {x, y}) rules.add(*ctx.layout, t, plan_device(ctx), true);
+    CountPlan::Table t{ctx.layout->index_of(x),
+                       ctx.layout->index_of(y),
+                       x.dtype(),
+                       y.dtype(),
+                       checked_numel(x.dims(), "count_not_equal"),
+                       node.attr("value").as_int("value")};
+    return std::make_shared<CountPlan>(std::move(rules), t);
+  }
+
   static std::shared_ptr<const plan::CompiledPlan> build_bwd(const op::Node& node,
                                                              const plan::BuildContext& ctx) {
     const Device device = plan_device(ctx);

@@ -217,20 +217,21 @@ CrossEntropyLauncher pick_id(DType targets, const RowGeometry& g) {
   return nullptr;
 }
 
-template <class Id>
-__global__ void count_kernel(const Id* targets, int64_t rows, int64_t ignore_index,
-                             int64_t* counted) {
+// The elements of x[0..n) unequal to `value`, counted by one block into *y (an int64_t for the
+// backward's mean, a float or double for count_not_equal).
+template <class Id, class Out>
+__global__ void count_not_equal_kernel(const Id* x, int64_t n, int64_t value, Out* y) {
   __shared__ int64_t counts[kTotalThreads];
   int64_t count = 0;
-  for (int64_t r = threadIdx.x; r < rows; r += blockDim.x)
-    count += static_cast<int64_t>(targets[r]) != ignore_index;
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x)
+    count += static_cast<int64_t>(x[i]) != value;
   counts[threadIdx.x] = count;
   __syncthreads();
   for (int half = blockDim.x / 2; half > 0; half /= 2) {
     if (static_cast<int>(threadIdx.x) < half) counts[threadIdx.x] += counts[threadIdx.x + half];
     __syncthreads();
   }
-  if (threadIdx.x == 0) *counted = counts[0];
+  if (threadIdx.x == 0) *y = static_cast<Out>(counts[0]);
 }
 
 template <class T, class Id, int VEC>
@@ -287,8 +288,8 @@ template <class T, class Id, int VEC>
 bool launch_bwd(const CrossEntropyBwdArgs& a, const RowGeometry& g, void* stream) noexcept {
   const auto s = static_cast<cudaStream_t>(stream);
   if (a.reduction == 2) {
-    count_kernel<Id><<<1, kTotalThreads, 0, s>>>(static_cast<const Id*>(a.targets), a.rows,
-                                                 a.ignore_index, a.counted);
+    count_not_equal_kernel<<<1, kTotalThreads, 0, s>>>(static_cast<const Id*>(a.targets), a.rows,
+                                                       a.ignore_index, a.counted);
     if (!launch_succeeded()) return false;
   }
   cross_entropy_bwd_kernel<T, Id, VEC><<<g.grid, g.threads, 0, s>>>(a, g.group);
@@ -336,6 +337,22 @@ bool launch_loss_total(const float* row_loss, const void* targets, DType targets
   else
     loss_total_kernel<<<1, kTotalThreads, 0, s>>>(row_loss, static_cast<const int64_t*>(targets),
                                                   rows, ignore_index, mean, loss);
+  return launch_succeeded();
+}
+
+bool launch_count_not_equal(const void* x, DType x_dtype, int64_t n, int64_t value, void* y,
+                            DType y_dtype, void* stream) noexcept {
+  const auto s = static_cast<cudaStream_t>(stream);
+  auto go = [&]<class Id>(const Id* ids) {
+    if (y_dtype == DType::f64)
+      count_not_equal_kernel<<<1, kTotalThreads, 0, s>>>(ids, n, value, static_cast<double*>(y));
+    else
+      count_not_equal_kernel<<<1, kTotalThreads, 0, s>>>(ids, n, value, static_cast<float*>(y));
+  };
+  if (x_dtype == DType::i32)
+    go(static_cast<const int32_t*>(x));
+  else
+    go(static_cast<const int64_t*>(x));
   return launch_succeeded();
 }
 

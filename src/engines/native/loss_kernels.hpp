@@ -98,4 +98,9 @@ using CrossEntropyBwdLauncher = bool (*)(const CrossEntropyBwdArgs& args, const 
 CrossEntropyBwdLauncher cross_entropy_bwd_launcher(DType logits, DType targets,
                                                    const RowGeometry& g);
 
+// count_not_equal: *y = the number of x[0..n) (i32 or i64) unequal to `value`, as y_dtype (f32
+// or f64), by one block. False on a launch error.
+bool launch_count_not_equal(const void* x, DType x_dtype, int64_t n, int64_t value, void* y,
+                            DType y_dtype, void* stream) noexcept;
+
 }  // namespace eagle::native

@@ -131,6 +131,13 @@ void eval_embedding_bwd(const op::Node& node, Env& env) {
                       node.attr("num_embeddings").as_int("num_embeddings")));
 }
 
+void eval_count_not_equal(const op::Node& node, Env& env) {
+  const std::vector<int64_t> x = as_integers(input(node, env, "x"));
+  const int64_t value = node.attr("value").as_int("value");
+  const auto n = std::count_if(x.begin(), x.end(), [&](int64_t v) { return v != value; });
+  store(node, env, "y", Dense(Dims{}, static_cast<double>(n)));
+}
+
 void eval_cross_entropy_bwd(const op::Node& node, Env& env) {
   store(node, env, "dlogits",
         cross_entropy_bwd(input(node, env, "logits"), as_integers(input(node, env, "targets")),
@@ -156,6 +163,7 @@ Eval basic_evaluator(const std::string& op) {
   if (op == "layer_norm_bwd" || op == "rms_norm_bwd") return &eval_norm_bwd;
   if (op == "embedding_bwd") return &eval_embedding_bwd;
   if (op == "cross_entropy_bwd") return &eval_cross_entropy_bwd;
+  if (op == "count_not_equal") return &eval_count_not_equal;
   return nullptr;
 }
 

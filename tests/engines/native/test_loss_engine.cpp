@@ -248,6 +248,30 @@ TEST(NativeCrossEntropyRecorded, RunsInAGraphAndFollowsBind) {
   EXPECT_CLOSE(graph()[0].to_vector<double>(), want(second[0].second, second[1].second), 1e-6);
 }
 
+// count_not_equal (a mean cross_entropy's backward counts its targets with it): f32 and f64,
+// i32 and i64, a value inside and outside the range of x, more elements than the block's threads.
+TEST(NativeCountNotEqual, MatchesTheReference) {
+  EAGLE_SKIP_UNLESS_RUNS_HERE(loss_id());
+  for (DType x_dtype : {DType::i32, DType::i64})
+    for (DType y_dtype : {DType::f32, DType::f64})
+      for (int64_t value : {int64_t{-100}, int64_t{3}})
+        for (int64_t n : {int64_t{1}, int64_t{5000}}) {
+          SCOPED_TRACE(std::string(dtype_name(x_dtype)) + " -> " +
+                       std::string(dtype_name(y_dtype)) + ", value " + std::to_string(value) +
+                       ", " + std::to_string(n) + " elements");
+          op::Graph g("count");
+          const op::Tensor x = g.tensor({"x", {n}, x_dtype});
+          g.op("count_not_equal", {{"x", x}}, {{"value", value}, {"dtype", y_dtype}})
+              .at("y")
+              .set_output(true)
+              .set_name("y");
+          const std::vector<int64_t> ids =
+              random_targets(static_cast<std::size_t>(n), 8, value, 0.3);
+          sweep::compare_with_reference(manifest(), loss_id(), {}, g,
+                                        {{x, from_ints(ids, {n}, x_dtype, Device::cpu())}});
+        }
+}
+
 // ---- CPU: the harness, planning, declines ----
 
 TEST(NativeLossHarness, TheReferencePassesAgainstItself) {
