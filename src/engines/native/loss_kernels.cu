@@ -130,11 +130,19 @@ __global__ void __launch_bounds__(kCeThreads, kCeBlocksPerSm)
   }
 }
 
+// One block's sum of v (warp shuffles, then the warps' sums in order: one barrier pair, a fixed
+// order, so the same bits every run).
+template <class V>
+__device__ __forceinline__ V block_sum(V v) {
+  __shared__ V scratch[kTotalThreads / 32];
+  return group_reduce(
+      v, [](V a, V b) { return a + b; }, scratch, static_cast<int>(blockDim.x));
+}
+
 template <class Id>
-__global__ void loss_total_kernel(const float* row_loss, const Id* targets, int64_t rows,
-                                  int64_t ignore_index, bool mean, float* loss) {
-  __shared__ double sums[kTotalThreads];
-  __shared__ int64_t counts[kTotalThreads];
+__global__ void __launch_bounds__(kTotalThreads)
+    loss_total_kernel(const float* row_loss, const Id* targets, int64_t rows, int64_t ignore_index,
+                      bool mean, float* loss) {
   double sum = 0.0;
   int64_t count = 0;
 #pragma unroll 4  // a few rows' loads in flight per thread: one block does all the rows
@@ -142,22 +150,12 @@ __global__ void loss_total_kernel(const float* row_loss, const Id* targets, int6
     sum += row_loss[r];
     count += static_cast<int64_t>(targets[r]) != ignore_index;
   }
-  sums[threadIdx.x] = sum;
-  counts[threadIdx.x] = count;
-  __syncthreads();
-  for (int half = blockDim.x / 2; half > 0; half /= 2) {
-    if (static_cast<int>(threadIdx.x) < half) {
-      sums[threadIdx.x] += sums[threadIdx.x + half];
-      counts[threadIdx.x] += counts[threadIdx.x + half];
-    }
-    __syncthreads();
-  }
-  if (threadIdx.x == 0) {
-    const double total = sums[0];
-    *loss = static_cast<float>(!mean            ? total
-                               : counts[0] == 0 ? NAN
-                                                : total / static_cast<double>(counts[0]));
-  }
+  const double total = block_sum(sum);
+  const int64_t counted = block_sum(count);
+  if (threadIdx.x == 0)
+    *loss = static_cast<float>(!mean          ? total
+                               : counted == 0 ? NAN
+                                              : total / static_cast<double>(counted));
 }
 
 // Split rows, second pass: a thread per row combines its chunks in chunk order.
@@ -220,18 +218,14 @@ CrossEntropyLauncher pick_id(DType targets, const RowGeometry& g) {
 // The elements of x[0..n) unequal to `value`, counted by one block into *y (an int64_t for the
 // backward's mean, a float or double for count_not_equal).
 template <class Id, class Out>
-__global__ void count_not_equal_kernel(const Id* x, int64_t n, int64_t value, Out* y) {
-  __shared__ int64_t counts[kTotalThreads];
+__global__ void __launch_bounds__(kTotalThreads)
+    count_not_equal_kernel(const Id* x, int64_t n, int64_t value, Out* y) {
   int64_t count = 0;
+#pragma unroll 4
   for (int64_t i = threadIdx.x; i < n; i += blockDim.x)
     count += static_cast<int64_t>(x[i]) != value;
-  counts[threadIdx.x] = count;
-  __syncthreads();
-  for (int half = blockDim.x / 2; half > 0; half /= 2) {
-    if (static_cast<int>(threadIdx.x) < half) counts[threadIdx.x] += counts[threadIdx.x + half];
-    __syncthreads();
-  }
-  if (threadIdx.x == 0) *y = static_cast<Out>(counts[0]);
+  const int64_t counted = block_sum(count);
+  if (threadIdx.x == 0) *y = static_cast<Out>(counted);
 }
 
 template <class T, class Id, int VEC>
