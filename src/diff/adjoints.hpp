@@ -42,8 +42,15 @@ class Adjoints {
   struct Entry {
     std::optional<Value> value;  // the whole buffer's cotangent, contiguous
     bool owned = false;          // an array made here, updated in place
+    // Zero-filled by own() and written since only where `written` lies: a contribution to a
+    // view disjoint from those is stored, not added (one copy or scatter instead of a gather,
+    // an add and a scatter for a strided 16-bit view). False once anything else is known.
+    bool zero_elsewhere = false;
+    std::vector<NodeArgInfo> written;
   };
   bool whole(const NodeArgInfo& v) const;
+  // Whether view `v` of entry `e` still holds the zeros own() filled it with.
+  bool still_zero(const Entry& e, const NodeArgInfo& v) const;
   Value part(const Entry& e, const NodeArgInfo& v);
   void own(int b_id, Entry& e);
   Recorder& r_;

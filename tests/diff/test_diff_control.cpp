@@ -614,8 +614,9 @@ TEST(DiffControl, CotangentsOfStridedViewsLandWhereTheViewsLie) {
 }
 
 // A bf16 [T, 3 D] array read as three column slices (q, k, v: an attention block's one qkv
-// projection) gathered into contiguous arrays: their cotangents land where the slices lie, each
-// a 16-bit sum (gathered, added, scattered back). loss = q * k + v * w (cotangent ones): dqkv =
+// projection) gathered into contiguous arrays: their cotangents land where the slices lie. The
+// slices are apart, so each is stored into the zero-filled cotangent (one scatter) rather than
+// summed (a gather, an add and a scatter). loss = q * k + v * w (cotangent ones): dqkv =
 // [k, q, w], the same in bf16 as in the f32 graph, the columns apart.
 TEST(DiffControl, SixteenBitCotangentsOfColumnSlicesLandWhereTheSlicesLie) {
   // Values bf16 holds exactly, so both graphs read the same inputs.
@@ -639,7 +640,14 @@ TEST(DiffControl, SixteenBitCotangentsOfColumnSlicesLandWhereTheSlicesLie) {
           // Elementwise (sum has no bf16 kernel); the seed's cotangent is ones.
           const Value loss = r.call(
               kernels::add(), {r.call(kernels::mul(), {q, k}), r.call(kernels::mul(), {v, w})});
+          const std::size_t forward = r.recording().nodes().size();
           r.result(diff::gradients(r, {loss}, {qkv}));
+          std::map<std::string, int> reverse;
+          const auto nodes = r.recording().nodes();
+          for (std::size_t i = forward; i < nodes.size(); ++i) ++reverse[nodes[i].kernel];
+          EXPECT_EQ(reverse["scatter_view"], 3);
+          EXPECT_EQ(reverse["gather_view"], 0);  // nothing read back to be summed
+          EXPECT_EQ(reverse["fill"], 2);  // the seed's ones, the zero-filled cotangent of qkv
         },
         RecordOptions{.record = true});
     g.build(cpu);
@@ -655,6 +663,38 @@ TEST(DiffControl, SixteenBitCotangentsOfColumnSlicesLandWhereTheSlicesLie) {
       EXPECT_EQ(got[i * 12 + 8 + j], hw[i * 4 + j]);
     }
   EXPECT_CLOSE(got, want, 1e-2);
+}
+
+// Column slices that overlap (columns 0-7 and 4-11 of [5, 12]) and a transposed view of the
+// same array: where contributions meet they are summed, not stored over one another.
+TEST(DiffControl, OverlappingViewsOfOneArraySumTheirCotangents) {
+  const Array x0 = test::random_array({5, 12}, DType::f32, cpu);
+  const Array w0 = test::random_array({5, 8}, DType::f32, cpu);
+  const Array t0 = test::random_array({12, 5}, DType::f32, cpu);
+  Graph g = Graph::record(
+      [&](Recorder& r) {
+        const Value x = r.param("x", x0), w = r.param("w", w0), t = r.param("t", t0);
+        const Value a = r.call(kernels::gather_view(), {x.slice(1, 0, 8)});
+        const Value b = r.call(kernels::gather_view(), {x.slice(1, 4, 12)});
+        const Value c = r.call(kernels::gather_view(), {x.transpose(0, 1)});
+        // loss = a * w + b * w (elementwise, [5, 8]) and c * t ([12, 5]), cotangents ones.
+        r.result(diff::gradients(r,
+                                 {r.call(kernels::add(), {r.call(kernels::mul(), {a, w}),
+                                                          r.call(kernels::mul(), {b, w})}),
+                                  r.call(kernels::mul(), {c, t})},
+                                 {x}));
+      },
+      RecordOptions{.record = true});
+  g.build(cpu);
+  const std::vector<double> got = g()[0].to_vector<double>();
+  const std::vector<double> w = w0.to_vector<double>(), t = t0.to_vector<double>();
+  for (std::size_t i = 0; i < 5; ++i)
+    for (std::size_t j = 0; j < 12; ++j) {
+      double want = t[j * 5 + i];              // through the transpose
+      if (j < 8) want += w[i * 8 + j];         // through a
+      if (j >= 4) want += w[i * 8 + (j - 4)];  // through b
+      EXPECT_NEAR(got[i * 12 + j], want, 1e-6) << i << ", " << j;
+    }
 }
 
 // ---- refusals, each leaving the forward graph usable
