@@ -426,8 +426,10 @@ class CudnnPlan final : public plan::CompiledPlan {
           const TensorDesc* t = L.find(port);
           const int j = ragged_.n_zero++;
           zero_pos_[j] = require(t->uid, false);
-          // A THD row is one token's [Hk, D]: the S stride of the tensor.
-          ragged_.zero_row_bytes[j] = t->strides[2] * static_cast<int64_t>(itemsize(t->dtype));
+          // A THD row is one token's [Hk, D] (cuDNN's dims 1 and 3), rows the S stride apart.
+          const auto item = static_cast<int64_t>(itemsize(t->dtype));
+          ragged_.zero_row_bytes[j] = t->dims[1] * t->dims[3] * item;
+          ragged_.zero_row_pitch[j] = t->strides[2] * item;
         }
       launch_ = ragged_prep_launch(ragged_);
       if (ragged_.n_zero > 0) {

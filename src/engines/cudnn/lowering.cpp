@@ -154,13 +154,20 @@ class Lowering {
       if (t.ragged_offset().defined())
         decline(name + " has a ragged offset but the node is dense (no cu_seqlens)");
     } else {
-      if (!row_major(t))
-        decline(name + " must be dense row-major [T, heads, dim] (THD), its strides are " +
-                dims_str(st));
+      // Each token's [heads, dim] contiguous; tokens `row` elements apart, at least heads * dim
+      // (more in a packed qkv array: q, k and v column slices of one [T, 3 * heads * dim]).
       const int64_t s = kv ? out_.s_kv : out_.s_q, h = dims[1], e = dims[2];
+      const bool token_dense = (e == 1 || st[2] == 1) && (h == 1 || st[1] == e);
+      const int64_t row = dims[0] > 1 ? st[0] : h * e;
+      if (!token_dense || row < h * e)
+        decline(name +
+                " must be [T, heads, dim] with each token's [heads, dim] contiguous and tokens "
+                "at least heads * dim apart (THD, row-major or a packed qkv slice); its strides "
+                "are " +
+                dims_str(st));
       d.dims = {out_.batch, h, s, e};
-      d.strides = {s * h * e, e, h * e, 1};
-      d.ragged_uid = ragged_offsets(t, kv, h * e);
+      d.strides = {s * row, e, row, 1};
+      d.ragged_uid = ragged_offsets(t, kv, row);
     }
     out_.tensors.push_back(d);
   }

@@ -25,13 +25,14 @@ __device__ void zero_kv_rows_without_queries(const RaggedPrepArgs& a, int64_t se
   const int64_t tid = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int z = 0; z < a.n_zero; ++z) {
-    char* base = static_cast<char*>(a.zero[z]) + kv0 * a.zero_row_bytes[z];
-    const int64_t bytes = (kv1 - kv0) * a.zero_row_bytes[z];
-    if (a.zero_row_bytes[z] % 16 == 0 && reinterpret_cast<uintptr_t>(a.zero[z]) % 16 == 0) {
-      for (int64_t i = tid; i < bytes / 16; i += step)
-        reinterpret_cast<int4*>(base)[i] = make_int4(0, 0, 0, 0);
+    char* base = static_cast<char*>(a.zero[z]) + kv0 * a.zero_row_pitch[z];
+    const int64_t row = a.zero_row_bytes[z], pitch = a.zero_row_pitch[z];
+    if (row % 16 == 0 && pitch % 16 == 0 && reinterpret_cast<uintptr_t>(a.zero[z]) % 16 == 0) {
+      const int64_t per_row = row / 16;
+      for (int64_t i = tid; i < (kv1 - kv0) * per_row; i += step)
+        reinterpret_cast<int4*>(base + i / per_row * pitch)[i % per_row] = make_int4(0, 0, 0, 0);
     } else {
-      for (int64_t i = tid; i < bytes; i += step) base[i] = 0;
+      for (int64_t i = tid; i < (kv1 - kv0) * row; i += step) base[i / row * pitch + i % row] = 0;
     }
   }
 }

@@ -25,10 +25,12 @@ struct RaggedPrepArgs {
   int64_t row_elems[kMaxRaggedOffsets] = {};
   int kv_side[kMaxRaggedOffsets] = {};
   // Backward: cuDNN writes nothing for a sequence with no query rows, but its keys and values
-  // have gradient 0. The kv rows of such sequences are zeroed in these buffers (dk, dv).
+  // have gradient 0. The kv rows of such sequences are zeroed in these buffers (dk, dv): each
+  // row's first zero_row_bytes, rows zero_row_pitch bytes apart (wider in a packed [T, 3, H, D]).
   int n_zero = 0;
   void* zero[2] = {};
   int64_t zero_row_bytes[2] = {};
+  int64_t zero_row_pitch[2] = {};
 };
 
 struct StatsCopyArgs {

@@ -112,6 +112,30 @@ TEST(CudnnLowering, RaggedForwardDerivesOffsetsOncePerRowSizeWithFreeUids) {
     }
 }
 
+// q, k and v column slices of one packed [T, 3 H D] array (a qkv projection's output): tokens
+// 3 H D apart, each token's [H, D] contiguous; the offsets count in rows of the packed array.
+TEST(CudnnLowering, PackedQkvSlicesReadTokensTheirRowApart) {
+  SdpaShape s;
+  s.ragged = true;
+  s.batch = 3, s.s_q = s.s_kv = 20, s.heads = s.kv_heads = 4, s.head_dim = s.value_dim = 16;
+  op::Graph g("packed");
+  op::Ports p = test::sdpa::sdpa_inputs(g, s);
+  for (int i = 0; i < 3; ++i) p[static_cast<std::size_t>(i)].second.set_strides({3 * 64, 16, 1});
+  g.op("sdpa", p).at("o").set_output(true);
+  const Lowered L = lower(g);
+  for (const char* port : {"q", "k", "v"}) {
+    SCOPED_TRACE(port);
+    EXPECT_EQ(L.find(port)->strides, (std::array<int64_t, 4>{20 * 3 * 64, 16, 3 * 64, 1}));
+  }
+  EXPECT_EQ(L.find("o")->strides, (std::array<int64_t, 4>{20 * 64, 16, 64, 1}));
+  EXPECT_EQ(L.find("k")->ragged_uid, L.find("v")->ragged_uid);
+  EXPECT_NE(L.find("q")->ragged_uid, L.find("o")->ragged_uid);  // other row sizes
+  for (const cudnn::RaggedOffsets& o : L.offsets)
+    if (o.uid == L.find("q")->ragged_uid) {
+      EXPECT_EQ(o.row_elems, 3 * 64);
+    }
+}
+
 TEST(CudnnLowering, UserUidsAreKeptAndAddedUidsAvoidThem) {
   SdpaShape s;
   s.ragged = true;
@@ -198,9 +222,19 @@ TEST(CudnnLowering, DeclinesNameTheirReason) {
     op::Graph g("strided");
     op::Ports p = test::sdpa::sdpa_inputs(g, s);
     const op::Dims d = p[0].second.dims();
-    p[0].second.set_strides({d[1] * d[2] * 2, d[2], 1});  // rows twice apart
+    p[0].second.set_strides({d[1] * d[2], 1, d[1]});  // a token's heads and dims swapped
     g.op("sdpa", p).at("o").set_output(true);
-    declines(g, {"q must be dense row-major", "THD"});
+    declines(g, {"q must be [T, heads, dim] with each token's [heads, dim] contiguous", "THD"});
+  }
+  {
+    SdpaShape s;
+    s.ragged = true;
+    op::Graph g("overlapping");
+    op::Ports p = test::sdpa::sdpa_inputs(g, s);
+    const op::Dims d = p[1].second.dims();
+    p[1].second.set_strides({d[2], d[2], 1});  // tokens closer than a token's size
+    g.op("sdpa", p).at("o").set_output(true);
+    declines(g, {"k must be [T, heads, dim]", "at least heads * dim apart"});
   }
   {
     SdpaShape s;
