@@ -30,9 +30,10 @@ TEST(NodePriority, TheNodesLaterNodesWaitOnAreTheChainTheRestAreSinks) {
 // scale of it, a graph result no node reads), as a backward's chain and its weight gradients.
 Graph record_chain(const Array& x0, const Array& w0, const Array& w1) {
   op::Graph og("mm");
-  og.matmul(og.tensor({"a", x0.shape(), DType::f32}), og.tensor({"b", w0.shape(), DType::f32}))
-      .set_output(true)
-      .set_name("c");
+  // Made apart: the kernel's arguments follow the order the tensors were made in.
+  const op::Tensor a = og.tensor({"a", x0.shape(), DType::f32});
+  const op::Tensor b = og.tensor({"b", w0.shape(), DType::f32});
+  og.matmul(a, b).set_output(true).set_name("c");
   const Kernel mm = engines::planned_kernel(og);
   return Graph::record([&](Recorder& r) {
     const Value x = r.param("x", x0);

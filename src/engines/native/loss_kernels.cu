@@ -130,13 +130,25 @@ __global__ void __launch_bounds__(kCeThreads, kCeBlocksPerSm)
   }
 }
 
-// One block's sum of v (warp shuffles, then the warps' sums in order: one barrier pair, a fixed
-// order, so the same bits every run).
+// One block's sum of v, valid in thread 0: each warp's by shuffles, then warp 0 sums the warps'
+// (a fixed order, so the same bits every run; one barrier, and one after so the scratch is free
+// for the next call).
 template <class V>
 __device__ __forceinline__ V block_sum(V v) {
-  __shared__ V scratch[kTotalThreads / 32];
-  return group_reduce(
-      v, [](V a, V b) { return a + b; }, scratch, static_cast<int>(blockDim.x));
+  __shared__ V scratch[32];
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_down_sync(0xffffffffu, v, o);
+  const int warp = static_cast<int>(threadIdx.x >> 5), lane = static_cast<int>(threadIdx.x & 31);
+  if (lane == 0) scratch[warp] = v;
+  __syncthreads();
+  V r = V(0);
+  if (warp == 0) {
+    r = lane < static_cast<int>(blockDim.x >> 5) ? scratch[lane] : V(0);
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) r += __shfl_down_sync(0xffffffffu, r, o);
+  }
+  __syncthreads();
+  return r;
 }
 
 template <class Id>

@@ -28,11 +28,14 @@ using test::sdpa::SdpaShape;
 
 const char* const kQkv[] = {"q", "k", "v"};
 
-// The tensor of `g` named `name`.
-op::Tensor named(const op::Graph& g, const std::string& name) {
-  for (const op::Tensor& t : g.tensors())
-    if (t.name() == name) return t;
-  throw std::logic_error("no tensor " + name);
+// The tensor of `g`'s one node at port `port` (an input, or an output: dq, dk, dv).
+op::Tensor named(const op::Graph& g, const std::string& port) {
+  const op::Node n = g.nodes().at(0);
+  const op::Tensor in = n.input(port);
+  if (in.defined()) return in;
+  const op::Tensor out = n.output(port);
+  if (out.defined()) return out;
+  throw std::logic_error("no port " + port);
 }
 
 // A clone of `g` whose tensors named in `names` are declared as slices of a packed [T, 3 H D].
