@@ -90,6 +90,7 @@ class Config:
     fuse_epilogues: bool = False  # the MLP's segments with matmul epilogues
     prefer: tuple = ()  # engine names eagle's planned pieces try first (PlanningOptions::prefer)
     prioritize_chains: bool = False  # eagle's steps built with BuildOptions::prioritize_chains
+    packed_qkv: bool = False  # attention: eagle holds one qkv weight, as torch does (see Attention)
     trace_dir: str | None = None  # --trace: where each eagle step's trace goes
 
     @property
@@ -359,6 +360,8 @@ class Attention:
         return loss.detach(), dwqkv, dwo  # detached: as Mlp.torch_step
 
     def eagle_graph(self):
+        if self.cfg.packed_qkv:
+            return self.eagle_packed_graph()
         T, dim, H, D = self.cfg.tokens, self.dim, self.heads, self.hd
         dt = EAGLE_DTYPES[self.dtype]
         proj_graph = eagle.op.Graph("proj")  # [T, dim] x [dim, dim]: q, k, v and out
@@ -393,7 +396,53 @@ class Attention:
 
         return build_step(step, self.cfg)
 
+    def eagle_packed_graph(self):
+        """--packed-qkv: torch's layout. One [T, dim] x [dim, 3 dim] projection; q, k and v are
+        column slices of its output ([T, H, D] views, tokens 3 dim apart) that the attention
+        reads where they lie; their cotangents land in one [T, 3 dim] array (the reverse pass
+        stores each slice's into the zero-filled array), so dwqkv is one product."""
+        T, dim, H, D = self.cfg.tokens, self.dim, self.heads, self.hd
+        dt = EAGLE_DTYPES[self.dtype]
+
+        def projection(cols):
+            g = eagle.op.Graph(f"proj{cols}")
+            g.matmul(g.tensor("a", (T, dim), dt),
+                     g.tensor("w", (dim, cols), dt)).set_output(True).set_name("c")
+            return eagle.planned_kernel(g, **planning(self.cfg))
+
+        qkv_proj, out_proj = projection(3 * dim), projection(dim)
+        attn_graph = eagle.op.Graph("varlen_attention")
+        tq, tk, tv = (attn_graph.tensor(n, (T, H, D), dt, strides=(3 * dim, D, 1)) for n in "qkv")
+        tcu = attn_graph.tensor("cu_seqlens", (self.cfg.seqs + 1,), eagle.i32)
+        outs = attn_graph.op("sdpa", {"q": tq, "k": tk, "v": tv, "cu_seqlens_q": tcu,
+                                      "cu_seqlens_kv": tcu},
+                             {"scale": 1.0 / math.sqrt(D), "causal": True, "generate_stats": True})
+        outs["o"].set_output(True).set_name("o")
+        outs["stats"].set_output(True).set_name("stats")
+        attention = eagle.planned_kernel(attn_graph, **planning(self.cfg))
+        loss_graph = eagle.op.Graph("loss")
+        loss_graph.op("reduction", {"x": loss_graph.tensor("y", (T, dim), dt)},
+                      {"mode": "sum"})["y"].set_output(True).set_name("loss")
+        loss_kernel = eagle.planned_kernel(loss_graph, **planning(self.cfg))
+        x, cu, wqkv, wo = share(self.x), share(self.cu), share(self.wqkv), share(self.wo)
+
+        def step(r):
+            wv = [r.param("wqkv", wqkv), r.param("wo", wo)]
+            xv, cuv = r.param("x", x), r.param("cu_seqlens", cu)
+            heads = qkv_proj(xv, wv[0]).reshape((T, 3 * H, D))
+            q, k, v = (heads.slice(1, i * H, (i + 1) * H) for i in range(3))
+            o = named_outputs(attention, attention(q, k, v, cuv))["o"]
+            loss = loss_kernel(out_proj(o.reshape((T, dim)), wv[1]))
+            r.result([loss, *eagle.diff.gradients(r, [loss], wv)])
+
+        return build_step(step, self.cfg)
+
     def compare(self, eagle_out, torch_out) -> dict:
+        if self.cfg.packed_qkv:
+            loss, dwqkv, dwo = (to_torch(a) for a in eagle_out)
+            tloss, tqkv, two = torch_out
+            return {"loss": rel_diff(loss, tloss), "dwqkv": rel_diff(dwqkv, tqkv),
+                    "dwo": rel_diff(dwo, two)}
         loss, dq, dk, dv, dwo = (to_torch(a) for a in eagle_out)
         tloss, dwqkv, two = torch_out
         d = {"loss": rel_diff(loss, tloss), "dwo": rel_diff(dwo, two)}
@@ -642,6 +691,10 @@ def main() -> int:
     p.add_argument("--prioritize-chains", action="store_true",
                    help="build eagle's steps with node priorities: the calls later calls wait on "
                         "start before the graph's sinks (BuildOptions::prioritize_chains)")
+    p.add_argument("--packed-qkv", action="store_true",
+                   help="attention: eagle holds one qkv weight [dim, 3 dim] as torch does: one "
+                        "projection, q, k and v strided slices of its output read by the "
+                        "attention where they lie, one weight-gradient product")
     p.add_argument("--json", help="write the summary here (for bench/RESULTS.md)")
     p.add_argument("--trace", metavar="DIR",
                    help="after timing, trace a few replays of each eagle step (CUPTI on a GPU): "
@@ -659,13 +712,14 @@ def main() -> int:
                  cases=tuple(a.cases.split(",")), autotune=a.autotune,
                  fuse_epilogues=a.fuse_epilogues, trace_dir=a.trace,
                  prefer=tuple(n for n in a.prefer.split(",") if n),
-                 prioritize_chains=a.prioritize_chains, **shapes)
+                 prioritize_chains=a.prioritize_chains, packed_qkv=a.packed_qkv, **shapes)
     print(f"eagle gradients benchmark on {cfg.device} (torch {torch.__version__}); "
           f"T {cfg.tokens}, N {cfg.seqs}, dims {cfg.dims}, {cfg.dtype}"
           f"{'; eagle autotuned' if cfg.autotune else ''}"
           f"{'; matmul epilogues fused' if cfg.fuse_epilogues else ''}"
           f"{'; engines preferred: ' + ','.join(cfg.prefer) if cfg.prefer else ''}"
-          f"{'; chains prioritized' if cfg.prioritize_chains else ''}", flush=True)
+          f"{'; chains prioritized' if cfg.prioritize_chains else ''}"
+          f"{'; attention with one qkv weight' if cfg.packed_qkv else ''}", flush=True)
     if cfg.cuda and torch_varlen_attn() is None:
         print("note: this torch has no torch.nn.attention.varlen; torch's attention runs per "
               "sequence (scaled_dot_product_attention)", flush=True)
