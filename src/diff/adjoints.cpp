@@ -3,6 +3,7 @@
 #include "eagle/core/error.hpp"
 #include "eagle/kernel/standard.hpp"
 #include "eagle/kernel/views.hpp"
+#include "graph/view_layout.hpp"
 
 namespace eagle::diff::detail {
 
@@ -11,48 +12,10 @@ bool Adjoints::whole(const NodeArgInfo& v) const {
   return v.byte_offset == 0 && v.strides.empty() && v.bytes == static_cast<int64_t>(b.bytes);
 }
 
-namespace {
-
-// The byte offsets a view touches, coarsely: blocks of `run` contiguous bytes every `period`
-// bytes (run <= period), starting at byte_offset. A contiguous view is one block.
-struct Layout {
-  int64_t run, period;
-};
-Layout layout_of(const NodeArgInfo& v) {
-  const int64_t item = static_cast<int64_t>(itemsize(v.dtype));
-  if (v.strides.empty()) return {v.bytes, 0};
-  // The innermost dims that are contiguous together form the run; the next stride out the period
-  // (only when every outer stride is a multiple of it).
-  int64_t run = 1;
-  int k = static_cast<int>(v.shape.size()) - 1;
-  for (; k >= 0 && (v.shape[k] == 1 || v.strides[k] == run); --k) run *= v.shape[k];
-  if (k < 0) return {v.bytes, 0};
-  const int64_t period = v.strides[k];
-  for (int j = k; j >= 0; --j)
-    if (v.shape[j] > 1 && (v.strides[j] <= 0 || v.strides[j] % period != 0)) return {-1, 0};
-  if (run > period) return {-1, 0};
-  return {run * item, period * item};
-}
-
-// Whether views a and b of one buffer share no byte: apart as byte ranges, or blocks of the same
-// layout (a column slice beside another of one [T, 3 D] array) whose offsets keep them apart.
-// False when unsure.
-bool disjoint(const NodeArgInfo& a, const NodeArgInfo& b) {
-  if (a.byte_offset + a.bytes <= b.byte_offset || b.byte_offset + b.bytes <= a.byte_offset)
-    return true;
-  const Layout la = layout_of(a), lb = layout_of(b);
-  if (la.run < 0 || lb.run < 0 || la.period == 0 || la.period != lb.period) return false;
-  const int64_t d = ((b.byte_offset - a.byte_offset) % la.period + la.period) % la.period;
-  // b's blocks start d bytes after a's (modulo the period): apart when each fits in the gap.
-  return d >= la.run && la.period - d >= lb.run;
-}
-
-}  // namespace
-
 bool Adjoints::still_zero(const Entry& e, const NodeArgInfo& v) const {
   if (!e.zero_elsewhere || pinned_.count(v.buffer)) return false;
   for (const NodeArgInfo& w : e.written)
-    if (!disjoint(v, w)) return false;
+    if (!eagle::detail::views_apart(v, w)) return false;
   return true;
 }
 

@@ -7,6 +7,7 @@
 
 #include "eagle/core/error.hpp"
 #include "graph/state.hpp"
+#include "graph/view_layout.hpp"
 
 namespace eagle {
 
@@ -15,7 +16,18 @@ namespace {
 struct Span {
   int node;  // the item (or branch position) the access belongs to
   int64_t begin, end;
+  detail::ViewLayout layout;  // which bytes of [begin, end) it touches
 };
+
+Span span_of(int node, const NodeArgInfo& a) {
+  return {node, a.byte_offset, a.byte_offset + a.bytes, detail::view_layout(a)};
+}
+
+// Whether span s and access a share a byte (overlapping ranges may not: column slices).
+bool shares_bytes(const Span& s, const NodeArgInfo& a) {
+  return !detail::views_apart(s.begin, s.end - s.begin, s.layout, a.byte_offset, a.bytes,
+                              detail::view_layout(a));
+}
 
 // The accesses of one buffer, by where they begin. max_len bounds how far before a query an
 // overlapping access can begin.
@@ -64,8 +76,7 @@ void Recording::State::check_races(const NodeInfo& node, bool per_sample) const 
       const NodeArgInfo& a = node.arrays[i];
       const NodeArgInfo& b = node.arrays[j];
       if (a.buffer != b.buffer || !(writes(a.access) || writes(b.access))) continue;
-      if (!overlaps(a.byte_offset, a.byte_offset + a.bytes, b.byte_offset, b.byte_offset + b.bytes))
-        continue;
+      if (detail::views_apart(a, b)) continue;
       const bool same_view = a.byte_offset == b.byte_offset && a.shape == b.shape &&
                              a.strides == b.strides && a.dtype == b.dtype;
       if (same_view && per_sample && !(writes(a.access) && writes(b.access))) continue;
@@ -97,7 +108,7 @@ int first_clash(const BranchAccesses& i, const NodeArgInfo& a, int waited) {
   if (found == i.index.end()) return -1;
   int clash = -1;
   auto note = [&](const Span& s) {
-    if (s.node > waited && (clash < 0 || s.node < clash)) clash = s.node;
+    if (s.node > waited && (clash < 0 || s.node < clash) && shares_bytes(s, a)) clash = s.node;
   };
   const int64_t begin = a.byte_offset, end = a.byte_offset + a.bytes;
   found->second.writes.for_overlapping(begin, end, note);
@@ -117,8 +128,7 @@ std::vector<BranchAccesses> branch_accesses(const Recording::State& s, int fork)
       s.subtree_accesses(branches[b][x], acc);
       for (const NodeArgInfo& a : acc) {
         BufferAccesses& on = ba.index[a.buffer];
-        (writes(a.access) ? on.writes : on.reads)
-            .add({static_cast<int>(x), a.byte_offset, a.byte_offset + a.bytes});
+        (writes(a.access) ? on.writes : on.reads).add(span_of(static_cast<int>(x), a));
       }
     }
   }
@@ -190,7 +200,7 @@ std::vector<int> ordering_deps(const std::unordered_map<int, BufferAccesses>& li
     if (it == live.end()) continue;
     const int64_t begin = a.byte_offset, end = a.byte_offset + a.bytes;
     auto add = [&](const Span& s) {
-      if (s.node != id) deps.push_back(s.node);
+      if (s.node != id && shares_bytes(s, a)) deps.push_back(s.node);
     };
     it->second.writes.for_overlapping(begin, end, add);
     if (writes(a.access)) it->second.reads.for_overlapping(begin, end, add);
@@ -201,17 +211,18 @@ std::vector<int> ordering_deps(const std::unordered_map<int, BufferAccesses>& li
 }
 
 // Records an item's accesses. Accesses an unconditional write covers are ordered before it, so
-// later items need only it: they are dropped.
+// later items need only it: they are dropped. Only a write of every byte of its range covers
+// what lies there (a strided write may leave out bytes a column slice beside it uses).
 void note_accesses(std::unordered_map<int, BufferAccesses>& live,
                    const std::vector<NodeArgInfo>& acc, int id, bool unconditional) {
   for (const NodeArgInfo& a : acc) {
     BufferAccesses& ba = live[a.buffer];
-    const int64_t begin = a.byte_offset, end = a.byte_offset + a.bytes;
-    if (writes(a.access) && unconditional) {
-      ba.reads.erase_within(begin, end);
-      ba.writes.erase_within(begin, end);
+    const Span s = span_of(id, a);
+    if (writes(a.access) && unconditional && s.layout.period == 0 && s.layout.run >= 0) {
+      ba.reads.erase_within(s.begin, s.end);
+      ba.writes.erase_within(s.begin, s.end);
     }
-    (writes(a.access) ? ba.writes : ba.reads).add({id, begin, end});
+    (writes(a.access) ? ba.writes : ba.reads).add(s);
   }
 }
 

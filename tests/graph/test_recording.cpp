@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "eagle/eagle.hpp"
+#include "eagle/kernel/views.hpp"
 #include "test_util.hpp"
 
 namespace eagle {
@@ -67,6 +68,31 @@ TEST(Record, DisjointViewsOfOneArrayAreIndependentAndOverlappingOnesAreOrdered) 
   EXPECT_FALSE(has_edge(g, 0, 1));
   EXPECT_TRUE(has_edge(g, 0, 2));
   EXPECT_TRUE(has_edge(g, 1, 2));
+}
+
+// Column slices of one [4, 12] array (q, k, v of a qkv projection) span nearly all of it yet
+// share no byte: writes to two of them are independent, one overlapping both follows both, and a
+// strided write covers only its own bytes (a later reader of k still follows k's writer).
+TEST(Record, ColumnSlicesOfOneArrayAreOrderedOnlyWhereTheirBytesMeet) {
+  const Array c0 = host_f32({4, 4});
+  Graph g = Graph::record([&](Recorder& r) {
+    Value t = r.empty({4, 12}, DType::f32, "qkv");
+    const Value c = r.param("c", c0);
+    r.call_all(kernels::scatter_view(), {t.slice(1, 4, 8), c});    // 0: k's columns
+    r.call_all(kernels::scatter_view(), {t.slice(1, 0, 4), c});    // 1: q's, apart from 0
+    r.call_all(kernels::scatter_view(), {t.slice(1, 2, 6), c});    // 2: columns 2-5 meet both
+    r.result(r.call(kernels::gather_view(), {t.slice(1, 6, 8)}));  // 3: k's last two columns
+  });
+  EXPECT_FALSE(has_edge(g, 0, 1));
+  EXPECT_TRUE(has_edge(g, 0, 2));
+  EXPECT_TRUE(has_edge(g, 1, 2));
+  EXPECT_TRUE(has_edge(g, 0, 3));   // 2's write left columns 6-7 as 0 wrote them
+  EXPECT_FALSE(has_edge(g, 1, 3));  // q's columns: apart
+  EXPECT_FALSE(has_edge(g, 2, 3));  // columns 2-5: apart from 6-7
+  g.build(Device::cpu());
+  const std::vector<float> got = g()[0].to_vector<float>(), c = c0.to_vector<float>();
+  for (std::size_t i = 0; i < 4; ++i)
+    for (std::size_t j = 0; j < 2; ++j) EXPECT_EQ(got[i * 2 + j], c[i * 4 + 2 + j]);
 }
 
 TEST(Record, HostDecisionsRecordOnlyThePathTaken) {
