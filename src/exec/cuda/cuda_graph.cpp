@@ -365,8 +365,11 @@ class CudaGraphExecutor final : public Executor {
       return false;
     };
     auto runtime = [&fail](cudaError_t err, const char* what) {
-      return err == cudaSuccess ? true
-                                : fail(std::string(what) + " failed: " + cudaGetErrorName(err));
+      if (err == cudaSuccess) return true;
+      // Not sticky, but the runtime keeps it as its last error: cleared, so that the next launch
+      // check (cudaGetLastError after a kernel) does not report it as its own.
+      (void)cudaGetLastError();
+      return fail(std::string(what) + " failed: " + cudaGetErrorName(err));
     };
     switch (entries_[i]) {
       case Entry::kernel: {
@@ -395,6 +398,9 @@ class CudaGraphExecutor final : public Executor {
           cudaGraphDestroy(child);
           children_graphs_[i] = child = fresh;
         }
+        // As at build: an instantiated child's update must keep its nodes' attributes, the
+        // priority among them (a fresh population has none yet).
+        prioritize(child, priority_[i]);
         return runtime(cudaGraphExecChildGraphNodeSetParams(exec_, handles_[i], child),
                        "cudaGraphExecChildGraphNodeSetParams (populated graph)");
       }
