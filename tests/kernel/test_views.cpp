@@ -66,6 +66,28 @@ TEST_P(Views, ScatterWritesWhereTheViewLiesInSixteenBits) {
       {"scatter_view", "'c'", "'view''s shape and dtype"});
 }
 
+// A [T, H, D] column slice of a packed [T, 3 H D] bf16 array (tokens 3 H D apart: a qkv
+// projection's k), written from a contiguous one: only its bytes change.
+TEST_P(Views, ScatterIntoAThreeDimensionalColumnSlice) {
+  const int64_t T = 5, H = 2, D = 4, row = 3 * H * D;
+  const Array m = test::random_array({T, row}, DType::bf16, device());
+  const std::vector<double> before = m.to_vector<double>();
+  const Array c = test::random_array({T, H, D}, DType::bf16, device());
+  const auto item = static_cast<int64_t>(itemsize(DType::bf16));
+  const Array k = Array::wrap(static_cast<char*>(m.data()) + H * D * item, {T, H, D}, DType::bf16,
+                              device(), {row, D, 1});
+  launch(kernels::scatter_view(), {k, c}, {}, stream(), team_);
+  stream().synchronize();
+  const std::vector<double> hc = c.to_vector<double>(), got = m.to_vector<double>();
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t j = 0; j < row; ++j) {
+      const auto at = static_cast<std::size_t>(t * row + j);
+      const bool in_k = j >= H * D && j < 2 * H * D;
+      EXPECT_EQ(got[at], in_k ? hc[static_cast<std::size_t>(t * H * D + j - H * D)] : before[at])
+          << t << ", " << j;
+    }
+}
+
 TEST_P(Views, RefusesAMismatchedCotangentAndSixteenBitSums) {
   const Array m = test::random_array({2, 3}, DType::f32, device());
   const Array c = test::random_array({3, 3}, DType::f32, device());
