@@ -694,7 +694,8 @@ def main() -> int:
     p.add_argument("--packed-qkv", action="store_true",
                    help="attention: eagle holds one qkv weight [dim, 3 dim] as torch does: one "
                         "projection, q, k and v strided slices of its output read by the "
-                        "attention where they lie, one weight-gradient product")
+                        "attention where they lie, one weight-gradient product (right on the "
+                        "CPU; faulted on an H100 in session 26: bench/RESULTS.md)")
     p.add_argument("--json", help="write the summary here (for bench/RESULTS.md)")
     p.add_argument("--trace", metavar="DIR",
                    help="after timing, trace a few replays of each eagle step (CUPTI on a GPU): "
