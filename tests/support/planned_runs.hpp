@@ -30,6 +30,23 @@ inline std::vector<op::Tensor> outputs(const op::Graph& g) {
   return out;
 }
 
+// Runs the built plans over a filled variant pack on `device`: one handle of the plan's library,
+// a workspace, a stream waited for.
+inline void execute_pack(const plan::ExecutionPlans& plans, const plan::VariantPack& pack,
+                         Device device) {
+  const Stream stream(device);
+  const std::size_t ws_bytes = plans.workspace_size();
+  const Array ws =
+      ws_bytes ? Array::empty({static_cast<int64_t>(ws_bytes)}, DType::u8, device) : Array();
+  const Library* lib = plans.compiled()->library();
+  void* handle = lib ? lib->create(device, stream.native()) : nullptr;
+  plan::ExecutionContext ctx{stream.native(), handle, ws_bytes ? ws.data() : nullptr, ws_bytes};
+  ctx.device = device;
+  plans.execute(pack, ctx);
+  stream.synchronize();
+  if (lib) lib->destroy(handle);
+}
+
 // Runs a planned graph: inputs copied to `device`, outputs poisoned there, one handle of the
 // plan's library and a workspace; returns the outputs on the host, by uid. `output_offset`: each
 // output a view that starts that many elements into its storage (a caller's slice or a DLPack
@@ -54,17 +71,7 @@ inline Arrays execute(const plan::ExecutionPlans& plans, const Arrays& host_in, 
     }
     pack.set(t.uid(), plan::Operand(out[t.uid()]));
   }
-  const Stream stream(device);
-  const std::size_t ws_bytes = plans.workspace_size();
-  const Array ws =
-      ws_bytes ? Array::empty({static_cast<int64_t>(ws_bytes)}, DType::u8, device) : Array();
-  const Library* lib = plans.compiled()->library();
-  void* handle = lib ? lib->create(device, stream.native()) : nullptr;
-  plan::ExecutionContext ctx{stream.native(), handle, ws_bytes ? ws.data() : nullptr, ws_bytes};
-  ctx.device = device;
-  plans.execute(pack, ctx);
-  stream.synchronize();
-  if (lib) lib->destroy(handle);
+  execute_pack(plans, pack, device);
   for (auto& [uid, a] : out) a = a.to(Device::cpu());
   return out;
 }

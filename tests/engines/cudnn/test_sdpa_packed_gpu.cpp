@@ -79,17 +79,7 @@ void slice_views(Packed& p, const op::Graph& g, int64_t width) {
 void run(const plan::ExecutionPlans& plans, const std::map<int64_t, Array>& operands) {
   plan::VariantPack vp(plans.layout());
   for (const auto& [uid, a] : operands) vp.set(uid, plan::Operand(a));
-  const Stream stream(kGpu);
-  const std::size_t ws_bytes = plans.workspace_size();
-  const Array ws =
-      ws_bytes ? Array::empty({static_cast<int64_t>(ws_bytes)}, DType::u8, kGpu) : Array();
-  const Library* lib = plans.compiled()->library();
-  void* handle = lib ? lib->create(kGpu, stream.native()) : nullptr;
-  plan::ExecutionContext ctx{stream.native(), handle, ws_bytes ? ws.data() : nullptr, ws_bytes};
-  ctx.device = kGpu;
-  plans.execute(vp, ctx);
-  stream.synchronize();
-  if (lib) lib->destroy(handle);
+  test::execute_pack(plans, vp, kGpu);
 }
 
 // packed_grads: dq, dk and dv written into slices of one packed array (q's layout), else
