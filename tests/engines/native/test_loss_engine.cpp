@@ -298,6 +298,19 @@ TEST(NativeLossPlanning, TheNativeEngineLeadsOnAGpuAndAsksForWorkspaceToReduce) 
   }
 }
 
+TEST(NativeLossPlanning, TheNativeEngineLeadsForCountNotEqualWithoutWorkspace) {
+  EAGLE_SKIP_WITHOUT_CUDA_BUILD();
+  op::Graph g("count");
+  g.op("count_not_equal", {{"x", g.tensor({"x", {4096}, DType::i64})}}, {{"value", -100}})
+      .at("y")
+      .set_output(true);
+  plan::ExecutionPlans plans = plan::ExecutionPlans::create(g, manifest(), hopper());
+  ASSERT_GE(plans.count(), 1);
+  EXPECT_EQ(plans.at(0).engine_id, loss_id()) << plans.describe();
+  EXPECT_EQ(plans.build_plans(), 0);
+  EXPECT_EQ(plans.workspace_size(), 0u);
+}
+
 TEST(NativeLossPlanning, FewLongRowsSplitIntoChunks) {
   EAGLE_SKIP_WITHOUT_CUDA_BUILD();
   CeCase c;  // mean
