@@ -117,6 +117,7 @@ Segment build_segment(const op::Graph& whole, const std::vector<op::Node>& nodes
     std::map<std::string, op::Tensor> outs = sub.op(n.op(), ports, attrs, n.name());
     for (const auto& [port, t] : n.outputs()) {
       op::Tensor& o = outs.at(port);
+      if (t.strides() != o.strides()) o.set_strides(t.strides());  // a declared layout stays
       local[t.index()] = o;
       whole_uid[o.index()] = t.uid();
       const auto r = readers.find(t.index());

@@ -166,8 +166,8 @@ class PlannedRule final : public VjpRule {
       return v.shape() == t.dims() ? v : v.reshape(t.dims());  // a cotangent in keepdim dims
     };
     recomputed = run(r, e.recompute, e.backward.recompute_inputs, value_of, {}, {});
-    const std::map<int64_t, Value> by_uid =
-        run(r, e.kernel, e.backward.inputs, value_of, taken, e.deferred);
+    const std::map<int64_t, Value> by_uid = run(r, e.kernel, e.backward.inputs, value_of, taken,
+                                                e.deferred, laid_out_gradients(r, e, a, wrt_slot));
     for (std::size_t w = 0; w < wrt.size(); ++w)
       if (const op::Tensor& g = e.backward.gradients[w]; g.defined())
         out[static_cast<std::size_t>(wrt_slot[w])] = by_uid.at(g.uid());
@@ -267,15 +267,42 @@ class PlannedRule final : public VjpRule {
     return *entries_.emplace(full, std::move(e)).first->second;
   }
 
+  // Where the gradients declared in their input's strided layout (sdpa's dq, dk, dv of packed
+  // qkv slices) go, by gradient uid: views laid out as the forward's views of their input, in
+  // one new array per forward buffer, shaped as that buffer (so slices of one packed array get
+  // slices of one gradient array). Empty when every gradient is row-major.
+  static std::map<int64_t, Value> laid_out_gradients(Recorder& r, const Entry& e, const VjpArgs& a,
+                                                     const std::vector<int>& wrt_slot) {
+    std::map<int64_t, Value> into;
+    std::map<int, Value> base;  // forward buffer -> its gradients' array
+    for (std::size_t w = 0; w < wrt_slot.size(); ++w) {
+      const op::Tensor& g = e.backward.gradients[w];
+      if (!g.defined() || g.strides() == contiguous_strides(g.dims())) continue;
+      const Value& fv = a.arrays[static_cast<std::size_t>(wrt_slot[w])];
+      if (fv.strides() != g.strides() || fv.shape() != g.dims() || fv.dtype() != g.dtype())
+        continue;  // not the forward's layout: the call allocates it (and its plan refuses)
+      auto it = base.find(fv.buffer());
+      if (it == base.end()) {
+        const BufferInfo& b = r.recording().buffers()[static_cast<std::size_t>(fv.buffer())];
+        it = base.emplace(fv.buffer(), r.empty(b.shape, b.dtype, "grad " + b.label)).first;
+      }
+      into.emplace(g.uid(), r.view(it->second.buffer(), it->second.byte_offset() + fv.byte_offset(),
+                                   fv.shape(), fv.dtype(), fv.strides()));
+    }
+    return into;
+  }
+
   // Records the calls of a derived graph's segments, its inputs from `sources` and `values`
-  // (taken-over arguments), the `deferred` ones deferred; returns every value made, by the
-  // graph's uids (its outputs among them).
+  // (taken-over arguments), the `deferred` ones deferred, outputs named in `into` written there
+  // (the others allocated); returns every value made, by the graph's uids (its outputs among
+  // them).
   template <class ValueOf>
   static std::map<int64_t, Value> run(
       Recorder& r, const std::vector<PlannedSegment>& calls,
       const std::vector<std::pair<op::Tensor, op::Source>>& sources, ValueOf& value_of,
       std::map<int64_t, Value> values,
-      const std::map<std::size_t, std::shared_ptr<const ProductTag>>& deferred) {
+      const std::map<std::size_t, std::shared_ptr<const ProductTag>>& deferred,
+      const std::map<int64_t, Value>& into = {}) {
     for (const auto& [t, s] : sources) values[t.uid()] = value_of(t, s);
     for (std::size_t i = 0; i < calls.size(); ++i) {
       const PlannedSegment& c = calls[i];
@@ -283,11 +310,34 @@ class PlannedRule final : public VjpRule {
       for (int64_t uid : c.inputs) args.emplace_back(values.at(uid));
       const auto d = deferred.find(i);
       const std::vector<Value> outs = d == deferred.end()
-                                          ? r.call_all(c.kernel, args)
+                                          ? r.call_all(c.kernel, args, buffers_of(r, c, args, into))
                                           : r.call_deferred(c.kernel, args, d->second);
       for (std::size_t o = 0; o < outs.size(); ++o) values[c.outputs[o]] = outs[o];
     }
     return values;
+  }
+
+  // The call's output buffers when `into` names one of its outputs: those views, and new arrays
+  // (the kernel's output shapes) for the rest before them.
+  static CallOptions buffers_of(Recorder& r, const PlannedSegment& c, const std::vector<Arg>& args,
+                                const std::map<int64_t, Value>& into) {
+    CallOptions options;
+    std::size_t last = 0;
+    for (std::size_t o = 0; o < c.outputs.size(); ++o)
+      if (into.count(c.outputs[o])) last = o + 1;
+    if (last == 0) return options;
+    std::vector<ArrayMeta> given;
+    for (const Arg& a : args) {
+      const Value& v = std::get<Value>(a.get());
+      given.push_back({v.shape(), v.dtype()});
+    }
+    const std::vector<ArrayMeta> metas = c.kernel.def().infer(given, {});
+    for (std::size_t o = 0; o < last; ++o) {
+      const auto it = into.find(c.outputs[o]);
+      options.buffers.emplace_back(it != into.end() ? it->second
+                                                    : r.empty(metas[o].shape, metas[o].dtype));
+    }
+    return options;
   }
 
   op::Graph graph_;

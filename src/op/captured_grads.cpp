@@ -5,6 +5,7 @@
 #include <utility>
 #include <vector>
 
+#include "eagle/core/shape.hpp"
 #include "op/grad_context.hpp"
 #include "op/tables.hpp"
 
@@ -24,8 +25,17 @@ void sdpa_grad(GradContext& c) {
     if (n.input(p).defined()) ins.emplace_back(p, c.value(p));
   Attrs attrs = {{"causal", n.attr("causal")}};
   if (n.has_attr("scale")) attrs.emplace_back("scale", n.attr("scale"));
-  const auto out = c.graph().op("sdpa_bwd", ins, attrs);
-  for (const char* p : {"q", "k", "v"}) c.grad(p, out.at(std::string("d") + p));
+  auto out = c.graph().op("sdpa_bwd", ins, attrs);
+  for (const char* p : {"q", "k", "v"}) {
+    Tensor g = out.at(std::string("d") + p);
+    // A gradient takes its input's layout: q, k and v read as slices of one packed qkv array
+    // get dq, dk and dv laid out the same way (a fused attention backward reads and writes
+    // each pair alike; the caller provides such outputs where they lie).
+    const Tensor in = n.input(p);
+    const Dims& st = in.strides();
+    if (!st.empty() && st != contiguous_strides(in.dims())) g.set_strides(st);
+    c.grad(p, g);
+  }
 }
 
 void delta_rule_grad(GradContext& c) {

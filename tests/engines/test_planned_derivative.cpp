@@ -466,6 +466,47 @@ TEST(PlannedDerivative, SdpaOnARaggedBatchWithNaNPaddingRows) {
   expect_close(grads[2].to_vector<double>(), finite_difference(f, "v", v0, objective, v_active));
 }
 
+// q, k and v as column slices of one packed [T, 3 H D] array (one qkv projection's output):
+// sdpa_bwd writes dq, dk and dv in that layout too (a fused backward reads and writes each pair
+// alike), into one array shaped as the packed one, and the gradient of the packed array is
+// right against finite differences (padding row NaN).
+TEST(PlannedDerivative, SdpaOverPackedQkvSlicesWritesItsGradientsInTheirLayout) {
+  op::Graph og("attention");
+  const op::Dims packed = {24, 4, 1};  // [6, 2, 4] views of [6, 24]: tokens 3 * 2 * 4 apart
+  const Tensor q = og.tensor({"q", {6, 2, 4}, f64, packed});
+  const Tensor k = og.tensor({"k", {6, 2, 4}, f64, packed});
+  const Tensor v = og.tensor({"v", {6, 2, 4}, f64, packed});
+  const Tensor cu = og.tensor({"cu", {3}, DType::i64});
+  og.op("sdpa", {{"q", q}, {"k", k}, {"v", v}, {"cu_seqlens_q", cu}, {"cu_seqlens_kv", cu}},
+        {{"causal", true}})
+      .at("o")
+      .set_output(true)
+      .set_name("o");
+  const Kernel attention = engines::planned_kernel(og);
+  const auto [qkv0, active] = padded({6, 24}, {5});
+  const auto [c0, c_active] = padded({6, 2, 4}, {5});
+  Graph f = Graph::record(
+      [&](Recorder& r) {
+        const Value heads = r.param("qkv", qkv0).reshape({6, 6, 4});
+        r.result(r.call(attention,
+                        {heads.slice(1, 0, 2), heads.slice(1, 2, 4), heads.slice(1, 4, 6),
+                         r.param("cu", Array::from(std::vector<int64_t>{0, 2, 5}, {3}, cpu))}));
+      },
+      RecordOptions{.record = true});
+  f.build(cpu);
+  Graph back = diff::reverse(f, {diff::Seed("result", c0)}, {"qkv"});
+  bool laid_out = false;  // the backward's dq: a [6, 2, 4] view of a [6, 24] array
+  for (const NodeInfo& n : back.nodes())
+    for (const NodeArgInfo& a : n.arrays)
+      if (a.param == "grad.q" && a.strides == Shape(packed.begin(), packed.end()))
+        laid_out =
+            back.recording().buffers()[static_cast<std::size_t>(a.buffer)].shape == Shape{6, 24};
+  EXPECT_TRUE(laid_out);
+  f();
+  expect_close(back()[0].to_vector<double>(),
+               finite_difference(f, "qkv", qkv0, dot_with(c0), active));
+}
+
 TEST(PlannedDerivative, GdnOnARaggedBatch) {
   // Two sequences of 3 and 1 tokens (the reference packs them without padding).
   op::Graph og("gdn");
