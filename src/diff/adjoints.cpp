@@ -70,7 +70,47 @@ void Adjoints::zero(const NodeArgInfo& v) {
     r_.call_all(kernels::zero_view(), {at});
 }
 
+// Whether `buffer` was filled whole with zeros by its first writer and written by one node
+// after that (a planned derivative's gradients laid out as their inputs: Adjoints::adopt).
+bool Adjoints::zero_filled_then_written_once(int buffer) const {
+  const Recording& rec = r_.recording();
+  const BufferInfo& b = rec.buffers()[static_cast<std::size_t>(buffer)];
+  int writers = 0;
+  for (const NodeInfo& n : rec.nodes())
+    for (const NodeArgInfo& a : n.arrays) {
+      if (a.buffer != buffer || !writes(a.access)) continue;
+      if (writers == 0 && (n.kernel != "fill" || n.scalars.size() != 1 || n.scalars[0].i != 0 ||
+                           a.byte_offset != 0 || a.bytes != static_cast<int64_t>(b.bytes)))
+        return false;
+      ++writers;
+      break;
+    }
+  return writers == 2;
+}
+
+bool Adjoints::adopt(const NodeArgInfo& v, const Value& c) {
+  if (pinned_.count(v.buffer) || c.byte_offset() != v.byte_offset || c.shape() != v.shape ||
+      c.dtype() != v.dtype || c.strides() != v.strides)
+    return false;
+  const auto it = entries_.find(v.buffer);
+  if (it != entries_.end() && it->second.value)  // c lies in the adopted array already
+    return it->second.owned && it->second.value->buffer() == c.buffer() &&
+           it->second.value->byte_offset() == 0;
+  const BufferInfo& fb = buffers_[static_cast<std::size_t>(v.buffer)];
+  const BufferInfo& cb = r_.recording().buffers()[static_cast<std::size_t>(c.buffer())];
+  if (cb.shape != fb.shape || cb.dtype != fb.dtype || !zero_filled_then_written_once(c.buffer()))
+    return false;
+  Entry& e = entries_[v.buffer];
+  e.value.emplace(r_.view(c.buffer(), 0, fb.shape, fb.dtype));
+  e.owned = true;
+  e.zero_elsewhere = false;  // the derivative's other views there are not zero
+  e.written.clear();
+  owned_.insert(c.buffer());
+  return true;
+}
+
 void Adjoints::add(const NodeArgInfo& v, const Value& given) {
+  if (!given.is_contiguous() && adopt(v, given)) return;
   // A derivative may hand back a strided view (of an array it made): gathered first.
   const Value c = given.is_contiguous() ? given : r_.call(kernels::gather_view(), {given});
   const BufferInfo& b = buffers_[static_cast<std::size_t>(v.buffer)];

@@ -20,6 +20,7 @@
 #include "eagle/core/error.hpp"
 #include "eagle/engines/planned_kernel.hpp"
 #include "eagle/graph/derivative.hpp"
+#include "eagle/kernel/standard.hpp"
 #include "eagle/op/backward.hpp"
 #include "engines/planned_kernel_of.hpp"
 
@@ -285,6 +286,9 @@ class PlannedRule final : public VjpRule {
       if (it == base.end()) {
         const BufferInfo& b = r.recording().buffers()[static_cast<std::size_t>(fv.buffer())];
         it = base.emplace(fv.buffer(), r.empty(b.shape, b.dtype, "grad " + b.label)).first;
+        // Zero where no gradient lands, so that the reverse pass may take the whole array as the
+        // buffer's cotangent (Adjoints::adopt) instead of gathering each view out of it.
+        r.call(kernels::fill(), {0.0}, buffer(it->second));
       }
       into.emplace(g.uid(), r.view(it->second.buffer(), it->second.byte_offset() + fv.byte_offset(),
                                    fv.shape(), fv.dtype(), fv.strides()));

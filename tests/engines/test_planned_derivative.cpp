@@ -468,8 +468,8 @@ TEST(PlannedDerivative, SdpaOnARaggedBatchWithNaNPaddingRows) {
 
 // q, k and v as column slices of one packed [T, 3 H D] array (one qkv projection's output):
 // sdpa_bwd writes dq, dk and dv in that layout too (a fused backward reads and writes each pair
-// alike), into one array shaped as the packed one, and the gradient of the packed array is
-// right against finite differences (padding row NaN).
+// alike), into one zero-filled array shaped as the packed one, which the reverse pass takes as
+// the packed array's cotangent; right against finite differences (padding row NaN).
 TEST(PlannedDerivative, SdpaOverPackedQkvSlicesWritesItsGradientsInTheirLayout) {
   op::Graph og("attention");
   const op::Dims packed = {24, 4, 1};  // [6, 2, 4] views of [6, 24]: tokens 3 * 2 * 4 apart
@@ -502,6 +502,11 @@ TEST(PlannedDerivative, SdpaOverPackedQkvSlicesWritesItsGradientsInTheirLayout) 
         laid_out =
             back.recording().buffers()[static_cast<std::size_t>(a.buffer)].shape == Shape{6, 24};
   EXPECT_TRUE(laid_out);
+  // That array is the packed array's cotangent as it is: nothing gathered or scattered.
+  for (const NodeInfo& n : back.nodes()) {
+    EXPECT_NE(n.kernel, "gather_view");
+    EXPECT_NE(n.kernel, "scatter_view");
+  }
   f();
   expect_close(back()[0].to_vector<double>(),
                finite_difference(f, "qkv", qkv0, dot_with(c0), active));
