@@ -23,10 +23,10 @@ Span span_of(int node, const NodeArgInfo& a) {
   return {node, a.byte_offset, a.byte_offset + a.bytes, detail::view_layout(a)};
 }
 
-// Whether span s and access a share a byte (overlapping ranges may not: column slices).
-bool shares_bytes(const Span& s, const NodeArgInfo& a) {
-  return !detail::views_apart(s.begin, s.end - s.begin, s.layout, a.byte_offset, a.bytes,
-                              detail::view_layout(a));
+// Whether span s and access a (its layout la) share a byte (overlapping ranges may not: column
+// slices).
+bool shares_bytes(const Span& s, const NodeArgInfo& a, detail::ViewLayout la) {
+  return !detail::views_apart(s.begin, s.end - s.begin, s.layout, a.byte_offset, a.bytes, la);
 }
 
 // The accesses of one buffer, by where they begin. max_len bounds how far before a query an
@@ -107,8 +107,9 @@ int first_clash(const BranchAccesses& i, const NodeArgInfo& a, int waited) {
   auto found = i.index.find(a.buffer);
   if (found == i.index.end()) return -1;
   int clash = -1;
+  const detail::ViewLayout la = detail::view_layout(a);  // once, not per overlapping span
   auto note = [&](const Span& s) {
-    if (s.node > waited && (clash < 0 || s.node < clash) && shares_bytes(s, a)) clash = s.node;
+    if (s.node > waited && (clash < 0 || s.node < clash) && shares_bytes(s, a, la)) clash = s.node;
   };
   const int64_t begin = a.byte_offset, end = a.byte_offset + a.bytes;
   found->second.writes.for_overlapping(begin, end, note);
@@ -199,8 +200,9 @@ std::vector<int> ordering_deps(const std::unordered_map<int, BufferAccesses>& li
     auto it = live.find(a.buffer);
     if (it == live.end()) continue;
     const int64_t begin = a.byte_offset, end = a.byte_offset + a.bytes;
+    const detail::ViewLayout la = detail::view_layout(a);  // once, not per overlapping span
     auto add = [&](const Span& s) {
-      if (s.node != id && shares_bytes(s, a)) deps.push_back(s.node);
+      if (s.node != id && shares_bytes(s, a, la)) deps.push_back(s.node);
     };
     it->second.writes.for_overlapping(begin, end, add);
     if (writes(a.access)) it->second.reads.for_overlapping(begin, end, add);
