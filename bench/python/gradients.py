@@ -4,8 +4,10 @@ PyTorch, eager and captured with torch.cuda.graph, timed in the same run (issue 
 Cases:
 - mlp: a recorded 4-layer MLP, x [T, dim] -> 3 x (matmul, gelu) -> matmul -> cross_entropy
   against class ids (mean), gradients of the 4 weights. eagle: one op graph cut by
-  eagle.planned_segments (each matmul, each gelu, the loss: one planned kernel each); the loss
-  keeps its rows' logsumexp (output_lse) for the backward.
+  eagle.planned_segments (each matmul, each gelu, the loss: one planned kernel each). The loss's
+  backward computes its rows' logsumexp again from the logits (one more read of [T, dim]) rather
+  than reading the forward's (output_lse): that would make it wait for the forward loss's total,
+  5-10 us on the step's path at dim 512 (--mlp-lse keeps them).
 - attention: one attention block as the seed's VarLenAttention (../shared/seeds/
   ragged-cuda-graphs.txt): qkv projection, causal varlen attention over a packed batch of N
   Zipf-length sequences (cu_seqlens, T tokens in all), output projection, loss = sum of the
@@ -35,6 +37,8 @@ Usage: python bench/python/gradients.py [--device cuda:0|cpu] [--small|--full] [
   native_attention_bwd)
   [--prioritize-chains] (eagle's steps built with node priorities: a call later calls wait on
   starts before the graph's sinks, e.g. weight gradients)
+  [--memset-nodes] (libraries' memset nodes kept as they are, not run as kernels)
+  [--mlp-lse] (the MLP's loss keeps its rows' logsumexp for its backward)
   [--trace DIR] (after timing, each eagle step's trace of a few replays into DIR/<case>-<dim>.json,
   CUPTI on a GPU, and the last replay's nodes printed in order: start, length, stream, kernel).
 Default on a GPU: --full (T 4096, N 32, dims 512 and 4096, bf16; the loop in f32); on the CPU:
@@ -90,6 +94,8 @@ class Config:
     fuse_epilogues: bool = False  # the MLP's segments with matmul epilogues
     prefer: tuple = ()  # engine names eagle's planned pieces try first (PlanningOptions::prefer)
     prioritize_chains: bool = False  # eagle's steps built with BuildOptions::prioritize_chains
+    memset_nodes: bool = False  # libraries' memset nodes kept (BuildOptions::memsets_as_kernels off)
+    mlp_lse: bool = False  # the MLP's loss exposes its rows' logsumexp for the backward
     packed_qkv: bool = False  # attention: eagle holds one qkv weight, as torch does (see Attention)
     trace_dir: str | None = None  # --trace: where each eagle step's trace goes
 
@@ -121,8 +127,9 @@ def planning(cfg: Config) -> dict:
 
 def build_step(step, cfg: Config):
     """An eagle step (forward and reverse recorded as one graph) built for the run's device."""
-    return eagle.Graph.record(step, record=True).build(eagle.Device(cfg.device),
-                                                       prioritize_chains=cfg.prioritize_chains)
+    return eagle.Graph.record(step, record=True).build(
+        eagle.Device(cfg.device), prioritize_chains=cfg.prioritize_chains,
+        memsets_as_kernels=not cfg.memset_nodes)
 
 
 def zipf_cu_seqlens(total: int, n: int, gen: torch.Generator) -> tuple[torch.Tensor, int]:
@@ -281,12 +288,12 @@ class Mlp:
             h = og.matmul(h, tw)
             if i < self.layers - 1:
                 h = og.pointwise("gelu", h)
-        ce = og.op("cross_entropy", {"logits": h, "targets": tt}, {"output_lse": True})
+        ce = og.op("cross_entropy", {"logits": h, "targets": tt},
+                   {"output_lse": self.cfg.mlp_lse})
         tloss = ce["loss"]
         tloss.set_output(True).set_name("loss")
-        # Kept (as the attention case keeps sdpa's stats): the backward reads each row's logsumexp
-        # instead of a second pass over the logits.
-        ce["lse"].set_output(True).set_name("lse")
+        if self.cfg.mlp_lse:  # the backward reads each row's logsumexp: it waits for the loss
+            ce["lse"].set_output(True).set_name("lse")
         segments = eagle.planned_segments(og, **planning(self.cfg),
                                           fuse_epilogues=self.cfg.fuse_epilogues)
         x, t, ws = share(self.x), share(self.t), [share(w) for w in self.ws]
@@ -691,6 +698,12 @@ def main() -> int:
     p.add_argument("--prioritize-chains", action="store_true",
                    help="build eagle's steps with node priorities: the calls later calls wait on "
                         "start before the graph's sinks (BuildOptions::prioritize_chains)")
+    p.add_argument("--mlp-lse", action="store_true",
+                   help="the MLP's loss keeps its rows' logsumexp (output_lse) for its backward, "
+                        "which then waits for the forward loss's total")
+    p.add_argument("--memset-nodes", action="store_true",
+                   help="keep the memset nodes of libraries' graphs (cuDNN's attention) as they "
+                        "are instead of running them as kernels (BuildOptions::memsets_as_kernels)")
     p.add_argument("--packed-qkv", action="store_true",
                    help="attention: eagle holds one qkv weight [dim, 3 dim] as torch does: one "
                         "projection, q, k and v strided slices of its output read by the "
@@ -713,13 +726,17 @@ def main() -> int:
                  cases=tuple(a.cases.split(",")), autotune=a.autotune,
                  fuse_epilogues=a.fuse_epilogues, trace_dir=a.trace,
                  prefer=tuple(n for n in a.prefer.split(",") if n),
-                 prioritize_chains=a.prioritize_chains, packed_qkv=a.packed_qkv, **shapes)
+                 prioritize_chains=a.prioritize_chains, memset_nodes=a.memset_nodes,
+                 mlp_lse=a.mlp_lse,
+                 packed_qkv=a.packed_qkv, **shapes)
     print(f"eagle gradients benchmark on {cfg.device} (torch {torch.__version__}); "
           f"T {cfg.tokens}, N {cfg.seqs}, dims {cfg.dims}, {cfg.dtype}"
           f"{'; eagle autotuned' if cfg.autotune else ''}"
           f"{'; matmul epilogues fused' if cfg.fuse_epilogues else ''}"
           f"{'; engines preferred: ' + ','.join(cfg.prefer) if cfg.prefer else ''}"
           f"{'; chains prioritized' if cfg.prioritize_chains else ''}"
+          f"{'; memset nodes kept' if cfg.memset_nodes else ''}"
+          f"{'; mlp loss keeps lse' if cfg.mlp_lse else ''}"
           f"{'; attention with one qkv weight' if cfg.packed_qkv else ''}", flush=True)
     if cfg.cuda and torch_varlen_attn() is None:
         print("note: this torch has no torch.nn.attention.varlen; torch's attention runs per "

@@ -74,7 +74,8 @@ class Graph:
 
     # ---- build
     def build(self, device=None, threads: int = 0, plain_if_only: bool = False,
-              stream=None, prioritize_chains: bool = False) -> "Graph":
+              stream=None, prioritize_chains: bool = False,
+              memsets_as_kernels: bool = True) -> "Graph":
         """Builds for ``device`` (default: where the params live, the CPU when there are none).
         Returns the graph, so ``Graph.record(f).build()`` reads naturally.
 
@@ -85,14 +86,19 @@ class Graph:
 
         ``prioritize_chains`` (GPU): the calls later calls wait on start before the graph's sinks
         when both are ready (CUDA node priorities; BuildOptions::prioritize_chains). Needs
-        ``device``."""
+        ``device``.
+
+        ``memsets_as_kernels`` (GPU, on by default): the memset nodes of a call's own CUDA graph
+        (cuDNN's attention has one) run as kernel nodes, which start sooner after the kernels
+        around them (BuildOptions::memsets_as_kernels). False keeps them; needs ``device``."""
         if device is not None and not isinstance(device, _eagle.Device):
             device = _eagle.Device(str(device))
         handle = None
         if stream is not None:
             handle = stream.handle if isinstance(stream, _eagle.Stream) else stream
             handle = int(getattr(handle, "cuda_stream", handle))
-        self._g.build(device, threads, plain_if_only, handle, prioritize_chains)
+        self._g.build(device, threads, plain_if_only, handle, prioritize_chains,
+                      memsets_as_kernels)
         self._results = None
         return self
 

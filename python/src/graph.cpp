@@ -104,11 +104,12 @@ void bind_graph(nb::module_& m) {
       .def(
           "build",
           [](Graph& g, std::optional<Device> device, int threads, bool plain_if_only,
-             std::optional<uintptr_t> stream, bool prioritize_chains) {
+             std::optional<uintptr_t> stream, bool prioritize_chains, bool memsets_as_kernels) {
             BuildOptions o;
             o.threads = threads;
             o.plain_if_only = plain_if_only;
             o.prioritize_chains = prioritize_chains;
+            o.memsets_as_kernels = memsets_as_kernels;
             if (stream) {
               if (!device)
                 throw InvalidArgument("build: stream= needs a device (build(device, stream=...))");
@@ -119,13 +120,14 @@ void bind_graph(nb::module_& m) {
             nb::gil_scoped_release release;
             if (device)
               g.build(*device, o);
-            else if (threads == 0 && !plain_if_only && !prioritize_chains)
+            else if (threads == 0 && !plain_if_only && !prioritize_chains && memsets_as_kernels)
               g.build();
             else
               throw InvalidArgument("build: options need a device (build(device, ...))");
           },
           nb::arg("device") = nb::none(), nb::arg("threads") = 0, nb::arg("plain_if_only") = false,
-          nb::arg("stream") = nb::none(), nb::arg("prioritize_chains") = false)
+          nb::arg("stream") = nb::none(), nb::arg("prioritize_chains") = false,
+          nb::arg("memsets_as_kernels") = true)
       .def_prop_ro("built", &Graph::built)
       .def_prop_ro("device", &Graph::device)
       .def_prop_ro("backend", &Graph::backend)

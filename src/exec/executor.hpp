@@ -55,6 +55,7 @@ struct CudaOptions {
   // without them (also forced by tests).
   bool plain_if_only = false;
   bool prioritize_chains = false;  // BuildOptions::prioritize_chains
+  bool memsets_as_kernels = true;  // BuildOptions::memsets_as_kernels
 };
 
 // Per node (by planned node index, sized as `nodes`): 1 when a node of `list` waits on it (a

@@ -146,6 +146,7 @@ detail::CudaOptions cuda_options(const BuildOptions& o) {
   detail::CudaOptions c;
   c.plain_if_only = o.plain_if_only;
   c.prioritize_chains = o.prioritize_chains;
+  c.memsets_as_kernels = o.memsets_as_kernels;
   return c;
 }
 

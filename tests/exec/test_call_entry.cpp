@@ -63,6 +63,39 @@ TEST_P(CallEntry, PopulatedCallIsUpdatedInPlaceOnBind) {
   EXPECT_EQ(counts->handles_freed, 1);  // destroyed with the graph
 }
 
+// A library's graph with memset nodes (cuDNN's attention has one): on a GPU they run as kernel
+// nodes writing the same bytes (BuildOptions::memsets_as_kernels, on by default), through build
+// and bind; off, the graph keeps them. Either way the output is the copy with the memsets over it.
+TEST_P(CallEntry, MemsetNodesOfAPopulatedGraphRunAsKernelsWritingTheSameBytes) {
+  const Array x0 = u32(11), x1 = u32(12);
+  auto expected = [](const Array& x) {
+    std::vector<uint32_t> v = x.to_vector<uint32_t>();
+    test::apply_copy_call_memsets(reinterpret_cast<unsigned char*>(v.data()));
+    return v;
+  };
+  for (const bool as_kernels : {true, false}) {
+    SCOPED_TRACE(as_kernels ? "memsets as kernels" : "memset nodes kept");
+    auto counts = std::make_shared<CallCounts>();
+    Graph g = copy_graph(test::copy_call_kernel(CopyEntry::populate_memsets, counts), x0);
+    BuildOptions o;
+    o.memsets_as_kernels = as_kernels;
+    g.build(device(), o);
+    EXPECT_EQ(g()[0].to_vector<uint32_t>(), expected(x0));
+    g.bind("x", x1);
+    EXPECT_EQ(g()[0].to_vector<uint32_t>(), expected(x1));
+    EXPECT_EQ(g.rebuild_count(), 0);
+    if (device().is_cuda()) {
+      EXPECT_EQ(counts->populates, 1);
+      EXPECT_EQ(counts->updates, 1);  // the call's own graph updated, the copy made again
+      const int memsets = static_cast<int>(test::copy_call_memsets().size());
+      EXPECT_EQ(test::memset_node_count(g.native_graph()), as_kernels ? 0 : memsets);
+      const bool named = g.schedule().find(std::to_string(memsets) + " memsets run as kernels") !=
+                         std::string::npos;
+      EXPECT_EQ(named, as_kernels) << g.schedule();
+    }
+  }
+}
+
 TEST_P(CallEntry, CapturedCallIsCapturedAgainOnBind) {
   auto counts = std::make_shared<CallCounts>();
   const Array x0 = u32(3), x1 = u32(4);

@@ -37,6 +37,11 @@ struct BuildOptions {
   // A node's priority orders the start of its blocks only; it never preempts one that runs.
   // Off by default: its effect on issue 12's steps is not measured yet.
   bool prioritize_chains = false;
+  // GPU: the memset nodes of a call's own graph (cuDNN's attention zeroes part of its workspace
+  // with one) run as kernel nodes writing the same bytes. A memset node between kernels left the
+  // device idle 3.4-3.7 us on each side of it (H100, issue 12's attention step), two kernel
+  // nodes 0.5 us. Off: the call's graph as it made it.
+  bool memsets_as_kernels = true;
 };
 
 namespace detail {

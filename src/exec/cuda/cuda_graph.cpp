@@ -15,6 +15,7 @@
 #include "exec/cuda/conditions.hpp"
 #include "exec/cuda/cupti_tracer.hpp"
 #include "exec/cuda/driver.hpp"
+#include "exec/cuda/memset_nodes.hpp"
 #include "exec/executor.hpp"
 #include "kernel/cuda_launch.hpp"
 #include "util/cuda_check.hpp"
@@ -55,7 +56,8 @@ class CudaGraphExecutor final : public Executor {
         properties_(cached_properties(device)),
         stream_(static_cast<cudaStream_t>(stream.native())),
         plain_if_only_(options.plain_if_only || !driver_has_if_else_and_switch()),
-        prioritize_(options.prioritize_chains) {
+        prioritize_(options.prioritize_chains),
+        memsets_as_kernels_(options.memsets_as_kernels) {
     DeviceGuard guard(device.ordinal());
     try {
       construct();
@@ -152,6 +154,9 @@ class CudaGraphExecutor final : public Executor {
                     " nodes (" + std::to_string(kernels_) + " kernel, " + std::to_string(copies_) +
                     " memcpy, " + std::to_string(children_) + " child graphs";
     if (forks_ > 0) s += ", " + std::to_string(forks_) + " fork join";
+    if (memset_kernels_ > 0)
+      s += ", " + std::to_string(memset_kernels_) + " memset run as kernel" +
+           (memset_kernels_ > 1 ? "s" : "");
     if (conditionals_ > 0)
       s += ", " + std::to_string(conditionals_) + " conditional" +
            (plain_if_only_ ? " built from plain IF nodes" : "");
@@ -272,6 +277,30 @@ class CudaGraphExecutor final : public Executor {
     }
   }
 
+  // A call's child graph made ready to run in node i's place: its memset nodes as kernel nodes
+  // (CudaOptions::memsets_as_kernels), its kernels at the node's priority.
+  // Returns how many memset nodes it replaced.
+  int make_runnable(cudaGraph_t graph, int i) {
+    const int replaced = memsets_as_kernels_ ? memsets_as_kernels(graph) : 0;
+    prioritize(graph, priority_[i]);
+    return replaced;
+  }
+
+  // A runnable copy of a populated graph, whose original stays as the call made it (the call's
+  // update_cuda_graph works on that). The caller destroys the copy.
+  cudaGraph_t runnable_copy(cudaGraph_t graph, int i, int* replaced = nullptr) {
+    cudaGraph_t copy = nullptr;
+    EAGLE_CUDA_CHECK(cudaGraphClone(&copy, graph));
+    try {
+      const int n = make_runnable(copy, i);
+      if (replaced) *replaced += n;
+    } catch (...) {
+      cudaGraphDestroy(copy);
+      throw;
+    }
+    return copy;
+  }
+
   // The one kernel node of `graph`, or nullptr when it holds anything else.
   static cudaGraphNode_t only_kernel(cudaGraph_t graph) {
     std::size_t count = 0;
@@ -316,10 +345,12 @@ class CudaGraphExecutor final : public Executor {
       throw;
     }
     if (populated) {
-      children_graphs_[i] = child;  // kept: update_cuda_graph works on it
-      prioritize(child, priority_[i]);
-      EAGLE_CUDA_CHECK(
-          cudaGraphAddChildGraphNode(&handles_[i], graph, deps.data(), deps.size(), child));
+      children_graphs_[i] = child;  // kept as the call made it: update_cuda_graph works on it
+      const cudaGraph_t run = runnable_copy(child, i, &memset_kernels_);
+      const cudaError_t added =
+          cudaGraphAddChildGraphNode(&handles_[i], graph, deps.data(), deps.size(), run);
+      cudaGraphDestroy(run);
+      EAGLE_CUDA_CHECK(added);
       entries_[i] = Entry::populated;
       ++children_;
       return;
@@ -343,7 +374,7 @@ class CudaGraphExecutor final : public Executor {
         entries_[i] = Entry::captured_kernel;
         ++kernels_;
       } else {
-        prioritize(child, priority_[i]);
+        memset_kernels_ += make_runnable(child, i);
         EAGLE_CUDA_CHECK(
             cudaGraphAddChildGraphNode(&handles_[i], graph, deps.data(), deps.size(), child));
         entries_[i] = Entry::captured_graph;
@@ -398,11 +429,13 @@ class CudaGraphExecutor final : public Executor {
           cudaGraphDestroy(child);
           children_graphs_[i] = child = fresh;
         }
-        // As at build: an instantiated child's update must keep its nodes' attributes, the
-        // priority among them (a fresh population has none yet).
-        prioritize(child, priority_[i]);
-        return runtime(cudaGraphExecChildGraphNodeSetParams(exec_, handles_[i], child),
-                       "cudaGraphExecChildGraphNodeSetParams (populated graph)");
+        // As at build (the same copy, so the same topology the update needs): memsets as
+        // kernels, the priority on its kernels (a fresh population has none yet).
+        const cudaGraph_t run = runnable_copy(child, i);
+        const bool ok = runtime(cudaGraphExecChildGraphNodeSetParams(exec_, handles_[i], run),
+                                "cudaGraphExecChildGraphNodeSetParams (populated graph)");
+        cudaGraphDestroy(run);
+        return ok;
       }
       case Entry::captured_kernel: {
         cudaGraph_t child = capture(i);
@@ -422,7 +455,7 @@ class CudaGraphExecutor final : public Executor {
       }
       case Entry::captured_graph: {
         cudaGraph_t child = capture(i);
-        prioritize(child, priority_[i]);
+        make_runnable(child, i);
         const bool ok = runtime(cudaGraphExecChildGraphNodeSetParams(exec_, handles_[i], child),
                                 "cudaGraphExecChildGraphNodeSetParams (captured graph)");
         cudaGraphDestroy(child);
@@ -481,7 +514,7 @@ class CudaGraphExecutor final : public Executor {
     condition_pointers_.clear();
     setters_.clear();
     body_graphs_.clear();
-    kernels_ = copies_ = children_ = conditionals_ = forks_ = 0;
+    kernels_ = copies_ = children_ = conditionals_ = forks_ = memset_kernels_ = 0;
     construct();
   }
 
@@ -741,6 +774,7 @@ class CudaGraphExecutor final : public Executor {
   cudaStream_t stream_;
   bool plain_if_only_;
   bool prioritize_;            // CudaOptions::prioritize_chains
+  bool memsets_as_kernels_;    // CudaOptions::memsets_as_kernels
   std::vector<int> priority_;  // per node: its CUDA priority, or kNoPriority
   cudaGraph_t graph_ = nullptr;
   cudaGraphExec_t exec_ = nullptr;
@@ -758,6 +792,7 @@ class CudaGraphExecutor final : public Executor {
   std::vector<std::vector<cudaGraphNode_t>> setters_;  // per control node: kernels setting it
   std::vector<cudaGraph_t> body_graphs_;               // conditional bodies (owned by their nodes)
   int kernels_ = 0, copies_ = 0, children_ = 0, conditionals_ = 0, forks_ = 0;
+  int memset_kernels_ = 0;  // memset nodes of the calls' graphs run as kernels (at build)
   // Tracing (Graph::set_tracing): the tracer while on, the sink it feeds, the launch count at
   // which it began, each launch's correlation id seen so far, and the CUPTI session that watched
   // this graph's instantiation (0: none).
