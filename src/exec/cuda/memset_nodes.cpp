@@ -31,28 +31,23 @@ struct Edges {
   }
 };
 
-Edges dependencies(cudaGraphNode_t node) {
-  Edges e;
-  std::size_t n = 0;
-  EAGLE_CUDA_CHECK(cudaGraphNodeGetDependencies(node, nullptr, nullptr, &n));
-  e.nodes.resize(n);
-  e.data.resize(n);
-  EAGLE_CUDA_CHECK(cudaGraphNodeGetDependencies(node, e.nodes.data(), e.data.data(), &n));
-  return e;
-}
+// cudaGraphNodeGetDependencies or cudaGraphNodeGetDependentNodes (one signature).
+using EdgeQuery = cudaError_t (*)(cudaGraphNode_t, cudaGraphNode_t*, cudaGraphEdgeData*,
+                                  std::size_t*);
 
-Edges dependents(cudaGraphNode_t node) {
+Edges edges(cudaGraphNode_t node, EdgeQuery query) {
   Edges e;
   std::size_t n = 0;
-  EAGLE_CUDA_CHECK(cudaGraphNodeGetDependentNodes(node, nullptr, nullptr, &n));
+  EAGLE_CUDA_CHECK(query(node, nullptr, nullptr, &n));
   e.nodes.resize(n);
   e.data.resize(n);
-  EAGLE_CUDA_CHECK(cudaGraphNodeGetDependentNodes(node, e.nodes.data(), e.data.data(), &n));
+  EAGLE_CUDA_CHECK(query(node, e.nodes.data(), e.data.data(), &n));
   return e;
 }
 
 bool replace(cudaGraph_t graph, cudaGraphNode_t memset) {
-  const Edges before = dependencies(memset), after = dependents(memset);
+  const Edges before = edges(memset, &cudaGraphNodeGetDependencies);
+  const Edges after = edges(memset, &cudaGraphNodeGetDependentNodes);
   if (!before.plain() || !after.plain()) return false;
   cudaMemsetParams m{};
   EAGLE_CUDA_CHECK(cudaGraphMemsetNodeGetParams(memset, &m));
