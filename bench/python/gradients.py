@@ -37,7 +37,7 @@ Usage: python bench/python/gradients.py [--device cuda:0|cpu] [--small|--full] [
   native_attention_bwd)
   [--prioritize-chains] (eagle's steps built with node priorities: a call later calls wait on
   starts before the graph's sinks, e.g. weight gradients)
-  [--memset-nodes] (libraries' memset nodes kept as they are, not run as kernels)
+  [--memsets-as-kernels] (libraries' memset nodes run as kernel nodes)
   [--mlp-lse] (the MLP's loss keeps its rows' logsumexp for its backward)
   [--trace DIR] (after timing, each eagle step's trace of a few replays into DIR/<case>-<dim>.json,
   CUPTI on a GPU, and the last replay's nodes printed in order: start, length, stream, kernel).
@@ -94,7 +94,7 @@ class Config:
     fuse_epilogues: bool = False  # the MLP's segments with matmul epilogues
     prefer: tuple = ()  # engine names eagle's planned pieces try first (PlanningOptions::prefer)
     prioritize_chains: bool = False  # eagle's steps built with BuildOptions::prioritize_chains
-    memset_nodes: bool = False  # libraries' memset nodes kept (BuildOptions::memsets_as_kernels off)
+    memsets_as_kernels: bool = False  # libraries' memset nodes as kernels (BuildOptions)
     mlp_lse: bool = False  # the MLP's loss exposes its rows' logsumexp for the backward
     packed_qkv: bool = False  # attention: eagle holds one qkv weight, as torch does (see Attention)
     trace_dir: str | None = None  # --trace: where each eagle step's trace goes
@@ -129,7 +129,7 @@ def build_step(step, cfg: Config):
     """An eagle step (forward and reverse recorded as one graph) built for the run's device."""
     return eagle.Graph.record(step, record=True).build(
         eagle.Device(cfg.device), prioritize_chains=cfg.prioritize_chains,
-        memsets_as_kernels=not cfg.memset_nodes)
+        memsets_as_kernels=cfg.memsets_as_kernels)
 
 
 def zipf_cu_seqlens(total: int, n: int, gen: torch.Generator) -> tuple[torch.Tensor, int]:
@@ -701,9 +701,9 @@ def main() -> int:
     p.add_argument("--mlp-lse", action="store_true",
                    help="the MLP's loss keeps its rows' logsumexp (output_lse) for its backward, "
                         "which then waits for the forward loss's total")
-    p.add_argument("--memset-nodes", action="store_true",
-                   help="keep the memset nodes of libraries' graphs (cuDNN's attention) as they "
-                        "are instead of running them as kernels (BuildOptions::memsets_as_kernels)")
+    p.add_argument("--memsets-as-kernels", action="store_true",
+                   help="run the memset nodes of libraries' graphs (cuDNN's attention) as kernel "
+                        "nodes (BuildOptions::memsets_as_kernels)")
     p.add_argument("--packed-qkv", action="store_true",
                    help="attention: eagle holds one qkv weight [dim, 3 dim] as torch does: one "
                         "projection, q, k and v strided slices of its output read by the "
@@ -726,7 +726,7 @@ def main() -> int:
                  cases=tuple(a.cases.split(",")), autotune=a.autotune,
                  fuse_epilogues=a.fuse_epilogues, trace_dir=a.trace,
                  prefer=tuple(n for n in a.prefer.split(",") if n),
-                 prioritize_chains=a.prioritize_chains, memset_nodes=a.memset_nodes,
+                 prioritize_chains=a.prioritize_chains, memsets_as_kernels=a.memsets_as_kernels,
                  mlp_lse=a.mlp_lse,
                  packed_qkv=a.packed_qkv, **shapes)
     print(f"eagle gradients benchmark on {cfg.device} (torch {torch.__version__}); "
@@ -735,7 +735,7 @@ def main() -> int:
           f"{'; matmul epilogues fused' if cfg.fuse_epilogues else ''}"
           f"{'; engines preferred: ' + ','.join(cfg.prefer) if cfg.prefer else ''}"
           f"{'; chains prioritized' if cfg.prioritize_chains else ''}"
-          f"{'; memset nodes kept' if cfg.memset_nodes else ''}"
+          f"{'; memsets as kernels' if cfg.memsets_as_kernels else ''}"
           f"{'; mlp loss keeps lse' if cfg.mlp_lse else ''}"
           f"{'; attention with one qkv weight' if cfg.packed_qkv else ''}", flush=True)
     if cfg.cuda and torch_varlen_attn() is None:
