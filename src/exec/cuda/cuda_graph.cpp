@@ -15,6 +15,7 @@
 #include "exec/cuda/conditions.hpp"
 #include "exec/cuda/cupti_tracer.hpp"
 #include "exec/cuda/driver.hpp"
+#include "exec/cuda/graph_nodes.hpp"
 #include "exec/cuda/memset_nodes.hpp"
 #include "exec/executor.hpp"
 #include "kernel/cuda_launch.hpp"
@@ -260,11 +261,7 @@ class CudaGraphExecutor final : public Executor {
   // Every kernel node of `graph` and of the graphs it nests at `priority`.
   static void prioritize(cudaGraph_t graph, int priority) {
     if (priority == kNoPriority) return;
-    std::size_t count = 0;
-    EAGLE_CUDA_CHECK(cudaGraphGetNodes(graph, nullptr, &count));
-    std::vector<cudaGraphNode_t> nodes(count);
-    EAGLE_CUDA_CHECK(cudaGraphGetNodes(graph, nodes.data(), &count));
-    for (cudaGraphNode_t node : nodes) {
+    for (cudaGraphNode_t node : graph_nodes(graph)) {
       cudaGraphNodeType type = cudaGraphNodeTypeEmpty;
       EAGLE_CUDA_CHECK(cudaGraphNodeGetType(node, &type));
       if (type == cudaGraphNodeTypeKernel) {
@@ -286,9 +283,14 @@ class CudaGraphExecutor final : public Executor {
     return replaced;
   }
 
-  // A runnable copy of a populated graph, whose original stays as the call made it (the call's
-  // update_cuda_graph works on that). The caller destroys the copy.
-  cudaGraph_t runnable_copy(cudaGraph_t graph, int i, int* replaced = nullptr) {
+  // A populated graph made runnable. With memsets as kernels, a copy, so that the original stays
+  // as the call made it (the call's update_cuda_graph works on that): the caller destroys a
+  // result unequal to `graph`. Else `graph` itself, prioritized in place (no copy on bind).
+  cudaGraph_t runnable_populated(cudaGraph_t graph, int i, int* replaced = nullptr) {
+    if (!memsets_as_kernels_) {
+      make_runnable(graph, i);
+      return graph;
+    }
     cudaGraph_t copy = nullptr;
     EAGLE_CUDA_CHECK(cudaGraphClone(&copy, graph));
     try {
@@ -346,10 +348,10 @@ class CudaGraphExecutor final : public Executor {
     }
     if (populated) {
       children_graphs_[i] = child;  // kept as the call made it: update_cuda_graph works on it
-      const cudaGraph_t run = runnable_copy(child, i, &memset_kernels_);
+      const cudaGraph_t run = runnable_populated(child, i, &memset_kernels_);
       const cudaError_t added =
           cudaGraphAddChildGraphNode(&handles_[i], graph, deps.data(), deps.size(), run);
-      cudaGraphDestroy(run);
+      if (run != child) cudaGraphDestroy(run);
       EAGLE_CUDA_CHECK(added);
       entries_[i] = Entry::populated;
       ++children_;
@@ -429,12 +431,13 @@ class CudaGraphExecutor final : public Executor {
           cudaGraphDestroy(child);
           children_graphs_[i] = child = fresh;
         }
-        // As at build (the same copy, so the same topology the update needs): memsets as
-        // kernels, the priority on its kernels (a fresh population has none yet).
-        const cudaGraph_t run = runnable_copy(child, i);
+        // Made runnable as at build (the same rewrite, so the same topology the update needs):
+        // memsets as kernels when asked, the priority on its kernels (a fresh population has
+        // none yet).
+        const cudaGraph_t run = runnable_populated(child, i);
         const bool ok = runtime(cudaGraphExecChildGraphNodeSetParams(exec_, handles_[i], run),
                                 "cudaGraphExecChildGraphNodeSetParams (populated graph)");
-        cudaGraphDestroy(run);
+        if (run != child) cudaGraphDestroy(run);
         return ok;
       }
       case Entry::captured_kernel: {
@@ -573,12 +576,8 @@ class CudaGraphExecutor final : public Executor {
     cudaGraph_t child = nullptr;  // the parent's own copy, owned by the node
     EAGLE_CUDA_CHECK(cudaGraphChildGraphNodeGetGraph(handle, &child));
     tracer.map_graph(child, node);
-    std::size_t count = 0;
-    EAGLE_CUDA_CHECK(cudaGraphGetNodes(child, nullptr, &count));
-    std::vector<cudaGraphNode_t> inner(count);
-    EAGLE_CUDA_CHECK(cudaGraphGetNodes(child, inner.data(), &count));
     std::vector<ChildNode> runs;
-    for (cudaGraphNode_t n : inner) {
+    for (cudaGraphNode_t n : graph_nodes(child)) {
       cudaGraphNodeType inner_type = cudaGraphNodeTypeEmpty;
       EAGLE_CUDA_CHECK(cudaGraphNodeGetType(n, &inner_type));
       ChildNode c = inner_work(n, inner_type);

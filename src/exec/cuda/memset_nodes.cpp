@@ -5,20 +5,12 @@
 #include <algorithm>
 #include <vector>
 
+#include "exec/cuda/graph_nodes.hpp"
 #include "util/cuda_check.hpp"
 
 namespace eagle::detail {
 
 namespace {
-
-std::vector<cudaGraphNode_t> nodes_of(cudaGraph_t graph) {
-  std::size_t count = 0;
-  EAGLE_CUDA_CHECK(cudaGraphGetNodes(graph, nullptr, &count));
-  std::vector<cudaGraphNode_t> nodes(count);
-  EAGLE_CUDA_CHECK(cudaGraphGetNodes(graph, nodes.data(), &count));
-  nodes.resize(count);
-  return nodes;
-}
 
 // A node's neighbours on one side, with their edges' data.
 struct Edges {
@@ -78,7 +70,7 @@ bool replace(cudaGraph_t graph, cudaGraphNode_t memset) {
 
 int memsets_as_kernels(cudaGraph_t graph) {
   int replaced = 0;
-  for (cudaGraphNode_t node : nodes_of(graph)) {
+  for (cudaGraphNode_t node : graph_nodes(graph)) {
     cudaGraphNodeType type = cudaGraphNodeTypeEmpty;
     EAGLE_CUDA_CHECK(cudaGraphNodeGetType(node, &type));
     if (type == cudaGraphNodeTypeGraph) {
