@@ -64,8 +64,9 @@ TEST_P(CallEntry, PopulatedCallIsUpdatedInPlaceOnBind) {
 }
 
 // A library's graph with memset nodes (cuDNN's attention has one): on a GPU they run as kernel
-// nodes writing the same bytes (BuildOptions::memsets_as_kernels, on by default), through build
-// and bind; off, the graph keeps them. Either way the output is the copy with the memsets over it.
+// nodes writing the same bytes (BuildOptions::memsets_as_kernels, off by default), through
+// build and bind; off, the graph keeps them. Either way the output is the copy with the memsets
+// over it.
 TEST_P(CallEntry, MemsetNodesOfAPopulatedGraphRunAsKernelsWritingTheSameBytes) {
   const Array x0 = u32(11), x1 = u32(12);
   auto expected = [](const Array& x) {

@@ -72,10 +72,9 @@ class CopyCall final : public Call {
     note(ctx);
     const int nodes = entry_ == CopyEntry::populate_reshaped ? counts_->populates.load() : 1;
     cudaGraphNode_t prev = nullptr;
-    const ArrayArg& out = args.array(1);
+    const ArrayArg &x = args.array(0), &out = args.array(1);
     for (int k = 0; k < nodes; ++k) {
       cudaGraphNode_t node = nullptr;
-      const ArrayArg &x = args.array(0), &out = args.array(1);
       if (cudaGraphAddMemcpyNode1D(&node, static_cast<cudaGraph_t>(graph), prev ? &prev : nullptr,
                                    prev ? 1 : 0, out.data, x.data,
                                    static_cast<std::size_t>(x.numel) * 4,
