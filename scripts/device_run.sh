@@ -19,10 +19,12 @@
 #             `eagle train` drawn by tools/plot_trace.py (train_trace_gpu.png)
 #   gradients bench/python/gradients.py (issue 12's goal: eagle's step against torch's graph), with a
 #             CUPTI trace of one replay of each step (gradients-trace/)
-#   steps     issue 12's dim-512 steps with sessions 26-27's changes on and off (--mlp-lse,
-#             --memsets-as-kernels, --fuse-epilogues --prioritize-chains), the packed-qkv step
-#             (memcheck over it when it fails), their GPU tests, the four sanitizers over the
-#             memset-as-kernel test and ncu over the attention step's cotangent broadcast
+#   steps     issue 12's dim-512 steps with sessions 26-28's changes on and off (--max-seqlen
+#             exact / switch, --memsets-as-kernels, --mlp-lse, --fuse-epilogues
+#             --prioritize-chains), the packed-qkv step (memcheck over it when it fails), their
+#             GPU tests, the four sanitizers over the memset, seqlen-bucket and cuDNN forward
+#             tests and ncu over the attention step's cotangent broadcast (EAGLE_STEPS_BUDGET
+#             seconds, 540 by default: what is left past it is skipped)
 #   fusion    matmul epilogues (PlanningOptions::fuse_epilogues) and native_gemm: their GPU tests
 #             and the four sanitizers over them and the fused engine's mixed cases,
 #             bench/python/epilogue.py (fused against apart), gradients.py's dim-512 MLP with and
@@ -196,34 +198,50 @@ if want gradients && [ -d python/eagle ]; then
   echo "gradients: exit $?"; tail -14 "$out/gradients.txt"
 fi
 if want steps && [ -d python/eagle ]; then
-  # Issue 12's dim-512 steps and what sessions 26-27 built for them without a GPU: the tests of
-  # the packed qkv layout, priorities and memset nodes run as kernels (and the four sanitizers
-  # over that one), the steps with each change on and off (one run each, torch timed in it),
-  # the packed step (memcheck over it when it fails) and ncu over the attention step's
-  # cotangent broadcast.
-  run_tests steps-tests 120 '*CallEntry.*:*PackedQkv*:*PlannedDerivative.*:*NodePriority.*:*NativeCrossEntropyBwd*:*NativeCountNotEqual*:*Views*:Record.*'
-  for tool in memcheck racecheck synccheck initcheck; do
-    timeout 60 compute-sanitizer --tool "$tool" --error-exitcode 9 ./eagle_tests --gtest_brief=1 \
-      --gtest_filter='*CallEntry.*Memset*' > "$out/steps-$tool.txt" 2>&1
-    echo "steps $tool: exit $? | $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|PASSED|FAILED' "$out/steps-$tool.txt" | tr '\n' ' ')"
-  done
+  # Issue 12's dim-512 steps and what sessions 26-28 built for them: the GPU tests of the packed
+  # qkv layout, priorities, memset nodes run as kernels, the attention's max_seqlen and the
+  # seqlen_bucket kernel; the steps with each change on and off (one run each, torch timed in
+  # it); the packed step (memcheck over it when it fails); the four sanitizers over the memset
+  # and max_seqlen tests; ncu over the attention step's cotangent broadcast. Past
+  # EAGLE_STEPS_BUDGET seconds (default 540) the remaining items are skipped, most useful first.
+  steps_start=$SECONDS
+  in_budget() {
+    if [ $((SECONDS - steps_start)) -ge "${EAGLE_STEPS_BUDGET:-540}" ]; then
+      echo "steps: past the budget, skipped: $1"
+      return 1
+    fi
+  }
+  run_tests steps-tests 150 '*CallEntry.*:*PackedQkv*:*PlannedDerivative.*:*NodePriority.*:*NativeCrossEntropyBwd*:*NativeCountNotEqual*:*Views*:Record.*:CudnnGpu.*:*Ragged*'
   grad() { PYTHONPATH=$PWD/python timeout 90 python3 ../bench/python/gradients.py --dims 512 "$@"; }
-  for flags in "--cases mlp,attention --trace $out/steps-trace" "--cases mlp --mlp-lse" \
+  for flags in "--cases mlp,attention --trace $out/steps-trace" \
+      "--cases attention --max-seqlen exact" \
+      "--cases attention --max-seqlen switch --trace $out/steps-trace-switch" \
       "--cases attention --memsets-as-kernels --trace $out/steps-trace-memsets" \
-      "--cases mlp --fuse-epilogues --prioritize-chains"; do
-    grad $flags 2>&1 | tee -a "$out/steps-gradients.txt" | grep -E "one graph|FAILED"
+      "--cases attention --max-seqlen switch --memsets-as-kernels" \
+      "--cases mlp --mlp-lse" "--cases mlp --fuse-epilogues --prioritize-chains"; do
+    in_budget "gradients $flags" || break
+    echo "gradients $flags" >> "$out/steps-gradients.txt"
+    grad $flags 2>&1 | tee -a "$out/steps-gradients.txt" | grep -E "one graph|FAILED|Error"
   done
-  if ! grad --cases attention --packed-qkv --trace "$out/steps-trace-packed" \
-      > "$out/steps-packed.txt" 2>&1; then
+  if in_budget "the packed step" && ! grad --cases attention --packed-qkv \
+      --trace "$out/steps-trace-packed" > "$out/steps-packed.txt" 2>&1; then
     PYTHONPATH=$PWD/python timeout 200 compute-sanitizer --tool memcheck --print-limit 20 \
       python3 ../bench/python/gradients.py --cases attention --dims 512 --packed-qkv --check-only \
       > "$out/steps-packed-memcheck.txt" 2>&1
   fi
-  grep -E "one graph|FAILED" "$out/steps-packed.txt"
-  command -v ncu >/dev/null && PYTHONPATH=$PWD/python timeout 120 ncu --kernel-name regex:fused_vec \
-    --launch-skip 2 --launch-count 2 --section SpeedOfLight --section LaunchStats --section Occupancy \
-    python3 ../bench/python/gradients.py --cases attention --dims 512 --check-only \
-    > "$out/steps-ncu-fused-vec.txt" 2>&1
+  grep -E "one graph|FAILED" "$out/steps-packed.txt" 2>/dev/null
+  for tool in memcheck racecheck synccheck initcheck; do
+    in_budget "steps $tool" || break
+    timeout 60 compute-sanitizer --tool "$tool" --error-exitcode 9 ./eagle_tests --gtest_brief=1 \
+      --gtest_filter='*CallEntry.*Memset*:*Ragged*Seqlen*:CudnnGpu.ForwardMatchesTheReference' \
+      > "$out/steps-$tool.txt" 2>&1
+    echo "steps $tool: exit $? | $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|PASSED|FAILED' "$out/steps-$tool.txt" | tr '\n' ' ')"
+  done
+  in_budget "ncu over fused_vec_kernel" && command -v ncu >/dev/null &&
+    PYTHONPATH=$PWD/python timeout 120 ncu --kernel-name regex:fused_vec \
+      --launch-skip 2 --launch-count 2 --section SpeedOfLight --section LaunchStats \
+      --section Occupancy python3 ../bench/python/gradients.py --cases attention --dims 512 \
+      --check-only > "$out/steps-ncu-fused-vec.txt" 2>&1
 fi
 if want fusion && [ -d python/eagle ]; then
   run_tests fusion-tests 200 '*EpilogueOnGpu*:*FusedBackwardOnGpu*:*Segments*:Deferred*:PlannedDerivative*:*NativeFused*:*NativeGemm*:GemmProblem*'

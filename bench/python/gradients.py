@@ -39,6 +39,8 @@ Usage: python bench/python/gradients.py [--device cuda:0|cpu] [--small|--full] [
   starts before the graph's sinks, e.g. weight gradients)
   [--memsets-as-kernels] (libraries' memset nodes run as kernel nodes)
   [--mlp-lse] (the MLP's loss keeps its rows' logsumexp for its backward)
+  [--max-seqlen capacity|exact|switch] (the attention's per-sequence bound: none, the batch's
+  longest as torch is given, or a device switch over power-of-two buckets)
   [--trace DIR] (after timing, each eagle step's trace of a few replays into DIR/<case>-<dim>.json,
   CUPTI on a GPU, and the last replay's nodes printed in order: start, length, stream, kernel).
 Default on a GPU: --full (T 4096, N 32, dims 512 and 4096, bf16; the loop in f32); on the CPU:
@@ -97,6 +99,7 @@ class Config:
     memsets_as_kernels: bool = False  # libraries' memset nodes as kernels (BuildOptions)
     mlp_lse: bool = False  # the MLP's loss exposes its rows' logsumexp for the backward
     packed_qkv: bool = False  # attention: eagle holds one qkv weight, as torch does (see Attention)
+    max_seqlen: str = "capacity"  # attention's per-sequence bound: capacity, exact or switch
     trace_dir: str | None = None  # --trace: where each eagle step's trace goes
 
     @property
@@ -366,6 +369,45 @@ class Attention:
         dwqkv, dwo = torch.autograd.grad(loss, (self.wqkv, self.wo))
         return loss.detach(), dwqkv, dwo  # detached: as Mlp.torch_step
 
+    def attention(self, strides):
+        """A function (r, q, k, v, cu_seqlens) -> o recording the varlen attention (causal, its
+        logsumexp kept for the backward) with q, k, v [T, H, D] at `strides` (None: contiguous),
+        each sequence bounded as --max-seqlen says: capacity (no bound: T rows, what a graph
+        captured for the worst case has), exact (the batch's longest, which torch's FlashAttention
+        is given on the host) or switch (a device switch over ragged.seqlen_buckets(T, 256): the
+        batch's longest picks the arm on the device, each arm's attention bounded by its bucket;
+        the reverse pass runs the same arm's backward)."""
+        T, H, D, dt = self.cfg.tokens, self.heads, self.hd, EAGLE_DTYPES[self.dtype]
+        tensor_args = {} if strides is None else {"strides": strides}
+
+        def planned(bound: int):
+            g = eagle.op.Graph("varlen_attention")
+            tq, tk, tv = (g.tensor(n, (T, H, D), dt, **tensor_args) for n in "qkv")
+            tcu = g.tensor("cu_seqlens", (self.cfg.seqs + 1,), eagle.i32)
+            attrs = {"scale": 1.0 / math.sqrt(D), "causal": True, "generate_stats": True,
+                     "max_seqlen_q": bound, "max_seqlen_kv": bound}
+            outs = g.op("sdpa", {"q": tq, "k": tk, "v": tv, "cu_seqlens_q": tcu,
+                                 "cu_seqlens_kv": tcu}, attrs)
+            outs["o"].set_output(True).set_name("o")
+            outs["stats"].set_output(True).set_name("stats")  # read by the backward
+            # It reads cu_seqlens, so autotune leaves it to the list's order (planned_kernel).
+            return eagle.planned_kernel(g, **planning(self.cfg))
+
+        if self.cfg.max_seqlen != "switch":
+            kernel = planned(self.max_len if self.cfg.max_seqlen == "exact" else 0)
+            return lambda r, q, k, v, cu: named_outputs(kernel, kernel(q, k, v, cu))["o"]
+        smallest = min(256, T)
+        arms = [planned(b) for b in eagle.ragged.seqlen_buckets(T, smallest)]
+
+        def switched(r, q, k, v, cu):
+            o = r.empty((T, H, D), dt, "attention_o")
+            stats = r.empty((T, H), eagle.f32, "attention_stats")
+            bucket = K.seqlen_bucket(cu, T, smallest)
+            r.switch_(bucket, [lambda a=a: a(q, k, v, cu, buffer=[o, stats]) for a in arms])
+            return o
+
+        return switched
+
     def eagle_graph(self):
         if self.cfg.packed_qkv:
             return self.eagle_packed_graph()
@@ -375,16 +417,7 @@ class Attention:
         proj_graph.matmul(proj_graph.tensor("a", (T, dim), dt),
                           proj_graph.tensor("w", (dim, dim), dt)).set_output(True).set_name("c")
         proj = eagle.planned_kernel(proj_graph, **planning(self.cfg))
-        attn_graph = eagle.op.Graph("varlen_attention")
-        tq, tk, tv = (attn_graph.tensor(n, (T, H, D), dt) for n in "qkv")
-        tcu = attn_graph.tensor("cu_seqlens", (self.cfg.seqs + 1,), eagle.i32)
-        outs = attn_graph.op("sdpa", {"q": tq, "k": tk, "v": tv, "cu_seqlens_q": tcu,
-                                      "cu_seqlens_kv": tcu},
-                             {"scale": 1.0 / math.sqrt(D), "causal": True, "generate_stats": True})
-        outs["o"].set_output(True).set_name("o")
-        outs["stats"].set_output(True).set_name("stats")  # read by the backward, not recomputed
-        # It reads cu_seqlens, so autotune leaves it to the list's order (planned_kernel).
-        attention = eagle.planned_kernel(attn_graph, **planning(self.cfg))
+        attention = self.attention(strides=None)
         loss_graph = eagle.op.Graph("loss")
         loss_graph.op("reduction", {"x": loss_graph.tensor("y", (T, dim), dt)},
                       {"mode": "sum"})["y"].set_output(True).set_name("loss")
@@ -396,7 +429,7 @@ class Attention:
             wv = [r.param(n, w) for n, w in zip(("wq", "wk", "wv", "wo"), ws)]
             xv, cuv = r.param("x", x), r.param("cu_seqlens", cu)
             q, k, v = (proj(xv, w).reshape((T, H, D)) for w in wv[:3])
-            o = named_outputs(attention, attention(q, k, v, cuv))["o"]
+            o = attention(r, q, k, v, cuv)
             y = proj(o.reshape((T, dim)), wv[3])
             loss = loss_kernel(y)
             r.result([loss, *eagle.diff.gradients(r, [loss], wv)])
@@ -418,15 +451,7 @@ class Attention:
             return eagle.planned_kernel(g, **planning(self.cfg))
 
         qkv_proj, out_proj = projection(3 * dim), projection(dim)
-        attn_graph = eagle.op.Graph("varlen_attention")
-        tq, tk, tv = (attn_graph.tensor(n, (T, H, D), dt, strides=(3 * dim, D, 1)) for n in "qkv")
-        tcu = attn_graph.tensor("cu_seqlens", (self.cfg.seqs + 1,), eagle.i32)
-        outs = attn_graph.op("sdpa", {"q": tq, "k": tk, "v": tv, "cu_seqlens_q": tcu,
-                                      "cu_seqlens_kv": tcu},
-                             {"scale": 1.0 / math.sqrt(D), "causal": True, "generate_stats": True})
-        outs["o"].set_output(True).set_name("o")
-        outs["stats"].set_output(True).set_name("stats")
-        attention = eagle.planned_kernel(attn_graph, **planning(self.cfg))
+        attention = self.attention(strides=(3 * dim, D, 1))
         loss_graph = eagle.op.Graph("loss")
         loss_graph.op("reduction", {"x": loss_graph.tensor("y", (T, dim), dt)},
                       {"mode": "sum"})["y"].set_output(True).set_name("loss")
@@ -438,7 +463,7 @@ class Attention:
             xv, cuv = r.param("x", x), r.param("cu_seqlens", cu)
             heads = qkv_proj(xv, wv[0]).reshape((T, 3 * H, D))
             q, k, v = (heads.slice(1, i * H, (i + 1) * H) for i in range(3))
-            o = named_outputs(attention, attention(q, k, v, cuv))["o"]
+            o = attention(r, q, k, v, cuv)
             loss = loss_kernel(out_proj(o.reshape((T, dim)), wv[1]))
             r.result([loss, *eagle.diff.gradients(r, [loss], wv)])
 
@@ -709,6 +734,10 @@ def main() -> int:
                         "projection, q, k and v strided slices of its output read by the "
                         "attention where they lie, one weight-gradient product (right on the "
                         "CPU; faulted on an H100 in session 26: bench/RESULTS.md)")
+    p.add_argument("--max-seqlen", choices=("capacity", "exact", "switch"), default="capacity",
+                   help="attention: each sequence's bound in eagle's sdpa (cuDNN sizes its grids "
+                        "by it): capacity (T, none given), exact (the batch's longest, as torch "
+                        "is given), switch (a device switch over seqlen_buckets(T, 256))")
     p.add_argument("--json", help="write the summary here (for bench/RESULTS.md)")
     p.add_argument("--trace", metavar="DIR",
                    help="after timing, trace a few replays of each eagle step (CUPTI on a GPU): "
@@ -728,7 +757,7 @@ def main() -> int:
                  prefer=tuple(n for n in a.prefer.split(",") if n),
                  prioritize_chains=a.prioritize_chains, memsets_as_kernels=a.memsets_as_kernels,
                  mlp_lse=a.mlp_lse,
-                 packed_qkv=a.packed_qkv, **shapes)
+                 packed_qkv=a.packed_qkv, max_seqlen=a.max_seqlen, **shapes)
     print(f"eagle gradients benchmark on {cfg.device} (torch {torch.__version__}); "
           f"T {cfg.tokens}, N {cfg.seqs}, dims {cfg.dims}, {cfg.dtype}"
           f"{'; eagle autotuned' if cfg.autotune else ''}"
@@ -737,7 +766,9 @@ def main() -> int:
           f"{'; chains prioritized' if cfg.prioritize_chains else ''}"
           f"{'; memsets as kernels' if cfg.memsets_as_kernels else ''}"
           f"{'; mlp loss keeps lse' if cfg.mlp_lse else ''}"
-          f"{'; attention with one qkv weight' if cfg.packed_qkv else ''}", flush=True)
+          f"{'; attention with one qkv weight' if cfg.packed_qkv else ''}"
+          f"{'; attention max_seqlen ' + cfg.max_seqlen if cfg.max_seqlen != 'capacity' else ''}",
+          flush=True)
     if cfg.cuda and torch_varlen_attn() is None:
         print("note: this torch has no torch.nn.attention.varlen; torch's attention runs per "
               "sequence (scaled_dot_product_attention)", flush=True)

@@ -52,6 +52,7 @@ zero_view = _standard["zero_view"]
 validate_cu_seqlens = _standard["validate_cu_seqlens"]
 chunk_offsets = _standard["chunk_offsets"]
 chunk_tasks = _standard["chunk_tasks"]
+seqlen_bucket = _standard["seqlen_bucket"]  # the switch index over ragged.seqlen_buckets(T, S0)
 active_rows = _standard["active_rows"]
 mask_rows = _standard["mask_rows"]
 gradient_barrier = _standard["gradient_barrier"]

@@ -85,6 +85,7 @@ std::map<std::string, Kernel> standard_kernels() {
       {"validate_cu_seqlens", ragged::validate_cu_seqlens()},
       {"chunk_offsets", ragged::chunk_offsets()},
       {"chunk_tasks", ragged::chunk_tasks()},
+      {"seqlen_bucket", ragged::seqlen_bucket()},
       {"active_rows", ragged::active_rows()},
       {"mask_rows", ragged::mask_rows()},
       {"gradient_barrier", ragged::gradient_barrier()},

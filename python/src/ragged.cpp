@@ -21,6 +21,8 @@ void bind_ragged(nb::module_& m) {
   rg.def("chunk_capacity", &ragged::chunk_capacity, nb::arg("tokens"), nb::arg("slots"),
          nb::arg("chunk"),
          "G_cap(T, N, C): the most chunks of C tokens any batch of <= T tokens in N slots has.");
+  rg.def("seqlen_buckets", &ragged::seqlen_buckets, nb::arg("tokens"), nb::arg("smallest"),
+         "min(S0 * 2^i, T) up to T: the per-sequence bounds a seqlen_bucket switch picks from.");
   rg.def("checks_enabled", &ragged::checks_enabled);
   rg.def(
       "validate",

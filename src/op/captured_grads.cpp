@@ -23,7 +23,9 @@ void sdpa_grad(GradContext& c) {
                {"o", fwd[0]},       {"d_o", c.cot("o")}, {"stats", fwd[1]}};
   for (const char* p : {"cu_seqlens_q", "cu_seqlens_kv"})
     if (n.input(p).defined()) ins.emplace_back(p, c.value(p));
-  Attrs attrs = {{"causal", n.attr("causal")}};
+  Attrs attrs = {{"causal", n.attr("causal")},
+                 {"max_seqlen_q", n.attr("max_seqlen_q")},
+                 {"max_seqlen_kv", n.attr("max_seqlen_kv")}};
   if (n.has_attr("scale")) attrs.emplace_back("scale", n.attr("scale"));
   auto out = c.graph().op("sdpa_bwd", ins, attrs);
   for (const char* p : {"q", "k", "v"}) {

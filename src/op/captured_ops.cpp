@@ -1,6 +1,7 @@
 // Captured ops: attention and linear attention, each with an explicit schema (positional port
 // order, conditional outputs) and a shape rule for the token-packed (THD) layout.
 #include <cmath>
+#include <utility>
 
 #include "eagle/core/error.hpp"
 #include "op/tables.hpp"
@@ -26,6 +27,20 @@ void check_scale(const InferContext& ctx) {
   const double scale = ctx.attr("scale").as_real(ctx.op + ": attribute scale");
   if (!(scale > 0 && std::isfinite(scale)))
     ctx.fail("q", "attribute scale must be > 0 and finite, got " + ctx.attr("scale").to_json());
+}
+
+// max_seqlen_q / max_seqlen_kv: FlashAttention's bound on every sequence's rows (0: none, the
+// capacity). Only the THD form has sequences of their own length.
+void check_max_seqlens(const InferContext& ctx, bool packed) {
+  for (const auto& [attr, port] :
+       {std::pair{"max_seqlen_q", "cu_seqlens_q"}, std::pair{"max_seqlen_kv", "cu_seqlens_kv"}}) {
+    const int64_t v = ctx.attr(attr).as_int(ctx.op + ": attribute " + attr);
+    if (v < 0)
+      ctx.fail(port, std::string("attribute ") + attr + " must be >= 0, got " + std::to_string(v));
+    if (v > 0 && !packed)
+      ctx.fail("q", std::string("attribute ") + attr +
+                        " bounds THD sequences (with cu_seqlens); the dense form's are all S long");
+  }
 }
 
 // q [Tq, H, D] with cu_seqlens (THD) or [B, S, H, D] without (dense). k, v alike with Hk heads,
@@ -59,6 +74,7 @@ SdpaDims sdpa_dims(const InferContext& ctx) {
   if (s.hk < 1 || s.h % s.hk != 0)
     ctx.fail("k", "heads must divide q's heads " + std::to_string(s.h) + " (grouped queries)");
   check_scale(ctx);
+  check_max_seqlens(ctx, packed);
   return s;
 }
 
@@ -225,7 +241,9 @@ void add_delta_pair(std::vector<OpSchema>& ops, const std::string& name, const s
 
 std::vector<OpSchema> make_captured() {
   const std::vector<AttrSpec> sdpa_attrs = {{"scale", AttrType::real, std::nullopt},
-                                            {"causal", AttrType::boolean, Attr(false)}};
+                                            {"causal", AttrType::boolean, Attr(false)},
+                                            {"max_seqlen_q", AttrType::integer, Attr(int64_t{0})},
+                                            {"max_seqlen_kv", AttrType::integer, Attr(int64_t{0})}};
   std::vector<AttrSpec> fwd_attrs = sdpa_attrs;
   fwd_attrs.push_back({"generate_stats", AttrType::boolean, Attr(false)});
   std::vector<OpSchema> ops;
@@ -240,7 +258,8 @@ std::vector<OpSchema> make_captured() {
        {{"o"}, {"stats", When::attr_true, "generate_stats"}},
        fwd_attrs,
        &infer_sdpa,
-       "softmax(scale * q k^T, causal bottom-right) v per sequence; stats = logsumexp",
+       "softmax(scale * q k^T, causal bottom-right) v per sequence; stats = logsumexp; "
+       "max_seqlen_q / max_seqlen_kv (THD, 0 none) promise each sequence's rows at most that",
        "q [Tq, H, D], k [Tk, Hk, D], v [Tk, Hk, Dv] with cu_seqlens_q and cu_seqlens_kv "
        "[B+1] (THD), or [B, S, heads, dim] without them (dense); H a multiple of Hk -> o = "
        "q's dims with Dv last (dtype of q), stats = q's dims without the last (f32)",

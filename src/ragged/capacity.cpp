@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <string>
+#include <vector>
 
 #include "eagle/core/error.hpp"
 
@@ -27,6 +28,15 @@ int64_t chunk_capacity(int64_t tokens, int64_t slots, int64_t chunk) {
   // summed, at most M + floor((L - M) / C), which grows with M and L.
   const int64_t m = std::min(tokens, slots);
   return m == 0 ? 0 : m + (tokens - m) / chunk;  // no slot (or no token) holds no chunk
+}
+
+std::vector<int64_t> seqlen_buckets(int64_t tokens, int64_t smallest) {
+  need(tokens >= 1, "seqlen_buckets", "tokens (T) must be >= 1, got " + std::to_string(tokens));
+  need(smallest >= 1, "seqlen_buckets",
+       "smallest (S0) must be >= 1, got " + std::to_string(smallest));
+  std::vector<int64_t> bounds = {std::min(smallest, tokens)};
+  while (bounds.back() < tokens) bounds.push_back(std::min(bounds.back() * 2, tokens));
+  return bounds;
 }
 
 }  // namespace eagle::ragged

@@ -151,6 +151,69 @@ struct ChunkOffsets {
 #endif
 };
 
+// Sequence s's length as seqlen_bucket reads it: its boundaries each clamped into [0, T].
+EAGLE_HD int64_t clamped_length(const int32_t* cu, int64_t s, int64_t tokens) {
+  const int64_t begin = clamp_row(cu[s], 0, tokens), end = clamp_row(cu[s + 1], 0, tokens);
+  return end > begin ? end - begin : 0;
+}
+
+// The index of the first bound min(S0 * 2^i, T) that `longest` fits.
+EAGLE_HD uint32_t bucket_of(int64_t longest, int64_t tokens, int64_t smallest) {
+  uint32_t i = 0;
+  for (int64_t bound = smallest < tokens ? smallest : tokens; longest > bound && bound < tokens;
+       ++i)
+    bound = bound * 2 < tokens ? bound * 2 : tokens;
+  return i;
+}
+
+struct SeqlenBucket {
+  static constexpr const char* name = "ragged_seqlen_bucket";
+  static constexpr bool no_gradient = true;  // a switch index: constant to reverse mode
+  static constexpr std::array<const char*, 4> params = {"cu_seqlens", "bucket", "tokens",
+                                                        "smallest"};
+  using types = eagle::types<int32_t>;
+  static constexpr bool per_sample = false;
+  static std::vector<ArrayMeta> infer(const std::vector<ArrayMeta>& in,
+                                      const std::vector<ScalarArg>& s) {
+    need_cu_seqlens(in, 0, name);
+    int_scalar(s, 0, name, "tokens (T)", 1);
+    int_scalar(s, 1, name, "smallest (S0)", 1);
+    return {cells(1, DType::u32)};
+  }
+  template <class Args>
+  EAGLE_HD static int64_t extent(const Args&) {
+    return 1;
+  }
+  // One block takes the longest length on the GPU (a block-wide max), one pass on the CPU.
+  static constexpr bool one_block = true;
+  static constexpr unsigned block = 1024;
+  template <class T>
+  EAGLE_HD static void cpu_point(int64_t, In<T> cu, Out<uint32_t> bucket, int64_t tokens,
+                                 int64_t smallest) {
+    int64_t longest = 0;
+    for (int64_t s = 0; s + 1 < cu.numel(); ++s) {
+      const int64_t len = clamped_length(cu.data(), s, tokens);
+      longest = len > longest ? len : longest;
+    }
+    bucket[0] = bucket_of(longest, tokens, smallest);
+  }
+#ifdef __CUDACC__
+  template <class T>
+  __device__ static void cuda_point(int64_t, In<T> cu, Out<uint32_t> bucket, int64_t tokens,
+                                    int64_t smallest) {
+    __shared__ int32_t scratch[32];
+    int64_t longest = 0;  // this thread's sequences, then the block's (lengths fit in int32: <= T)
+    for (int64_t s = threadIdx.x; s + 1 < cu.numel(); s += blockDim.x) {
+      const int64_t len = clamped_length(cu.data(), s, tokens);
+      longest = len > longest ? len : longest;
+    }
+    const block_scan::Scanned m =
+        block_scan::scan(static_cast<int32_t>(longest), block_scan::Max{}, 0, scratch);
+    if (threadIdx.x == 0) bucket[0] = bucket_of(m.total, tokens, smallest);
+  }
+#endif
+};
+
 struct ChunkTasks {
   static constexpr const char* name = "ragged_chunk_tasks";
   static constexpr bool no_gradient = true;  // integer tasks: constants to reverse mode
@@ -251,6 +314,7 @@ struct GradientBarrier : RowKernel {
 EAGLE_TYPED_KERNEL(validate_cu_seqlens, Validate)
 EAGLE_TYPED_KERNEL(chunk_offsets, ChunkOffsets)
 EAGLE_TYPED_KERNEL(chunk_tasks, ChunkTasks)
+EAGLE_TYPED_KERNEL(seqlen_bucket, SeqlenBucket)
 EAGLE_TYPED_KERNEL(active_rows, ActiveRows)
 EAGLE_TYPED_KERNEL(mask_rows, MaskRows)
 EAGLE_TYPED_KERNEL(gradient_barrier, GradientBarrier)

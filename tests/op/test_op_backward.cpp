@@ -519,6 +519,37 @@ TEST(OpBackward, SdpaOnARaggedBatchWithNaNPaddingRows) {
   }
 }
 
+TEST(OpBackward, SdpaBwdKeepsTheForwardsMaxSeqlen) {
+  // The bound sizes the backward's grids as it does the forward's: sdpa_bwd carries it, and
+  // the gradients are those of the unbounded op where the batch keeps it.
+  op::Graph g("sdpa");
+  const Tensor q = g.tensor({"q", {7, 2, 4}, f64});
+  const Tensor k = g.tensor({"k", {7, 1, 4}, f64});
+  const Tensor v = g.tensor({"v", {7, 1, 3}, f64});
+  const Tensor cu = g.tensor({"cu_seqlens", {3}, DType::i64});
+  const Tensor o =
+      g.op("sdpa", {{"q", q}, {"k", k}, {"v", v}, {"cu_seqlens_q", cu}, {"cu_seqlens_kv", cu}},
+           {{"causal", true}, {"max_seqlen_q", 4}, {"max_seqlen_kv", 5}})
+          .at("o")
+          .set_output(true);
+  const op::BackwardGraph bw = op::backward(g, {o}, {q, k, v});
+  int found = 0;
+  for (const op::Node& n : bw.graph.nodes()) {
+    if (n.op() != "sdpa_bwd") continue;
+    ++found;
+    EXPECT_EQ(n.attr("max_seqlen_q").as_int("max_seqlen_q"), 4);
+    EXPECT_EQ(n.attr("max_seqlen_kv").as_int("max_seqlen_kv"), 5);
+  }
+  EXPECT_EQ(found, 1);
+  check({g,
+         {{q.uid(), uniform(q)},
+          {k.uid(), uniform(k)},
+          {v.uid(), uniform(v)},
+          {cu.uid(), Array::from(std::vector<int64_t>{0, 3, 7}, {3}, kCpu)}},
+         {o},
+         {q, k, v}});
+}
+
 TEST(OpBackward, DenseSdpaWithStatisticsRead) {
   op::Graph g("sdpa_dense");
   const Tensor q = g.tensor({"q", {2, 3, 2, 4}, f64});

@@ -656,6 +656,23 @@ TEST(OpGraphSdpa, BadShapesAreNamed) {
                      {"sdpa", "k dims [3,24,8,64]", "batch must equal q's 2"});
 }
 
+TEST(OpGraphSdpa, MaxSeqlenBoundsTheThdSequencesOnly) {
+  Graph g;
+  const SdpaThd s = sdpa_thd(g, DType::bf16);
+  g.op("sdpa", s.ports(), {});
+  EXPECT_EQ(g.nodes().back().attr("max_seqlen_q").as_int("max_seqlen_q"), 0);  // none
+  EXPECT_EQ(g.nodes().back().attr("max_seqlen_kv").as_int("max_seqlen_kv"), 0);
+  g.op("sdpa", s.ports(), {{"max_seqlen_q", 4}, {"max_seqlen_kv", 64}});
+  EXPECT_EQ(g.nodes().back().attr("max_seqlen_kv").as_int("max_seqlen_kv"), 64);
+  expect_op_rejected(g, "sdpa", s.ports(), {{"max_seqlen_q", -1}},
+                     {"sdpa", "cu_seqlens_q", "max_seqlen_q must be >= 0, got -1"});
+  expect_op_rejected(g, "sdpa", s.ports(), {{"max_seqlen_kv", 2.5}},
+                     {"sdpa", "attribute 'max_seqlen_kv' must be integer, got real"});
+  Tensor q = in(g, {2, 16, 8, 64});
+  expect_op_rejected(g, "sdpa", {{"q", q}, {"k", q}, {"v", q}}, {{"max_seqlen_q", 8}},
+                     {"sdpa", "max_seqlen_q bounds THD sequences", "dense form"});
+}
+
 TEST(OpGraphSdpa, BackwardGivesGradientsShapedLikeTheInputs) {
   Graph g;
   const SdpaThd s = sdpa_thd(g, DType::bf16);

@@ -55,7 +55,17 @@ TEST(RaggedCapacity, TheSeedsShapes) {
   EXPECT_EQ(ragged::max_sequences(7, 3), 3);
 }
 
+TEST(RaggedCapacity, SeqlenBucketsDoubleFromTheSmallestUpToT) {
+  EXPECT_EQ(ragged::seqlen_buckets(4096, 256), (std::vector<int64_t>{256, 512, 1024, 2048, 4096}));
+  EXPECT_EQ(ragged::seqlen_buckets(100, 8), (std::vector<int64_t>{8, 16, 32, 64, 100}));
+  EXPECT_EQ(ragged::seqlen_buckets(100, 100), (std::vector<int64_t>{100}));
+  EXPECT_EQ(ragged::seqlen_buckets(100, 500), (std::vector<int64_t>{100}));  // T caps it
+  EXPECT_EQ(ragged::seqlen_buckets(1, 1), (std::vector<int64_t>{1}));
+}
+
 TEST(RaggedCapacity, BadArgumentsAreNamed) {
+  expect_invalid([] { ragged::seqlen_buckets(0, 4); }, "tokens (T) must be >= 1, got 0");
+  expect_invalid([] { ragged::seqlen_buckets(8, 0); }, "smallest (S0) must be >= 1, got 0");
   expect_invalid([] { ragged::chunk_capacity(-1, 4, 4); }, "tokens (T) must be >= 0, got -1");
   expect_invalid([] { ragged::chunk_capacity(4, -2, 4); }, "slots (N) must be >= 0, got -2");
   expect_invalid([] { ragged::chunk_capacity(4, 4, 0); }, "chunk (C) must be >= 1, got 0");

@@ -215,6 +215,55 @@ TEST_P(Ragged, GThrowsTheRuleABrokenBatchBreaks) {
 
 // The build option: with the checks on, validate records one node and returns its error word;
 // with EAGLE_RAGGED_CHECKS=OFF it records nothing and returns an undefined Value.
+// The host rule: the first bound of seqlen_buckets(T, S0) the longest clamped length fits.
+uint32_t want_bucket(const std::vector<int32_t>& cu, int64_t tokens, int64_t smallest) {
+  int64_t longest = 0;
+  for (std::size_t s = 0; s + 1 < cu.size(); ++s) {
+    const int64_t begin = std::clamp<int64_t>(cu[s], 0, tokens);
+    const int64_t end = std::clamp<int64_t>(cu[s + 1], 0, tokens);
+    longest = std::max(longest, end - begin);
+  }
+  const std::vector<int64_t> bounds = ragged::seqlen_buckets(tokens, smallest);
+  const auto fits =
+      std::find_if(bounds.begin(), bounds.end(), [&](int64_t b) { return longest <= b; });
+  return static_cast<uint32_t>(fits - bounds.begin());
+}
+
+TEST_P(Ragged, TheSeqlenBucketIsTheFirstBoundTheLongestSequenceFits) {
+  const int64_t tokens = 100, smallest = 8;  // bounds 8, 16, 32, 64, 100
+  const std::vector<std::pair<std::vector<int32_t>, uint32_t>> batches = {
+      {{0, 0, 0}, 0},           // nothing active
+      {{0, 8, 16, 24}, 0},      // exactly the smallest bound
+      {{0, 9, 10}, 1},          // one past it
+      {{0, 3, 35, 40}, 2},      // 32 rows: a bound met exactly
+      {{0, 1, 66}, 4},          // 65 rows, past 64: the last bound, T
+      {{0, 100}, 4},            // one sequence fills T
+      {{0, 7, 3, 150, -5}, 4},  // bad: decreasing, past T, negative (clamped: 97 rows)
+  };
+  for (const auto& [cu, expected] : batches) {
+    const Array out = launch(ragged::seqlen_bucket(), {cu_array(cu, device())}, {tokens, smallest},
+                             stream(), team_)[0];
+    stream().synchronize();
+    EXPECT_EQ(want_bucket(cu, tokens, smallest), expected);
+    EXPECT_EQ(out.to_vector<uint32_t>(), std::vector<uint32_t>{expected});
+  }
+  // Thousands of sequences (the GPU's block strides over them), the longest deep in the list.
+  Rng& r = rng();
+  std::vector<int32_t> cu(3001, 0);
+  std::uniform_int_distribution<int32_t> len(0, 20);
+  for (std::size_t s = 1; s < cu.size(); ++s) cu[s] = cu[s - 1] + len(r);
+  cu[2700] = cu[2699] + 150;
+  for (std::size_t s = 2701; s < cu.size(); ++s) cu[s] = cu[s - 1] + len(r);
+  const int64_t big = cu.back();
+  for (int64_t s0 : {1, 16, 200, 100000}) {
+    const Array out =
+        launch(ragged::seqlen_bucket(), {cu_array(cu, device())}, {big, s0}, stream(), team_)[0];
+    stream().synchronize();
+    EXPECT_EQ(out.to_vector<uint32_t>(), std::vector<uint32_t>{want_bucket(cu, big, s0)})
+        << "S0 " << s0;
+  }
+}
+
 TEST(RaggedKernels, ValidateRecordsItsCheckOnlyWhenTheBuildKeepsIt) {
   Value error;
   Graph g = Graph::record([&](Recorder& r) {
@@ -240,6 +289,16 @@ TEST(RaggedKernels, BadArgumentsAreRefusedByName) {
   expect_invalid([&] { launch(ragged::validate_cu_seqlens(), {cu64}, {int64_t{4}}, cpu, team); },
                  "cu_seqlens must be a 1-D i32 array");
   expect_invalid([&] { ragged::throw_if_invalid(cu); }, "must be the u32 [2]");
+  expect_invalid(
+      [&] {
+        launch(ragged::seqlen_bucket(), {cu}, {int64_t{4}, int64_t{0}}, cpu, team);
+      },
+      "smallest (S0) must be >= 1, got 0");
+  expect_invalid(
+      [&] {
+        launch(ragged::seqlen_bucket(), {cu}, {int64_t{0}, int64_t{2}}, cpu, team);
+      },
+      "tokens (T) must be >= 1, got 0");
 }
 
 EAGLE_ON_EVERY_DEVICE(Ragged);

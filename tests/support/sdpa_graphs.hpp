@@ -18,6 +18,7 @@ struct SdpaShape {
   DType dtype = DType::f16;
   std::optional<double> scale;
   bool one_cu = false;  // THD self-attention: one cu_seqlens tensor on both ports
+  int64_t max_seqlen_q = 0, max_seqlen_kv = 0;  // THD: the op's bounds (0: none)
 };
 
 inline op::Dims qdims(const SdpaShape& s, int64_t heads, int64_t dim, bool kv) {
@@ -42,6 +43,8 @@ inline op::Attrs sdpa_attrs(const SdpaShape& s, bool forward) {
   op::Attrs a = {{"causal", s.causal}};
   if (forward) a.emplace_back("generate_stats", s.stats);
   if (s.scale) a.emplace_back("scale", *s.scale);
+  if (s.max_seqlen_q > 0) a.emplace_back("max_seqlen_q", s.max_seqlen_q);
+  if (s.max_seqlen_kv > 0) a.emplace_back("max_seqlen_kv", s.max_seqlen_kv);
   return a;
 }
 

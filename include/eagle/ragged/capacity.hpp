@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 namespace eagle::ragged {
 
@@ -17,5 +18,12 @@ int64_t max_sequences(int64_t tokens, int64_t slots);
 // this many tasks; those past the batch's real chunk count return at once.
 // Throws InvalidArgument naming the argument when tokens < 0, slots < 0 or chunk < 1.
 int64_t chunk_capacity(int64_t tokens, int64_t slots, int64_t chunk);
+
+// The per-sequence bounds a device switch over a batch's longest sequence picks from (for
+// engines that do size by a max_seqlen, such as cuDNN's attention): min(S0 * 2^i, T) for
+// i = 0, 1, ... up to the first that reaches T. seqlen_bucket (eagle/ragged/kernels.hpp) writes
+// the index of the first bound the batch fits. Throws InvalidArgument naming the argument when
+// tokens < 1 or smallest < 1.
+std::vector<int64_t> seqlen_buckets(int64_t tokens, int64_t smallest);
 
 }  // namespace eagle::ragged

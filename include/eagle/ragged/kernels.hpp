@@ -48,6 +48,14 @@ const Kernel& chunk_offsets();
 // task list as the device sees it (for inspection and tests; kernels call chunk_task directly).
 const Kernel& chunk_tasks();
 
+// cu_seqlens [N+1] i32, scalars T and S0 -> bucket u32 [1]: the index of the first bound of
+// seqlen_buckets(T, S0) (eagle/ragged/capacity.hpp) that the batch's longest sequence fits, each
+// length read as max(0, min(cu[s + 1], T) - max(cu[s], 0)) (so never past T: the last bound).
+// The cell a device switch over per-sequence bounds reads (Recorder::switch_), so that an
+// engine sized by a max_seqlen runs the smallest size the batch fits, with no host read.
+// One block (1024 threads) on the GPU.
+const Kernel& seqlen_bucket();
+
 // cu_seqlens [N+1] i32, scalar T -> mask [T] u8: 1 for the active rows [0, L), 0 for the padding
 // rows (L = cu_seqlens[N] clamped to [0, T]).
 const Kernel& active_rows();

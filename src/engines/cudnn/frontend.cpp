@@ -403,6 +403,8 @@ class CudnnPlan final : public plan::CompiledPlan {
       ragged_.batch = L.batch;
       ragged_.rows_q = L.s_q;
       ragged_.rows_kv = L.s_kv;
+      ragged_.max_len_q = L.seq_q;
+      ragged_.max_len_kv = L.seq_kv;
       cu_q_pos_ = require(L.cu_q_uid, true);
       cu_kv_pos_ = require(L.cu_kv_uid, true);
       ragged_.seq_len_q = static_cast<int32_t*>(reserve(L.seq_len_q_uid, b * 4));
@@ -443,12 +445,12 @@ class CudnnPlan final : public plan::CompiledPlan {
       stats_src_pos_ = require(L.stats_source_uid, false);
       copy_.batch = L.batch;
       copy_.heads = L.heads;
-      copy_.seq = L.s_q;
+      copy_.seq = L.seq_q;
       copy_.stride_b = L.stats_source_strides[0];
       copy_.stride_s = L.stats_source_strides[1];
       copy_.stride_h = L.stats_source_strides[2];
       copy_.dst = static_cast<float*>(
-          reserve(L.stats_copy_uid, static_cast<std::size_t>(L.batch * L.heads * L.s_q) * 4));
+          reserve(L.stats_copy_uid, static_cast<std::size_t>(L.batch * L.heads * L.seq_q) * 4));
       launch_ = stats_copy_launch(copy_, ctx.device.multiprocessors);
     }
     workspace_ = at;

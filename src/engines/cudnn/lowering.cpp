@@ -1,5 +1,6 @@
 #include "engines/cudnn/lowering.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <set>
 
@@ -123,8 +124,8 @@ class Lowering {
  private:
   void dense_sizes(const op::Tensor& q, const op::Tensor& k) {
     out_.batch = q.dims()[0];
-    out_.s_q = q.dims()[1];
-    out_.s_kv = k.dims()[1];
+    out_.seq_q = out_.s_q = q.dims()[1];
+    out_.seq_kv = out_.s_kv = k.dims()[1];
     if (out_.causal && out_.s_q > out_.s_kv)
       decline("causal with S_q " + std::to_string(out_.s_q) + " > S_kv " +
               std::to_string(out_.s_kv) +
@@ -135,6 +136,13 @@ class Lowering {
     out_.batch = node_.input("cu_seqlens_q").dims()[0] - 1;
     out_.s_q = q.dims()[0];  // a sequence is at most every row
     out_.s_kv = k.dims()[0];
+    // FlashAttention's max_seqlen, where the caller promises one: a shorter S, fewer CTAs.
+    const auto bound = [&](const char* attr, int64_t rows) {
+      const int64_t b = node_.attr(attr).as_int(attr);
+      return b > 0 ? std::min(b, rows) : rows;
+    };
+    out_.seq_q = bound("max_seqlen_q", out_.s_q);
+    out_.seq_kv = bound("max_seqlen_kv", out_.s_kv);
     if (out_.batch < 1) decline("cu_seqlens describe no sequence (B = 0)");
   }
 
@@ -156,7 +164,7 @@ class Lowering {
     } else {
       // Each token's [heads, dim] contiguous; tokens `row` elements apart, at least heads * dim
       // (more in a packed qkv array: q, k and v column slices of one [T, 3 * heads * dim]).
-      const int64_t s = kv ? out_.s_kv : out_.s_q, h = dims[1], e = dims[2];
+      const int64_t s = kv ? out_.seq_kv : out_.seq_q, h = dims[1], e = dims[2];
       const bool token_dense = (e == 1 || st[2] == 1) && (h == 1 || st[1] == e);
       const int64_t row = dims[0] > 1 ? st[0] : h * e;
       if (!token_dense || row < h * e)
@@ -180,7 +188,7 @@ class Lowering {
     d.dtype = DType::f32;
     d.output = output;
     const op::Dims& st = t.strides();
-    const int64_t h = out_.heads, s = out_.s_q;
+    const int64_t h = out_.heads, s = out_.seq_q;
     if (out_.ragged) {
       if (!row_major(t))
         decline("stats must be dense row-major [T, heads] (THD), its strides are " + dims_str(st));
@@ -249,8 +257,10 @@ std::string Lowered::summary() const {
   return std::string(op == Op::sdpa ? "sdpa" : "sdpa_bwd") + (ragged ? " THD" : " dense") + " " +
          std::string(dtype_name(io)) + " B " + std::to_string(batch) + " H " +
          std::to_string(heads) + "/" + std::to_string(kv_heads) + " D " + std::to_string(head_dim) +
-         "/" + std::to_string(value_dim) + " S " + std::to_string(s_q) + "/" +
-         std::to_string(s_kv) + (causal ? " causal" : "") + (stats ? " stats" : "");
+         "/" + std::to_string(value_dim) + " S " + std::to_string(seq_q) + "/" +
+         std::to_string(seq_kv) +
+         (ragged ? " rows " + std::to_string(s_q) + "/" + std::to_string(s_kv) : "") +
+         (causal ? " causal" : "") + (stats ? " stats" : "");
 }
 
 Lowered lower(const op::Graph& graph) {

@@ -60,6 +60,9 @@ struct Lowered {
   double epsilon = 0.0;  // norms
   int64_t batch = 0, heads = 0, kv_heads = 0, head_dim = 0, value_dim = 0;
   int64_t s_q = 0, s_kv = 0;  // dense: the sequence lengths; ragged: rows of q and k (bounds)
+  // cuDNN's S, what its grids are sized by: dense s_q and s_kv; ragged the bound on a sequence's
+  // rows, the node's max_seqlen_q / max_seqlen_kv when set (at most the rows), else the rows.
+  int64_t seq_q = 0, seq_kv = 0;
   std::vector<TensorDesc> tensors;
   // Ragged: the cu_seqlens operands, their dtype (i32 or i64) and the derived arrays.
   int64_t cu_q_uid = -1, cu_kv_uid = -1;

@@ -51,8 +51,8 @@ __global__ void ragged_prep(RaggedPrepArgs a) {
   if (b < a.batch) {
     const int64_t q_next = read_cu(a.cu_q, a.cu_is64, b + 1, a.rows_q);
     const int64_t kv_next = read_cu(a.cu_kv, a.cu_is64, b + 1, a.rows_kv);
-    a.seq_len_q[b] = static_cast<int32_t>(q_next > q ? q_next - q : 0);
-    a.seq_len_kv[b] = static_cast<int32_t>(kv_next > kv ? kv_next - kv : 0);
+    a.seq_len_q[b] = static_cast<int32_t>(q_next > q ? min(q_next - q, a.max_len_q) : 0);
+    a.seq_len_kv[b] = static_cast<int32_t>(kv_next > kv ? min(kv_next - kv, a.max_len_kv) : 0);
   }
   for (int j = 0; j < a.n_offsets; ++j) a.offsets[j][b] = (a.kv_side[j] ? kv : q) * a.row_elems[j];
 }

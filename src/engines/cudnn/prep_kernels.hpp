@@ -18,7 +18,10 @@ struct RaggedPrepArgs {
   int cu_is64 = 0;
   int64_t batch = 0;
   int64_t rows_q = 0, rows_kv = 0;  // buffer rows: entries are clamped into [0, rows]
-  int32_t* seq_len_q = nullptr;     // [B]
+  // cuDNN's S (a max_seqlen, else the rows): lengths are clamped to it, so a sequence longer than
+  // the caller promised has only its first S rows computed and nothing is read or written past.
+  int64_t max_len_q = 0, max_len_kv = 0;
+  int32_t* seq_len_q = nullptr;  // [B]
   int32_t* seq_len_kv = nullptr;
   int n_offsets = 0;
   int64_t* offsets[kMaxRaggedOffsets] = {};  // [B+1] each

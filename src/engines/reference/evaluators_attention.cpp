@@ -109,6 +109,20 @@ void expect_anchor_rows(const op::Node& node, const Env& env, const char* port,
                           "'s ragged offset must place sequences where " + anchor + "'s does");
 }
 
+// FlashAttention's max_seqlen contract (attribute `attr`, 0: none): each sequence of `cu` has at
+// most that many rows. Engines may size their grids by it, so a longer one is refused here.
+void expect_max_seqlen(const op::Node& node, const char* attr, const char* port,
+                       const std::vector<int64_t>& cu) {
+  const int64_t bound = node.attr(attr).as_int(attr);
+  if (bound <= 0) return;
+  for (std::size_t b = 0; b + 1 < cu.size(); ++b)
+    if (cu[b + 1] - cu[b] > bound)
+      throw InvalidArgument(node.name() + ": sequence " + std::to_string(b) + " of " + port +
+                            " has " + std::to_string(cu[b + 1] - cu[b]) + " rows, over " + attr +
+                            " = " + std::to_string(bound) +
+                            " (every sequence must have at most that many)");
+}
+
 SdpaSequences sdpa_sequences(const op::Node& node, const Env& env) {
   const op::Dims& q = node.input("q").dims();
   const op::Dims& k = node.input("k").dims();
@@ -117,6 +131,8 @@ SdpaSequences sdpa_sequences(const op::Node& node, const Env& env) {
   }
   const auto cu_q = cu_seqlens(node, env, "cu_seqlens_q", "q", q[0]);
   const auto cu_kv = cu_seqlens(node, env, "cu_seqlens_kv", "k", k[0]);
+  expect_max_seqlen(node, "max_seqlen_q", "cu_seqlens_q", cu_q);
+  expect_max_seqlen(node, "max_seqlen_kv", "cu_seqlens_kv", cu_kv);
   SdpaSequences s = sequences_from_cu_seqlens(cu_q, cu_kv);
   s.q_start = row_starts(node, env, "q", cu_q);
   s.kv_start = row_starts(node, env, "k", cu_kv);

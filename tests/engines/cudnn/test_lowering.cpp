@@ -112,6 +112,30 @@ TEST(CudnnLowering, RaggedForwardDerivesOffsetsOncePerRowSizeWithFreeUids) {
     }
 }
 
+// FlashAttention's max_seqlen sizes cuDNN's S (its grids); the rows stay the buffers' bound.
+TEST(CudnnLowering, MaxSeqlenIsCudnnsSAndTheRowsStayTheBound) {
+  SdpaShape s;
+  s.ragged = true;
+  s.batch = 3, s.s_q = 200, s.s_kv = 300, s.heads = 4, s.kv_heads = 2, s.head_dim = 16,
+  s.value_dim = 16;
+  s.max_seqlen_q = 64, s.max_seqlen_kv = 1000;  // kv's past its rows: the rows
+  for (const op::Graph& g : {test::sdpa::sdpa_graph(s), test::sdpa::sdpa_bwd_graph(s)}) {
+    const Lowered L = lower(g);
+    EXPECT_EQ(L.s_q, 200);
+    EXPECT_EQ(L.s_kv, 300);
+    EXPECT_EQ(L.seq_q, 64);
+    EXPECT_EQ(L.seq_kv, 300);
+    EXPECT_EQ(L.find("q")->dims, (std::array<int64_t, 4>{3, 4, 64, 16}));
+    EXPECT_EQ(L.find("k")->dims, (std::array<int64_t, 4>{3, 2, 300, 16}));
+    EXPECT_EQ(L.find("stats")->dims, (std::array<int64_t, 4>{3, 4, 64, 1}));
+    EXPECT_NE(L.summary().find("S 64/300 rows 200/300"), std::string::npos) << L.summary();
+  }
+  s.max_seqlen_q = s.max_seqlen_kv = 0;
+  const Lowered unbounded = lower(test::sdpa::sdpa_graph(s));
+  EXPECT_EQ(unbounded.seq_q, 200);
+  EXPECT_EQ(unbounded.seq_kv, 300);
+}
+
 // q, k and v column slices of one packed [T, 3 H D] array (a qkv projection's output): tokens
 // 3 H D apart, each token's [H, D] contiguous; the offsets count in rows of the packed array.
 TEST(CudnnLowering, PackedQkvSlicesReadTokensTheirRowApart) {

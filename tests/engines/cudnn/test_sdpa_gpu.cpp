@@ -18,6 +18,7 @@
 #include <limits>
 #include <map>
 #include <set>
+#include <tuple>
 
 #include "eagle/engines/cudnn.hpp"
 #include "engines/cudnn/loader.hpp"
@@ -75,6 +76,17 @@ std::vector<Case> forward_cases(DType d) {
   ragged("thd lengths 0 and 1", {7, 0, 1, 33, 12}, {9, 0, 1, 40, 12}, 4, 4, false, true);
   ragged("thd causal gqa", {7, 0, 1, 33, 12}, {9, 0, 1, 40, 12}, 8, 2, true, true);
   ragged("thd kv shorter, not causal", {20, 3}, {6, 3}, 4, 2, false, true);
+  // FlashAttention's max_seqlen: cuDNN's S is the bound, not the rows (met exactly, then a
+  // bucket above the longest sequence, as a seqlen_bucket switch arm has it).
+  for (const auto& [name, mq, mkv] : {std::tuple{"thd max_seqlen the longest", 33, 40},
+                                      std::tuple{"thd max_seqlen a bucket", 64, 64}}) {
+    SdpaShape s;
+    s.dtype = d, s.heads = 8, s.kv_heads = 2, s.head_dim = s.value_dim = 64;
+    s.causal = true;
+    s.max_seqlen_q = mq, s.max_seqlen_kv = mkv;
+    const Layout l = thd({7, 0, 1, 33, 12}, {9, 0, 1, 40, 12}, 5);
+    cases.push_back({name, shape_for(s, l), l});
+  }
   {  // self-attention: one cu_seqlens on both ports (the backward then zeroes no kv rows)
     SdpaShape s;
     s.dtype = d, s.heads = 4, s.kv_heads = 2, s.head_dim = s.value_dim = 64;

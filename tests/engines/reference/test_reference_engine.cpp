@@ -741,7 +741,8 @@ struct SdpaGraph {
 
 // THD when `batch` > 0 (cu_seqlens of batch + 1 entries), dense BSHD when 0.
 SdpaGraph sdpa_graph(const op::Dims& qd, const op::Dims& kd, const op::Dims& vd, DType dt,
-                     int64_t batch, bool causal, bool stats, std::optional<double> scale = {}) {
+                     int64_t batch, bool causal, bool stats, std::optional<double> scale = {},
+                     const Attrs& extra = {}) {
   SdpaGraph s;
   s.q = input(s.g, "q", qd, dt);
   s.k = input(s.g, "k", kd, dt);
@@ -755,6 +756,7 @@ SdpaGraph sdpa_graph(const op::Dims& qd, const op::Dims& kd, const op::Dims& vd,
   }
   Attrs attrs = {{"causal", causal}, {"generate_stats", stats}};
   if (scale) attrs.emplace_back("scale", *scale);
+  attrs.insert(attrs.end(), extra.begin(), extra.end());
   auto outs = s.g.op("sdpa", p, attrs);
   s.o = outs.at("o");
   s.o.set_output(true);
@@ -927,6 +929,44 @@ TEST(ReferenceEngineSdpa, ThdWithCuSeqlensMatchesDenseFormula) {
     expect_all_near(values(o), want.o.data, 1e-5);
     expect_all_near(values(st), want.lse.data, 1e-5);
   }
+}
+
+// FlashAttention's max_seqlen: a bound the batch keeps changes nothing; a longer sequence is
+// refused by name (engines may size their grids by the bound) and the outputs stay untouched.
+TEST(ReferenceEngineSdpa, MaxSeqlenIsABoundTheBatchMustKeep) {
+  const AttnDims s{2, 1, 4, 4};
+  const std::vector<int64_t> cu_q = {0, 2, 5, 6}, cu_kv = {0, 3, 6, 9};  // longest: 3 and 3
+  const int64_t tq = cu_q.back(), tk = cu_kv.back();
+  Array qv = random({tq, s.h, s.d}, -2, 2), kv = random({tk, s.hk, s.d}, -2, 2),
+        vv = random({tk, s.hk, s.dv});
+  const auto run = [&](const Attrs& bounds, Array& o) {
+    SdpaGraph gr = sdpa_graph({tq, s.h, s.d}, {tk, s.hk, s.d}, {tk, s.hk, s.dv}, DType::f32, 3,
+                              true, false, {}, bounds);
+    o = sentinel(gr.o);
+    execute(build(gr.g), {{gr.q, qv},
+                          {gr.k, kv},
+                          {gr.v, vv},
+                          {gr.cu_q, array(as_doubles(cu_q), {4}, DType::i32)},
+                          {gr.cu_kv, array(as_doubles(cu_kv), {4}, DType::i32)},
+                          {gr.o, o}});
+  };
+  Array free, bounded;
+  run({}, free);
+  run({{"max_seqlen_q", 3}, {"max_seqlen_kv", 3}}, bounded);
+  EXPECT_TRUE(all_finite(free));
+  expect_all_near(values(bounded), values(free), 0.0);
+  Array refused;
+  expect_throw_with<InvalidArgument>(
+      [&] {
+        run({{"max_seqlen_q", 2}}, refused);
+      },
+      {"sequence 1 of cu_seqlens_q has 3 rows", "over max_seqlen_q = 2"});
+  EXPECT_TRUE(all_equal(refused, 777));
+  expect_throw_with<InvalidArgument>(
+      [&] {
+        run({{"max_seqlen_kv", 2}}, refused);
+      },
+      {"sequence 0 of cu_seqlens_kv has 3 rows", "over max_seqlen_kv = 2"});
 }
 
 TEST(ReferenceEngineSdpa, DenseBshdEqualsTheSameDataPackedAsThd) {
