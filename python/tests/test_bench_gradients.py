@@ -54,6 +54,19 @@ def test_the_attention_block_with_one_qkv_weight_equals_torchs():
     assert case["max_rel_diff"] <= case["tolerance"]
 
 
+@pytest.mark.parametrize("max_seqlen", ["exact", "switch"])
+def test_the_attention_block_with_a_max_seqlen_equals_torchs(max_seqlen):
+    # exact: sdpa bounded by the batch's longest sequence; switch: a device switch over
+    # seqlen_buckets (tokens 40, smallest 40: one arm) picks the arm, whose reverse runs too.
+    bench = load_bench()
+    for packed in (False, True):
+        summary = bench.run(tiny(bench, cases=("attention",), max_seqlen=max_seqlen,
+                                 packed_qkv=packed), time_it=False)
+        (case,) = summary["cases"]
+        assert case["ok"], case
+        assert case["max_rel_diff"] <= case["tolerance"]
+
+
 def test_the_timing_pass_runs_and_reports():
     bench = load_bench()
     summary = bench.run(tiny(bench, cases=("mlp", "loop")), time_it=True)

@@ -16,6 +16,27 @@ def test_capacity_bounds():
         eagle.ragged.chunk_capacity(10, 4, 0)
 
 
+def test_the_seqlen_bucket_switch_runs_the_arm_the_longest_sequence_fits():
+    T = 64
+    bounds = eagle.ragged.seqlen_buckets(T, 8)
+    assert bounds == [8, 16, 32, 64]
+    with pytest.raises(eagle.InvalidArgument, match="smallest"):
+        eagle.ragged.seqlen_buckets(T, 0)
+
+    def body(r):
+        cu = r.param("cu", np.array([0, 3, 8, 8], np.int32))
+        y = K.fill(0.0, buffer=r.empty((1,), eagle.f32))
+        r.switch_(K.seqlen_bucket(cu, T, 8),
+                  [lambda b=b: K.fill(float(b), buffer=y) for b in bounds])
+        r.result(y)
+
+    g = eagle.Graph.record(body).build()
+    assert g().numpy()[0] == 8  # the longest is 5
+    for cu, want in (([0, 9, 10, 12], 16), ([0, 1, 2, 40], 64), ([0, 0, 0, 0], 8)):
+        g.bind(cu=np.array(cu, np.int32))
+        assert g().numpy()[0] == want
+
+
 def test_validate_raises_from_g_on_a_bad_batch(rng):
     if not eagle.ragged.checks_enabled():
         pytest.skip("built with EAGLE_RAGGED_CHECKS=OFF")
