@@ -19,12 +19,11 @@
 #             `eagle train` drawn by tools/plot_trace.py (train_trace_gpu.png)
 #   gradients bench/python/gradients.py (issue 12's goal: eagle's step against torch's graph), with a
 #             CUPTI trace of one replay of each step (gradients-trace/)
-#   steps     issue 12's dim-512 steps with sessions 26-28's changes on and off (--max-seqlen
-#             exact / switch, --memsets-as-kernels, --mlp-lse, --fuse-epilogues
-#             --prioritize-chains), the packed-qkv step (memcheck over it when it fails), their
-#             GPU tests, the four sanitizers over the memset, seqlen-bucket and cuDNN forward
-#             tests and ncu over the attention step's cotangent broadcast (EAGLE_STEPS_BUDGET
-#             seconds, 540 by default: what is left past it is skipped)
+#   steps     issue 12's dim-512 steps with each option on and off (--keep-memset-nodes,
+#             --packed-qkv, --prioritize-chains, --max-seqlen exact, --fuse-epilogues), their
+#             GPU tests, the four sanitizers over the memset and seqlen-bucket tests and ncu's
+#             time per kernel of the packed attention step (EAGLE_STEPS_BUDGET seconds, 540 by
+#             default: what is left past it is skipped)
 #   fusion    matmul epilogues (PlanningOptions::fuse_epilogues) and native_gemm: their GPU tests
 #             and the four sanitizers over them and the fused engine's mixed cases,
 #             bench/python/epilogue.py (fused against apart), gradients.py's dim-512 MLP with and
@@ -198,11 +197,11 @@ if want gradients && [ -d python/eagle ]; then
   echo "gradients: exit $?"; tail -14 "$out/gradients.txt"
 fi
 if want steps && [ -d python/eagle ]; then
-  # Issue 12's dim-512 steps and what sessions 26-28 built for them: the GPU tests of the packed
-  # qkv layout, priorities, memset nodes run as kernels, the attention's max_seqlen and the
-  # seqlen_bucket kernel; the steps with each change on and off (one run each, torch timed in
-  # it); the packed step (memcheck over it when it fails); the four sanitizers over the memset
-  # and max_seqlen tests; ncu over the attention step's cotangent broadcast. Past
+  # Issue 12's dim-512 steps: the GPU tests of what they use (packed qkv, priorities, memset
+  # nodes run as kernels, sdpa's max_seqlen, the seqlen bucket); the four sanitizers over the
+  # memset and seqlen-bucket tests (our kernels; cuDNN's own kernels overflow synccheck's barrier
+  # tracking and racecheck reports hazards inside them); the steps with each option on and off
+  # (one run each, torch timed in it); ncu's time per kernel of the packed attention step. Past
   # EAGLE_STEPS_BUDGET seconds (default 540) the remaining items are skipped, most useful first.
   steps_start=$SECONDS
   in_budget() {
@@ -212,36 +211,27 @@ if want steps && [ -d python/eagle ]; then
     fi
   }
   run_tests steps-tests 150 '*CallEntry.*:*PackedQkv*:*PlannedDerivative.*:*NodePriority.*:*NativeCrossEntropyBwd*:*NativeCountNotEqual*:*Views*:Record.*:CudnnGpu.*:*Ragged*'
+  for tool in memcheck racecheck synccheck initcheck; do
+    in_budget "steps $tool" || break
+    timeout 60 compute-sanitizer --tool "$tool" --error-exitcode 9 ./eagle_tests --gtest_brief=1 \
+      --gtest_filter='*CallEntry.*Memset*:*Ragged*Seqlen*' > "$out/steps-$tool.txt" 2>&1
+    echo "steps $tool: exit $? | $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|PASSED|FAILED' "$out/steps-$tool.txt" | tr '\n' ' ')"
+  done
   grad() { PYTHONPATH=$PWD/python timeout 90 python3 ../bench/python/gradients.py --dims 512 "$@"; }
   for flags in "--cases mlp,attention --trace $out/steps-trace" \
-      "--cases attention --max-seqlen exact" \
-      "--cases attention --max-seqlen switch --trace $out/steps-trace-switch" \
-      "--cases attention --memsets-as-kernels --trace $out/steps-trace-memsets" \
-      "--cases attention --max-seqlen switch --memsets-as-kernels" \
-      "--cases mlp --mlp-lse" "--cases mlp --fuse-epilogues --prioritize-chains"; do
+      "--cases attention --keep-memset-nodes" \
+      "--cases attention --packed-qkv --trace $out/steps-trace-packed" \
+      "--cases attention --packed-qkv --prioritize-chains" \
+      "--cases attention --packed-qkv --max-seqlen exact" \
+      "--cases mlp --fuse-epilogues --prioritize-chains"; do
     in_budget "gradients $flags" || break
     echo "gradients $flags" >> "$out/steps-gradients.txt"
     grad $flags 2>&1 | tee -a "$out/steps-gradients.txt" | grep -E "one graph|FAILED|Error"
   done
-  if in_budget "the packed step" && ! grad --cases attention --packed-qkv \
-      --trace "$out/steps-trace-packed" > "$out/steps-packed.txt" 2>&1; then
-    PYTHONPATH=$PWD/python timeout 200 compute-sanitizer --tool memcheck --print-limit 20 \
-      python3 ../bench/python/gradients.py --cases attention --dims 512 --packed-qkv --check-only \
-      > "$out/steps-packed-memcheck.txt" 2>&1
-  fi
-  grep -E "one graph|FAILED" "$out/steps-packed.txt" 2>/dev/null
-  for tool in memcheck racecheck synccheck initcheck; do
-    in_budget "steps $tool" || break
-    timeout 60 compute-sanitizer --tool "$tool" --error-exitcode 9 ./eagle_tests --gtest_brief=1 \
-      --gtest_filter='*CallEntry.*Memset*:*Ragged*Seqlen*:CudnnGpu.ForwardMatchesTheReference' \
-      > "$out/steps-$tool.txt" 2>&1
-    echo "steps $tool: exit $? | $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|PASSED|FAILED' "$out/steps-$tool.txt" | tr '\n' ' ')"
-  done
-  in_budget "ncu over fused_vec_kernel" && command -v ncu >/dev/null &&
-    PYTHONPATH=$PWD/python timeout 120 ncu --kernel-name regex:fused_vec \
-      --launch-skip 2 --launch-count 2 --section SpeedOfLight --section LaunchStats \
-      --section Occupancy python3 ../bench/python/gradients.py --cases attention --dims 512 \
-      --check-only > "$out/steps-ncu-fused-vec.txt" 2>&1
+  in_budget "ncu over the packed attention step" && command -v ncu >/dev/null &&
+    PYTHONPATH=$PWD/python kernel_times steps-ncu-packed 150 --nvtx --nvtx-include "eagle_step/" \
+      python3 ../bench/python/gradients.py --cases attention --dims 512 --packed-qkv --iters 2 \
+      --repeats 1 | tail -30
 fi
 if want fusion && [ -d python/eagle ]; then
   run_tests fusion-tests 200 '*EpilogueOnGpu*:*FusedBackwardOnGpu*:*Segments*:Deferred*:PlannedDerivative*:*NativeFused*:*NativeGemm*:GemmProblem*'

@@ -37,7 +37,7 @@ Usage: python bench/python/gradients.py [--device cuda:0|cpu] [--small|--full] [
   native_attention_bwd)
   [--prioritize-chains] (eagle's steps built with node priorities: a call later calls wait on
   starts before the graph's sinks, e.g. weight gradients)
-  [--memsets-as-kernels] (libraries' memset nodes run as kernel nodes)
+  [--keep-memset-nodes] (libraries' memset nodes stay memset nodes, not the default kernels)
   [--mlp-lse] (the MLP's loss keeps its rows' logsumexp for its backward)
   [--max-seqlen capacity|exact|switch] (the attention's per-sequence bound: none, the batch's
   longest as torch is given, or a device switch over power-of-two buckets)
@@ -96,7 +96,7 @@ class Config:
     fuse_epilogues: bool = False  # the MLP's segments with matmul epilogues
     prefer: tuple = ()  # engine names eagle's planned pieces try first (PlanningOptions::prefer)
     prioritize_chains: bool = False  # eagle's steps built with BuildOptions::prioritize_chains
-    memsets_as_kernels: bool = False  # libraries' memset nodes as kernels (BuildOptions)
+    memsets_as_kernels: bool = True  # libraries' memset nodes as kernels (BuildOptions' default)
     mlp_lse: bool = False  # the MLP's loss exposes its rows' logsumexp for the backward
     packed_qkv: bool = False  # attention: eagle holds one qkv weight, as torch does (see Attention)
     max_seqlen: str = "capacity"  # attention's per-sequence bound: capacity, exact or switch
@@ -726,9 +726,9 @@ def main() -> int:
     p.add_argument("--mlp-lse", action="store_true",
                    help="the MLP's loss keeps its rows' logsumexp (output_lse) for its backward, "
                         "which then waits for the forward loss's total")
-    p.add_argument("--memsets-as-kernels", action="store_true",
-                   help="run the memset nodes of libraries' graphs (cuDNN's attention) as kernel "
-                        "nodes (BuildOptions::memsets_as_kernels)")
+    p.add_argument("--keep-memset-nodes", action="store_true",
+                   help="keep the memset nodes of libraries' graphs (cuDNN's attention) as "
+                        "memset nodes (BuildOptions::memsets_as_kernels off; on by default)")
     p.add_argument("--packed-qkv", action="store_true",
                    help="attention: eagle holds one qkv weight [dim, 3 dim] as torch does: one "
                         "projection, q, k and v strided slices of its output read by the "
@@ -755,7 +755,8 @@ def main() -> int:
                  cases=tuple(a.cases.split(",")), autotune=a.autotune,
                  fuse_epilogues=a.fuse_epilogues, trace_dir=a.trace,
                  prefer=tuple(n for n in a.prefer.split(",") if n),
-                 prioritize_chains=a.prioritize_chains, memsets_as_kernels=a.memsets_as_kernels,
+                 prioritize_chains=a.prioritize_chains,
+                 memsets_as_kernels=not a.keep_memset_nodes,
                  mlp_lse=a.mlp_lse,
                  packed_qkv=a.packed_qkv, max_seqlen=a.max_seqlen, **shapes)
     print(f"eagle gradients benchmark on {cfg.device} (torch {torch.__version__}); "
@@ -764,7 +765,7 @@ def main() -> int:
           f"{'; matmul epilogues fused' if cfg.fuse_epilogues else ''}"
           f"{'; engines preferred: ' + ','.join(cfg.prefer) if cfg.prefer else ''}"
           f"{'; chains prioritized' if cfg.prioritize_chains else ''}"
-          f"{'; memsets as kernels' if cfg.memsets_as_kernels else ''}"
+          f"{'; memset nodes kept' if not cfg.memsets_as_kernels else ''}"
           f"{'; mlp loss keeps lse' if cfg.mlp_lse else ''}"
           f"{'; attention with one qkv weight' if cfg.packed_qkv else ''}"
           f"{'; attention max_seqlen ' + cfg.max_seqlen if cfg.max_seqlen != 'capacity' else ''}",

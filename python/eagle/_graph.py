@@ -75,7 +75,7 @@ class Graph:
     # ---- build
     def build(self, device=None, threads: int = 0, plain_if_only: bool = False,
               stream=None, prioritize_chains: bool = False,
-              memsets_as_kernels: bool = False) -> "Graph":
+              memsets_as_kernels: bool = True) -> "Graph":
         """Builds for ``device`` (default: where the params live, the CPU when there are none).
         Returns the graph, so ``Graph.record(f).build()`` reads naturally.
 
@@ -88,10 +88,10 @@ class Graph:
         when both are ready (CUDA node priorities; BuildOptions::prioritize_chains). Needs
         ``device``.
 
-        ``memsets_as_kernels`` (GPU): the memset nodes of a call's own CUDA graph (cuDNN's
-        attention has one) run as kernel nodes, meant to start sooner after the kernels around
-        them (BuildOptions::memsets_as_kernels; off by default until measured). Needs
-        ``device``."""
+        ``memsets_as_kernels`` (GPU; on by default, the CPU ignores it): the memset nodes of a
+        call's own CUDA graph (cuDNN's attention has one) run as kernel nodes, which start sooner
+        after the kernels around them (BuildOptions::memsets_as_kernels; issue 12's attention
+        step 175.3 against 184.7 us on an H100)."""
         if device is not None and not isinstance(device, _eagle.Device):
             device = _eagle.Device(str(device))
         handle = None

@@ -120,14 +120,14 @@ void bind_graph(nb::module_& m) {
             nb::gil_scoped_release release;
             if (device)
               g.build(*device, o);
-            else if (threads == 0 && !plain_if_only && !prioritize_chains && !memsets_as_kernels)
+            else if (threads == 0 && !plain_if_only && !prioritize_chains)
               g.build();
             else
               throw InvalidArgument("build: options need a device (build(device, ...))");
           },
           nb::arg("device") = nb::none(), nb::arg("threads") = 0, nb::arg("plain_if_only") = false,
           nb::arg("stream") = nb::none(), nb::arg("prioritize_chains") = false,
-          nb::arg("memsets_as_kernels") = false)
+          nb::arg("memsets_as_kernels") = true)
       .def_prop_ro("built", &Graph::built)
       .def_prop_ro("device", &Graph::device)
       .def_prop_ro("backend", &Graph::backend)

@@ -54,8 +54,8 @@ struct CudaOptions {
   // Build IF/ELSE and SWITCH from plain IF nodes and one decision kernel, as on drivers
   // without them (also forced by tests).
   bool plain_if_only = false;
-  bool prioritize_chains = false;   // BuildOptions::prioritize_chains
-  bool memsets_as_kernels = false;  // BuildOptions::memsets_as_kernels
+  bool prioritize_chains = false;  // BuildOptions::prioritize_chains
+  bool memsets_as_kernels = true;  // BuildOptions::memsets_as_kernels
 };
 
 // Per node (by planned node index, sized as `nodes`): 1 when a node of `list` waits on it (a

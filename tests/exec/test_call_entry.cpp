@@ -64,7 +64,7 @@ TEST_P(CallEntry, PopulatedCallIsUpdatedInPlaceOnBind) {
 }
 
 // A library's graph with memset nodes (cuDNN's attention has one): on a GPU they run as kernel
-// nodes writing the same bytes (BuildOptions::memsets_as_kernels, off by default), through
+// nodes writing the same bytes (BuildOptions::memsets_as_kernels, on by default), through
 // build and bind; off, the graph keeps them. Either way the output is the copy with the memsets
 // over it.
 TEST_P(CallEntry, MemsetNodesOfAPopulatedGraphRunAsKernelsWritingTheSameBytes) {

@@ -104,6 +104,16 @@ class Lowering {
         if (t.is_virtual())
           decline(std::string(p) + " is virtual: cuDNN writes dq, dk and dv to caller buffers");
         add(p, t, true);
+        // THD: cuDNN 9.19's backward computes wrong dq and NaN dk, dv when q, k, v are slices
+        // of a packed qkv array and the gradients are not (dq off by 2.1x its scale on an H100,
+        // session 28). The reverse pass gives each gradient its input's layout, the form served.
+        const char* input = p + 1;  // "dq" -> "q"
+        const int64_t row = L.tensors.back().strides[2], in_row = L.find(input)->strides[2];
+        if (L.ragged && row != in_row)
+          decline(std::string(p) + " tokens " + std::to_string(row) + " elements apart, " + input +
+                  "'s " + std::to_string(in_row) +
+                  ": the THD backward needs each gradient laid out as its input (a packed qkv "
+                  "slice's gradient a slice of one packed array too)");
       }
     }
     if (L.ragged) {

@@ -156,8 +156,8 @@ class CudaGraphExecutor final : public Executor {
                     " memcpy, " + std::to_string(children_) + " child graphs";
     if (forks_ > 0) s += ", " + std::to_string(forks_) + " fork join";
     if (memset_kernels_ > 0)
-      s += ", " + std::to_string(memset_kernels_) + " memset run as kernel" +
-           (memset_kernels_ > 1 ? "s" : "");
+      s += ", " + std::to_string(memset_kernels_) +
+           (memset_kernels_ == 1 ? " memset runs as a kernel" : " memsets run as kernels");
     if (conditionals_ > 0)
       s += ", " + std::to_string(conditionals_) + " conditional" +
            (plain_if_only_ ? " built from plain IF nodes" : "");

@@ -82,12 +82,12 @@ void run(const plan::ExecutionPlans& plans, const std::map<int64_t, Array>& oper
   test::execute_pack(plans, vp, kGpu);
 }
 
-// packed_grads: dq, dk and dv written into slices of one packed array (q's layout), else
-// contiguous [T, H, D] arrays (what a reverse pass hands the backward: its gradients are new
-// arrays; an H100 run of gradients.py --packed-qkv faulted with an illegal address there).
-void packed_case(DType d, bool one_cu, bool packed_grads) {
-  SCOPED_TRACE(std::string(dtype_name(d)) + (one_cu ? ", self-attention" : ", two cu") +
-               (packed_grads ? ", packed gradients" : ", contiguous gradients"));
+// dq, dk and dv are written into slices of one packed array (q's layout), as the reverse pass
+// lays them out. Contiguous gradients of packed inputs are declined by the lowering (cuDNN 9.19
+// computed a wrong dq and NaN dk, dv on an H100 in session 28:
+// CudnnLowering.DeclinesNameTheirReason).
+void packed_case(DType d, bool one_cu) {
+  SCOPED_TRACE(std::string(dtype_name(d)) + (one_cu ? ", self-attention" : ", two cu"));
   SdpaShape s;
   s.dtype = d, s.heads = s.kv_heads = 4, s.head_dim = s.value_dim = 64;
   s.causal = one_cu, s.one_cu = one_cu;
@@ -118,11 +118,7 @@ void packed_case(DType d, bool one_cu, bool packed_grads) {
 
   const op::Graph bwd = test::sdpa::sdpa_bwd_graph(s);
   const Arrays bin = test::sdpa::backward_inputs(fwd, fin, fout, bwd, l);
-  const op::Graph pbwd =
-      packed(bwd,
-             packed_grads ? std::vector<std::string>{"q", "k", "v", "dq", "dk", "dv"}
-                          : std::vector<std::string>{"q", "k", "v"},
-             row);
+  const op::Graph pbwd = packed(bwd, {"q", "k", "v", "dq", "dk", "dv"}, row);
   Packed bq = pack(bwd, bin, rows, width, d);
   slice_views(bq, pbwd, width);
   Packed grads;
@@ -134,10 +130,8 @@ void packed_case(DType d, bool one_cu, bool packed_grads) {
   for (int j = 0; j < 3; ++j) {
     const op::Tensor t = named(pbwd, std::string("d") + kQkv[j]);
     const auto item = static_cast<int64_t>(itemsize(d));
-    bops[t.uid()] = packed_grads
-                        ? Array::wrap(static_cast<char*>(grads.base.data()) + j * width * item,
-                                      t.dims(), d, kGpu, t.strides(), grads.base.storage())
-                        : test::poisoned(t.dims(), d, kGpu);
+    bops[t.uid()] = Array::wrap(static_cast<char*>(grads.base.data()) + j * width * item, t.dims(),
+                                d, kGpu, t.strides(), grads.base.storage());
   }
   run(cudnn_plans(pbwd), bops);
   Arrays bgot;
@@ -148,11 +142,7 @@ void packed_case(DType d, bool one_cu, bool packed_grads) {
 
 TEST_F(CudnnGpu, PackedQkvSlicesOfOneArrayMatchTheReference) {
   for (DType d : {DType::f16, DType::bf16})
-    for (bool one_cu : {true, false}) packed_case(d, one_cu, true);
-}
-
-TEST_F(CudnnGpu, PackedQkvWithContiguousGradientsMatchesTheReference) {
-  for (DType d : {DType::f16, DType::bf16}) packed_case(d, true, false);
+    for (bool one_cu : {true, false}) packed_case(d, one_cu);
 }
 
 }  // namespace
