@@ -16,7 +16,6 @@ using rows::group_reduce;
 constexpr int kTotalThreads = 1024;
 
 using rows::finish_lse;
-using rows::online;
 using rows::rescaled;
 
 // A zero weight drops its term, so an infinite logit it would multiply gives no NaN.
@@ -63,6 +62,26 @@ __device__ __forceinline__ void lse_fold_fast(const float (&v)[N], row_stats::Ls
 // Packs a lane loads per step of the forward: 4 x 16 bytes in flight per lane.
 constexpr int kCePacks = 4;
 
+// One step's kCePacks packs of a row from `base` (packs `stride` elements apart), -inf past
+// `end` (nothing to the exps): what the forward and the backward's lse fold per step.
+template <class T, int VEC>
+__device__ __forceinline__ void load_step(const T* xr, int64_t base, int64_t stride, int64_t end,
+                                          float (&v)[kCePacks * VEC]) {
+#pragma unroll
+  for (int u = 0; u < kCePacks; ++u) {
+    const int64_t i = base + u * stride;
+    float pk[VEC];
+    if (i < end) {
+      rows::load<T, VEC>(xr, i, pk);
+    } else {
+#pragma unroll
+      for (int j = 0; j < VEC; ++j) pk[j] = -INFINITY;
+    }
+#pragma unroll
+    for (int j = 0; j < VEC; ++j) v[u * VEC + j] = pk[j];
+  }
+}
+
 // A warp per piece of a row (the whole row, or one chunk of a split row): each lane folds
 // kCePacks packs at a time into a running (max, sum of exp) with one rescale per step and a
 // float sum of the logits, then the warp combines its lanes by shuffles (no barrier, no shared
@@ -92,19 +111,7 @@ __global__ void __launch_bounds__(kCeThreads, kCeBlocksPerSm)
     double sum = 0.0;
     for (int64_t base = begin + int64_t{lane} * VEC; base < end; base += kCePacks * stride) {
       float v[kCePacks * VEC];
-#pragma unroll
-      for (int u = 0; u < kCePacks; ++u) {
-        const int64_t i = base + u * stride;
-        float pk[VEC];
-        if (i < end) {
-          rows::load<T, VEC>(xr, i, pk);
-        } else {
-#pragma unroll
-          for (int j = 0; j < VEC; ++j) pk[j] = -INFINITY;  // adds nothing to the exps
-        }
-#pragma unroll
-        for (int j = 0; j < VEC; ++j) v[u * VEC + j] = pk[j];
-      }
+      load_step<T, VEC>(xr, base, stride, end, v);
       lse_fold_fast(v, acc);
       if constexpr (SMOOTH) {   // the plain sum only label smoothing reads
         float step_sum = 0.0f;  // the logits of this step, in float; -inf padding left out
@@ -261,17 +268,15 @@ __global__ void cross_entropy_bwd_kernel(CrossEntropyBwdArgs a, int group) {
     float lse;
     if (a.lse) {  // always so when split
       lse = a.lse[r];
-    } else {
-      float m = -INFINITY;
-      double s = 0.0;
-      for (int64_t i = start; i < len; i += stride) {
-        float v[VEC];
-        rows::load<T, VEC>(xr, i, v);
-#pragma unroll
-        for (int j = 0; j < VEC; ++j) online(v[j], m, s);
+    } else {  // as the forward folds it: kCePacks packs a step, one rescale a step
+      row_stats::Lse acc;
+      for (int64_t base = start; base < len; base += kCePacks * stride) {
+        float v[kCePacks * VEC];
+        load_step<T, VEC>(xr, base, stride, len, v);
+        lse_fold_fast(v, acc);
       }
-      const float row_max = group_reduce(m, rows::Max{}, scratch, group);
-      lse = finish_lse(row_max, rows::group_sum(rescaled(m, s, row_max), sums, group));
+      const float row_max = group_reduce(acc.m, rows::Max{}, scratch, group);
+      lse = finish_lse(row_max, rows::group_sum(rescaled(acc.m, acc.s, row_max), sums, group));
     }
     float weight = a.reduction == 0 ? a.dloss[r] : a.dloss[0];
     if (a.reduction == 2) weight /= static_cast<float>(*a.counted);
