@@ -20,7 +20,7 @@
 #   gradients bench/python/gradients.py (issue 12's goal: eagle's step against torch's graph), with a
 #             CUPTI trace of one replay of each step (gradients-trace/)
 #   steps     issue 12's dim-512 steps with each option on and off (--keep-memset-nodes,
-#             --packed-qkv, --prioritize-chains, --max-seqlen exact, --fuse-epilogues), their
+#             --packed-qkv, --fuse-epilogues --prioritize-chains), their
 #             GPU tests, the four sanitizers over the memset and seqlen-bucket tests and ncu's
 #             time per kernel of the packed attention step (EAGLE_STEPS_BUDGET seconds, 540 by
 #             default: what is left past it is skipped)
@@ -219,11 +219,10 @@ if want steps && [ -d python/eagle ]; then
   done
   grad() { PYTHONPATH=$PWD/python timeout 90 python3 ../bench/python/gradients.py --dims 512 "$@"; }
   for flags in "--cases mlp,attention --trace $out/steps-trace" \
-      "--cases attention --keep-memset-nodes" \
+      "--cases mlp --fuse-epilogues --prioritize-chains --trace $out/steps-trace-fused" \
       "--cases attention --packed-qkv --trace $out/steps-trace-packed" \
-      "--cases attention --packed-qkv --prioritize-chains" \
-      "--cases attention --packed-qkv --max-seqlen exact" \
-      "--cases mlp --fuse-epilogues --prioritize-chains"; do
+      "--cases mlp --fuse-epilogues --prioritize-chains" "--cases mlp" \
+      "--cases attention --keep-memset-nodes"; do
     in_budget "gradients $flags" || break
     echo "gradients $flags" >> "$out/steps-gradients.txt"
     grad $flags 2>&1 | tee -a "$out/steps-gradients.txt" | grep -E "one graph|FAILED|Error"
