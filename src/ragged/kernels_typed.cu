@@ -75,25 +75,31 @@ __device__ void block_validate(const int32_t* cu, int64_t n, int64_t tokens, uin
 }
 #endif
 
-struct Validate {
-  static constexpr const char* name = "ragged_validate_cu_seqlens";
-  static constexpr bool no_gradient = true;  // an error word: nothing flows back
-  static constexpr std::array<const char*, 3> params = {"cu_seqlens", "error", "tokens"};
+// The kernels one block runs over a whole cu_seqlens (the check, the chunk offsets, the seqlen
+// bucket): integer outputs, constants to reverse mode; one point; 1024 threads on the GPU, one
+// pass on the CPU.
+struct OneBlockOverCu {
+  static constexpr bool no_gradient = true;
   using types = eagle::types<int32_t>;
   static constexpr bool per_sample = false;
+  template <class Args>
+  EAGLE_HD static int64_t extent(const Args&) {
+    return 1;
+  }
+  static constexpr bool one_block = true;
+  static constexpr unsigned block = 1024;
+};
+
+struct Validate : OneBlockOverCu {
+  static constexpr const char* name = "ragged_validate_cu_seqlens";
+  static constexpr std::array<const char*, 3> params = {"cu_seqlens", "error", "tokens"};
   static std::vector<ArrayMeta> infer(const std::vector<ArrayMeta>& in,
                                       const std::vector<ScalarArg>& s) {
     need_cu_seqlens(in, 0, name);
     int_scalar(s, 0, name, "tokens (T)", 0);
     return {cells(2, DType::u32)};
   }
-  template <class Args>
-  EAGLE_HD static int64_t extent(const Args&) {
-    return 1;
-  }
   // One block on the GPU (block_validate); one pass on the CPU.
-  static constexpr bool one_block = true;
-  static constexpr unsigned block = 1024;
   template <class T>
   EAGLE_HD static void cpu_point(int64_t, In<T> cu, Out<uint32_t> error, int64_t tokens) {
     uint32_t rule = 0, index = 0;
@@ -117,12 +123,9 @@ struct Validate {
 #endif
 };
 
-struct ChunkOffsets {
+struct ChunkOffsets : OneBlockOverCu {
   static constexpr const char* name = "ragged_chunk_offsets";
-  static constexpr bool no_gradient = true;  // integer offsets: constants to reverse mode
   static constexpr std::array<const char*, 4> params = {"cu_seqlens", "offsets", "tokens", "chunk"};
-  using types = eagle::types<int32_t>;
-  static constexpr bool per_sample = false;
   static std::vector<ArrayMeta> infer(const std::vector<ArrayMeta>& in,
                                       const std::vector<ScalarArg>& s) {
     need_cu_seqlens(in, 0, name);
@@ -130,13 +133,7 @@ struct ChunkOffsets {
     int_scalar(s, 1, name, "chunk (C)", 1);
     return {cells(in[0].shape[0], DType::i32)};
   }
-  template <class Args>
-  EAGLE_HD static int64_t extent(const Args&) {
-    return 1;
-  }
   // One block scans the N + 1 boundaries on the GPU (block_chunk_offsets), one pass on the CPU.
-  static constexpr bool one_block = true;
-  static constexpr unsigned block = 1024;
   template <class T>
   EAGLE_HD static void cpu_point(int64_t, In<T> cu, Out<int32_t> offsets, int64_t tokens,
                                  int64_t chunk) {
@@ -166,13 +163,10 @@ EAGLE_HD uint32_t bucket_of(int64_t longest, int64_t tokens, int64_t smallest) {
   return i;
 }
 
-struct SeqlenBucket {
+struct SeqlenBucket : OneBlockOverCu {
   static constexpr const char* name = "ragged_seqlen_bucket";
-  static constexpr bool no_gradient = true;  // a switch index: constant to reverse mode
   static constexpr std::array<const char*, 4> params = {"cu_seqlens", "bucket", "tokens",
                                                         "smallest"};
-  using types = eagle::types<int32_t>;
-  static constexpr bool per_sample = false;
   static std::vector<ArrayMeta> infer(const std::vector<ArrayMeta>& in,
                                       const std::vector<ScalarArg>& s) {
     need_cu_seqlens(in, 0, name);
@@ -180,13 +174,7 @@ struct SeqlenBucket {
     int_scalar(s, 1, name, "smallest (S0)", 1);
     return {cells(1, DType::u32)};
   }
-  template <class Args>
-  EAGLE_HD static int64_t extent(const Args&) {
-    return 1;
-  }
   // One block takes the longest length on the GPU (a block-wide max), one pass on the CPU.
-  static constexpr bool one_block = true;
-  static constexpr unsigned block = 1024;
   template <class T>
   EAGLE_HD static void cpu_point(int64_t, In<T> cu, Out<uint32_t> bucket, int64_t tokens,
                                  int64_t smallest) {

@@ -285,7 +285,7 @@ __global__ void cross_entropy_bwd_kernel(CrossEntropyBwdArgs a, int group) {
     if (a.reduction == 2) weight /= static_cast<float>(*a.counted);
     const bool ignored = t == a.ignore_index, bad = !ignored && (t < 0 || t >= len);
     // The gradient of element i (logit x) of the row, VEC at a time from element i.
-    const auto store_grads = [&](const float (&x)[VEC], int64_t i) {
+    const auto store_grads = [&](const float(&x)[VEC], int64_t i) {
       float out[VEC];
 #pragma unroll
       for (int j = 0; j < VEC; ++j) {
