@@ -265,18 +265,15 @@ __global__ void cross_entropy_bwd_kernel(CrossEntropyBwdArgs a, int group) {
     const T* xr = logits + r * len;
     T* dr = dlogits + r * len;
     const int64_t t = static_cast<int64_t>(targets[r]);
-    // Without the forward's lse (never split), a row one step covers stays in registers between
-    // its lse and its gradient: one read of the logits instead of two.
-    const bool in_registers = !a.lse && len <= kCePacks * stride;
-    float held[kCePacks * VEC];
     float lse;
     if (a.lse) {  // always so when split
       lse = a.lse[r];
     } else {  // as the forward folds it: kCePacks packs a step, one rescale a step
       row_stats::Lse acc;
       for (int64_t base = start; base < len; base += kCePacks * stride) {
-        load_step<T, VEC>(xr, base, stride, len, held);
-        lse_fold_fast(held, acc);
+        float v[kCePacks * VEC];
+        load_step<T, VEC>(xr, base, stride, len, v);
+        lse_fold_fast(v, acc);
       }
       const float row_max = group_reduce(acc.m, rows::Max{}, scratch, group);
       lse = finish_lse(row_max, rows::group_sum(rescaled(acc.m, acc.s, row_max), sums, group));
@@ -284,33 +281,16 @@ __global__ void cross_entropy_bwd_kernel(CrossEntropyBwdArgs a, int group) {
     float weight = a.reduction == 0 ? a.dloss[r] : a.dloss[0];
     if (a.reduction == 2) weight /= static_cast<float>(*a.counted);
     const bool ignored = t == a.ignore_index, bad = !ignored && (t < 0 || t >= len);
-    // The gradient of element i (logit x) of the row, VEC at a time from element i.
-    const auto store_grads = [&](const float(&x)[VEC], int64_t i) {
-      float out[VEC];
+    for (int64_t i = begin + start; i < end; i += stride) {
+      float v[VEC], out[VEC];
+      rows::load<T, VEC>(xr, i, v);
 #pragma unroll
       for (int j = 0; j < VEC; ++j) {
-        float g = expf(x[j] - lse) - spread;
+        float g = expf(v[j] - lse) - spread;
         if (i + j == t) g -= 1.0f - ls;
         out[j] = ignored ? 0.0f : bad ? NAN : weight * g;
       }
       rows::store<T, VEC>(dr, i, out);
-    };
-    if (in_registers) {
-#pragma unroll
-      for (int u = 0; u < kCePacks; ++u) {
-        const int64_t i = start + u * stride;
-        if (i >= len) break;
-        float x[VEC];
-#pragma unroll
-        for (int j = 0; j < VEC; ++j) x[j] = held[u * VEC + j];
-        store_grads(x, i);
-      }
-      continue;
-    }
-    for (int64_t i = begin + start; i < end; i += stride) {
-      float x[VEC];
-      rows::load<T, VEC>(xr, i, x);
-      store_grads(x, i);
     }
   }
 }
