@@ -146,7 +146,8 @@ class Lowering {
     out_.batch = node_.input("cu_seqlens_q").dims()[0] - 1;
     out_.s_q = q.dims()[0];  // a sequence is at most every row
     out_.s_kv = k.dims()[0];
-    // FlashAttention's max_seqlen, where the caller promises one: a shorter S, fewer CTAs.
+    // FlashAttention's max_seqlen, where the caller promises one: cuDNN's S, which sizes its grids
+    // (no faster at issue 12's shape on an H100: bench/RESULTS.md, session 28).
     const auto bound = [&](const char* attr, int64_t rows) {
       const int64_t b = node_.attr(attr).as_int(attr);
       return b > 0 ? std::min(b, rows) : rows;
