@@ -21,7 +21,8 @@
 #             CUPTI trace of one replay of each step (gradients-trace/)
 #   steps     issue 12's dim-512 steps with each option on and off (--keep-memset-nodes,
 #             --packed-qkv, --fuse-epilogues --prioritize-chains), their
-#             GPU tests, the four sanitizers over the memset and seqlen-bucket tests and ncu's
+#             GPU tests, the four sanitizers over the memset, seqlen-bucket and cross_entropy
+#             backward tests and ncu's
 #             time per kernel of the packed attention step (EAGLE_STEPS_BUDGET seconds, 540 by
 #             default: what is left past it is skipped)
 #   fusion    matmul epilogues (PlanningOptions::fuse_epilogues) and native_gemm: their GPU tests
@@ -199,9 +200,10 @@ fi
 if want steps && [ -d python/eagle ]; then
   # Issue 12's dim-512 steps: the GPU tests of what they use (packed qkv, priorities, memset
   # nodes run as kernels, sdpa's max_seqlen, the seqlen bucket); the four sanitizers over the
-  # memset and seqlen-bucket tests (our kernels; cuDNN's own kernels overflow synccheck's barrier
-  # tracking and racecheck reports hazards inside them); the steps with each option on and off
-  # (one run each, torch timed in it); ncu's time per kernel of the packed attention step. Past
+  # memset, seqlen-bucket and cross_entropy backward tests (our kernels; cuDNN's own kernels
+  # overflow synccheck's barrier tracking and racecheck reports hazards inside them); the steps
+  # with each option on and off (one run each, torch timed in it); ncu's time per kernel of the
+  # packed attention step. Past
   # EAGLE_STEPS_BUDGET seconds (default 540) the remaining items are skipped, most useful first.
   steps_start=$SECONDS
   in_budget() {

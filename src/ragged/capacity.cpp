@@ -34,8 +34,8 @@ std::vector<int64_t> seqlen_buckets(int64_t tokens, int64_t smallest) {
   need(tokens >= 1, "seqlen_buckets", "tokens (T) must be >= 1, got " + std::to_string(tokens));
   need(smallest >= 1, "seqlen_buckets",
        "smallest (S0) must be >= 1, got " + std::to_string(smallest));
-  std::vector<int64_t> bounds = {std::min(smallest, tokens)};
-  while (bounds.back() < tokens) bounds.push_back(std::min(bounds.back() * 2, tokens));
+  std::vector<int64_t> bounds = {first_seqlen_bound(tokens, smallest)};
+  while (bounds.back() < tokens) bounds.push_back(next_seqlen_bound(bounds.back(), tokens));
   return bounds;
 }
 

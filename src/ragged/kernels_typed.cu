@@ -5,6 +5,7 @@
 
 #include "eagle/core/dtype.hpp"
 #include "eagle/kernel/typed.hpp"
+#include "eagle/ragged/capacity.hpp"
 #include "eagle/ragged/kernels.hpp"
 #include "eagle/ragged/schedule.hpp"
 #include "ragged/row_derivative.hpp"
@@ -154,12 +155,11 @@ EAGLE_HD int64_t clamped_length(const int32_t* cu, int64_t s, int64_t tokens) {
   return end > begin ? end - begin : 0;
 }
 
-// The index of the first bound min(S0 * 2^i, T) that `longest` fits.
+// The index of the first bound of seqlen_buckets(T, S0) that `longest` fits.
 EAGLE_HD uint32_t bucket_of(int64_t longest, int64_t tokens, int64_t smallest) {
   uint32_t i = 0;
-  for (int64_t bound = smallest < tokens ? smallest : tokens; longest > bound && bound < tokens;
-       ++i)
-    bound = bound * 2 < tokens ? bound * 2 : tokens;
+  for (int64_t bound = first_seqlen_bound(tokens, smallest); longest > bound && bound < tokens; ++i)
+    bound = next_seqlen_bound(bound, tokens);
   return i;
 }
 

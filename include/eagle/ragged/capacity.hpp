@@ -6,6 +6,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "eagle/core/hd.hpp"
+
 namespace eagle::ragged {
 
 // The most non-empty sequences a batch of at most T tokens in N slots holds: min(T, N).
@@ -25,5 +27,14 @@ int64_t chunk_capacity(int64_t tokens, int64_t slots, int64_t chunk);
 // the index of the first bound the batch fits. Throws InvalidArgument naming the argument when
 // tokens < 1 or smallest < 1.
 std::vector<int64_t> seqlen_buckets(int64_t tokens, int64_t smallest);
+
+// seqlen_buckets' rule, in host and device code (the seqlen_bucket kernel walks it too): the
+// first bound, min(S0, T), and the one after `bound`, min(2 * bound, T).
+EAGLE_HD int64_t first_seqlen_bound(int64_t tokens, int64_t smallest) {
+  return smallest < tokens ? smallest : tokens;
+}
+EAGLE_HD int64_t next_seqlen_bound(int64_t bound, int64_t tokens) {
+  return bound * 2 < tokens ? bound * 2 : tokens;
+}
 
 }  // namespace eagle::ragged
