@@ -70,22 +70,30 @@ void Adjoints::zero(const NodeArgInfo& v) {
     r_.call_all(kernels::zero_view(), {at});
 }
 
-// Whether `buffer` was filled whole with zeros by its first writer and written by one node
-// after that (a planned derivative's gradients laid out as their inputs: Adjoints::adopt).
-bool Adjoints::zero_filled_then_written_once(int buffer) const {
+// Whether `buffer` holds one planned derivative's gradients laid out as their inputs
+// (Adjoints::adopt) and nothing else: filled whole with zeros by its first writer and written by
+// one node after that, or written by views that cover it exactly (no zeros needed in between).
+bool Adjoints::written_once_laid_out(int buffer) const {
   const Recording& rec = r_.recording();
   const BufferInfo& b = rec.buffers()[static_cast<std::size_t>(buffer)];
   int writers = 0;
-  for (const NodeInfo& n : rec.nodes())
+  bool filled = false;
+  std::vector<NodeArgInfo> writes_there;
+  for (const NodeInfo& n : rec.nodes()) {
+    bool wrote = false;
     for (const NodeArgInfo& a : n.arrays) {
       if (a.buffer != buffer || !writes(a.access)) continue;
-      if (writers == 0 && (n.kernel != "fill" || n.scalars.size() != 1 || n.scalars[0].i != 0 ||
-                           a.byte_offset != 0 || a.bytes != static_cast<int64_t>(b.bytes)))
-        return false;
-      ++writers;
-      break;
+      if (writers == 0 && !wrote && n.kernel == "fill" && n.scalars.size() == 1 &&
+          n.scalars[0].i == 0 && a.byte_offset == 0 && a.bytes == static_cast<int64_t>(b.bytes))
+        filled = true;
+      else
+        writes_there.push_back(a);
+      wrote = true;
     }
-  return writers == 2;
+    writers += wrote ? 1 : 0;
+  }
+  if (filled) return writers == 2;
+  return writers == 1 && eagle::detail::views_tile(writes_there, static_cast<int64_t>(b.bytes));
 }
 
 bool Adjoints::adopt(const NodeArgInfo& v, const Value& c) {
@@ -98,7 +106,7 @@ bool Adjoints::adopt(const NodeArgInfo& v, const Value& c) {
            it->second.value->byte_offset() == 0;
   const BufferInfo& fb = buffers_[static_cast<std::size_t>(v.buffer)];
   const BufferInfo& cb = r_.recording().buffers()[static_cast<std::size_t>(c.buffer())];
-  if (cb.shape != fb.shape || cb.dtype != fb.dtype || !zero_filled_then_written_once(c.buffer()))
+  if (cb.shape != fb.shape || cb.dtype != fb.dtype || !written_once_laid_out(c.buffer()))
     return false;
   Entry& e = entries_[v.buffer];
   e.value.emplace(r_.view(c.buffer(), 0, fb.shape, fb.dtype));

@@ -53,7 +53,7 @@ class Adjoints {
   // as v's buffer and zero elsewhere: that array becomes the buffer's cotangent (when it has none
   // yet), or c already lies in it. False when c is anything else.
   bool adopt(const NodeArgInfo& v, const Value& c);
-  bool zero_filled_then_written_once(int buffer) const;
+  bool written_once_laid_out(int buffer) const;
   // Whether view `v` of entry `e` still holds the zeros own() filled it with.
   bool still_zero(const Entry& e, const NodeArgInfo& v) const;
   Value part(const Entry& e, const NodeArgInfo& v);

@@ -23,6 +23,8 @@
 #include "eagle/kernel/standard.hpp"
 #include "eagle/op/backward.hpp"
 #include "engines/planned_kernel_of.hpp"
+#include "graph/state.hpp"
+#include "graph/view_layout.hpp"
 
 namespace eagle::engines::detail {
 
@@ -275,7 +277,8 @@ class PlannedRule final : public VjpRule {
   static std::map<int64_t, Value> laid_out_gradients(Recorder& r, const Entry& e, const VjpArgs& a,
                                                      const std::vector<int>& wrt_slot) {
     std::map<int64_t, Value> into;
-    std::map<int, Value> base;  // forward buffer -> its gradients' array
+    std::map<int, Value> base;                         // forward buffer -> its gradients' array
+    std::map<int, std::vector<NodeArgInfo>> views_of;  // forward buffer -> the views written
     for (std::size_t w = 0; w < wrt_slot.size(); ++w) {
       const op::Tensor& g = e.backward.gradients[w];
       if (!g.defined() || g.strides() == contiguous_strides(g.dims())) continue;
@@ -286,12 +289,21 @@ class PlannedRule final : public VjpRule {
       if (it == base.end()) {
         const BufferInfo& b = r.recording().buffers()[static_cast<std::size_t>(fv.buffer())];
         it = base.emplace(fv.buffer(), r.empty(b.shape, b.dtype, "grad " + b.label)).first;
-        // Zero where no gradient lands, so that the reverse pass may take the whole array as the
-        // buffer's cotangent (Adjoints::adopt) instead of gathering each view out of it.
-        r.call(kernels::fill(), {0.0}, buffer(it->second));
       }
-      into.emplace(g.uid(), r.view(it->second.buffer(), it->second.byte_offset() + fv.byte_offset(),
-                                   fv.shape(), fv.dtype(), fv.strides()));
+      const Value view = r.view(it->second.buffer(), it->second.byte_offset() + fv.byte_offset(),
+                                fv.shape(), fv.dtype(), fv.strides());
+      views_of[fv.buffer()].push_back({"", Access::write, view.buffer(), view.byte_offset(),
+                                       view_span_bytes(view.shape(), view.strides(), view.dtype()),
+                                       view.shape(), view.dtype(), view.strides()});
+      into.emplace(g.uid(), view);
+    }
+    // Zero where no gradient lands, so that the reverse pass may take the whole array as the
+    // buffer's cotangent (Adjoints::adopt) instead of gathering each view out of it; views that
+    // cover it (q, k, v slices of one packed array) leave no such place.
+    for (const auto& [b, array] : base) {
+      const BufferInfo& info = r.recording().buffers()[static_cast<std::size_t>(b)];
+      if (!eagle::detail::views_tile(views_of[b], static_cast<int64_t>(info.bytes)))
+        r.call(kernels::fill(), {0.0}, buffer(array));
     }
     return into;
   }

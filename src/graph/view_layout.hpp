@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "eagle/graph/recording.hpp"
 
@@ -26,5 +27,11 @@ inline bool views_apart(const NodeArgInfo& a, const NodeArgInfo& b) {
   return views_apart(a.byte_offset, a.bytes, view_layout(a), b.byte_offset, b.bytes,
                      view_layout(b));
 }
+
+// Whether `views` of one buffer of `buffer_bytes` bytes cover every byte of it exactly once: each
+// view inside the buffer and no element of it aliasing another, the views pairwise apart, their
+// elements' bytes summing to the buffer's (q, k and v column slices of a packed [T, 3 D] array
+// do). False when unsure, as views_apart.
+bool views_tile(const std::vector<NodeArgInfo>& views, int64_t buffer_bytes);
 
 }  // namespace eagle::detail

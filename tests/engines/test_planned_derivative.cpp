@@ -502,14 +502,54 @@ TEST(PlannedDerivative, SdpaOverPackedQkvSlicesWritesItsGradientsInTheirLayout) 
         laid_out =
             back.recording().buffers()[static_cast<std::size_t>(a.buffer)].shape == Shape{6, 24};
   EXPECT_TRUE(laid_out);
-  // That array is the packed array's cotangent as it is: nothing gathered or scattered.
+  // That array is the packed array's cotangent as it is: nothing gathered or scattered, and
+  // nothing zero-filled first (dq, dk and dv cover it).
   for (const NodeInfo& n : back.nodes()) {
     EXPECT_NE(n.kernel, "gather_view");
     EXPECT_NE(n.kernel, "scatter_view");
+    EXPECT_NE(n.kernel, "fill") << n.label;
   }
   f();
   expect_close(back()[0].to_vector<double>(),
                finite_difference(f, "qkv", qkv0, dot_with(c0), active));
+}
+
+// As above with columns of the packed array that no head reads ([6, 28]: the last 4 columns):
+// the gradients' array is zero-filled first, and those columns' gradient is 0.
+TEST(PlannedDerivative, SdpaOverSlicesLeavingColumnsOutZeroFillsTheRest) {
+  op::Graph og("attention");
+  const op::Dims packed = {28, 4, 1};
+  const Tensor q = og.tensor({"q", {6, 2, 4}, f64, packed});
+  const Tensor k = og.tensor({"k", {6, 2, 4}, f64, packed});
+  const Tensor v = og.tensor({"v", {6, 2, 4}, f64, packed});
+  const Tensor cu = og.tensor({"cu", {3}, DType::i64});
+  og.op("sdpa", {{"q", q}, {"k", k}, {"v", v}, {"cu_seqlens_q", cu}, {"cu_seqlens_kv", cu}},
+        {{"causal", true}})
+      .at("o")
+      .set_output(true)
+      .set_name("o");
+  const Kernel attention = engines::planned_kernel(og);
+  const auto [qkv0, active] = padded({6, 28}, {5});
+  const auto [c0, c_active] = padded({6, 2, 4}, {5});
+  Graph f = Graph::record(
+      [&](Recorder& r) {
+        const Value heads = r.param("qkv", qkv0).reshape({6, 7, 4});
+        r.result(r.call(attention,
+                        {heads.slice(1, 0, 2), heads.slice(1, 2, 4), heads.slice(1, 4, 6),
+                         r.param("cu", Array::from(std::vector<int64_t>{0, 2, 5}, {3}, cpu))}));
+      },
+      RecordOptions{.record = true});
+  f.build(cpu);
+  Graph back = diff::reverse(f, {diff::Seed("result", c0)}, {"qkv"});
+  int fills = 0;
+  for (const NodeInfo& n : back.nodes()) fills += n.kernel == "fill" ? 1 : 0;
+  EXPECT_EQ(fills, 1);
+  f();
+  const std::vector<double> got = back()[0].to_vector<double>();
+  expect_close(got, finite_difference(f, "qkv", qkv0, dot_with(c0), active));
+  for (int64_t row = 0; row < 6; ++row)
+    for (int64_t col = 24; col < 28; ++col)
+      EXPECT_EQ(got[static_cast<std::size_t>(row * 28 + col)], 0.0) << row << ", " << col;
 }
 
 TEST(PlannedDerivative, GdnOnARaggedBatch) {

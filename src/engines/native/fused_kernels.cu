@@ -325,11 +325,48 @@ __device__ __forceinline__ void fused_vec_body(const FusedProgram& p) {
   }
 }
 
+// Whether every input the code reads is one element (a reduction's cotangent broadcast to its
+// input's shape, say): then each output is one value, computed once per thread.
+__host__ __device__ __forceinline__ bool constant_program(const FusedProgram& p) {
+  for (int k = 0; k < p.inputs; ++k)
+    if (!p.in_unread[k] && !p.in_scalar[k]) return false;
+  return true;
+}
+
+// A constant program: the code run once on the scalar path, then each output a store loop.
+template <class I>
+__device__ __forceinline__ void fused_constant_body(const FusedProgram& p) {
+  float r[kRegisters];
+  for (int k = 0; k < p.inputs; ++k)
+    if (!p.in_unread[k]) r[k] = load(p.in[k], 0, p.in_type[k]);
+  for (int k = 0; k < p.instructions; ++k) {
+    const FusedInstruction c = p.code[k];
+    r[c.dst] = round_to(apply_any(c.op, r[c.a], r[c.b], r[c.c]), c.type);
+  }
+  const I groups = static_cast<I>(p.numel / V);
+  const I step = static_cast<I>(gridDim.x) * blockDim.x;
+  for (int k = 0; k < p.outputs; ++k) {
+    Vec v;
+#pragma unroll
+    for (int j = 0; j < V; ++j) v[j] = r[p.out_reg[k]];
+    for (I g = static_cast<I>(blockIdx.x) * blockDim.x + threadIdx.x; g < groups; g += step)
+      store_vec(p.out[k], static_cast<int64_t>(g) * V, p.out_type[k], v);
+  }
+}
+
 __global__ void fused_vec_kernel(const __grid_constant__ FusedProgram p) {
-  if (p.numel + static_cast<int64_t>(gridDim.x) * blockDim.x * V <= int64_t{UINT32_MAX})
+  const bool narrow =
+      p.numel + static_cast<int64_t>(gridDim.x) * blockDim.x * V <= int64_t{UINT32_MAX};
+  if (constant_program(p)) {
+    if (narrow)
+      fused_constant_body<uint32_t>(p);
+    else
+      fused_constant_body<int64_t>(p);
+  } else if (narrow) {
     fused_vec_body<uint32_t>(p);
-  else
+  } else {
     fused_vec_body<int64_t>(p);
+  }
 }
 
 constexpr int kThreads = 256;
@@ -344,7 +381,14 @@ unsigned grid_for(int64_t items, int threads, int multiprocessors) {
 
 bool launch(const FusedProgram& p, bool vector, int multiprocessors, void* stream) noexcept {
   const auto s = static_cast<cudaStream_t>(stream);
-  if (vector) {
+  if (vector && constant_program(p)) {
+    // Stores alone, no file: two blocks an SM, each thread storing several vectors, leave the
+    // rest of the device to what runs beside it (a loss cotangent's broadcast runs beside the
+    // step's first projection).
+    fused_vec_kernel<<<std::min(grid_for(p.numel / V, kThreads, multiprocessors),
+                                static_cast<unsigned>(std::max(1, multiprocessors) * 2)),
+                       kThreads, 0, s>>>(p);
+  } else if (vector) {
     // As many threads as the file allows (a multiple of 32, at most 256).
     const int per_thread = std::max(1, p.registers) * V * static_cast<int>(sizeof(float));
     const int threads = std::clamp(kFileBytes / per_thread / 32 * 32, 32, kThreads);

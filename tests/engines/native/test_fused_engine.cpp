@@ -106,6 +106,28 @@ TEST(NativeFusedMixed, AWhereOfOneValueTwiceIsThatValue) {
     }
 }
 
+// Every input read is one element (a mean loss's cotangent scaled, say): each output is one
+// value throughout, two outputs of two dtypes, through a chain of ops on the scalars, x unread.
+//   y = where(x, c * s, c * s) (x's dtype); e = where(x, exp(-(c * s)), the same) (f32)
+TEST(NativeFusedMixed, AProgramOfScalarsAloneFillsEachOutputWithItsValue) {
+  EAGLE_SKIP_UNLESS_RUNS_HERE(fused_id());
+  for (DType d : {DType::f16, DType::bf16, DType::f32})
+    for (const op::Dims& dims : {op::Dims{5, 3}, op::Dims{257, 1024}}) {
+      SCOPED_TRACE(dims_name(dims));
+      op::Graph g("scalars");
+      const op::Tensor x = g.tensor({"x", dims, d});
+      const op::Tensor c = g.tensor({"c", {}, DType::f32});
+      const op::Tensor sc = g.tensor({"s", {1, 1}, DType::f32});
+      const op::Tensor cs = g.pointwise("cast", g.pointwise("mul", c, sc), {{"dtype", d}});
+      g.where(x, cs, cs).set_output(true).set_name("y");
+      const op::Tensor e = g.pointwise("exp", g.pointwise("neg", g.pointwise("mul", c, sc)));
+      g.where(x, e, e).set_output(true).set_name("e");
+      sweep::HostInputs in = inputs(g);
+      poison(in[0].second);
+      sweep::compare_with_reference(manifest(), fused_id(), {}, g, in, 1);
+    }
+}
+
 // A u8 mask [R, 1] read as a condition and as a number (the training job's `active` rows):
 //   y = where(mask, x, 0.5) * mask + x
 op::Graph masked(int64_t rows, int64_t cols) {
