@@ -19,12 +19,12 @@
 #             `eagle train` drawn by tools/plot_trace.py (train_trace_gpu.png)
 #   gradients bench/python/gradients.py (issue 12's goal: eagle's step against torch's graph), with a
 #             CUPTI trace of one replay of each step (gradients-trace/)
-#   steps     issue 12's dim-512 steps with each option on and off (--keep-memset-nodes,
-#             --packed-qkv, --fuse-epilogues --prioritize-chains), their
-#             GPU tests, the four sanitizers over the memset, seqlen-bucket and cross_entropy
-#             backward tests and ncu's
-#             time per kernel of the packed attention step (EAGLE_STEPS_BUDGET seconds, 540 by
-#             default: what is left past it is skipped)
+#   steps     issue 12's dim-512 steps with each option on and off (--separate-qkv,
+#             --fuse-epilogues, --prioritize-chains), their GPU tests (the CUDA executor's
+#             among them), the four sanitizers over the memset, seqlen-bucket, fused-engine and
+#             cross_entropy backward tests, ncu's time per kernel of the attention step and its
+#             memory-bound kernels' sections (EAGLE_STEPS_BUDGET seconds, 540 by default: what
+#             is left past it is skipped)
 #   fusion    matmul epilogues (PlanningOptions::fuse_epilogues) and native_gemm: their GPU tests
 #             and the four sanitizers over them and the fused engine's mixed cases,
 #             bench/python/epilogue.py (fused against apart), gradients.py's dim-512 MLP with and
@@ -199,12 +199,13 @@ if want gradients && [ -d python/eagle ]; then
 fi
 if want steps && [ -d python/eagle ]; then
   # Issue 12's dim-512 steps: the GPU tests of what they use (packed qkv, priorities, memset
-  # nodes run as kernels, sdpa's max_seqlen, the seqlen bucket); the four sanitizers over the
-  # memset, seqlen-bucket and cross_entropy backward tests (our kernels; cuDNN's own kernels
-  # overflow synccheck's barrier tracking and racecheck reports hazards inside them); the steps
-  # with each option on and off (one run each, torch timed in it); ncu's time per kernel of the
-  # packed attention step. Past
-  # EAGLE_STEPS_BUDGET seconds (default 540) the remaining items are skipped, most useful first.
+  # nodes run as kernels, sdpa's max_seqlen, the seqlen bucket, the fused engine's constant
+  # programs); the four sanitizers over the memset, seqlen-bucket, fused-engine and cross_entropy
+  # backward tests (our kernels; cuDNN's own kernels overflow synccheck's barrier tracking and
+  # racecheck reports hazards inside them); the steps with each option on and off (one run each,
+  # torch timed in it); ncu's time per kernel of the packed attention step, then ncu's sections
+  # for its memory-bound kernels. Past EAGLE_STEPS_BUDGET seconds (default 540) the remaining
+  # items are skipped, most useful first.
   steps_start=$SECONDS
   in_budget() {
     if [ $((SECONDS - steps_start)) -ge "${EAGLE_STEPS_BUDGET:-540}" ]; then
@@ -212,27 +213,33 @@ if want steps && [ -d python/eagle ]; then
       return 1
     fi
   }
-  run_tests steps-tests 150 '*CallEntry.*:*PackedQkv*:*PlannedDerivative.*:*NodePriority.*:*NativeCrossEntropyBwd*:*NativeCountNotEqual*:*Views*:Record.*:CudnnGpu.*:*Ragged*'
+  run_tests steps-tests 240 '*Cuda*:*cuda*:*Gpu*:*CallEntry.*:*PackedQkv*:*PlannedDerivative.*:*NodePriority.*:*NativeFused*:*Views*:Record.*:*Ragged*:DiffControl.*:*Fork*:*While*:*Conditional*:*NativeCrossEntropyBwd*'
   for tool in memcheck racecheck synccheck initcheck; do
     in_budget "steps $tool" || break
     timeout 90 compute-sanitizer --tool "$tool" --error-exitcode 9 ./eagle_tests --gtest_brief=1 \
-      --gtest_filter='*CallEntry.*Memset*:*Ragged*Seqlen*:*NativeCrossEntropyBwd*x5:*NativeCrossEntropyBwd*127x4099' > "$out/steps-$tool.txt" 2>&1
+      --gtest_filter='*CallEntry.*Memset*:*Ragged*Seqlen*:NativeFusedMixed.*:*NativeCrossEntropyBwd*x5' > "$out/steps-$tool.txt" 2>&1
     echo "steps $tool: exit $? | $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|PASSED|FAILED' "$out/steps-$tool.txt" | tr '\n' ' ')"
   done
   grad() { PYTHONPATH=$PWD/python timeout 90 python3 ../bench/python/gradients.py --dims 512 "$@"; }
   for flags in "--cases mlp,attention --trace $out/steps-trace" \
       "--cases mlp --fuse-epilogues --prioritize-chains --trace $out/steps-trace-fused" \
-      "--cases attention --packed-qkv --trace $out/steps-trace-packed" \
-      "--cases mlp --fuse-epilogues --prioritize-chains" "--cases mlp" \
-      "--cases attention --keep-memset-nodes"; do
+      "--cases mlp,attention" "--cases mlp --prioritize-chains" "--cases attention --separate-qkv" \
+      "--cases mlp,attention" "--cases mlp --fuse-epilogues"; do
     in_budget "gradients $flags" || break
     echo "gradients $flags" >> "$out/steps-gradients.txt"
     grad $flags 2>&1 | tee -a "$out/steps-gradients.txt" | grep -E "one graph|FAILED|Error"
   done
   in_budget "ncu over the packed attention step" && command -v ncu >/dev/null &&
-    PYTHONPATH=$PWD/python kernel_times steps-ncu-packed 150 --nvtx --nvtx-include "eagle_step/" \
-      python3 ../bench/python/gradients.py --cases attention --dims 512 --packed-qkv --iters 2 \
+    PYTHONPATH=$PWD/python kernel_times steps-ncu-packed 120 --nvtx --nvtx-include "eagle_step/" \
+      python3 ../bench/python/gradients.py --cases attention --dims 512 --iters 2 \
       --repeats 1 | tail -30
+  in_budget "ncu sections of the packed step's memory-bound kernels" && command -v ncu >/dev/null &&
+    PYTHONPATH=$PWD/python timeout 120 ncu --cache-control none --clock-control none \
+      --section SpeedOfLight --section LaunchStats --section Occupancy \
+      -k 'regex:fused_vec|row_reduce|combine_rows|elementwise|qkv_tma|ragged_prep' --launch-count 8 \
+      python3 ../bench/python/gradients.py --cases attention --dims 512 --iters 2 \
+      --repeats 1 > "$out/steps-ncu-sections.txt" 2>&1
+  echo "ncu sections: exit $?"
 fi
 if want fusion && [ -d python/eagle ]; then
   run_tests fusion-tests 200 '*EpilogueOnGpu*:*FusedBackwardOnGpu*:*Segments*:Deferred*:PlannedDerivative*:*NativeFused*:*NativeGemm*:GemmProblem*'

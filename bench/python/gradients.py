@@ -13,10 +13,12 @@ Cases:
   Zipf-length sequences (cu_seqlens, T tokens in all), output projection, loss = sum of the
   output (the seed's grad_output of ones); gradients of the projection weights. torch: the seed's
   module (one qkv Linear [dim, 3 dim], view, unbind; torch's varlen_attn, on the CPU the same
-  attention per sequence with scaled_dot_product_attention). eagle: planned kernels for the
-  projections (q, k, v, out: one [T, dim] x [dim, dim] matmul each, the same math as the qkv
-  Linear's column blocks), the sdpa op (its logsumexp exposed, so the backward reads it instead
-  of running the forward again) and the loss.
+  attention per sequence with scaled_dot_product_attention). eagle: as torch, one qkv weight: a
+  planned [T, dim] x [dim, 3 dim] projection whose output's column slices are q, k and v (read
+  by the attention where they lie, their gradients written into one array: one weight
+  gradient), the sdpa op (its logsumexp exposed, so the backward reads it instead of running the
+  forward again), the output projection and the loss. --separate-qkv: three [dim, dim] weights
+  instead (q, k, v: one matmul each, the same math as the qkv Linear's column blocks).
 - loop: the reverse of a capped loop: h <- h + gelu(h W) for 100 turns (r.for_, record=True;
   per turn the planned matmul and gelu, then the standard axpy adding in place), loss = sum(h); per-turn cost of forward alone and of the reverse (forward+reverse minus the
   same recorded forward), and their ratio.
@@ -39,6 +41,7 @@ Usage: python bench/python/gradients.py [--device cuda:0|cpu] [--small|--full] [
   starts before the graph's sinks, e.g. weight gradients)
   [--keep-memset-nodes] (libraries' memset nodes stay memset nodes, not the default kernels)
   [--mlp-lse] (the MLP's loss keeps its rows' logsumexp for its backward)
+  [--separate-qkv] (the attention with three q, k, v weights instead of one qkv weight)
   [--max-seqlen capacity|exact|switch] (the attention's per-sequence bound: none, the batch's
   longest as torch is given, or a device switch over power-of-two buckets)
   [--trace DIR] (after timing, each eagle step's trace of a few replays into DIR/<case>-<dim>.json,
@@ -98,7 +101,7 @@ class Config:
     prioritize_chains: bool = False  # eagle's steps built with BuildOptions::prioritize_chains
     memsets_as_kernels: bool = True  # libraries' memset nodes as kernels (BuildOptions' default)
     mlp_lse: bool = False  # the MLP's loss exposes its rows' logsumexp for the backward
-    packed_qkv: bool = False  # attention: eagle holds one qkv weight, as torch does (see Attention)
+    packed_qkv: bool = True  # attention: eagle holds one qkv weight, as torch does (see Attention)
     max_seqlen: str = "capacity"  # attention's per-sequence bound: capacity, exact or switch
     trace_dir: str | None = None  # --trace: where each eagle step's trace goes
 
@@ -437,10 +440,10 @@ class Attention:
         return build_step(step, self.cfg)
 
     def eagle_packed_graph(self):
-        """--packed-qkv: torch's layout. One [T, dim] x [dim, 3 dim] projection; q, k and v are
+        """The default (torch's layout). One [T, dim] x [dim, 3 dim] projection; q, k and v are
         column slices of its output ([T, H, D] views, tokens 3 dim apart) that the attention
-        reads where they lie; their cotangents land in one [T, 3 dim] array (the reverse pass
-        stores each slice's into the zero-filled array), so dwqkv is one product."""
+        reads where they lie; sdpa's backward writes their gradients as slices of one [T, 3 dim]
+        array (not zero-filled: the slices cover it), so dwqkv is one product."""
         T, dim, H, D = self.cfg.tokens, self.dim, self.heads, self.hd
         dt = EAGLE_DTYPES[self.dtype]
 
@@ -729,11 +732,11 @@ def main() -> int:
     p.add_argument("--keep-memset-nodes", action="store_true",
                    help="keep the memset nodes of libraries' graphs (cuDNN's attention) as "
                         "memset nodes (BuildOptions::memsets_as_kernels off; on by default)")
-    p.add_argument("--packed-qkv", action="store_true",
-                   help="attention: eagle holds one qkv weight [dim, 3 dim] as torch does: one "
-                        "projection, q, k and v strided slices of its output read by the "
-                        "attention where they lie, one weight-gradient product (right on the "
-                        "CPU; faulted on an H100 in session 26: bench/RESULTS.md)")
+    p.add_argument("--separate-qkv", action="store_true",
+                   help="attention: eagle holds three [dim, dim] weights for q, k and v (three "
+                        "projections, three weight gradients) instead of torch's one qkv weight "
+                        "[dim, 3 dim] (the default: q, k and v strided slices of one "
+                        "projection's output, read by the attention where they lie)")
     p.add_argument("--max-seqlen", choices=("capacity", "exact", "switch"), default="capacity",
                    help="attention: each sequence's bound in eagle's sdpa (cuDNN sizes its grids "
                         "by it): capacity (T, none given), exact (the batch's longest, as torch "
@@ -758,7 +761,7 @@ def main() -> int:
                  prioritize_chains=a.prioritize_chains,
                  memsets_as_kernels=not a.keep_memset_nodes,
                  mlp_lse=a.mlp_lse,
-                 packed_qkv=a.packed_qkv, max_seqlen=a.max_seqlen, **shapes)
+                 packed_qkv=not a.separate_qkv, max_seqlen=a.max_seqlen, **shapes)
     print(f"eagle gradients benchmark on {cfg.device} (torch {torch.__version__}); "
           f"T {cfg.tokens}, N {cfg.seqs}, dims {cfg.dims}, {cfg.dtype}"
           f"{'; eagle autotuned' if cfg.autotune else ''}"
@@ -767,7 +770,7 @@ def main() -> int:
           f"{'; chains prioritized' if cfg.prioritize_chains else ''}"
           f"{'; memset nodes kept' if not cfg.memsets_as_kernels else ''}"
           f"{'; mlp loss keeps lse' if cfg.mlp_lse else ''}"
-          f"{'; attention with one qkv weight' if cfg.packed_qkv else ''}"
+          f"{'; attention with three q, k, v weights' if not cfg.packed_qkv else ''}"
           f"{'; attention max_seqlen ' + cfg.max_seqlen if cfg.max_seqlen != 'capacity' else ''}",
           flush=True)
     if cfg.cuda and torch_varlen_attn() is None:

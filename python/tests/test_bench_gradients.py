@@ -45,10 +45,11 @@ def test_eagle_gradients_equal_torchs_at_tiny_shapes():
     assert loop["saved_bytes"] > 0  # the loop's tapes
 
 
-def test_the_attention_block_with_one_qkv_weight_equals_torchs():
-    # --packed-qkv: q, k and v column slices of one projection's output, one weight gradient.
+def test_the_attention_block_with_three_qkv_weights_equals_torchs():
+    # --separate-qkv: q, k and v from three projections, three weight gradients (the default,
+    # one qkv weight, runs in the test above).
     bench = load_bench()
-    summary = bench.run(tiny(bench, cases=("attention",), packed_qkv=True), time_it=False)
+    summary = bench.run(tiny(bench, cases=("attention",), packed_qkv=False), time_it=False)
     (case,) = summary["cases"]
     assert case["ok"], case
     assert case["max_rel_diff"] <= case["tolerance"]

@@ -62,6 +62,12 @@ struct CudaOptions {
 // dependency or a fork branch's wait), else 0: the list's own 0s are its sinks.
 std::vector<char> waited_on(const std::vector<PlannedNode>& nodes, const std::vector<int>& list);
 
+// Per position of `list`: its node's dependencies less those another of them implies (one that
+// an other dependency depends on, directly or not), in their order. Dependencies outside the
+// list's earlier nodes are kept as they are.
+std::vector<std::vector<int>> essential_deps(const std::vector<PlannedNode>& nodes,
+                                             const std::vector<int>& list);
+
 // The library handles an executor owns: one per library its calls declare, made on first use
 // and destroyed with the executor.
 class LibraryHandles {

@@ -618,10 +618,14 @@ class CudaGraphExecutor final : public Executor {
   // `entry`: what the first item waits for (a fork branch starts after the fork's dependencies).
   void add_list(cudaGraph_t graph, const std::vector<int>& list,
                 const std::vector<cudaGraphNode_t>& entry = {}) {
-    for (int i : list) {
+    // Each node waits on the dependencies no other of them implies: a redundant edge is one
+    // more wait across the graph's streams before the node starts.
+    const std::vector<std::vector<int>> essential = essential_deps(nodes_, list);
+    for (std::size_t k = 0; k < list.size(); ++k) {
+      const int i = list[k];
       const PlannedNode& n = nodes_[i];
       std::vector<cudaGraphNode_t> deps;
-      for (int d : n.deps) deps.push_back(handles_[d]);
+      for (int d : essential[k]) deps.push_back(handles_[d]);
       for (int w : n.waits) deps.push_back(handles_[w]);  // built already: an earlier branch
       if (i == list.front()) deps.insert(deps.end(), entry.begin(), entry.end());
       switch (n.kind) {
