@@ -466,13 +466,17 @@ TEST(PlannedDerivative, SdpaOnARaggedBatchWithNaNPaddingRows) {
   expect_close(grads[2].to_vector<double>(), finite_difference(f, "v", v0, objective, v_active));
 }
 
-// q, k and v as column slices of one packed [T, 3 H D] array (one qkv projection's output):
-// sdpa_bwd writes dq, dk and dv in that layout too (a fused backward reads and writes each pair
-// alike), into one zero-filled array shaped as the packed one, which the reverse pass takes as
-// the packed array's cotangent; right against finite differences (padding row NaN).
-TEST(PlannedDerivative, SdpaOverPackedQkvSlicesWritesItsGradientsInTheirLayout) {
+// Causal sdpa over q, k and v read as column slices [6, 2, 4] of one packed [6, width] array
+// (param "qkv", 4-column head blocks: q, k, v the first six; NaN in padding row 5), recorded
+// for the reverse pass; `qkv0` and `active` its data and active mask, `c0` the cotangent.
+struct PackedSdpa {
+  Array qkv0, c0;
+  std::vector<bool> active;
+  Graph forward;
+};
+PackedSdpa packed_sdpa(int64_t width) {
   op::Graph og("attention");
-  const op::Dims packed = {24, 4, 1};  // [6, 2, 4] views of [6, 24]: tokens 3 * 2 * 4 apart
+  const op::Dims packed = {width, 4, 1};
   const Tensor q = og.tensor({"q", {6, 2, 4}, f64, packed});
   const Tensor k = og.tensor({"k", {6, 2, 4}, f64, packed});
   const Tensor v = og.tensor({"v", {6, 2, 4}, f64, packed});
@@ -483,22 +487,31 @@ TEST(PlannedDerivative, SdpaOverPackedQkvSlicesWritesItsGradientsInTheirLayout) 
       .set_output(true)
       .set_name("o");
   const Kernel attention = engines::planned_kernel(og);
-  const auto [qkv0, active] = padded({6, 24}, {5});
-  const auto [c0, c_active] = padded({6, 2, 4}, {5});
+  auto [qkv0, active] = padded({6, width}, {5});
+  Array c0 = padded({6, 2, 4}, {5}).first;
   Graph f = Graph::record(
       [&](Recorder& r) {
-        const Value heads = r.param("qkv", qkv0).reshape({6, 6, 4});
+        const Value heads = r.param("qkv", qkv0).reshape({6, width / 4, 4});
         r.result(r.call(attention,
                         {heads.slice(1, 0, 2), heads.slice(1, 2, 4), heads.slice(1, 4, 6),
                          r.param("cu", Array::from(std::vector<int64_t>{0, 2, 5}, {3}, cpu))}));
       },
       RecordOptions{.record = true});
   f.build(cpu);
-  Graph back = diff::reverse(f, {diff::Seed("result", c0)}, {"qkv"});
+  return {qkv0, c0, active, std::move(f)};
+}
+
+// q, k and v as column slices of one packed [T, 3 H D] array (one qkv projection's output):
+// sdpa_bwd writes dq, dk and dv in that layout too (a fused backward reads and writes each pair
+// alike), into one array shaped as the packed one, which the reverse pass takes as the packed
+// array's cotangent; right against finite differences (padding row NaN).
+TEST(PlannedDerivative, SdpaOverPackedQkvSlicesWritesItsGradientsInTheirLayout) {
+  PackedSdpa s = packed_sdpa(24);  // [6, 2, 4] views of [6, 24]: tokens 3 * 2 * 4 apart
+  Graph back = diff::reverse(s.forward, {diff::Seed("result", s.c0)}, {"qkv"});
   bool laid_out = false;  // the backward's dq: a [6, 2, 4] view of a [6, 24] array
   for (const NodeInfo& n : back.nodes())
     for (const NodeArgInfo& a : n.arrays)
-      if (a.param == "grad.q" && a.strides == Shape(packed.begin(), packed.end()))
+      if (a.param == "grad.q" && a.strides == Shape{24, 4, 1})
         laid_out =
             back.recording().buffers()[static_cast<std::size_t>(a.buffer)].shape == Shape{6, 24};
   EXPECT_TRUE(laid_out);
@@ -509,44 +522,22 @@ TEST(PlannedDerivative, SdpaOverPackedQkvSlicesWritesItsGradientsInTheirLayout) 
     EXPECT_NE(n.kernel, "scatter_view");
     EXPECT_NE(n.kernel, "fill") << n.label;
   }
-  f();
+  s.forward();
   expect_close(back()[0].to_vector<double>(),
-               finite_difference(f, "qkv", qkv0, dot_with(c0), active));
+               finite_difference(s.forward, "qkv", s.qkv0, dot_with(s.c0), s.active));
 }
 
 // As above with columns of the packed array that no head reads ([6, 28]: the last 4 columns):
 // the gradients' array is zero-filled first, and those columns' gradient is 0.
 TEST(PlannedDerivative, SdpaOverSlicesLeavingColumnsOutZeroFillsTheRest) {
-  op::Graph og("attention");
-  const op::Dims packed = {28, 4, 1};
-  const Tensor q = og.tensor({"q", {6, 2, 4}, f64, packed});
-  const Tensor k = og.tensor({"k", {6, 2, 4}, f64, packed});
-  const Tensor v = og.tensor({"v", {6, 2, 4}, f64, packed});
-  const Tensor cu = og.tensor({"cu", {3}, DType::i64});
-  og.op("sdpa", {{"q", q}, {"k", k}, {"v", v}, {"cu_seqlens_q", cu}, {"cu_seqlens_kv", cu}},
-        {{"causal", true}})
-      .at("o")
-      .set_output(true)
-      .set_name("o");
-  const Kernel attention = engines::planned_kernel(og);
-  const auto [qkv0, active] = padded({6, 28}, {5});
-  const auto [c0, c_active] = padded({6, 2, 4}, {5});
-  Graph f = Graph::record(
-      [&](Recorder& r) {
-        const Value heads = r.param("qkv", qkv0).reshape({6, 7, 4});
-        r.result(r.call(attention,
-                        {heads.slice(1, 0, 2), heads.slice(1, 2, 4), heads.slice(1, 4, 6),
-                         r.param("cu", Array::from(std::vector<int64_t>{0, 2, 5}, {3}, cpu))}));
-      },
-      RecordOptions{.record = true});
-  f.build(cpu);
-  Graph back = diff::reverse(f, {diff::Seed("result", c0)}, {"qkv"});
+  PackedSdpa s = packed_sdpa(28);
+  Graph back = diff::reverse(s.forward, {diff::Seed("result", s.c0)}, {"qkv"});
   int fills = 0;
   for (const NodeInfo& n : back.nodes()) fills += n.kernel == "fill" ? 1 : 0;
   EXPECT_EQ(fills, 1);
-  f();
+  s.forward();
   const std::vector<double> got = back()[0].to_vector<double>();
-  expect_close(got, finite_difference(f, "qkv", qkv0, dot_with(c0), active));
+  expect_close(got, finite_difference(s.forward, "qkv", s.qkv0, dot_with(s.c0), s.active));
   for (int64_t row = 0; row < 6; ++row)
     for (int64_t col = 24; col < 28; ++col)
       EXPECT_EQ(got[static_cast<std::size_t>(row * 28 + col)], 0.0) << row << ", " << col;
