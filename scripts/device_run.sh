@@ -214,7 +214,8 @@ if want steps && [ -d python/eagle ]; then
     fi
   }
   # EAGLE_STEPS_TESTS=0 skips the tests and sanitizers (a rerun of the timings alone).
-  [ "${EAGLE_STEPS_TESTS:-1}" = 1 ] && run_tests steps-tests 240 '*Cuda*:*cuda*:*Gpu*:*CallEntry.*:*PackedQkv*:*PlannedDerivative.*:*NodePriority.*:*NativeFused*:*Views*:Record.*:*Ragged*:DiffControl.*:*Fork*:*While*:*Conditional*:*NativeCrossEntropyBwd*'
+  # EAGLE_STEPS_FILTER replaces the tests' filter.
+  [ "${EAGLE_STEPS_TESTS:-1}" = 1 ] && run_tests steps-tests 240 "${EAGLE_STEPS_FILTER:-*Cuda*:*cuda*:*Gpu*:*CallEntry.*:*PackedQkv*:*PlannedDerivative.*:*NodePriority.*:*NativeFused*:*Views*:Record.*:*Ragged*:DiffControl.*:*Fork*:*While*:*Conditional*:*NativeCrossEntropyBwd*}"
   for tool in memcheck racecheck synccheck initcheck; do
     [ "${EAGLE_STEPS_TESTS:-1}" = 1 ] || break
     in_budget "steps $tool" || break
@@ -223,10 +224,11 @@ if want steps && [ -d python/eagle ]; then
     echo "steps $tool: exit $? | $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|PASSED|FAILED' "$out/steps-$tool.txt" | tr '\n' ' ')"
   done
   grad() { PYTHONPATH=$PWD/python timeout 90 python3 ../bench/python/gradients.py --dims 512 "$@"; }
-  for flags in "--cases mlp,attention --trace $out/steps-trace" "--cases mlp,attention" \
-      "--cases mlp --prioritize-chains" "--cases mlp,attention" \
-      "--cases mlp --fuse-epilogues --prioritize-chains --trace $out/steps-trace-fused" \
-      "--cases attention --separate-qkv"; do
+  for flags in "--cases mlp,attention --trace $out/steps-trace" \
+      "--cases mlp,attention --defer-side-roots --trace $out/steps-trace-deferred" \
+      "--cases mlp,attention" "--cases mlp,attention --defer-side-roots" \
+      "--cases mlp --prioritize-chains" "--cases mlp --prioritize-chains --defer-side-roots" \
+      "--cases mlp,attention" "--cases mlp,attention --defer-side-roots"; do
     in_budget "gradients $flags" || break
     echo "gradients $flags" >> "$out/steps-gradients.txt"
     grad $flags 2>&1 | tee -a "$out/steps-gradients.txt" | grep -E "one graph|FAILED|Error"

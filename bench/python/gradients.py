@@ -39,6 +39,7 @@ Usage: python bench/python/gradients.py [--device cuda:0|cpu] [--small|--full] [
   native_attention_bwd)
   [--prioritize-chains] (eagle's steps built with node priorities: a call later calls wait on
   starts before the graph's sinks, e.g. weight gradients)
+  [--defer-side-roots] (the calls that wait on nothing start after the heaviest of them)
   [--keep-memset-nodes] (libraries' memset nodes stay memset nodes, not the default kernels)
   [--mlp-lse] (the MLP's loss keeps its rows' logsumexp for its backward)
   [--separate-qkv] (the attention with three q, k, v weights instead of one qkv weight)
@@ -99,6 +100,7 @@ class Config:
     fuse_epilogues: bool = False  # the MLP's segments with matmul epilogues
     prefer: tuple = ()  # engine names eagle's planned pieces try first (PlanningOptions::prefer)
     prioritize_chains: bool = False  # eagle's steps built with BuildOptions::prioritize_chains
+    defer_side_roots: bool = False  # ... and BuildOptions::defer_side_roots
     memsets_as_kernels: bool = True  # libraries' memset nodes as kernels (BuildOptions' default)
     mlp_lse: bool = False  # the MLP's loss exposes its rows' logsumexp for the backward
     packed_qkv: bool = True  # attention: eagle holds one qkv weight, as torch does (see Attention)
@@ -135,6 +137,7 @@ def build_step(step, cfg: Config):
     """An eagle step (forward and reverse recorded as one graph) built for the run's device."""
     return eagle.Graph.record(step, record=True).build(
         eagle.Device(cfg.device), prioritize_chains=cfg.prioritize_chains,
+        defer_side_roots=cfg.defer_side_roots,
         memsets_as_kernels=cfg.memsets_as_kernels)
 
 
@@ -726,6 +729,9 @@ def main() -> int:
     p.add_argument("--prioritize-chains", action="store_true",
                    help="build eagle's steps with node priorities: the calls later calls wait on "
                         "start before the graph's sinks (BuildOptions::prioritize_chains)")
+    p.add_argument("--defer-side-roots", action="store_true",
+                   help="build eagle's steps with the calls that wait on nothing started after "
+                        "the heaviest of them (BuildOptions::defer_side_roots)")
     p.add_argument("--mlp-lse", action="store_true",
                    help="the MLP's loss keeps its rows' logsumexp (output_lse) for its backward, "
                         "which then waits for the forward loss's total")
@@ -758,7 +764,7 @@ def main() -> int:
                  cases=tuple(a.cases.split(",")), autotune=a.autotune,
                  fuse_epilogues=a.fuse_epilogues, trace_dir=a.trace,
                  prefer=tuple(n for n in a.prefer.split(",") if n),
-                 prioritize_chains=a.prioritize_chains,
+                 prioritize_chains=a.prioritize_chains, defer_side_roots=a.defer_side_roots,
                  memsets_as_kernels=not a.keep_memset_nodes,
                  mlp_lse=a.mlp_lse,
                  packed_qkv=not a.separate_qkv, max_seqlen=a.max_seqlen, **shapes)
@@ -768,6 +774,7 @@ def main() -> int:
           f"{'; matmul epilogues fused' if cfg.fuse_epilogues else ''}"
           f"{'; engines preferred: ' + ','.join(cfg.prefer) if cfg.prefer else ''}"
           f"{'; chains prioritized' if cfg.prioritize_chains else ''}"
+          f"{'; side roots deferred' if cfg.defer_side_roots else ''}"
           f"{'; memset nodes kept' if not cfg.memsets_as_kernels else ''}"
           f"{'; mlp loss keeps lse' if cfg.mlp_lse else ''}"
           f"{'; attention with three q, k, v weights' if not cfg.packed_qkv else ''}"

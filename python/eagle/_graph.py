@@ -75,7 +75,7 @@ class Graph:
     # ---- build
     def build(self, device=None, threads: int = 0, plain_if_only: bool = False,
               stream=None, prioritize_chains: bool = False,
-              memsets_as_kernels: bool = True) -> "Graph":
+              memsets_as_kernels: bool = True, defer_side_roots: bool = False) -> "Graph":
         """Builds for ``device`` (default: where the params live, the CPU when there are none).
         Returns the graph, so ``Graph.record(f).build()`` reads naturally.
 
@@ -88,6 +88,10 @@ class Graph:
         when both are ready (CUDA node priorities; BuildOptions::prioritize_chains). Needs
         ``device``.
 
+        ``defer_side_roots`` (GPU): the calls that wait on nothing start after the heaviest of
+        them (by the bytes their arrays span) instead of beside it, so that a training step's
+        forward starts first (BuildOptions::defer_side_roots). Needs ``device``.
+
         ``memsets_as_kernels`` (GPU; on by default, the CPU ignores it): the memset nodes of a
         call's own CUDA graph (cuDNN's attention has one) run as kernel nodes, which start sooner
         after the kernels around them (BuildOptions::memsets_as_kernels; issue 12's attention
@@ -99,7 +103,7 @@ class Graph:
             handle = stream.handle if isinstance(stream, _eagle.Stream) else stream
             handle = int(getattr(handle, "cuda_stream", handle))
         self._g.build(device, threads, plain_if_only, handle, prioritize_chains,
-                      memsets_as_kernels)
+                      memsets_as_kernels, defer_side_roots)
         self._results = None
         return self
 

@@ -104,12 +104,14 @@ void bind_graph(nb::module_& m) {
       .def(
           "build",
           [](Graph& g, std::optional<Device> device, int threads, bool plain_if_only,
-             std::optional<uintptr_t> stream, bool prioritize_chains, bool memsets_as_kernels) {
+             std::optional<uintptr_t> stream, bool prioritize_chains, bool memsets_as_kernels,
+             bool defer_side_roots) {
             BuildOptions o;
             o.threads = threads;
             o.plain_if_only = plain_if_only;
             o.prioritize_chains = prioritize_chains;
             o.memsets_as_kernels = memsets_as_kernels;
+            o.defer_side_roots = defer_side_roots;
             if (stream) {
               if (!device)
                 throw InvalidArgument("build: stream= needs a device (build(device, stream=...))");
@@ -120,14 +122,14 @@ void bind_graph(nb::module_& m) {
             nb::gil_scoped_release release;
             if (device)
               g.build(*device, o);
-            else if (threads == 0 && !plain_if_only && !prioritize_chains)
+            else if (threads == 0 && !plain_if_only && !prioritize_chains && !defer_side_roots)
               g.build();
             else
               throw InvalidArgument("build: options need a device (build(device, ...))");
           },
           nb::arg("device") = nb::none(), nb::arg("threads") = 0, nb::arg("plain_if_only") = false,
           nb::arg("stream") = nb::none(), nb::arg("prioritize_chains") = false,
-          nb::arg("memsets_as_kernels") = true)
+          nb::arg("memsets_as_kernels") = true, nb::arg("defer_side_roots") = false)
       .def_prop_ro("built", &Graph::built)
       .def_prop_ro("device", &Graph::device)
       .def_prop_ro("backend", &Graph::backend)

@@ -44,6 +44,21 @@ def test_a_cuda_graph_with_prioritized_chains(rng):
     np.testing.assert_allclose(z.numpy(), 6 * x, rtol=1e-6)
 
 
+def test_a_cuda_graph_with_side_roots_deferred(rng):
+    x, w = random_values(rng, (4096,)), random_values(rng, (16,))
+    xa, wa = eagle.asarray(x, device=CUDA), eagle.asarray(w, device=CUDA)
+
+    def body(r):
+        h = K.scale(r.param("x", xa), 2.0)  # the heavier root: it starts first
+        seed = K.scale(r.param("w", wa), 3.0)  # a light root: after it
+        r.result([K.axpy(h, h, 1.0), seed])
+
+    g = eagle.Graph.record(body).build(CUDA, defer_side_roots=True)
+    y, s = g()
+    np.testing.assert_allclose(y.numpy(), 4 * x, rtol=1e-6)
+    np.testing.assert_allclose(s.numpy(), 3 * w, rtol=1e-6)
+
+
 def test_builder_on_the_gpu(rng):
     x = eagle.asarray(random_values(rng, (64,)), device=CUDA)
 

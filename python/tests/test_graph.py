@@ -66,6 +66,11 @@ def test_a_graph_built_on_a_borrowed_stream(rng):
         g2.build(stream=0)
     with pytest.raises(eagle.InvalidArgument, match="need a device"):
         g2.build(prioritize_chains=True)
+    with pytest.raises(eagle.InvalidArgument, match="need a device"):
+        g2.build(defer_side_roots=True)
+    # defer_side_roots is a GPU option: the CPU builds the same graph with it.
+    g5 = scale_add_graph(x, y).build(eagle.cpu, defer_side_roots=True)
+    np.testing.assert_allclose(g5().numpy(), 2 * x + y, rtol=1e-6)
     # memsets_as_kernels is on by default and a GPU option: the CPU ignores it, either way.
     for on in (True, False):
         g3 = scale_add_graph(x, y).build(memsets_as_kernels=on)

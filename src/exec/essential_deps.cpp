@@ -1,6 +1,7 @@
 // The dependencies of a list's nodes without those another of them implies (a transitive
 // reduction): the CUDA executor gives each node only these, so a node waits on the one stream
-// whose work it follows instead of on every producer upstream of it too.
+// whose work it follows instead of on every producer upstream of it too. And the root the
+// others follow under BuildOptions::defer_side_roots.
 #include <cstdint>
 #include <unordered_map>
 
@@ -41,6 +42,18 @@ std::vector<std::vector<int>> essential_deps(const std::vector<PlannedNode>& nod
     }
   }
   return out;
+}
+
+int heaviest_root(const std::vector<PlannedNode>& nodes, const std::vector<int>& list) {
+  int heaviest = -1, roots = 0;
+  for (int i : list) {
+    const PlannedNode& n = nodes[static_cast<std::size_t>(i)];
+    if (!n.deps.empty() || !n.waits.empty()) continue;
+    ++roots;
+    if (heaviest < 0 || n.traffic_bytes > nodes[static_cast<std::size_t>(heaviest)].traffic_bytes)
+      heaviest = i;
+  }
+  return roots > 1 ? heaviest : -1;
 }
 
 }  // namespace eagle::detail

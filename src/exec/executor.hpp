@@ -36,7 +36,8 @@ struct PlannedNode {
   const void* copy_src = nullptr;
   std::size_t copy_bytes = 0;
   std::vector<int> deps;
-  std::vector<int> waits;  // in a fork's branch: items of earlier branches to wait for
+  int64_t traffic_bytes = 0;  // bytes its arrays span (BuildOptions::defer_side_roots)
+  std::vector<int> waits;     // in a fork's branch: items of earlier branches to wait for
   // Control nodes: the one-cell u32 condition and the arms (planned node indices, in order).
   const uint32_t* cond = nullptr;
   std::vector<std::vector<int>> bodies;
@@ -55,6 +56,7 @@ struct CudaOptions {
   // without them (also forced by tests).
   bool plain_if_only = false;
   bool prioritize_chains = false;  // BuildOptions::prioritize_chains
+  bool defer_side_roots = false;   // BuildOptions::defer_side_roots
   bool memsets_as_kernels = true;  // BuildOptions::memsets_as_kernels
 };
 
@@ -67,6 +69,11 @@ std::vector<char> waited_on(const std::vector<PlannedNode>& nodes, const std::ve
 // list's earlier nodes are kept as they are.
 std::vector<std::vector<int>> essential_deps(const std::vector<PlannedNode>& nodes,
                                              const std::vector<int>& list);
+
+// BuildOptions::defer_side_roots: the node of `list` the list's other roots (nodes with no
+// dependency) are to follow, the root with the most traffic_bytes (the first of equals); -1
+// when the list has fewer than two roots.
+int heaviest_root(const std::vector<PlannedNode>& nodes, const std::vector<int>& list);
 
 // The library handles an executor owns: one per library its calls declare, made on first use
 // and destroyed with the executor.

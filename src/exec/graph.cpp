@@ -122,6 +122,8 @@ void plan_node(const Recording& rec, int i, const std::vector<Array>& buffers, D
   const NodeInfo& n = rec.nodes()[i];
   out.label = n.label;
   out.deps = n.deps;
+  out.traffic_bytes = 0;
+  for (const NodeArgInfo& a : n.arrays) out.traffic_bytes += a.bytes;
   using Kind = detail::PlannedNode::Kind;
   out.bodies = n.bodies;
   out.waits = n.waits;
@@ -146,6 +148,7 @@ detail::CudaOptions cuda_options(const BuildOptions& o) {
   detail::CudaOptions c;
   c.plain_if_only = o.plain_if_only;
   c.prioritize_chains = o.prioritize_chains;
+  c.defer_side_roots = o.defer_side_roots;
   c.memsets_as_kernels = o.memsets_as_kernels;
   return c;
 }

@@ -52,5 +52,22 @@ TEST(EssentialDeps, ListsAreNodeIndicesAndOutsidersStay) {
   for (int i = 1; i < n; ++i) EXPECT_EQ(e[i], std::vector<int>{i - 1}) << i;
 }
 
+TEST(HeaviestRoot, TheRootOthersFollowIsTheOneWithTheMostBytes) {
+  // Roots 0 (a fill), 1 (a count), 2 (the first GEMM); 3 follows 2.
+  std::vector<PlannedNode> nodes(4);
+  nodes[0].traffic_bytes = 4;
+  nodes[1].traffic_bytes = 32768;
+  nodes[2].traffic_bytes = 8 << 20;
+  nodes[3].traffic_bytes = 1 << 30;  // heavier, but not a root
+  nodes[3].deps = {2};
+  EXPECT_EQ(detail::heaviest_root(nodes, {0, 1, 2, 3}), 2);
+  // Equals: the first; a fork branch's wait makes a node no root; one root: none to follow it.
+  nodes[0].traffic_bytes = 8 << 20;
+  EXPECT_EQ(detail::heaviest_root(nodes, {0, 1, 2, 3}), 0);
+  nodes[0].waits = {3};
+  EXPECT_EQ(detail::heaviest_root(nodes, {0, 1, 2, 3}), 2);
+  EXPECT_EQ(detail::heaviest_root(nodes, {2, 3}), -1);
+}
+
 }  // namespace
 }  // namespace eagle

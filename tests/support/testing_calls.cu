@@ -194,6 +194,18 @@ int memset_node_count(void* graph) {
 #endif
 }
 
+int root_node_count(void* graph) {
+#ifdef __CUDACC__
+  std::size_t count = 0;
+  if (cudaGraphGetRootNodes(static_cast<cudaGraph_t>(graph), nullptr, &count) != cudaSuccess)
+    throw CudaError("root_node_count: cudaGraphGetRootNodes failed");
+  return static_cast<int>(count);
+#else
+  (void)graph;
+  return -1;
+#endif
+}
+
 Kernel copy_call_kernel(CopyEntry entry, std::shared_ptr<CallCounts> counts) {
   KernelDef def;
   def.name = "copy_u32";

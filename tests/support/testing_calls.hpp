@@ -44,6 +44,10 @@ void apply_copy_call_memsets(unsigned char* bytes);
 // without CUDA.
 int memset_node_count(void* graph);
 
+// The root nodes of a CUDA graph (a cudaGraph_t; its own, not those of graphs it nests); -1 in
+// a build without CUDA.
+int root_node_count(void* graph);
+
 // A kernel "copy_u32(x) -> out" running through a Call of the given kind. The Call declares a
 // library (its handle is counted in `counts`) and a workspace of 256 bytes. Its CUDA parts exist
 // only in a CUDA build.

@@ -37,6 +37,12 @@ struct BuildOptions {
   // A node's priority orders the start of its blocks only; it never preempts one that runs.
   // Off by default: its effect on issue 12's steps is not measured yet.
   bool prioritize_chains = false;
+  // GPU: the top-level calls that wait on nothing start after the heaviest of them (by the bytes
+  // its arrays span), not beside it: a training step's forward starts first and its loss
+  // cotangent's seed and counts (a fill, a count of targets) follow. Why: in issue 12's MLP step
+  // (H100 traces) the first GEMM, a cluster launch, started only once such small kernels
+  // launched before it had ended, 1.2-4.2 us into the step. Off by default.
+  bool defer_side_roots = false;
   // GPU: the memset nodes of a call's own graph (cuDNN's attention zeroes part of its workspace
   // with one) run as kernel nodes writing the same bytes. A memset node between kernels left the
   // device idle 3.4-3.7 us on each side of it (H100, issue 12's attention step), two kernel

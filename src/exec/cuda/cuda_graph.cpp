@@ -58,6 +58,7 @@ class CudaGraphExecutor final : public Executor {
         stream_(static_cast<cudaStream_t>(stream.native())),
         plain_if_only_(options.plain_if_only || !driver_has_if_else_and_switch()),
         prioritize_(options.prioritize_chains),
+        defer_side_roots_(options.defer_side_roots),
         memsets_as_kernels_(options.memsets_as_kernels) {
     DeviceGuard guard(device.ordinal());
     try {
@@ -496,7 +497,7 @@ class CudaGraphExecutor final : public Executor {
     setters_.resize(n);
     for (std::size_t i = 0; i < n; ++i) condition_pointers_[i] = &conditions_[i];
     assign_priorities();
-    add_list(graph_, plan_.top);
+    add_list(graph_, plan_.top, {}, defer_side_roots_);
     watched_by_ = CuptiTracer::session();
     EAGLE_CUDA_CHECK(cudaGraphInstantiate(
         &exec_, graph_, prioritize_ ? cudaGraphInstantiateFlagUseNodePriority : 0));
@@ -617,15 +618,25 @@ class CudaGraphExecutor final : public Executor {
   // Adds the nodes of one list (the top level or an arm) to `graph`; edges stay in the list.
   // `entry`: what the first item waits for (a fork branch starts after the fork's dependencies).
   void add_list(cudaGraph_t graph, const std::vector<int>& list,
-                const std::vector<cudaGraphNode_t>& entry = {}) {
+                const std::vector<cudaGraphNode_t>& entry = {}, bool defer_roots = false) {
     // Each node waits on the dependencies no other of them implies: a redundant edge is one
     // more wait across the graph's streams before the node starts.
     const std::vector<std::vector<int>> essential = essential_deps(nodes_, list);
-    for (std::size_t k = 0; k < list.size(); ++k) {
+    // Under defer_side_roots (the top-level list), the heaviest root first, the others after it.
+    const int lead = defer_roots ? heaviest_root(nodes_, list) : -1;
+    std::vector<std::size_t> order;
+    for (std::size_t k = 0; k < list.size(); ++k)
+      if (list[k] == lead)
+        order.insert(order.begin(), k);
+      else
+        order.push_back(k);
+    for (std::size_t k : order) {
       const int i = list[k];
       const PlannedNode& n = nodes_[i];
       std::vector<cudaGraphNode_t> deps;
       for (int d : essential[k]) deps.push_back(handles_[d]);
+      if (lead >= 0 && i != lead && n.deps.empty() && n.waits.empty())
+        deps.push_back(handles_[lead]);
       for (int w : n.waits) deps.push_back(handles_[w]);  // built already: an earlier branch
       if (i == list.front()) deps.insert(deps.end(), entry.begin(), entry.end());
       switch (n.kind) {
@@ -777,6 +788,7 @@ class CudaGraphExecutor final : public Executor {
   cudaStream_t stream_;
   bool plain_if_only_;
   bool prioritize_;            // CudaOptions::prioritize_chains
+  bool defer_side_roots_;      // CudaOptions::defer_side_roots
   bool memsets_as_kernels_;    // CudaOptions::memsets_as_kernels
   std::vector<int> priority_;  // per node: its CUDA priority, or kNoPriority
   cudaGraph_t graph_ = nullptr;
