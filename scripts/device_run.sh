@@ -19,8 +19,8 @@
 #             `eagle train` drawn by tools/plot_trace.py (train_trace_gpu.png)
 #   gradients bench/python/gradients.py (issue 12's goal: eagle's step against torch's graph), with a
 #             CUPTI trace of one replay of each step (gradients-trace/)
-#   steps     issue 12's dim-512 steps with each option on and off (--separate-qkv,
-#             --fuse-epilogues, --prioritize-chains), their GPU tests (the CUDA executor's
+#   steps     issue 12's dim-512 steps with each option on and off (--defer-side-roots,
+#             --separate-qkv, --fuse-epilogues, --prioritize-chains), their GPU tests (the CUDA executor's
 #             among them), the four sanitizers over the memset, seqlen-bucket, fused-engine and
 #             cross_entropy backward tests, ncu's time per kernel of the attention step and its
 #             memory-bound kernels' sections (EAGLE_STEPS_BUDGET seconds, 540 by default: what
@@ -227,8 +227,7 @@ if want steps && [ -d python/eagle ]; then
   for flags in "--cases mlp,attention --trace $out/steps-trace" \
       "--cases mlp,attention --defer-side-roots --trace $out/steps-trace-deferred" \
       "--cases mlp,attention" "--cases mlp,attention --defer-side-roots" \
-      "--cases mlp --prioritize-chains" "--cases mlp --prioritize-chains --defer-side-roots" \
-      "--cases mlp,attention" "--cases mlp,attention --defer-side-roots"; do
+      "--cases mlp --fuse-epilogues --prioritize-chains" "--cases attention --separate-qkv"; do
     in_budget "gradients $flags" || break
     echo "gradients $flags" >> "$out/steps-gradients.txt"
     grad $flags 2>&1 | tee -a "$out/steps-gradients.txt" | grep -E "one graph|FAILED|Error"
