@@ -292,9 +292,9 @@ class PlannedRule final : public VjpRule {
       }
       const Value view = r.view(it->second.buffer(), it->second.byte_offset() + fv.byte_offset(),
                                 fv.shape(), fv.dtype(), fv.strides());
-      views_of[fv.buffer()].push_back({"", Access::write, view.buffer(), view.byte_offset(),
-                                       view_span_bytes(view.shape(), view.strides(), view.dtype()),
-                                       view.shape(), view.dtype(), view.strides()});
+      views_of[fv.buffer()].push_back(view_arg_info("", Access::write, view.buffer(),
+                                                    view.byte_offset(), view.shape(), view.dtype(),
+                                                    view.strides()));
       into.emplace(g.uid(), view);
     }
     // Zero where no gradient lands, so that the reverse pass may take the whole array as the

@@ -39,9 +39,7 @@ std::vector<int>& Recording::State::current_list() {
 
 NodeArgInfo Recording::State::arg_info(const std::string& param, Access access, int value) const {
   const ValueData& v = values[static_cast<std::size_t>(value)];
-  return NodeArgInfo{
-      param,   access,  v.buffer, v.byte_offset, view_span_bytes(v.shape, v.strides, v.dtype),
-      v.shape, v.dtype, v.strides};
+  return view_arg_info(param, access, v.buffer, v.byte_offset, v.shape, v.dtype, v.strides);
 }
 
 namespace {

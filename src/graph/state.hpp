@@ -250,5 +250,8 @@ inline bool overlaps(int64_t a0, int64_t a1, int64_t b0, int64_t b1) {
 std::string node_name(const NodeInfo& n);
 // Bytes from a view's first element to one past its last (strides >= 0; empty: contiguous).
 int64_t view_span_bytes(const Shape& shape, const Shape& strides, DType dtype);
+// What a node's argument `param` records of a view of buffer `buffer` (its span from its layout).
+NodeArgInfo view_arg_info(const std::string& param, Access access, int buffer, int64_t byte_offset,
+                          const Shape& shape, DType dtype, const Shape& strides);
 
 }  // namespace eagle

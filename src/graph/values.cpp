@@ -16,6 +16,12 @@ int64_t view_span_bytes(const Shape& shape, const Shape& strides, DType dtype) {
   return (last + 1) * size;
 }
 
+NodeArgInfo view_arg_info(const std::string& param, Access access, int buffer, int64_t byte_offset,
+                          const Shape& shape, DType dtype, const Shape& strides) {
+  return NodeArgInfo{param, access, buffer, byte_offset, view_span_bytes(shape, strides, dtype),
+                     shape, dtype,  strides};
+}
+
 std::string node_name(const NodeInfo& n) {
   return "node " + std::to_string(n.id) + " '" + n.label + "'";
 }

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <utility>
 
+#include "eagle/core/shape.hpp"
+
 namespace eagle::detail {
 
 namespace {
@@ -53,9 +55,7 @@ bool views_tile(const std::vector<NodeArgInfo>& views, int64_t buffer_bytes) {
   for (std::size_t i = 0; i < views.size(); ++i) {
     const NodeArgInfo& v = views[i];
     if (v.byte_offset < 0 || v.byte_offset + v.bytes > buffer_bytes || !injective(v)) return false;
-    int64_t elements = 1;
-    for (int64_t d : v.shape) elements *= d;
-    covered += elements * static_cast<int64_t>(itemsize(v.dtype));
+    covered += checked_numel(v.shape, "views_tile") * static_cast<int64_t>(itemsize(v.dtype));
     for (std::size_t j = 0; j < i; ++j)
       if (!views_apart(v, views[j])) return false;
   }

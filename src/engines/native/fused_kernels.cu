@@ -108,18 +108,24 @@ __device__ __forceinline__ float apply_any(uint8_t op, float a, float b, float c
   }
 }
 
+// The program at flat index i, one element: its inputs loaded into r, then its code run.
+template <class I>
+__device__ __forceinline__ void evaluate(const FusedProgram& p, I i, float* r) {
+  for (int k = 0; k < p.inputs; ++k)
+    if (!p.in_unread[k]) r[k] = load(p.in[k], input_offset<I>(p, k, i), p.in_type[k]);
+  for (int k = 0; k < p.instructions; ++k) {
+    const FusedInstruction c = p.code[k];
+    r[c.dst] = round_to(apply_any(c.op, r[c.a], r[c.b], r[c.c]), c.type);
+  }
+}
+
 template <class I>
 __device__ __forceinline__ void fused_body(const FusedProgram& p) {
   const I step = static_cast<I>(gridDim.x) * blockDim.x;
   for (I i = static_cast<I>(blockIdx.x) * blockDim.x + threadIdx.x; i < static_cast<I>(p.numel);
        i += step) {
     float r[kRegisters];
-    for (int k = 0; k < p.inputs; ++k)
-      if (!p.in_unread[k]) r[k] = load(p.in[k], input_offset<I>(p, k, i), p.in_type[k]);
-    for (int k = 0; k < p.instructions; ++k) {
-      const FusedInstruction c = p.code[k];
-      r[c.dst] = round_to(apply_any(c.op, r[c.a], r[c.b], r[c.c]), c.type);
-    }
+    evaluate<I>(p, i, r);
     for (int k = 0; k < p.outputs; ++k)
       store(p.out[k], static_cast<int64_t>(i), p.out_type[k], r[p.out_reg[k]]);
   }
@@ -337,12 +343,7 @@ __host__ __device__ __forceinline__ bool constant_program(const FusedProgram& p)
 template <class I>
 __device__ __forceinline__ void fused_constant_body(const FusedProgram& p) {
   float r[kRegisters];
-  for (int k = 0; k < p.inputs; ++k)
-    if (!p.in_unread[k]) r[k] = load(p.in[k], 0, p.in_type[k]);
-  for (int k = 0; k < p.instructions; ++k) {
-    const FusedInstruction c = p.code[k];
-    r[c.dst] = round_to(apply_any(c.op, r[c.a], r[c.b], r[c.c]), c.type);
-  }
+  evaluate<I>(p, I{0}, r);  // every input read is one element: offset 0 for any index
   const I groups = static_cast<I>(p.numel / V);
   const I step = static_cast<I>(gridDim.x) * blockDim.x;
   for (int k = 0; k < p.outputs; ++k) {
